@@ -1,0 +1,1 @@
+fn main() { lalrpop::process_src().unwrap(); }
