@@ -1,0 +1,124 @@
+//! The printer: the canonical text form of a module, built with the `pretty` crate.
+//!
+//! Output is deterministic: attributes print sorted by name, value names are the unique name
+//! hints the values carry and sequential numbers (`%0`, `%1`, ...) for the rest, and the result
+//! type of every statement is written. The text re-parses to an equal graph.
+
+use crate::graph::{Graph, Module, ValueId};
+use pretty::RcDoc;
+use std::collections::HashSet;
+
+/// Line width the printer wraps graph signatures at.
+pub const WIDTH: usize = 100;
+
+/// Prints a module: its graphs separated by blank lines, ending in a newline.
+pub fn print_module(module: &Module) -> String {
+    let docs = module.graphs.iter().map(graph_doc);
+    render(RcDoc::intersperse(docs, RcDoc::hardline().append(RcDoc::hardline())))
+}
+
+/// Prints one graph, ending in a newline.
+pub fn print_graph(g: &Graph) -> String {
+    render(graph_doc(g))
+}
+
+fn render(doc: RcDoc<'_>) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = doc.render_fmt(WIDTH, &mut out);
+    out.push('\n');
+    out
+}
+
+/// Whether `name` may be written after `%` without quoting.
+pub fn is_value_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.$-".contains(c))
+}
+
+/// The printed name of every value: unique hints kept, the rest numbered in definition order.
+pub fn value_names(g: &Graph) -> Vec<String> {
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut names: Vec<Option<String>> = vec![None; g.values.len()];
+    let order = definition_order(g);
+    for &v in &order {
+        if let Some(hint) = g.values[v.index()].name.as_deref()
+            && is_value_name(hint)
+            && taken.insert(hint.to_string())
+        {
+            names[v.index()] = Some(hint.to_string());
+        }
+    }
+    let mut next = 0usize;
+    for &v in &order {
+        if names[v.index()].is_none() {
+            while taken.contains(&next.to_string()) {
+                next += 1;
+            }
+            taken.insert(next.to_string());
+            names[v.index()] = Some(next.to_string());
+        }
+    }
+    names.into_iter().enumerate().map(|(i, n)| n.unwrap_or_else(|| format!("v{i}"))).collect()
+}
+
+/// Parameters, then statement results, in order; any value neither defines comes last.
+fn definition_order(g: &Graph) -> Vec<ValueId> {
+    let mut seen = vec![false; g.values.len()];
+    let mut order = Vec::with_capacity(g.values.len());
+    for v in g.params.iter().chain(g.insts.iter().map(|i| &i.result)) {
+        if v.index() < seen.len() && !std::mem::replace(&mut seen[v.index()], true) {
+            order.push(*v);
+        }
+    }
+    order.extend((0..g.values.len()).filter(|&i| !seen[i]).map(|i| ValueId(i as u32)));
+    order
+}
+
+fn graph_doc(g: &Graph) -> RcDoc<'static> {
+    let names = value_names(g);
+    let name = |v: ValueId| format!("%{}", names.get(v.index()).map(String::as_str).unwrap_or("?"));
+    let params = g.params.iter().map(|&p| {
+        let ty = g.values.get(p.index()).map(|d| d.ty.to_string()).unwrap_or_default();
+        RcDoc::text(format!("{}: {ty}", name(p)))
+    });
+    let results = match g.result_types.as_slice() {
+        [one] => one.to_string(),
+        many => format!("({})", many.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    let header = RcDoc::text(format!("graph @{}(", g.name))
+        .append(
+            RcDoc::line_()
+                .append(RcDoc::intersperse(params, RcDoc::text(",").append(RcDoc::line())))
+                .nest(4),
+        )
+        .append(RcDoc::line_())
+        .append(RcDoc::text(format!(") -> {results} {{")))
+        .group();
+    let mut body: Vec<RcDoc<'static>> = g
+        .insts
+        .iter()
+        .map(|inst| {
+            let mut s = format!("{} = {}", name(inst.result), inst.op);
+            for (i, &o) in inst.operands.iter().enumerate() {
+                s.push_str(if i == 0 { " " } else { ", " });
+                s.push_str(&name(o));
+            }
+            if !inst.attrs.is_empty() {
+                let attrs: Vec<String> = inst.attrs.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                s.push_str(&format!(" {{{}}}", attrs.join(", ")));
+            }
+            let ty = g.values.get(inst.result.index()).map(|d| d.ty.to_string()).unwrap_or_default();
+            s.push_str(&format!(" : {ty}"));
+            if let Some(loc) = &inst.loc {
+                s.push_str(&format!(" {loc}"));
+            }
+            RcDoc::text(s)
+        })
+        .collect();
+    let rets: Vec<String> = g.results.iter().map(|&r| name(r)).collect();
+    body.push(RcDoc::text(format!("return {}", rets.join(", "))));
+    header
+        .append(RcDoc::hardline().append(RcDoc::intersperse(body, RcDoc::hardline())).nest(2))
+        .append(RcDoc::hardline())
+        .append(RcDoc::text("}"))
+}

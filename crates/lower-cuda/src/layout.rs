@@ -1,1 +1,0 @@
-//! CuTe-style layout algebra (work in progress).
