@@ -1,1 +1,48 @@
-fn main() {}
+//! `irc`: the command-line driver. A thin shell over the library crates; the only place that
+//! does IO.
+//!
+//! Exit codes: 0 on success, 1 on a user error (reported with its location where it has one).
+
+mod diag;
+mod input;
+mod npy;
+mod opt;
+mod run;
+mod verify_diags;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A multi-level IR compiler for deep-learning tensor graphs.
+///
+/// With a file and no subcommand, parses, verifies and prints it (like mlir-opt).
+#[derive(Parser, Debug)]
+#[command(name = "irc", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    opt: opt::OptArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a graph on the CPU reference interpreter.
+    Run(run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Some(Command::Run(args)) => run::run(args),
+        None => opt::run(&cli.opt),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("irc: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

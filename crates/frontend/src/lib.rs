@@ -77,7 +77,7 @@ fn parse_error(e: ParseError<usize, Token<'_>, ()>, end: usize) -> Diagnostic {
             Diagnostic::error(Some(Span::new(l, r)), format!("expected {}, found {tok}", expected_list(&expected)))
         }
         ParseError::UnrecognizedEof { location, expected } => Diagnostic::error(
-            Some(Span::new(location.min(end), end)),
+            Some(Span::new(end, end)),
             format!("unexpected end of input; expected {}", expected_list(&expected)),
         ),
         ParseError::ExtraToken { token: (l, tok, r) } => {

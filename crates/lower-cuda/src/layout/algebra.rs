@@ -22,7 +22,11 @@ impl Flat {
 
     /// The layout `(s0,...):(d0,...)`, or `s:d` for one mode, or `1:0` for none.
     fn build(self) -> Result<Layout> {
-        if self.shape.is_empty() { Ok(Layout::unit()) } else { Layout::flat(&self.shape, &self.stride) }
+        if self.shape.is_empty() {
+            Ok(Layout::unit())
+        } else {
+            Layout::flat(&self.shape, &self.stride)
+        }
     }
 }
 
@@ -33,7 +37,10 @@ impl Flat {
 /// @post `result(i) == layout(i)` for all `0 <= i < size(layout)`
 /// @post no mode of `result` has size 1 unless `result` is `1:0`.
 pub fn coalesce(layout: &Layout) -> Result<Layout> {
-    let mut out = Flat { shape: vec![1], stride: vec![0] };
+    let mut out = Flat {
+        shape: vec![1],
+        stride: vec![0],
+    };
     for (s, d) in layout.leaves() {
         let k = out.shape.len() - 1;
         let (last_s, last_d) = (out.shape[k], out.stride[k]);
@@ -64,7 +71,11 @@ pub fn coalesce_profile(layout: &Layout, profile: &IntTuple) -> Result<Layout> {
 /// @post the image set of `result` equals the image set of `layout`.
 pub fn filter(layout: &Layout) -> Result<Layout> {
     let mut out = Flat::default();
-    for (s, d) in layout.leaves().into_iter().filter(|&(s, d)| s != 1 && d != 0) {
+    for (s, d) in layout
+        .leaves()
+        .into_iter()
+        .filter(|&(s, d)| s != 1 && d != 0)
+    {
         out.push(s, d);
     }
     coalesce(&out.build()?)
@@ -83,7 +94,9 @@ fn by_profile(
     each: &dyn Fn(&Layout, &IntTuple) -> Result<Layout>,
     whole: &dyn Fn(&Layout) -> Result<Layout>,
 ) -> Result<Layout> {
-    let IntTuple::Tuple(ps) = profile else { return whole(layout) };
+    let IntTuple::Tuple(ps) = profile else {
+        return whole(layout);
+    };
     check_rank(op, layout, ps.len())?;
     let mut modes = layout.modes();
     for (m, p) in modes.iter_mut().zip(ps) {
@@ -97,7 +110,13 @@ pub(crate) fn check_rank(op: &'static str, layout: &Layout, n: usize) -> Result<
     if layout.rank() >= n {
         Ok(())
     } else {
-        Err(LayoutError::incongruent(op, format!("{n} modes given for the rank-{} layout {layout}", layout.rank())))
+        Err(LayoutError::incongruent(
+            op,
+            format!(
+                "{n} modes given for the rank-{} layout {layout}",
+                layout.rank()
+            ),
+        ))
     }
 }
 
@@ -112,7 +131,12 @@ pub(crate) fn check_rank(op: &'static str, layout: &Layout, n: usize) -> Result<
 pub fn composition(lhs: &Layout, rhs: &Layout) -> Result<Layout> {
     match (rhs.shape(), rhs.stride()) {
         (IntTuple::Int(s), IntTuple::Int(d)) => compose_mode(lhs, *s, *d),
-        _ => Layout::concat(&rhs.modes().iter().map(|m| composition(lhs, m)).collect::<Result<Vec<_>>>()?),
+        _ => Layout::concat(
+            &rhs.modes()
+                .iter()
+                .map(|m| composition(lhs, m))
+                .collect::<Result<Vec<_>>>()?,
+        ),
     }
 }
 
@@ -122,7 +146,10 @@ fn compose_mode(lhs: &Layout, shape: i64, stride: i64) -> Result<Layout> {
         return Layout::int(shape, 0);
     }
     if stride < 0 {
-        return Err(LayoutError::domain("composition", format!("negative stride {stride} in the right operand")));
+        return Err(LayoutError::domain(
+            "composition",
+            format!("negative stride {stride} in the right operand"),
+        ));
     }
     let flat = coalesce(lhs)?;
     let leaves = flat.leaves();
@@ -151,14 +178,18 @@ fn split_step(flat: &Layout, k: usize, cs: i64, rest_s: i64, rest_d: i64) -> Res
     if cs % rest_d != 0 && rest_d % cs != 0 {
         return Err(LayoutError::divisibility(
             "composition",
-            format!("stride {rest_d} and mode {k} (size {cs}) of the coalesced left operand {flat} do not divide one another"),
+            format!(
+                "stride {rest_d} and mode {k} (size {cs}) of the coalesced left operand {flat} do not divide one another"
+            ),
         ));
     }
     let new_s = (cs / rest_d).clamp(1, rest_s);
     if rest_s % new_s != 0 {
         return Err(LayoutError::divisibility(
             "composition",
-            format!("mode {k} (size {cs}) of the coalesced left operand {flat} takes {new_s} of the remaining shape {rest_s}, which {new_s} does not divide"),
+            format!(
+                "mode {k} (size {cs}) of the coalesced left operand {flat} takes {new_s} of the remaining shape {rest_s}, which {new_s} does not divide"
+            ),
         ));
     }
     Ok(new_s)
@@ -175,21 +206,31 @@ fn split_step(flat: &Layout, k: usize, cs: i64, rest_s: i64, rest_d: i64) -> Res
 /// smaller modes: then no complement with these post-conditions exists (the modes overlap or
 /// interleave). C++ CuTe and pycute silently return a layout violating the size post-condition.
 pub fn complement(layout: &Layout, cotarget: i64) -> Result<Layout> {
-    let mut modes: Vec<(i64, i64)> = layout.leaves().into_iter().filter(|&(s, d)| s != 1 && d != 0).map(|(s, d)| (d, s)).collect();
+    let mut modes: Vec<(i64, i64)> = layout
+        .leaves()
+        .into_iter()
+        .filter(|&(s, d)| s != 1 && d != 0)
+        .map(|(s, d)| (d, s))
+        .collect();
     modes.sort_unstable();
     let (mut out, mut cur) = (Flat::default(), 1i64);
     for (d, s) in modes {
         if d < cur || d % cur != 0 {
             return Err(LayoutError::divisibility(
                 "complement",
-                format!("in {layout}, the mode {s}:{d} does not start at a multiple of {cur}, the extent of the modes with smaller strides"),
+                format!(
+                    "in {layout}, the mode {s}:{d} does not start at a multiple of {cur}, the extent of the modes with smaller strides"
+                ),
             ));
         }
         out.push(d / cur, cur);
         cur = mul("complement", d, s)?;
     }
     if cotarget < 1 {
-        return Err(LayoutError::domain("complement", format!("cotarget {cotarget} must be at least 1")));
+        return Err(LayoutError::domain(
+            "complement",
+            format!("cotarget {cotarget} must be at least 1"),
+        ));
     }
     out.push(ceil_div(cotarget, cur), cur);
     coalesce(&out.build()?)
@@ -209,8 +250,14 @@ pub fn complement_default(layout: &Layout) -> Result<Layout> {
 /// `1:0` for any layout with a stride-0 mode), which contradicts the post-condition's maximality.
 pub fn right_inverse(layout: &Layout) -> Result<Layout> {
     let leaves = layout.leaves();
-    let prefix = IntTuple::ints(&leaves.iter().map(|l| l.0).collect::<Vec<_>>()).prefix_product(1)?.flatten();
-    let mut sorted: Vec<(i64, i64, i64)> = leaves.iter().zip(prefix).map(|(&(s, d), p)| (d, s, p)).collect();
+    let prefix = IntTuple::ints(&leaves.iter().map(|l| l.0).collect::<Vec<_>>())
+        .prefix_product(1)?
+        .flatten();
+    let mut sorted: Vec<(i64, i64, i64)> = leaves
+        .iter()
+        .zip(prefix)
+        .map(|(&(s, d), p)| (d, s, p))
+        .collect();
     sorted.sort_unstable();
     let (mut out, mut cur) = (Flat::default(), 1i64);
     for (d, s, p) in sorted.into_iter().filter(|&(d, s, _)| s != 1 && d != 0) {

@@ -31,16 +31,30 @@ impl TvLayout {
     /// @post every `(t, v)` maps to an index in `[0, m*n)`.
     pub fn new(layout: Layout, m: i64, n: i64) -> Result<Self> {
         if layout.rank() != 2 || m < 1 || n < 1 {
-            return Err(LayoutError::domain("tv", format!("needs a rank-2 (thread,value) layout and a tile of positive sizes, got {layout} over ({m},{n})")));
+            return Err(LayoutError::domain(
+                "tv",
+                format!(
+                    "needs a rank-2 (thread,value) layout and a tile of positive sizes, got {layout} over ({m},{n})"
+                ),
+            ));
         }
         if layout.stride().flatten().iter().any(|&d| d < 0) {
-            return Err(LayoutError::domain("tv", format!("{layout} has a negative stride")));
+            return Err(LayoutError::domain(
+                "tv",
+                format!("{layout} has a negative stride"),
+            ));
         }
         let cells = mul("tv", m, n)?;
         if layout.cosize()? > cells {
-            return Err(LayoutError::domain("tv", format!("{layout} reaches past the {m}x{n} tile")));
+            return Err(LayoutError::domain(
+                "tv",
+                format!("{layout} reaches past the {m}x{n} tile"),
+            ));
         }
-        Ok(TvLayout { layout, tile: (m, n) })
+        Ok(TvLayout {
+            layout,
+            tile: (m, n),
+        })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -92,21 +106,30 @@ fn i(v: i64) -> IntTuple {
 /// mma.m16n8k16 with floating point type", figure for A): 32 threads x 8 values over the 16x16
 /// `M x K` tile. Thread `(t%4, t/4)`, value bits `(col+1, row+8, col+8)`.
 pub fn mma_m16n8k16_a() -> Result<TvLayout> {
-    let l = lay(t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2), i(2)])]), t(vec![t(vec![i(32), i(1)]), t(vec![i(16), i(8), i(128)])]))?;
+    let l = lay(
+        t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2), i(2)])]),
+        t(vec![t(vec![i(32), i(1)]), t(vec![i(16), i(8), i(128)])]),
+    )?;
     TvLayout::new(l, 16, 16)
 }
 
 /// `mma.sync.aligned.m16n8k16` B fragment (f16 or bf16): 32 threads x 4 values over the `N x K`
 /// = 8x16 tile. Thread `(t%4 -> k*2, t/4 -> n)`, value bits `(k+1, k+8)`.
 pub fn mma_m16n8k16_b() -> Result<TvLayout> {
-    let l = lay(t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2)])]), t(vec![t(vec![i(16), i(1)]), t(vec![i(8), i(64)])]))?;
+    let l = lay(
+        t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2)])]),
+        t(vec![t(vec![i(16), i(1)]), t(vec![i(8), i(64)])]),
+    )?;
     TvLayout::new(l, 8, 16)
 }
 
 /// `mma.sync.aligned.m16n8k16` C/D fragment (f32 accumulate): 32 threads x 4 values over the
 /// `M x N` = 16x8 tile. Thread `(t%4 -> n*2, t/4 -> m)`, value bits `(n+1, m+8)`.
 pub fn mma_m16n8k16_c() -> Result<TvLayout> {
-    let l = lay(t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2)])]), t(vec![t(vec![i(32), i(1)]), t(vec![i(16), i(8)])]))?;
+    let l = lay(
+        t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2)])]),
+        t(vec![t(vec![i(32), i(1)]), t(vec![i(16), i(8)])]),
+    )?;
     TvLayout::new(l, 16, 8)
 }
 
@@ -116,12 +139,27 @@ pub fn mma_m16n8k16_c() -> Result<TvLayout> {
 /// `.trans` it gets column `t/4`, rows `2*(t%4)+{0,1}`.
 pub fn ldmatrix(matrices: i64, trans: bool) -> Result<TvLayout> {
     if ![1, 2, 4].contains(&matrices) {
-        return Err(LayoutError::domain("ldmatrix", format!("x{matrices}: only x1, x2 and x4 exist")));
+        return Err(LayoutError::domain(
+            "ldmatrix",
+            format!("x{matrices}: only x1, x2 and x4 exist"),
+        ));
     }
     let rows = 8 * matrices;
-    let (thr, v0) = if trans { (t(vec![i(2), i(rows)]), i(1)) } else { (t(vec![i(2 * rows), i(1)]), i(rows)) };
-    let (vs, vd) = if matrices == 1 { (i(2), v0) } else { (t(vec![i(2), i(matrices)]), t(vec![v0, i(8)])) };
-    TvLayout::new(lay(t(vec![t(vec![i(4), i(8)]), vs]), t(vec![thr, vd]))?, rows, 8)
+    let (thr, v0) = if trans {
+        (t(vec![i(2), i(rows)]), i(1))
+    } else {
+        (t(vec![i(2 * rows), i(1)]), i(rows))
+    };
+    let (vs, vd) = if matrices == 1 {
+        (i(2), v0)
+    } else {
+        (t(vec![i(2), i(matrices)]), t(vec![v0, i(8)]))
+    };
+    TvLayout::new(
+        lay(t(vec![t(vec![i(4), i(8)]), vs]), t(vec![thr, vd]))?,
+        rows,
+        8,
+    )
 }
 
 /// The `wgmma.mma_async.m64nNk16` f32 accumulator fragment (PTX ISA "Register Fragments and
@@ -130,10 +168,19 @@ pub fn ldmatrix(matrices: i64, trans: bool) -> Result<TvLayout> {
 /// `mma.m16n8` C fragment.
 pub fn wgmma_m64nk16_d(n: i64) -> Result<TvLayout> {
     if n < 8 || n > 256 || n % 8 != 0 {
-        return Err(LayoutError::domain("wgmma", format!("N = {n}: wgmma.m64nNk16 needs N a multiple of 8 in [8, 256]")));
+        return Err(LayoutError::domain(
+            "wgmma",
+            format!("N = {n}: wgmma.m64nNk16 needs N a multiple of 8 in [8, 256]"),
+        ));
     }
-    let shape = t(vec![t(vec![i(4), i(8), i(4)]), t(vec![i(2), i(2), i(n / 8)])]);
-    let stride = t(vec![t(vec![i(128), i(1), i(16)]), t(vec![i(64), i(8), i(512)])]);
+    let shape = t(vec![
+        t(vec![i(4), i(8), i(4)]),
+        t(vec![i(2), i(2), i(n / 8)]),
+    ]);
+    let stride = t(vec![
+        t(vec![i(128), i(1), i(16)]),
+        t(vec![i(64), i(8), i(512)]),
+    ]);
     TvLayout::new(lay(shape, stride)?, 64, n)
 }
 
@@ -155,20 +202,36 @@ pub fn gmma_smem_atom(major: Major, swizzle_bytes: i64, elem_bits: i64) -> Resul
         32 => 1,
         64 => 2,
         128 => 3,
-        _ => return Err(LayoutError::domain("gmma", format!("swizzle of {swizzle_bytes} bytes: only 0 (interleave), 32, 64 and 128 exist"))),
+        _ => {
+            return Err(LayoutError::domain(
+                "gmma",
+                format!(
+                    "swizzle of {swizzle_bytes} bytes: only 0 (interleave), 32, 64 and 128 exist"
+                ),
+            ));
+        }
     };
     let base = match elem_bits {
         8 => 4,
         16 => 3,
         32 => 2,
-        _ => return Err(LayoutError::domain("gmma", format!("{elem_bits}-bit elements: only 8, 16 and 32 are supported"))),
+        _ => {
+            return Err(LayoutError::domain(
+                "gmma",
+                format!("{elem_bits}-bit elements: only 8, 16 and 32 are supported"),
+            ));
+        }
     };
     let width = (16 << bits) * 8 / elem_bits;
     let layout = match major {
         Major::K => Layout::flat(&[8, width], &[width, 1])?,
         Major::Mn => Layout::flat(&[width, 8], &[1, width])?,
     };
-    Ok(ComposedLayout { swizzle: Swizzle::new(bits, base, 3)?, offset: 0, layout })
+    Ok(ComposedLayout {
+        swizzle: Swizzle::new(bits, base, 3)?,
+        offset: 0,
+        layout,
+    })
 }
 
 /// The TV layout of a tiled copy: `thr` arranges thread ids over the tile, `val` arranges each
@@ -180,7 +243,10 @@ pub fn gmma_smem_atom(major: Major, swizzle_bytes: i64, elem_bits: i64) -> Resul
 pub fn tiled_copy_tv(thr: &Layout, val: &Layout) -> Result<TvLayout> {
     let mn = raked_product(thr, val)?;
     if mn.rank() != 2 {
-        return Err(LayoutError::domain("tiled_copy", format!("thread and value layouts must be rank 2, got {thr} and {val}")));
+        return Err(LayoutError::domain(
+            "tiled_copy",
+            format!("thread and value layouts must be rank 2, got {thr} and {val}"),
+        ));
     }
     let (m, n) = (mn.mode(0)?.size()?, mn.mode(1)?.size()?);
     let shape = Layout::compact(IntTuple::ints(&[thr.size()?, val.size()?]))?;

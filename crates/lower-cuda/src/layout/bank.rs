@@ -52,32 +52,65 @@ impl WarpAccess {
 /// @pre `size(lanes)` is a multiple of 32; `access_bytes` is 1, 2, 4, 8 or 16, a multiple of
 ///      `elem_bytes`, and every access is aligned to it (else an error).
 /// @post `result.len() == size(lanes) / 32` and `result[a].conflicts() >= 0`.
-pub fn bank_conflicts(smem: &dyn IndexMap, lanes: &Layout, elem_bytes: i64, access_bytes: i64) -> Result<Vec<WarpAccess>> {
+pub fn bank_conflicts(
+    smem: &dyn IndexMap,
+    lanes: &Layout,
+    elem_bytes: i64,
+    access_bytes: i64,
+) -> Result<Vec<WarpAccess>> {
     let n = lanes.size()?;
-    if n % 32 != 0 || ![1, 2, 4, 8, 16].contains(&access_bytes) || elem_bytes < 1 || access_bytes % elem_bytes != 0 {
+    if n % 32 != 0
+        || ![1, 2, 4, 8, 16].contains(&access_bytes)
+        || elem_bytes < 1
+        || access_bytes % elem_bytes != 0
+    {
         return Err(LayoutError::domain(
             "bank_conflicts",
-            format!("needs a multiple of 32 lanes (got {n}) and a 1/2/4/8/16-byte access that is a multiple of the {elem_bytes}-byte element (got {access_bytes})"),
+            format!(
+                "needs a multiple of 32 lanes (got {n}) and a 1/2/4/8/16-byte access that is a multiple of the {elem_bytes}-byte element (got {access_bytes})"
+            ),
         ));
     }
-    let addrs = (0..n).map(|k| mul("bank_conflicts", smem.offset(lanes.eval(k)?)?, elem_bytes)).collect::<Result<Vec<_>>>()?;
+    let addrs = (0..n)
+        .map(|k| mul("bank_conflicts", smem.offset(lanes.eval(k)?)?, elem_bytes))
+        .collect::<Result<Vec<_>>>()?;
     if let Some(a) = addrs.iter().find(|&&a| a % access_bytes != 0 || a < 0) {
-        return Err(LayoutError::domain("bank_conflicts", format!("byte address {a} is not aligned to the {access_bytes}-byte access")));
+        return Err(LayoutError::domain(
+            "bank_conflicts",
+            format!("byte address {a} is not aligned to the {access_bytes}-byte access"),
+        ));
     }
     let lanes_per_phase = (128 / access_bytes).min(32) as usize;
-    Ok(addrs.chunks(32).map(|warp| warp_access(warp, lanes_per_phase, access_bytes)).collect())
+    Ok(addrs
+        .chunks(32)
+        .map(|warp| warp_access(warp, lanes_per_phase, access_bytes))
+        .collect())
 }
 
 /// Wavefronts of one warp's accesses, phase by phase.
 fn warp_access(addrs: &[i64], lanes_per_phase: usize, access_bytes: i64) -> WarpAccess {
-    let phases = addrs.chunks(lanes_per_phase).map(|phase| phase_wavefronts(phase, access_bytes));
-    phases.fold(WarpAccess { wavefronts: 0, ideal: 0 }, |acc, (w, i)| WarpAccess { wavefronts: acc.wavefronts + w, ideal: acc.ideal + i })
+    let phases = addrs
+        .chunks(lanes_per_phase)
+        .map(|phase| phase_wavefronts(phase, access_bytes));
+    phases.fold(
+        WarpAccess {
+            wavefronts: 0,
+            ideal: 0,
+        },
+        |acc, (w, i)| WarpAccess {
+            wavefronts: acc.wavefronts + w,
+            ideal: acc.ideal + i,
+        },
+    )
 }
 
 /// `(wavefronts, ideal)` of one phase: the most distinct words on any bank, and the minimum the
 /// number of distinct words needs.
 fn phase_wavefronts(addrs: &[i64], access_bytes: i64) -> (i64, i64) {
-    let words: BTreeSet<i64> = addrs.iter().flat_map(|&a| (a / 4)..(a + access_bytes.max(4)) / 4).collect();
+    let words: BTreeSet<i64> = addrs
+        .iter()
+        .flat_map(|&a| (a / 4)..(a + access_bytes.max(4)) / 4)
+        .collect();
     let mut per_bank: BTreeMap<i64, i64> = BTreeMap::new();
     for w in &words {
         *per_bank.entry(w % 32).or_default() += 1;

@@ -60,11 +60,17 @@ impl Layout {
     /// @post `result.shape() == shape && result.stride() == stride`.
     pub fn new(shape: IntTuple, stride: IntTuple) -> Result<Self> {
         if !shape.congruent(&stride) {
-            return Err(LayoutError::incongruent("layout", format!("shape {shape} and stride {stride} differ in structure")));
+            return Err(LayoutError::incongruent(
+                "layout",
+                format!("shape {shape} and stride {stride} differ in structure"),
+            ));
         }
         shape.check_depth()?;
         if let Some(bad) = shape.flatten().into_iter().find(|&s| s < 1) {
-            return Err(LayoutError::domain("layout", format!("shape {shape} has a mode of size {bad}; sizes must be at least 1")));
+            return Err(LayoutError::domain(
+                "layout",
+                format!("shape {shape} has a mode of size {bad}; sizes must be at least 1"),
+            ));
         }
         Ok(Layout { shape, stride })
     }
@@ -92,7 +98,10 @@ impl Layout {
 
     /// The identity-free layout `1:0`, a unit of the algebra.
     pub fn unit() -> Self {
-        Layout { shape: IntTuple::Int(1), stride: IntTuple::Int(0) }
+        Layout {
+            shape: IntTuple::Int(1),
+            stride: IntTuple::Int(0),
+        }
     }
 
     pub fn shape(&self) -> &IntTuple {
@@ -129,20 +138,38 @@ impl Layout {
     /// Mode `i` as a layout (an integer-shaped layout is its own mode 0).
     pub fn mode(&self, i: usize) -> Result<Layout> {
         match (self.shape.mode(i), self.stride.mode(i)) {
-            (Some(s), Some(d)) => Ok(Layout { shape: s.clone(), stride: d.clone() }),
-            _ => Err(LayoutError::domain("mode", format!("mode {i} of a rank-{} layout", self.rank()))),
+            (Some(s), Some(d)) => Ok(Layout {
+                shape: s.clone(),
+                stride: d.clone(),
+            }),
+            _ => Err(LayoutError::domain(
+                "mode",
+                format!("mode {i} of a rank-{} layout", self.rank()),
+            )),
         }
     }
 
     /// The top-level modes, in order.
     pub fn modes(&self) -> Vec<Layout> {
         let strides = self.stride.modes();
-        self.shape.modes().iter().zip(strides).map(|(s, d)| Layout { shape: s.clone(), stride: d.clone() }).collect()
+        self.shape
+            .modes()
+            .iter()
+            .zip(strides)
+            .map(|(s, d)| Layout {
+                shape: s.clone(),
+                stride: d.clone(),
+            })
+            .collect()
     }
 
     /// The leaves as `(shape, stride)` pairs in depth-first order.
     pub fn leaves(&self) -> Vec<(i64, i64)> {
-        self.shape.flatten().into_iter().zip(self.stride.flatten()).collect()
+        self.shape
+            .flatten()
+            .into_iter()
+            .zip(self.stride.flatten())
+            .collect()
     }
 
     /// The same function with all nesting removed (an integer-shaped layout is unchanged).
@@ -151,7 +178,10 @@ impl Layout {
     pub fn flatten(&self) -> Layout {
         match self.shape {
             IntTuple::Int(_) => self.clone(),
-            IntTuple::Tuple(_) => Layout { shape: IntTuple::ints(&self.shape.flatten()), stride: IntTuple::ints(&self.stride.flatten()) },
+            IntTuple::Tuple(_) => Layout {
+                shape: IntTuple::ints(&self.shape.flatten()),
+                stride: IntTuple::ints(&self.stride.flatten()),
+            },
         }
     }
 
@@ -210,7 +240,10 @@ impl Layout {
     pub fn slice_and_offset(&self, crd: &Coord) -> Result<(Layout, i64)> {
         let offset = self.crd2idx(&crd.zeroed())?;
         let (shape, stride) = (slice(crd, &self.shape)?, slice(crd, &self.stride)?);
-        Ok((Layout::new(IntTuple::Tuple(shape), IntTuple::Tuple(stride))?, offset))
+        Ok((
+            Layout::new(IntTuple::Tuple(shape), IntTuple::Tuple(stride))?,
+            offset,
+        ))
     }
 
     /// Every image `L(0), L(1), ..., L(size-1)`, for tests and rendering of small layouts.
@@ -225,21 +258,29 @@ fn check_index(op: &'static str, idx: i64, shape: &IntTuple) -> Result<()> {
     if (0..size).contains(&idx) {
         Ok(())
     } else {
-        Err(LayoutError::domain(op, format!("coordinate {idx} is out of range for shape {shape} of size {size}")))
+        Err(LayoutError::domain(
+            op,
+            format!("coordinate {idx} is out of range for shape {shape} of size {size}"),
+        ))
     }
 }
 
 /// `crd . stride` after splitting integer coordinates column-major over tuple shapes.
 fn crd2idx(crd: &IntTuple, shape: &IntTuple, stride: &IntTuple) -> Result<i64> {
     match (crd, shape, stride) {
-        (IntTuple::Tuple(c), IntTuple::Tuple(s), IntTuple::Tuple(d)) if c.len() == s.len() => {
-            c.iter().zip(s).zip(d).try_fold(0, |acc, ((c, s), d)| add("crd2idx", acc, crd2idx(c, s, d)?))
-        }
+        (IntTuple::Tuple(c), IntTuple::Tuple(s), IntTuple::Tuple(d)) if c.len() == s.len() => c
+            .iter()
+            .zip(s)
+            .zip(d)
+            .try_fold(0, |acc, ((c, s), d)| add("crd2idx", acc, crd2idx(c, s, d)?)),
         (IntTuple::Int(i), _, _) => {
             check_index("crd2idx", *i, shape)?;
             inner_product(&idx2crd(*i, shape), stride)
         }
-        _ => Err(LayoutError::incongruent("crd2idx", format!("coordinate {crd} does not match shape {shape}"))),
+        _ => Err(LayoutError::incongruent(
+            "crd2idx",
+            format!("coordinate {crd} does not match shape {shape}"),
+        )),
     }
 }
 
@@ -247,10 +288,14 @@ fn crd2idx(crd: &IntTuple, shape: &IntTuple, stride: &IntTuple) -> Result<i64> {
 fn inner_product(crd: &IntTuple, stride: &IntTuple) -> Result<i64> {
     match (crd, stride) {
         (IntTuple::Int(c), IntTuple::Int(d)) => mul("crd2idx", *c, *d),
-        (IntTuple::Tuple(c), IntTuple::Tuple(d)) => {
-            c.iter().zip(d).try_fold(0, |acc, (c, d)| add("crd2idx", acc, inner_product(c, d)?))
-        }
-        _ => Err(LayoutError::incongruent("crd2idx", format!("coordinate {crd} does not match stride {stride}"))),
+        (IntTuple::Tuple(c), IntTuple::Tuple(d)) => c
+            .iter()
+            .zip(d)
+            .try_fold(0, |acc, (c, d)| add("crd2idx", acc, inner_product(c, d)?)),
+        _ => Err(LayoutError::incongruent(
+            "crd2idx",
+            format!("coordinate {crd} does not match stride {stride}"),
+        )),
     }
 }
 
@@ -280,10 +325,17 @@ fn slice(crd: &Coord, target: &IntTuple) -> Result<Vec<IntTuple>> {
         (Coord::All, t) => Ok(vec![t.clone()]),
         (Coord::Int(_), _) => Ok(Vec::new()),
         (Coord::Tuple(c), IntTuple::Tuple(t)) if c.len() == t.len() => {
-            let parts = c.iter().zip(t).map(|(c, t)| slice(c, t)).collect::<Result<Vec<_>>>()?;
+            let parts = c
+                .iter()
+                .zip(t)
+                .map(|(c, t)| slice(c, t))
+                .collect::<Result<Vec<_>>>()?;
             Ok(parts.into_iter().flatten().collect())
         }
-        _ => Err(LayoutError::incongruent("slice", format!("coordinate does not match {target}"))),
+        _ => Err(LayoutError::incongruent(
+            "slice",
+            format!("coordinate does not match {target}"),
+        )),
     }
 }
 

@@ -56,15 +56,24 @@ impl LayoutError {
     }
 
     pub(crate) fn domain(op: &'static str, what: impl Into<String>) -> Self {
-        LayoutError::Domain { op, what: what.into() }
+        LayoutError::Domain {
+            op,
+            what: what.into(),
+        }
     }
 
     pub(crate) fn incongruent(op: &'static str, what: impl Into<String>) -> Self {
-        LayoutError::Incongruent { op, what: what.into() }
+        LayoutError::Incongruent {
+            op,
+            what: what.into(),
+        }
     }
 
     pub(crate) fn divisibility(op: &'static str, what: impl Into<String>) -> Self {
-        LayoutError::Divisibility { op, what: what.into() }
+        LayoutError::Divisibility {
+            op,
+            what: what.into(),
+        }
     }
 }
 

@@ -2,8 +2,14 @@
 
 use std::fmt;
 
-use super::algebra::{coalesce, coalesce_profile, complement, complement_default, composition, filter, filter_profile, left_inverse, right_inverse};
-use super::atoms::{Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c, tiled_copy_tv, wgmma_m64nk16_d};
+use super::algebra::{
+    coalesce, coalesce_profile, complement, complement_default, filter, filter_profile,
+    left_inverse, right_inverse,
+};
+use super::atoms::{
+    Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
+    tiled_copy_tv, wgmma_m64nk16_d,
+};
 use super::bank::{IndexMap, bank_conflicts};
 use super::core::{Coord, Layout};
 use super::error::{LayoutError, Result};
@@ -11,8 +17,8 @@ use super::int_tuple::IntTuple;
 use super::parse::{Ast, parse_expr};
 use super::swizzle::{ComposedLayout, Swizzle};
 use super::tiling::{
-    Tiler, blocked_product, composition_tiler, flat_divide, flat_product, logical_divide, logical_product, raked_product, tiled_divide,
-    tiled_product, zipped_divide, zipped_product,
+    Tiler, blocked_product, composition_tiler, flat_divide, flat_product, logical_divide,
+    logical_product, raked_product, tiled_divide, tiled_product, zipped_divide, zipped_product,
 };
 
 /// The result of evaluating an expression.
@@ -80,10 +86,21 @@ pub fn parse_layout(src: &str) -> Result<Layout> {
 fn eval(ast: &Ast) -> Result<Value> {
     match ast {
         Ast::Int { value, .. } => Ok(Value::Int(*value)),
-        Ast::Lit { shape, stride, at } => lit_layout(shape, stride.as_ref()).map(Value::Layout).map_err(|e| located("layout", *at, e)),
-        Ast::All { at } => Err(LayoutError::Parse { offset: *at, message: "`_` is only allowed inside coordinates and tilers".into() }),
+        Ast::Lit { shape, stride, at } => lit_layout(shape, stride.as_ref())
+            .map(Value::Layout)
+            .map_err(|e| located("layout", *at, e)),
+        Ast::All { at } => Err(LayoutError::Parse {
+            offset: *at,
+            message: "`_` is only allowed inside coordinates and tilers".into(),
+        }),
         Ast::Tiler { .. } => Ok(Value::Tiler(tiler(ast)?)),
-        Ast::Swizzle { bits, base, shift, then, at } => swizzle_value(*bits, *base, *shift, then.as_ref(), *at),
+        Ast::Swizzle {
+            bits,
+            base,
+            shift,
+            then,
+            at,
+        } => swizzle_value(*bits, *base, *shift, then.as_ref(), *at),
         Ast::Apply { target, args, at } => {
             let target = eval(target)?;
             apply(&target, args).map_err(|e| located("apply", *at, e))
@@ -94,7 +111,15 @@ fn eval(ast: &Ast) -> Result<Value> {
 
 /// Wrap an error from the call at `at`, unless it already carries a location.
 fn located(func: &str, at: usize, e: LayoutError) -> LayoutError {
-    if e.offset().is_some() { e } else { LayoutError::InCall { func: func.to_string(), offset: at, source: Box::new(e) } }
+    if e.offset().is_some() {
+        e
+    } else {
+        LayoutError::InCall {
+            func: func.to_string(),
+            offset: at,
+            source: Box::new(e),
+        }
+    }
 }
 
 fn lit_layout(shape: &Coord, stride: Option<&Coord>) -> Result<Layout> {
@@ -109,18 +134,42 @@ fn lit_layout(shape: &Coord, stride: Option<&Coord>) -> Result<Layout> {
 fn coord_tuple(c: &Coord) -> Result<IntTuple> {
     match c {
         Coord::Int(v) => Ok(IntTuple::Int(*v)),
-        Coord::All => Err(LayoutError::Argument("`_` is only allowed in coordinates".into())),
-        Coord::Tuple(t) => Ok(IntTuple::Tuple(t.iter().map(coord_tuple).collect::<Result<_>>()?)),
+        Coord::All => Err(LayoutError::Argument(
+            "`_` is only allowed in coordinates".into(),
+        )),
+        Coord::Tuple(t) => Ok(IntTuple::Tuple(
+            t.iter().map(coord_tuple).collect::<Result<_>>()?,
+        )),
     }
 }
 
-fn swizzle_value(bits: i64, base: i64, shift: i64, then: Option<&(i64, Box<Ast>)>, at: usize) -> Result<Value> {
+fn swizzle_value(
+    bits: i64,
+    base: i64,
+    shift: i64,
+    then: Option<&(i64, Box<Ast>)>,
+    at: usize,
+) -> Result<Value> {
     let sw = Swizzle::new(bits, base, shift).map_err(|e| located("Sw", at, e))?;
-    let Some((offset, inner)) = then else { return Ok(Value::Swizzle(sw)) };
+    let Some((offset, inner)) = then else {
+        return Ok(Value::Swizzle(sw));
+    };
     match eval(inner)? {
-        Value::Layout(layout) => Ok(Value::Composed(ComposedLayout { swizzle: sw, offset: *offset, layout })),
-        Value::Int(n) => Ok(Value::Composed(ComposedLayout { swizzle: sw, offset: *offset, layout: Layout::int(n, 1)? })),
-        other => Err(located("Sw", at, LayoutError::Argument(format!("`{other}` cannot be swizzled; expected a layout")))),
+        Value::Layout(layout) => Ok(Value::Composed(ComposedLayout {
+            swizzle: sw,
+            offset: *offset,
+            layout,
+        })),
+        Value::Int(n) => Ok(Value::Composed(ComposedLayout {
+            swizzle: sw,
+            offset: *offset,
+            layout: Layout::int(n, 1)?,
+        })),
+        other => Err(located(
+            "Sw",
+            at,
+            LayoutError::Argument(format!("`{other}` cannot be swizzled; expected a layout")),
+        )),
     }
 }
 
@@ -136,12 +185,20 @@ fn apply(target: &Value, args: &[Ast]) -> Result<Value> {
         (Value::Composed(c), false) => Ok(Value::Int(c.crd2idx(&crd.zeroed())?)),
         (Value::Composed(c), true) => {
             let (layout, off) = c.layout.slice_and_offset(&crd)?;
-            let offset = c.offset.checked_add(off).ok_or(LayoutError::Overflow { op: "slice" })?;
-            Ok(Value::Composed(ComposedLayout { offset, ..c.with_layout(layout) }))
+            let offset = c
+                .offset
+                .checked_add(off)
+                .ok_or(LayoutError::Overflow { op: "slice" })?;
+            Ok(Value::Composed(ComposedLayout {
+                offset,
+                ..c.with_layout(layout)
+            }))
         }
         (Value::Swizzle(s), false) => Ok(Value::Int(s.apply(int_of(&crd)?))),
         (Value::Tv(tv), false) => Ok(Value::Int(tv.layout().crd2idx(&crd.zeroed())?)),
-        (other, _) => Err(LayoutError::Argument(format!("`{other}` cannot be applied to a coordinate"))),
+        (other, _) => Err(LayoutError::Argument(format!(
+            "`{other}` cannot be applied to a coordinate"
+        ))),
     }
 }
 
@@ -156,12 +213,18 @@ fn int_of(c: &Coord) -> Result<i64> {
 /// that evaluates to an integer or a tuple.
 fn coord_arg(ast: &Ast) -> Result<Coord> {
     match ast {
-        Ast::Lit { shape, stride: None, .. } => Ok(shape.clone()),
+        Ast::Lit {
+            shape,
+            stride: None,
+            ..
+        } => Ok(shape.clone()),
         Ast::All { .. } => Ok(Coord::All),
         _ => match eval(ast)? {
             Value::Int(v) => Ok(Coord::Int(v)),
             Value::Tuple(t) => Ok(Coord::from(&t)),
-            other => Err(LayoutError::Argument(format!("`{other}` is not a coordinate"))),
+            other => Err(LayoutError::Argument(format!(
+                "`{other}` is not a coordinate"
+            ))),
         },
     }
 }
@@ -174,7 +237,9 @@ fn tuple_arg(ast: &Ast) -> Result<IntTuple> {
 fn int_arg(ast: &Ast) -> Result<i64> {
     match eval(ast)? {
         Value::Int(v) => Ok(v),
-        other => Err(LayoutError::Argument(format!("`{other}` is not an integer"))),
+        other => Err(LayoutError::Argument(format!(
+            "`{other}` is not an integer"
+        ))),
     }
 }
 
@@ -196,7 +261,9 @@ fn as_layout(v: Value) -> Result<Layout> {
 fn tiler(ast: &Ast) -> Result<Tiler> {
     match ast {
         Ast::All { .. } => Ok(Tiler::All),
-        Ast::Tiler { items, .. } => Ok(Tiler::Modes(items.iter().map(tiler).collect::<Result<_>>()?)),
+        Ast::Tiler { items, .. } => Ok(Tiler::Modes(
+            items.iter().map(tiler).collect::<Result<_>>()?,
+        )),
         _ => Ok(Tiler::Layout(layout_arg(ast)?)),
     }
 }
@@ -213,8 +280,15 @@ impl Args<'_> {
         if (min..=max).contains(&n) {
             return Ok(());
         }
-        let want = if min == max { format!("{min}") } else { format!("{min} to {max}") };
-        Err(LayoutError::Argument(format!("{} takes {want} argument(s), got {n}", self.name)))
+        let want = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        Err(LayoutError::Argument(format!(
+            "{} takes {want} argument(s), got {n}",
+            self.name
+        )))
     }
 
     fn get(&self, i: usize) -> &Ast {
@@ -234,7 +308,12 @@ pub struct Function {
 
 macro_rules! f {
     ($name:literal, $sig:literal, $summary:literal, $run:expr) => {
-        Function { name: $name, signature: $sig, summary: $summary, run: $run }
+        Function {
+            name: $name,
+            signature: $sig,
+            summary: $summary,
+            run: $run,
+        }
     };
 }
 
@@ -290,8 +369,18 @@ pub static FUNCTIONS: &[Function] = &[
 
 fn call(name: &str, args: &[Ast], at: usize) -> Result<Value> {
     let Some(f) = FUNCTIONS.iter().find(|f| f.name == name) else {
-        let message = format!("unknown function `{name}`; known: {}", FUNCTIONS.iter().map(|f| f.name).collect::<Vec<_>>().join(", "));
-        return Err(LayoutError::Parse { offset: at, message });
+        let message = format!(
+            "unknown function `{name}`; known: {}",
+            FUNCTIONS
+                .iter()
+                .map(|f| f.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Err(LayoutError::Parse {
+            offset: at,
+            message,
+        });
     };
     (f.run)(&Args { name, args }).map_err(|e| located(name, at, e))
 }
@@ -351,12 +440,18 @@ fn get(a: &Args) -> Result<Value> {
     let mut layout = layout_arg(a.get(0))?;
     for ast in &a.args[1..] {
         let i = int_arg(ast)?;
-        layout = usize::try_from(i).map_err(|_| LayoutError::domain("get", format!("mode {i}"))).and_then(|i| layout.mode(i))?;
+        layout = usize::try_from(i)
+            .map_err(|_| LayoutError::domain("get", format!("mode {i}")))
+            .and_then(|i| layout.mode(i))?;
     }
     Ok(Value::Layout(layout))
 }
 
-fn profiled(a: &Args, whole: fn(&Layout) -> Result<Layout>, by: fn(&Layout, &IntTuple) -> Result<Layout>) -> Result<Value> {
+fn profiled(
+    a: &Args,
+    whole: fn(&Layout) -> Result<Layout>,
+    by: fn(&Layout, &IntTuple) -> Result<Layout>,
+) -> Result<Value> {
     a.arity(1, 2)?;
     let l = layout_arg(a.get(0))?;
     match a.args.get(1) {
@@ -369,8 +464,14 @@ fn compose(a: &Args) -> Result<Value> {
     a.arity(2, 2)?;
     let rhs = tiler(a.get(1))?;
     match eval(a.get(0))? {
-        Value::Swizzle(s) => Ok(Value::Composed(ComposedLayout { swizzle: s, offset: 0, layout: tiler_layout(rhs)? })),
-        Value::Composed(c) => Ok(Value::Composed(c.with_layout(composition_tiler(&c.layout, &rhs)?))),
+        Value::Swizzle(s) => Ok(Value::Composed(ComposedLayout {
+            swizzle: s,
+            offset: 0,
+            layout: tiler_layout(rhs)?,
+        })),
+        Value::Composed(c) => Ok(Value::Composed(
+            c.with_layout(composition_tiler(&c.layout, &rhs)?),
+        )),
         lhs => composition_tiler(&as_layout(lhs)?, &rhs).map(Value::Layout),
     }
 }
@@ -379,11 +480,13 @@ fn compose(a: &Args) -> Result<Value> {
 fn tiler_layout(t: Tiler) -> Result<Layout> {
     match t {
         Tiler::Layout(l) => Ok(l),
-        other => Err(LayoutError::Argument(format!("a swizzle composes with a layout, not `{other}`"))),
+        other => Err(LayoutError::Argument(format!(
+            "a swizzle composes with a layout, not `{other}`"
+        ))),
     }
 }
 
-/// Keep `composition(A, B)` and `composition(A, [B])` apart from plain layouts: unused.
+/// `complement(L)` (cotarget `cosize(filter(L))`) or `complement(L, n)`.
 fn complement_fn(a: &Args) -> Result<Value> {
     a.arity(1, 2)?;
     let l = layout_arg(a.get(0))?;
@@ -425,7 +528,9 @@ fn crd2idx(a: &Args) -> Result<Value> {
 
 fn idx2crd(a: &Args) -> Result<Value> {
     a.arity(2, 2)?;
-    layout_arg(a.get(1))?.idx2crd(int_arg(a.get(0))?).map(Value::Tuple)
+    layout_arg(a.get(1))?
+        .idx2crd(int_arg(a.get(0))?)
+        .map(Value::Tuple)
 }
 
 fn slice_and_offset(a: &Args) -> Result<Value> {
@@ -439,7 +544,9 @@ fn tv(a: &Args) -> Result<Value> {
     let tile = tuple_arg(a.get(1))?;
     match tile.flatten()[..] {
         [m, n] if tile.rank() == 2 => TvLayout::new(layout_arg(a.get(0))?, m, n).map(Value::Tv),
-        _ => Err(LayoutError::Argument(format!("the tile must be (M,N), got {tile}"))),
+        _ => Err(LayoutError::Argument(format!(
+            "the tile must be (M,N), got {tile}"
+        ))),
     }
 }
 
@@ -455,6 +562,13 @@ fn bank_fn(a: &Args) -> Result<Value> {
         other => Box::new(as_layout(other)?),
     };
     let lanes = layout_arg(a.get(1))?;
-    let report = bank_conflicts(smem.as_ref(), &lanes, int_arg(a.get(2))?, int_arg(a.get(3))?)?;
-    Ok(Value::List(report.iter().map(|w| Value::Int(w.conflicts())).collect()))
+    let report = bank_conflicts(
+        smem.as_ref(),
+        &lanes,
+        int_arg(a.get(2))?,
+        int_arg(a.get(3))?,
+    )?;
+    Ok(Value::List(
+        report.iter().map(|w| Value::Int(w.conflicts())).collect(),
+    ))
 }

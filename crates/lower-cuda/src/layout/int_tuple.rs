@@ -30,7 +30,11 @@ impl IntTuple {
     /// The tuple of `items`, or the single item itself when there is exactly one
     /// (CuTe's `unwrap`, used where pycute returns `Layout(s, d)` for a single mode).
     pub fn unwrap_single(mut items: Vec<IntTuple>) -> Self {
-        if items.len() == 1 { items.pop().unwrap_or(IntTuple::Int(1)) } else { IntTuple::Tuple(items) }
+        if items.len() == 1 {
+            items.pop().unwrap_or(IntTuple::Int(1))
+        } else {
+            IntTuple::Tuple(items)
+        }
     }
 
     /// The integer, when this is one.
@@ -82,7 +86,9 @@ impl IntTuple {
     pub fn product(&self) -> Result<i64> {
         match self {
             IntTuple::Int(v) => Ok(*v),
-            IntTuple::Tuple(t) => t.iter().try_fold(1, |acc, e| mul("product", acc, e.product()?)),
+            IntTuple::Tuple(t) => t
+                .iter()
+                .try_fold(1, |acc, e| mul("product", acc, e.product()?)),
         }
     }
 
@@ -115,7 +121,9 @@ impl IntTuple {
     pub fn try_map(&self, f: &mut impl FnMut(i64) -> Result<i64>) -> Result<IntTuple> {
         match self {
             IntTuple::Int(v) => Ok(IntTuple::Int(f(*v)?)),
-            IntTuple::Tuple(t) => Ok(IntTuple::Tuple(t.iter().map(|e| e.try_map(f)).collect::<Result<_>>()?)),
+            IntTuple::Tuple(t) => Ok(IntTuple::Tuple(
+                t.iter().map(|e| e.try_map(f)).collect::<Result<_>>()?,
+            )),
         }
     }
 
@@ -134,7 +142,11 @@ impl IntTuple {
 
     /// Errors unless the nesting is at most [`MAX_DEPTH`].
     pub fn check_depth(&self) -> Result<()> {
-        if self.depth() > MAX_DEPTH { Err(LayoutError::TooDeep) } else { Ok(()) }
+        if self.depth() > MAX_DEPTH {
+            Err(LayoutError::TooDeep)
+        } else {
+            Ok(())
+        }
     }
 }
 

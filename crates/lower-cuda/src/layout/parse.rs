@@ -21,37 +21,44 @@ pub(crate) enum Ast {
     /// An integer literal.
     Int { value: i64, at: usize },
     /// A tuple literal `(..)` or `n`, with an optional `:stride` part.
-    Lit { shape: Coord, stride: Option<Coord>, at: usize },
+    Lit {
+        shape: Coord,
+        stride: Option<Coord>,
+        at: usize,
+    },
     /// `name(args)` or a bare `name`.
-    Call { name: String, args: Vec<Ast>, at: usize },
+    Call {
+        name: String,
+        args: Vec<Ast>,
+        at: usize,
+    },
     /// `target(args)`: evaluation or slicing.
-    Apply { target: Box<Ast>, args: Vec<Ast>, at: usize },
+    Apply {
+        target: Box<Ast>,
+        args: Vec<Ast>,
+        at: usize,
+    },
     /// `[t0, t1, ...]`.
     Tiler { items: Vec<Ast>, at: usize },
     /// `_`.
     All { at: usize },
     /// `Sw<b,m,s>`, optionally composed: `Sw<b,m,s> o [offset o] inner`.
-    Swizzle { bits: i64, base: i64, shift: i64, then: Option<(i64, Box<Ast>)>, at: usize },
-}
-
-impl Ast {
-    /// Byte offset of the expression's first token.
-    pub(crate) fn at(&self) -> usize {
-        match self {
-            Ast::Int { at, .. }
-            | Ast::Lit { at, .. }
-            | Ast::Call { at, .. }
-            | Ast::Apply { at, .. }
-            | Ast::Tiler { at, .. }
-            | Ast::All { at }
-            | Ast::Swizzle { at, .. } => *at,
-        }
-    }
+    Swizzle {
+        bits: i64,
+        base: i64,
+        shift: i64,
+        then: Option<(i64, Box<Ast>)>,
+        at: usize,
+    },
 }
 
 /// Parse one whole expression.
 pub(crate) fn parse_expr(src: &str) -> Result<Ast> {
-    let mut p = Parser { toks: lex(src)?, pos: 0, depth: 0 };
+    let mut p = Parser {
+        toks: lex(src)?,
+        pos: 0,
+        depth: 0,
+    };
     let ast = p.expr()?;
     match p.peek() {
         Tok::End => Ok(ast),
@@ -73,10 +80,12 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>> {
             while i < bytes.len() && bytes[i].is_ascii_digit() {
                 i += 1;
             }
-            let value = src[start..i].parse::<i64>().map_err(|_| LayoutError::Parse {
-                offset: start,
-                message: format!("integer {} does not fit in 64 bits", &src[start..i]),
-            })?;
+            let value = src[start..i]
+                .parse::<i64>()
+                .map_err(|_| LayoutError::Parse {
+                    offset: start,
+                    message: format!("integer {} does not fit in 64 bits", &src[start..i]),
+                })?;
             toks.push((Tok::Int(value), start));
         } else if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
@@ -88,7 +97,10 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>> {
             toks.push((Tok::Punct(c), start));
         } else {
             let ch = src[start..].chars().next().unwrap_or('?');
-            return Err(LayoutError::Parse { offset: start, message: format!("unexpected character `{ch}`") });
+            return Err(LayoutError::Parse {
+                offset: start,
+                message: format!("unexpected character `{ch}`"),
+            });
         }
     }
     toks.push((Tok::End, src.len()));
@@ -123,7 +135,10 @@ impl Parser {
             Tok::Punct(c) => format!("`{}`", *c as char),
             Tok::End => "the end of the expression".to_string(),
         };
-        LayoutError::Parse { offset: self.offset(), message: format!("{message}, found {found}") }
+        LayoutError::Parse {
+            offset: self.offset(),
+            message: format!("{message}, found {found}"),
+        }
     }
 
     fn eat(&mut self, c: u8) -> bool {
@@ -136,14 +151,21 @@ impl Parser {
     }
 
     fn expect(&mut self, c: u8) -> Result<()> {
-        if self.eat(c) { Ok(()) } else { Err(self.error(&format!("expected `{}`", c as char))) }
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected `{}`", c as char)))
+        }
     }
 
     /// Enter one nesting level, failing past [`MAX_DEPTH`].
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(LayoutError::Parse { offset: self.offset(), message: format!("nesting deeper than {MAX_DEPTH} levels") });
+            return Err(LayoutError::Parse {
+                offset: self.offset(),
+                message: format!("nesting deeper than {MAX_DEPTH} levels"),
+            });
         }
         Ok(())
     }
@@ -156,7 +178,11 @@ impl Parser {
             let at = self.offset();
             self.bump();
             let args = self.list(b')')?;
-            ast = Ast::Apply { target: Box::new(ast), args, at };
+            ast = Ast::Apply {
+                target: Box::new(ast),
+                args,
+                at,
+            };
         }
         self.depth -= 1;
         Ok(ast)
@@ -169,18 +195,29 @@ impl Parser {
                 let value = self.int()?;
                 if self.eat(b':') {
                     let stride = self.lit()?;
-                    return Ok(Ast::Lit { shape: Coord::Int(value), stride: Some(stride), at });
+                    return Ok(Ast::Lit {
+                        shape: Coord::Int(value),
+                        stride: Some(stride),
+                        at,
+                    });
                 }
                 Ok(Ast::Int { value, at })
             }
             Tok::Punct(b'(') => {
                 let shape = self.lit()?;
-                let stride = if self.eat(b':') { Some(self.lit()?) } else { None };
+                let stride = if self.eat(b':') {
+                    Some(self.lit()?)
+                } else {
+                    None
+                };
                 Ok(Ast::Lit { shape, stride, at })
             }
             Tok::Punct(b'[') => {
                 self.bump();
-                Ok(Ast::Tiler { items: self.list(b']')?, at })
+                Ok(Ast::Tiler {
+                    items: self.list(b']')?,
+                    at,
+                })
             }
             Tok::Ident(name) if name == "_" => {
                 self.bump();
@@ -189,7 +226,11 @@ impl Parser {
             Tok::Ident(name) if name == "Sw" => self.swizzle(),
             Tok::Ident(name) => {
                 self.bump();
-                let args = if self.eat(b'(') { self.list(b')')? } else { Vec::new() };
+                let args = if self.eat(b'(') {
+                    self.list(b')')?
+                } else {
+                    Vec::new()
+                };
                 Ok(Ast::Call { name, args, at })
             }
             _ => Err(self.error("expected a layout, an integer, `_`, `[` or a function call")),
@@ -207,7 +248,8 @@ impl Parser {
             if self.eat(close) {
                 return Ok(items);
             }
-            self.expect(b',').map_err(|_| self.error(&format!("expected `,` or `{}`", close as char)))?;
+            self.expect(b',')
+                .map_err(|_| self.error(&format!("expected `,` or `{}`", close as char)))?;
         }
     }
 
@@ -241,7 +283,8 @@ impl Parser {
                         if self.eat(b')') {
                             break;
                         }
-                        self.expect(b',').map_err(|_| self.error("expected `,` or `)` in a tuple"))?;
+                        self.expect(b',')
+                            .map_err(|_| self.error("expected `,` or `)` in a tuple"))?;
                     }
                 }
                 self.depth -= 1;
@@ -263,12 +306,20 @@ impl Parser {
         let shift = self.int()?;
         self.expect(b'>')?;
         if *self.peek() != Tok::Ident("o".into()) {
-            return Ok(Ast::Swizzle { bits, base, shift, then: None, at });
+            return Ok(Ast::Swizzle {
+                bits,
+                base,
+                shift,
+                then: None,
+                at,
+            });
         }
         self.bump();
         self.enter()?;
         let mut offset = 0;
-        if let (Tok::Int(v), Some((Tok::Ident(o), _))) = (self.peek().clone(), self.toks.get(self.pos + 1)) {
+        if let (Tok::Int(v), Some((Tok::Ident(o), _))) =
+            (self.peek().clone(), self.toks.get(self.pos + 1))
+        {
             if o == "o" {
                 offset = v;
                 self.pos += 2;
@@ -276,6 +327,12 @@ impl Parser {
         }
         let inner = self.primary()?;
         self.depth -= 1;
-        Ok(Ast::Swizzle { bits, base, shift, then: Some((offset, Box::new(inner))), at })
+        Ok(Ast::Swizzle {
+            bits,
+            base,
+            shift,
+            then: Some((offset, Box::new(inner))),
+            at,
+        })
     }
 }

@@ -23,13 +23,22 @@ impl Swizzle {
     /// masks within 62 bits.
     pub fn new(bits: i64, base: i64, shift: i64) -> Result<Self> {
         let fits = |v: i64| (0..=62).contains(&v);
-        if !fits(bits) || !fits(base) || !fits(shift.abs()) || bits > shift.abs() || bits + base + shift.abs() > 62 {
+        if !fits(bits)
+            || !fits(base)
+            || !fits(shift.abs())
+            || bits > shift.abs()
+            || bits + base + shift.abs() > 62
+        {
             return Err(LayoutError::domain(
                 "swizzle",
                 format!("Sw<{bits},{base},{shift}> needs 0 <= B <= |S| and B + M + |S| <= 62"),
             ));
         }
-        Ok(Swizzle { bits: bits as u32, base: base as u32, shift: shift as i32 })
+        Ok(Swizzle {
+            bits: bits as u32,
+            base: base as u32,
+            shift: shift as i32,
+        })
     }
 
     pub fn bits(&self) -> u32 {
@@ -54,7 +63,11 @@ impl Swizzle {
     /// @post `apply(apply(x)) == x`, and `apply` permutes each aligned block of `period()` integers.
     pub fn apply(&self, x: i64) -> i64 {
         let y = x & self.yyy_mask();
-        let moved = if self.shift >= 0 { y >> self.shift } else { y << -self.shift };
+        let moved = if self.shift >= 0 {
+            y >> self.shift
+        } else {
+            y << -self.shift
+        };
         x ^ moved
     }
 
@@ -81,12 +94,16 @@ pub struct ComposedLayout {
 impl ComposedLayout {
     /// The image of the 1-D index `i`.
     pub fn eval(&self, i: i64) -> Result<i64> {
-        Ok(self.swizzle.apply(add("swizzle", self.offset, self.layout.eval(i)?)?))
+        Ok(self
+            .swizzle
+            .apply(add("swizzle", self.offset, self.layout.eval(i)?)?))
     }
 
     /// The image of a coordinate.
     pub fn crd2idx(&self, crd: &super::IntTuple) -> Result<i64> {
-        Ok(self.swizzle.apply(add("swizzle", self.offset, self.layout.crd2idx(crd)?)?))
+        Ok(self
+            .swizzle
+            .apply(add("swizzle", self.offset, self.layout.crd2idx(crd)?)?))
     }
 
     /// Size of the domain: `size(layout)`.
@@ -101,15 +118,23 @@ impl ComposedLayout {
     pub fn cosize(&self) -> Result<i64> {
         let size = self.size()?;
         if size > MAX_RENDER_CELLS * 16 {
-            return Err(LayoutError::domain("cosize", format!("a swizzled layout of size {size} is too large to enumerate")));
+            return Err(LayoutError::domain(
+                "cosize",
+                format!("a swizzled layout of size {size} is too large to enumerate"),
+            ));
         }
-        let max = (0..size).map(|i| self.eval(i)).try_fold(0i64, |m, v| v.map(|v| m.max(v)))?;
+        let max = (0..size)
+            .map(|i| self.eval(i))
+            .try_fold(0i64, |m, v| v.map(|v| m.max(v)))?;
         add("cosize", max, 1)
     }
 
     /// The same swizzle and offset over a new inner layout.
     pub fn with_layout(&self, layout: Layout) -> ComposedLayout {
-        ComposedLayout { layout, ..self.clone() }
+        ComposedLayout {
+            layout,
+            ..self.clone()
+        }
     }
 }
 

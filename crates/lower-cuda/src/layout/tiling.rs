@@ -50,7 +50,12 @@ impl fmt::Display for Tiler {
 }
 
 /// Apply `op` mode by mode along a tuple tiler, keeping the modes of `layout` past its length.
-fn by_mode(layout: &Layout, tilers: &[Tiler], name: &'static str, op: fn(&Layout, &Tiler) -> Result<Layout>) -> Result<Layout> {
+fn by_mode(
+    layout: &Layout,
+    tilers: &[Tiler],
+    name: &'static str,
+    op: fn(&Layout, &Tiler) -> Result<Layout>,
+) -> Result<Layout> {
     check_rank(name, layout, tilers.len())?;
     let mut modes = layout.modes();
     for (m, t) in modes.iter_mut().zip(tilers) {
@@ -70,7 +75,12 @@ pub fn composition_tiler(lhs: &Layout, tiler: &Tiler) -> Result<Layout> {
         Tiler::Layout(rhs) => composition(lhs, rhs),
         Tiler::Modes(ts) => {
             check_rank("composition", lhs, ts.len())?;
-            let modes = lhs.modes().iter().zip(ts).map(|(m, t)| composition_tiler(m, t)).collect::<Result<Vec<_>>>()?;
+            let modes = lhs
+                .modes()
+                .iter()
+                .zip(ts)
+                .map(|(m, t)| composition_tiler(m, t))
+                .collect::<Result<Vec<_>>>()?;
             Layout::concat(&modes)
         }
     }
@@ -113,16 +123,30 @@ pub fn logical_product(block: &Layout, tiler: &Tiler) -> Result<Layout> {
 /// Gather the rank-2 results of `op` at the tiler's leaves into `((tiles...),(rests..., untouched...))`.
 ///
 /// @post `rank(result) == 2`; `mode(result, 0)` holds the tile modes in tiler order.
-fn zip_by(layout: &Layout, tiler: &Tiler, op: fn(&Layout, &Tiler) -> Result<Layout>) -> Result<Layout> {
+fn zip_by(
+    layout: &Layout,
+    tiler: &Tiler,
+    op: fn(&Layout, &Tiler) -> Result<Layout>,
+) -> Result<Layout> {
     match tiler {
         Tiler::All => Layout::concat(&[Layout::unit(), layout.clone()]),
         Tiler::Layout(_) => op(layout, tiler),
         Tiler::Modes(ts) => {
             check_rank("zip", layout, ts.len())?;
             let modes = layout.modes();
-            let split = modes.iter().zip(ts).map(|(m, t)| zip_by(m, t, op)).collect::<Result<Vec<_>>>()?;
-            let tiles = split.iter().map(|s| s.mode(0)).collect::<Result<Vec<_>>>()?;
-            let mut rests = split.iter().map(|s| s.mode(1)).collect::<Result<Vec<_>>>()?;
+            let split = modes
+                .iter()
+                .zip(ts)
+                .map(|(m, t)| zip_by(m, t, op))
+                .collect::<Result<Vec<_>>>()?;
+            let tiles = split
+                .iter()
+                .map(|s| s.mode(0))
+                .collect::<Result<Vec<_>>>()?;
+            let mut rests = split
+                .iter()
+                .map(|s| s.mode(1))
+                .collect::<Result<Vec<_>>>()?;
             rests.extend(modes[ts.len()..].iter().cloned());
             Layout::concat(&[Layout::concat(&tiles)?, Layout::concat(&rests)?])
         }
@@ -194,14 +218,22 @@ pub fn raked_product(block: &Layout, tiler: &Layout) -> Result<Layout> {
 fn rank_sensitive_product(block: &Layout, tiler: &Layout, raked: bool) -> Result<Layout> {
     let rank = block.rank().max(tiler.rank());
     let both_int = !block.shape().is_tuple() && !tiler.shape().is_tuple();
-    let (a, b) = if both_int { (block.clone(), tiler.clone()) } else { (pad(block, rank)?, pad(tiler, rank)?) };
+    let (a, b) = if both_int {
+        (block.clone(), tiler.clone())
+    } else {
+        (pad(block, rank)?, pad(tiler, rank)?)
+    };
     let product = logical_product(&a, &Tiler::Layout(b))?;
     let (a, c) = (product.mode(0)?, product.mode(1)?);
     if both_int {
         let pair = if raked { [c, a] } else { [a, c] };
         return Layout::concat(&pair);
     }
-    let modes = a.modes().into_iter().zip(c.modes()).map(|(x, y)| Layout::concat(&if raked { [y, x] } else { [x, y] }));
+    let modes = a
+        .modes()
+        .into_iter()
+        .zip(c.modes())
+        .map(|(x, y)| Layout::concat(&if raked { [y, x] } else { [x, y] }));
     Layout::concat(&modes.collect::<Result<Vec<_>>>()?)
 }
 

@@ -1,0 +1,98 @@
+//! The default command: parse, verify and print, like `mlir-opt`.
+
+use crate::diag::{Source, render_errors};
+use crate::input::{SPLIT_MARKER, read_source, split_cases};
+use crate::verify_diags;
+use anyhow::Result;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct OptArgs {
+    /// The input file, `-` for standard input.
+    #[arg(default_value = "-")]
+    pub input: String,
+    /// Write the output here instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The level to print.
+    #[arg(long, value_enum, default_value_t = Emit::Graph)]
+    pub emit: Emit,
+    /// Treat each `// -----`-separated part of the input as its own file.
+    #[arg(long)]
+    pub split_input_file: bool,
+    /// Check the diagnostics against `// expected-error {{...}}` comments instead of failing.
+    #[arg(long)]
+    pub verify_diagnostics: bool,
+    /// Decompose softmax, rmsnorm and layernorm into primitive ops before printing.
+    #[arg(long)]
+    pub decompose: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// The graph IR, canonically printed.
+    Graph,
+}
+
+/// Runs the command; `Ok(false)` when errors were reported (exit code 1).
+pub fn run(args: &OptArgs) -> Result<bool> {
+    let text = read_source(&args.input)?;
+    let name = if args.input == "-" { "<stdin>" } else { args.input.as_str() };
+    let src = Source { name, text: &text };
+    let cases = if args.split_input_file { split_cases(&text) } else { vec![0..text.len()] };
+    let mut outputs = Vec::new();
+    let mut ok = true;
+    let mut stderr = String::new();
+    for range in cases {
+        let chunk = &text[range.clone()];
+        let result = compile(chunk, range.start, args);
+        if args.verify_diagnostics {
+            let expected = match verify_diags::parse_expectations(&text, range.start, chunk) {
+                Ok(e) => e,
+                Err(diags) => {
+                    stderr.push_str(&render_errors(&src, &diags));
+                    ok = false;
+                    continue;
+                }
+            };
+            let produced = result.as_ref().err().cloned().unwrap_or_default();
+            let problems = verify_diags::check(&text, &produced, &expected);
+            if !problems.is_empty() {
+                ok = false;
+                stderr.push_str(&render_errors(&src, &problems));
+            }
+            if let Ok(out) = result {
+                outputs.push(out);
+            }
+        } else {
+            match result {
+                Ok(out) => outputs.push(out),
+                Err(diags) => {
+                    ok = false;
+                    stderr.push_str(&render_errors(&src, &diags));
+                }
+            }
+        }
+    }
+    eprint!("{stderr}");
+    let joined = outputs.join(&format!("{SPLIT_MARKER}\n"));
+    match &args.output {
+        Some(path) => std::fs::write(path, joined).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
+        None => std::io::stdout().write_all(joined.as_bytes())?,
+    }
+    Ok(ok)
+}
+
+fn compile(chunk: &str, base: usize, args: &OptArgs) -> Result<String, Vec<irc_ir::Diagnostic>> {
+    let mut module = irc_frontend::parse_module_at(chunk, base)?;
+    if args.decompose {
+        for g in &mut module.graphs {
+            *g = irc_ir::decompose_graph(g).map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.message)])?;
+        }
+        irc_ir::verify_module(&module)?;
+    }
+    match args.emit {
+        Emit::Graph => Ok(irc_ir::print_module(&module)),
+    }
+}
