@@ -16,7 +16,7 @@ pub fn read_source(path: &str) -> Result<String> {
             let prefix = &e.as_bytes()[..at];
             let line = prefix.iter().filter(|&&b| b == b'\n').count() + 1;
             let col = at - prefix.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
-            anyhow::anyhow!("{path}:{line}:{col}: error: invalid UTF-8 (byte 0x{:02x}); graph IR files are UTF-8 text", e.as_bytes()[at])
+            anyhow::Error::new(Located(format!("{path}:{line}:{col}: error: invalid UTF-8 (byte 0x{:02x}); graph IR files are UTF-8 text", e.as_bytes()[at])))
         })
     }
 }
@@ -39,3 +39,8 @@ pub fn split_cases(text: &str) -> Vec<std::ops::Range<usize>> {
     cases.push(start..text.len());
     cases
 }
+
+/// An error whose message already starts with its location (`file:line:col: error: ...`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Located(pub String);

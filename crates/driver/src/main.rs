@@ -40,6 +40,10 @@ fn main() -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
+        Err(e) if e.is::<input::Located>() => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("irc: error: {e:#}");
             ExitCode::from(1)

@@ -76,7 +76,7 @@ fn parse_error(e: ParseError<usize, Token<'_>, ()>, end: usize) -> Diagnostic {
         ParseError::UnrecognizedToken { token: (l, tok, r), expected } => {
             Diagnostic::error(Some(Span::new(l, r)), format!("expected {}, found {tok}", expected_list(&expected)))
         }
-        ParseError::UnrecognizedEof { location, expected } => Diagnostic::error(
+        ParseError::UnrecognizedEof { expected, .. } => Diagnostic::error(
             Some(Span::new(end, end)),
             format!("unexpected end of input; expected {}", expected_list(&expected)),
         ),

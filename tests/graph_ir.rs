@@ -1,0 +1,217 @@
+//! The graph IR's text form: canonical printing, typing errors, the round-trip property, and
+//! the frontend's behaviour on arbitrary bytes.
+
+use irc_ir::{Attr, Attrs, DType, GraphBuilder, Module, OpKind, TensorType};
+use irc_tests::{check, check_error};
+use proptest::prelude::*;
+
+/// Check that types are inferred and written, attributes sorted, and names kept.
+#[test]
+fn prints_canonically() {
+    check(
+        "graph @f(%x: tensor<2x3xf32>)->tensor<3x2xf32>{%t=transpose %x {perm=[1,0]} return %t}",
+        "graph @f(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {\n  %t = transpose %x {perm = [1, 0]} : tensor<3x2xf32>\n  return %t\n}",
+    );
+}
+
+/// Check multiple results, several graphs, provenance and every attribute kind.
+#[test]
+fn prints_all_forms() {
+    check(
+        r#"graph @a(%x: tensor<4xf16>) -> (tensor<4xf16>, tensor<f16>) {
+  %c = constant {value = [1, 2.5, -inf, 1e-5]} : tensor<4xf16> loc("m.py":3:7)
+  %y = max %x, %c
+  %s = reduce_sum %y {keepdims = false, axes = [0]}
+  return %y, %s
+}
+graph @b(%p: tensor<2x2xi32>) -> tensor<2x2xf64> {
+  %q = cast %p {dtype = f64}
+  return %q
+}"#,
+        r#"graph @a(%x: tensor<4xf16>) -> (tensor<4xf16>, tensor<f16>) {
+  %c = constant {value = [1, 2.5, -inf, 1e-5]} : tensor<4xf16> loc("m.py":3:7)
+  %y = max %x, %c : tensor<4xf16>
+  %s = reduce_sum %y {axes = [0], keepdims = false} : tensor<f16>
+  return %y, %s
+}
+
+graph @b(%p: tensor<2x2xi32>) -> tensor<2x2xf64> {
+  %q = cast %p {dtype = f64} : tensor<2x2xf64>
+  return %q
+}"#,
+    );
+}
+
+/// Check torch.matmul's shape rules: 1-D promotion, batch broadcasting, transposition flags.
+#[test]
+fn matmul_shapes() {
+    check(
+        "graph @m(%a: tensor<7xf32>, %b: tensor<2x7x3xf32>, %c: tensor<5x1x4x7xf32>) -> (tensor<2x3xf32>, tensor<5x2x4x3xf32>) {\n  %x = matmul %a, %b\n  %y = matmul %c, %b\n  return %x, %y\n}",
+        "graph @m(\n    %a: tensor<7xf32>,\n    %b: tensor<2x7x3xf32>,\n    %c: tensor<5x1x4x7xf32>\n) -> (tensor<2x3xf32>, tensor<5x2x4x3xf32>) {\n  %x = matmul %a, %b : tensor<2x3xf32>\n  %y = matmul %c, %b : tensor<5x2x4x3xf32>\n  return %x, %y\n}",
+    )
+}
+
+#[test]
+fn typing_errors_are_located() {
+    let sig = "graph @f(%x: tensor<4x8xf32>, %h: tensor<8xf16>) -> tensor<4x8xf32> {\n";
+    let cases: &[(&str, &str)] = &[
+        ("  %y = mul %x, %h\n", "operands must have one dtype"),
+        ("  %y = transpose %x {perm = [0]}\n", "'perm' has 1 entries but the operand has rank 2"),
+        ("  %y = reshape %x {shape = [3, -1]}\n", "3 does not divide 32"),
+        ("  %y = reduce_sum %x {axes = [1, -1]}\n", "axis -1 is repeated"),
+        ("  %y = broadcast %x {shape = [4, 4]}\n", "dim 8 does not match 4"),
+        ("  %y = exp %x {axis = 1}\n", "unknown attribute 'axis'"),
+        ("  %y = softmax %x {axis = 2}\n", "axis 2 is out of range for rank 2"),
+        ("  %y = rmsnorm %x, %x\n", "w must have shape [8]"),
+        ("  %y = constant {value = 1.0}\n", "needs its result type written"),
+        ("  %y = constant {value = [1, 2]} : tensor<3xf32>\n", "'value' has 2 elements"),
+        ("  %y = cast %x {dtype = \"f32\"}\n", "must be a dtype, got string"),
+        ("  %y = exp %q\n", "use of undefined value %q"),
+        ("  %y = exp\n", "'exp' takes 1 operand, got 0"),
+        ("  %y = relux %x\n", "did you mean 'relu'"),
+        ("  %x = exp %x\n", "redefinition of value %x"),
+        ("  %y = matmul %x, %x\n", "contraction sizes differ"),
+    ];
+    for (stmt, msg) in cases {
+        check_error(&format!("{sig}{stmt}  return %x\n}}\n"), 2, msg);
+    }
+    check_error("graph @f(%x: tensor<4x0xf32>) -> tensor<4xf32> {\n return %x\n}", 1, "dimension 1 is 0");
+    check_error("graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = exp %x\n}", 3, "has no `return`");
+    check_error("graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x\n  %y = exp %x\n}", 3, "after `return`");
+    check_error("graph @f(%x: tensor<4xq32>) -> tensor<4xf32> {\n  return %x\n}", 1, "unknown dtype `q32`");
+    check_error("graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = exp %x\n  return %y\n", 4, "unexpected end of input");
+}
+
+/// Check that independent mistakes in one file are all reported.
+#[test]
+fn reports_several_errors() {
+    let src = "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %a = exp %x,,\n  %b = foo %x\n  %c = exp %nope\n  return %x\n}\n";
+    let diags = irc_frontend::parse_module(src).unwrap_err();
+    assert_eq!(diags.len(), 3, "{diags:#?}");
+}
+
+// ----- The round-trip property over random graphs built with the builder API. -----
+
+const DTYPES: [DType; 3] = [DType::F16, DType::F32, DType::BF16];
+
+/// One random statement appended to `b`, reading earlier values; `choice` picks the op.
+fn add_random_op(b: &mut GraphBuilder, vals: &mut Vec<irc_ir::ValueId>, choice: u8, pick: usize, k: u8) {
+    let x = vals[pick % vals.len()];
+    let ty = b.ty(x).clone();
+    let r = ty.rank() as i64;
+    let res = match choice % 10 {
+        0 => b.unary([OpKind::Exp, OpKind::Tanh, OpKind::Relu, OpKind::Gelu][k as usize % 4], x),
+        1 => {
+            let y = vals[(pick / 3) % vals.len()];
+            b.binary([OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Sub][k as usize % 4], x, y)
+        }
+        2 if r >= 1 => b.reduce(OpKind::ReduceSum, x, &[-1], k % 2 == 0),
+        3 if r >= 2 => {
+            let mut perm: Vec<i64> = (0..r).collect();
+            perm.swap(0, (r - 1) as usize);
+            b.transpose(x, &perm)
+        }
+        4 => b.reshape(x, &[-1]),
+        5 => b.constant(f64::from(k) / 4.0 - 1.0, ty.clone()),
+        6 if r >= 1 => b.op(OpKind::Softmax, &[x], Attrs::new().with("axis", Attr::Int(-1))),
+        7 if r >= 2 => {
+            let w = b.transpose(x, &(0..r).rev().collect::<Vec<_>>());
+            w.and_then(|w| b.matmul(x, w))
+        }
+        8 => b.cast(x, DTYPES[k as usize % 3]),
+        _ => b.broadcast(x, &std::iter::once(2).chain(ty.shape.iter().map(|&d| d as i64)).collect::<Vec<_>>()),
+    };
+    if let Ok(v) = res {
+        if k % 5 == 0 {
+            b.name(v, &format!("n{k}"));
+        }
+        vals.push(v);
+    }
+}
+
+fn arb_module() -> impl Strategy<Value = Module> {
+    (
+        prop::collection::vec(1u64..5, 0..4),
+        0usize..3,
+        prop::collection::vec((any::<u8>(), any::<usize>(), any::<u8>()), 1..25),
+    )
+        .prop_map(|(shape, d, ops)| {
+            let mut b = GraphBuilder::new("g");
+            let x = b.param("x", TensorType::new(shape.clone(), DTYPES[d]));
+            let y = b.param("y", TensorType::new(shape, DTYPES[d]));
+            let mut vals = vec![x, y];
+            for (c, p, k) in ops {
+                add_random_op(&mut b, &mut vals, c, p, k);
+            }
+            let results = [vals[vals.len() - 1], vals[vals.len() / 2]];
+            Module { graphs: vec![b.finish(&results).expect("results exist")] }
+        })
+}
+
+/// Strips what printing does not keep (source spans) so graphs compare structurally.
+fn normalized(m: &Module) -> Module {
+    let text = irc_ir::print_module(m);
+    let mut parsed = irc_frontend::parse_module(&text).expect("print re-parses");
+    for g in &mut parsed.graphs {
+        g.span = None;
+        g.return_span = None;
+        for v in &mut g.values {
+            v.span = None;
+        }
+        for i in &mut g.insts {
+            i.span = None;
+            i.operand_spans.clear();
+            i.attr_spans = Default::default();
+        }
+    }
+    parsed
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// print → parse → print is a fixed point, and the re-parsed graph equals the original.
+    #[test]
+    fn print_parse_round_trip(m in arb_module()) {
+        irc_ir::verify_module(&m).expect("builder output verifies");
+        let printed = irc_ir::print_module(&m);
+        let reparsed = irc_frontend::parse_module(&printed).map_err(|d| TestCaseError::fail(format!("{d:?}\n{printed}")))?;
+        prop_assert_eq!(irc_ir::print_module(&reparsed), printed.clone());
+        let once = normalized(&m);
+        prop_assert_eq!(normalized(&once), once);
+    }
+
+    /// Decomposing composites keeps graphs valid.
+    #[test]
+    fn decomposition_verifies(m in arb_module()) {
+        let d = irc_ir::decompose_graph(&m.graphs[0]).expect("decomposes");
+        prop_assert!(irc_ir::verify_graph(&d).is_ok());
+        prop_assert!(d.insts.iter().all(|i| i.op.category() != irc_ir::Category::Composite));
+    }
+
+    /// The frontend never panics on arbitrary bytes.
+    #[test]
+    fn frontend_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = irc_frontend::parse_module(&text);
+    }
+
+    /// The frontend never panics on mutations of valid files (deleted, duplicated or replaced
+    /// tokens and characters).
+    #[test]
+    fn frontend_never_panics_on_mutations(
+        example in 0usize..100,
+        edits in prop::collection::vec((any::<usize>(), any::<usize>(), "[%@(){}\\[\\],:=x0-9a-z<> -]{0,3}"), 1..6),
+    ) {
+        let files = irc_tests::examples();
+        let mut text = std::fs::read_to_string(&files[example % files.len()]).expect("example readable");
+        for (at, len, insert) in edits {
+            let start = at % (text.len() + 1);
+            let end = (start + len % 8).min(text.len());
+            if text.is_char_boundary(start) && text.is_char_boundary(end) {
+                text.replace_range(start..end, &insert);
+            }
+        }
+        let _ = irc_frontend::parse_module(&text);
+    }
+}
