@@ -47,14 +47,23 @@ pub struct Gen {
 }
 
 impl Gen {
-    pub const POW2: Gen = Gen { leaves: 4, odd: false, zero: false, gaps: true };
+    pub const POW2: Gen = Gen {
+        leaves: 4,
+        odd: false,
+        zero: false,
+        gaps: true,
+    };
 }
 
 /// A random flat `(shape, stride)`: the compact strides of a random permutation of the modes,
 /// with optional gaps (so the layout is injective and has a complement) and stride-0 modes.
 pub fn flat(rng: &mut Rng, g: Gen) -> (Vec<i64>, Vec<i64>) {
     let n = 1 + rng.below(g.leaves) as usize;
-    let sizes: &[i64] = if g.odd { &[1, 2, 3, 4, 6, 8] } else { &[1, 2, 4, 8] };
+    let sizes: &[i64] = if g.odd {
+        &[1, 2, 3, 4, 6, 8]
+    } else {
+        &[1, 2, 4, 8]
+    };
     let shape: Vec<i64> = (0..n).map(|_| rng.pick(sizes)).collect();
     let mut order: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
@@ -85,18 +94,34 @@ fn group(rng: &mut Rng, items: &[String], depth: u32) -> String {
     let mut parts = Vec::new();
     let mut i = 0;
     while i < items.len() {
-        let take = if depth < 2 && rng.chance(30) { 1 + rng.below((items.len() - i) as u64) as usize } else { 1 };
+        let take = if depth < 2 && rng.chance(30) {
+            1 + rng.below((items.len() - i) as u64) as usize
+        } else {
+            1
+        };
         let chunk = &items[i..i + take];
-        parts.push(if take > 1 { group(rng, chunk, depth + 1) } else { chunk[0].clone() });
+        parts.push(if take > 1 {
+            group(rng, chunk, depth + 1)
+        } else {
+            chunk[0].clone()
+        });
         i += take;
     }
-    if parts.len() == 1 && depth > 0 { parts.remove(0) } else { format!("({})", parts.join(",")) }
+    if parts.len() == 1 && depth > 0 {
+        parts.remove(0)
+    } else {
+        format!("({})", parts.join(","))
+    }
 }
 
 /// A random layout in CuTe notation.
 pub fn layout(rng: &mut Rng, g: Gen) -> String {
     let (shape, stride) = flat(rng, g);
-    let pairs: Vec<String> = shape.iter().zip(&stride).map(|(s, d)| format!("{s}\u{0}{d}")).collect();
+    let pairs: Vec<String> = shape
+        .iter()
+        .zip(&stride)
+        .map(|(s, d)| format!("{s}\u{0}{d}"))
+        .collect();
     let nested = group(rng, &pairs, 0);
     split_pairs(&nested)
 }
