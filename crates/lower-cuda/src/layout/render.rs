@@ -142,6 +142,7 @@ fn table_text(g: &Grid) -> String {
     for c in 0..g.cols {
         let _ = write!(out, "  {c:>w$} ");
     }
+    out.truncate(out.trim_end().len());
     out.push('\n');
     for r in 0..g.rows {
         out.push_str(&rule);
