@@ -24,7 +24,10 @@ fn typestr(d: DType) -> &'static str {
 pub fn read(path: &Path, ty: &TensorType) -> Result<Tensor> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let npy = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{} is not a valid .npy file", path.display()))?;
-    let found = npy.dtype().descr();
+    let found = match npy.dtype() {
+        npyz::DType::Plain(ts) => ts.to_string(),
+        other => other.descr(),
+    };
     let want = typestr(ty.dtype);
     let same = found == want || (want == "|b1" && found == "<b1") || (want.ends_with("f2") && found == "=f2");
     if !same {
