@@ -167,7 +167,7 @@ pub fn ldmatrix(matrices: i64, trans: bool) -> Result<TvLayout> {
 /// tile. Warp `w` owns rows `16w..16w+16`; within a warp each 8-column slice is laid out as the
 /// `mma.m16n8` C fragment.
 pub fn wgmma_m64nk16_d(n: i64) -> Result<TvLayout> {
-    if n < 8 || n > 256 || n % 8 != 0 {
+    if !(8..=256).contains(&n) || n % 8 != 0 {
         return Err(LayoutError::domain(
             "wgmma",
             format!("N = {n}: wgmma.m64nNk16 needs N a multiple of 8 in [8, 256]"),

@@ -19,7 +19,7 @@ pub enum LayoutError {
     #[error("{message}")]
     Parse { offset: usize, message: String },
     /// An operation failed inside the call `func(...)` written at byte `offset`.
-    #[error("{func}: {source}")]
+    #[error("{}", call_message(func, source))]
     InCall {
         func: String,
         offset: usize,
@@ -74,6 +74,16 @@ impl LayoutError {
             op,
             what: what.into(),
         }
+    }
+}
+
+/// `func: message`, without repeating `func` when the message already starts with it.
+fn call_message(func: &str, source: &LayoutError) -> String {
+    let message = source.to_string();
+    if message.starts_with(&format!("{func}:")) {
+        message
+    } else {
+        format!("{func}: {message}")
     }
 }
 

@@ -16,7 +16,7 @@
 //! - **Atoms as layouts** ([`atoms`]): the thread-value layouts of `mma.sync.m16n8k16`, `ldmatrix`,
 //!   the wgmma accumulator and shared-memory atoms, and tiled copies such as 16-byte `cp.async`.
 //! - **Bank conflicts** ([`bank`]): wavefronts per warp access of a shared-memory layout.
-//! - **Text form and the `irc layout` language** ([`parse`], [`expr`]): [`eval_expr`],
+//! - **Text form and the `irc layout` language** (`parse`, [`expr`]): [`eval_expr`],
 //!   [`parse_layout`], [`render_table`], [`render_svg`].
 //!
 //! Errors are [`LayoutError`]s: divisibility failures name the modes and numbers; arithmetic is
@@ -61,7 +61,7 @@ pub mod core;
 pub mod error;
 pub mod expr;
 pub mod int_tuple;
-pub mod parse;
+mod parse;
 pub mod render;
 pub mod swizzle;
 pub mod tiling;
