@@ -256,14 +256,11 @@ impl Parser {
     /// An optionally negative integer.
     fn int(&mut self) -> Result<i64> {
         let negative = self.eat(b'-');
-        match self.bump() {
-            Tok::Int(v) if negative => Ok(-v),
-            Tok::Int(v) => Ok(v),
-            _ => {
-                self.pos -= 1;
-                Err(self.error("expected an integer"))
-            }
-        }
+        let Tok::Int(v) = *self.peek() else {
+            return Err(self.error("expected an integer"));
+        };
+        self.bump();
+        Ok(if negative { -v } else { v })
     }
 
     /// lit := int | '_' | '(' [lit (',' lit)*] ')'
