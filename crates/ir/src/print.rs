@@ -85,6 +85,8 @@ fn graph_doc(g: &Graph) -> RcDoc<'static> {
         [one] => one.to_string(),
         many => format!("({})", many.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")),
     };
+    // The signature is laid out by `pretty` (wrapped when wider than WIDTH); statements are one
+    // line each, so they are written as plain text.
     let header = RcDoc::text(format!("graph @{}(", g.name))
         .append(
             RcDoc::line_()
@@ -94,31 +96,35 @@ fn graph_doc(g: &Graph) -> RcDoc<'static> {
         .append(RcDoc::line_())
         .append(RcDoc::text(format!(") -> {results} {{")))
         .group();
-    let mut body: Vec<RcDoc<'static>> = g
-        .insts
-        .iter()
-        .map(|inst| {
-            let mut s = format!("{} = {}", name(inst.result), inst.op);
-            for (i, &o) in inst.operands.iter().enumerate() {
-                s.push_str(if i == 0 { " " } else { ", " });
-                s.push_str(&name(o));
-            }
-            if !inst.attrs.is_empty() {
-                let attrs: Vec<String> = inst.attrs.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-                s.push_str(&format!(" {{{}}}", attrs.join(", ")));
-            }
-            let ty = g.values.get(inst.result.index()).map(|d| d.ty.to_string()).unwrap_or_default();
-            s.push_str(&format!(" : {ty}"));
-            if let Some(loc) = &inst.loc {
-                s.push_str(&format!(" {loc}"));
-            }
-            RcDoc::text(s)
-        })
-        .collect();
+    let mut body = String::new();
+    for inst in &g.insts {
+        write_inst(&mut body, g, inst, &name);
+    }
     let rets: Vec<String> = g.results.iter().map(|&r| name(r)).collect();
-    body.push(RcDoc::text(format!("return {}", rets.join(", "))));
-    header
-        .append(RcDoc::hardline().append(RcDoc::intersperse(body, RcDoc::hardline())).nest(2))
-        .append(RcDoc::hardline())
-        .append(RcDoc::text("}"))
+    body.push_str(&format!("  return {}\n}}", rets.join(", ")));
+    header.append(RcDoc::hardline()).append(RcDoc::text(body))
+}
+
+/// Writes `  %r = op %a, %b {attrs} : type loc(...)` and a newline.
+fn write_inst(out: &mut String, g: &Graph, inst: &crate::Inst, name: &impl Fn(ValueId) -> String) {
+    use std::fmt::Write;
+    let _ = write!(out, "  {} = {}", name(inst.result), inst.op);
+    for (i, &o) in inst.operands.iter().enumerate() {
+        out.push_str(if i == 0 { " " } else { ", " });
+        out.push_str(&name(o));
+    }
+    if !inst.attrs.is_empty() {
+        out.push_str(" {");
+        for (i, (k, v)) in inst.attrs.iter().enumerate() {
+            let _ = write!(out, "{}{k} = {v}", if i == 0 { "" } else { ", " });
+        }
+        out.push('}');
+    }
+    if let Some(d) = g.values.get(inst.result.index()) {
+        let _ = write!(out, " : {}", d.ty);
+    }
+    if let Some(loc) = &inst.loc {
+        let _ = write!(out, " {loc}");
+    }
+    out.push('\n');
 }
