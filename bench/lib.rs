@@ -3,7 +3,9 @@
 /// A graph IR text of `n` statements: a chain of elementwise ops, matmuls, reductions and views
 /// over small tensors, the mix a transformer graph has.
 pub fn generated_graph(n: usize) -> String {
-    let mut s = String::from("graph @big(%x: tensor<64x64xf16>, %w: tensor<64x64xf16>) -> tensor<64x64xf16> {\n");
+    let mut s = String::from(
+        "graph @big(%x: tensor<64x64xf16>, %w: tensor<64x64xf16>) -> tensor<64x64xf16> {\n",
+    );
     let mut prev = "x".to_string();
     for i in 0..n {
         let cur = format!("v{i}");

@@ -56,16 +56,40 @@ fn typing_errors_are_located() {
     let sig = "graph @f(%x: tensor<4x8xf32>, %h: tensor<8xf16>) -> tensor<4x8xf32> {\n";
     let cases: &[(&str, &str)] = &[
         ("  %y = mul %x, %h\n", "operands must have one dtype"),
-        ("  %y = transpose %x {perm = [0]}\n", "'perm' has 1 entries but the operand has rank 2"),
-        ("  %y = reshape %x {shape = [3, -1]}\n", "3 does not divide 32"),
-        ("  %y = reduce_sum %x {axes = [1, -1]}\n", "axis -1 is repeated"),
-        ("  %y = broadcast %x {shape = [4, 4]}\n", "dim 8 does not match 4"),
+        (
+            "  %y = transpose %x {perm = [0]}\n",
+            "'perm' has 1 entries but the operand has rank 2",
+        ),
+        (
+            "  %y = reshape %x {shape = [3, -1]}\n",
+            "3 does not divide 32",
+        ),
+        (
+            "  %y = reduce_sum %x {axes = [1, -1]}\n",
+            "axis -1 is repeated",
+        ),
+        (
+            "  %y = broadcast %x {shape = [4, 4]}\n",
+            "dim 8 does not match 4",
+        ),
         ("  %y = exp %x {axis = 1}\n", "unknown attribute 'axis'"),
-        ("  %y = softmax %x {axis = 2}\n", "axis 2 is out of range for rank 2"),
+        (
+            "  %y = softmax %x {axis = 2}\n",
+            "axis 2 is out of range for rank 2",
+        ),
         ("  %y = rmsnorm %x, %x\n", "w must have shape [8]"),
-        ("  %y = constant {value = 1.0}\n", "needs its result type written"),
-        ("  %y = constant {value = [1, 2]} : tensor<3xf32>\n", "'value' has 2 elements"),
-        ("  %y = cast %x {dtype = \"f32\"}\n", "must be a dtype, got string"),
+        (
+            "  %y = constant {value = 1.0}\n",
+            "needs its result type written",
+        ),
+        (
+            "  %y = constant {value = [1, 2]} : tensor<3xf32>\n",
+            "'value' has 2 elements",
+        ),
+        (
+            "  %y = cast %x {dtype = \"f32\"}\n",
+            "must be a dtype, got string",
+        ),
         ("  %y = exp %q\n", "use of undefined value %q"),
         ("  %y = exp\n", "'exp' takes 1 operand, got 0"),
         ("  %y = relux %x\n", "did you mean 'relu'"),
@@ -75,11 +99,31 @@ fn typing_errors_are_located() {
     for (stmt, msg) in cases {
         check_error(&format!("{sig}{stmt}  return %x\n}}\n"), 2, msg);
     }
-    check_error("graph @f(%x: tensor<4x0xf32>) -> tensor<4xf32> {\n return %x\n}", 1, "dimension 1 is 0");
-    check_error("graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = exp %x\n}", 3, "has no `return`");
-    check_error("graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x\n  %y = exp %x\n}", 3, "after `return`");
-    check_error("graph @f(%x: tensor<4xq32>) -> tensor<4xf32> {\n  return %x\n}", 1, "unknown dtype `q32`");
-    check_error("graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = exp %x\n  return %y\n", 4, "unexpected end of input");
+    check_error(
+        "graph @f(%x: tensor<4x0xf32>) -> tensor<4xf32> {\n return %x\n}",
+        1,
+        "dimension 1 is 0",
+    );
+    check_error(
+        "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = exp %x\n}",
+        3,
+        "has no `return`",
+    );
+    check_error(
+        "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x\n  %y = exp %x\n}",
+        3,
+        "after `return`",
+    );
+    check_error(
+        "graph @f(%x: tensor<4xq32>) -> tensor<4xf32> {\n  return %x\n}",
+        1,
+        "unknown dtype `q32`",
+    );
+    check_error(
+        "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = exp %x\n  return %y\n",
+        4,
+        "unexpected end of input",
+    );
 }
 
 /// Check that independent mistakes in one file are all reported.
@@ -95,15 +139,28 @@ fn reports_several_errors() {
 const DTYPES: [DType; 3] = [DType::F16, DType::F32, DType::BF16];
 
 /// One random statement appended to `b`, reading earlier values; `choice` picks the op.
-fn add_random_op(b: &mut GraphBuilder, vals: &mut Vec<irc_ir::ValueId>, choice: u8, pick: usize, k: u8) {
+fn add_random_op(
+    b: &mut GraphBuilder,
+    vals: &mut Vec<irc_ir::ValueId>,
+    choice: u8,
+    pick: usize,
+    k: u8,
+) {
     let x = vals[pick % vals.len()];
     let ty = b.ty(x).clone();
     let r = ty.rank() as i64;
     let res = match choice % 10 {
-        0 => b.unary([OpKind::Exp, OpKind::Tanh, OpKind::Relu, OpKind::Gelu][k as usize % 4], x),
+        0 => b.unary(
+            [OpKind::Exp, OpKind::Tanh, OpKind::Relu, OpKind::Gelu][k as usize % 4],
+            x,
+        ),
         1 => {
             let y = vals[(pick / 3) % vals.len()];
-            b.binary([OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Sub][k as usize % 4], x, y)
+            b.binary(
+                [OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Sub][k as usize % 4],
+                x,
+                y,
+            )
         }
         2 if r >= 1 => b.reduce(OpKind::ReduceSum, x, &[-1], k % 2 == 0),
         3 if r >= 2 => {
@@ -113,13 +170,22 @@ fn add_random_op(b: &mut GraphBuilder, vals: &mut Vec<irc_ir::ValueId>, choice: 
         }
         4 => b.reshape(x, &[-1]),
         5 => b.constant(f64::from(k) / 4.0 - 1.0, ty.clone()),
-        6 if r >= 1 => b.op(OpKind::Softmax, &[x], Attrs::new().with("axis", Attr::Int(-1))),
+        6 if r >= 1 => b.op(
+            OpKind::Softmax,
+            &[x],
+            Attrs::new().with("axis", Attr::Int(-1)),
+        ),
         7 if r >= 2 => {
             let w = b.transpose(x, &(0..r).rev().collect::<Vec<_>>());
             w.and_then(|w| b.matmul(x, w))
         }
         8 => b.cast(x, DTYPES[k as usize % 3]),
-        _ => b.broadcast(x, &std::iter::once(2).chain(ty.shape.iter().map(|&d| d as i64)).collect::<Vec<_>>()),
+        _ => b.broadcast(
+            x,
+            &std::iter::once(2)
+                .chain(ty.shape.iter().map(|&d| d as i64))
+                .collect::<Vec<_>>(),
+        ),
     };
     if let Ok(v) = res {
         if k % 5 == 0 {
@@ -144,7 +210,9 @@ fn arb_module() -> impl Strategy<Value = Module> {
                 add_random_op(&mut b, &mut vals, c, p, k);
             }
             let results = [vals[vals.len() - 1], vals[vals.len() / 2]];
-            Module { graphs: vec![b.finish(&results).expect("results exist")] }
+            Module {
+                graphs: vec![b.finish(&results).expect("results exist")],
+            }
         })
 }
 

@@ -49,7 +49,11 @@ fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
 #[test]
 fn fixtures_match_numpy() {
     let dir = irc_tests::root().join("tests/fixtures");
-    let mut cases: Vec<_> = std::fs::read_dir(&dir).expect("fixtures exist").flatten().map(|e| e.path()).collect();
+    let mut cases: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures exist")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     cases.sort();
     assert!(cases.len() >= 10, "fixtures missing");
     for case in cases {
@@ -57,7 +61,12 @@ fn fixtures_match_numpy() {
         let src = std::fs::read_to_string(case.join("graph.ir")).unwrap();
         let module = irc_frontend::parse_module(&src).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let g = &module.graphs[0];
-        let inputs = g.params.iter().enumerate().map(|(i, &p)| load(&case.join(format!("in{i}.npy")), g.ty(p))).collect();
+        let inputs = g
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| load(&case.join(format!("in{i}.npy")), g.ty(p)))
+            .collect();
         let outputs = run_graph(g, inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
         for (i, out) in outputs.iter().enumerate() {
             let want = load(&case.join(format!("out{i}.npy")), &g.result_types[i]);
@@ -65,8 +74,18 @@ fn fixtures_match_numpy() {
         }
         // The decomposed graph computes the same function.
         let decomposed = irc_ir::decompose_graph(g).unwrap();
-        let inputs = g.params.iter().enumerate().map(|(i, &p)| load(&case.join(format!("in{i}.npy")), g.ty(p))).collect();
-        for (i, (a, b)) in run_graph(&decomposed, inputs).unwrap().iter().zip(&outputs).enumerate() {
+        let inputs = g
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| load(&case.join(format!("in{i}.npy")), g.ty(p)))
+            .collect();
+        for (i, (a, b)) in run_graph(&decomposed, inputs)
+            .unwrap()
+            .iter()
+            .zip(&outputs)
+            .enumerate()
+        {
             assert_close(a, b, &format!("{name} decomposed out{i}"));
         }
     }
@@ -75,7 +94,12 @@ fn fixtures_match_numpy() {
 fn run1(src: &str, inputs: Vec<Data>) -> Data {
     let m = irc_frontend::parse_module(src).unwrap();
     let g = &m.graphs[0];
-    let inputs = g.params.iter().zip(inputs).map(|(&p, d)| Tensor::new(g.ty(p).clone(), d).unwrap()).collect();
+    let inputs = g
+        .params
+        .iter()
+        .zip(inputs)
+        .map(|(&p, d)| Tensor::new(g.ty(p).clone(), d).unwrap())
+        .collect();
     run_graph(g, inputs).unwrap().remove(0).data
 }
 
@@ -84,21 +108,27 @@ fn run1(src: &str, inputs: Vec<Data>) -> Data {
 #[test]
 fn rounds_at_each_op() {
     let src = "graph @r(%x: tensor<1xf16>) -> tensor<1xf16> {\n  %c = constant {value = 1.0} : tensor<f16>\n  %a = add %x, %c\n  %b = add %a, %c\n  return %b\n}";
-    assert_eq!(run1(src, vec![Data::F16(vec![f16::from_f32(2048.0)])]), Data::F16(vec![f16::from_f32(2048.0)]));
+    assert_eq!(
+        run1(src, vec![Data::F16(vec![f16::from_f32(2048.0)])]),
+        Data::F16(vec![f16::from_f32(2048.0)])
+    );
 }
 
 /// Check NaN propagation through max, relu and reductions, as torch.maximum and amax do.
 #[test]
 fn nan_propagates() {
     let src = "graph @n(%x: tensor<3xf32>) -> tensor<f32> {\n  %r = relu %x\n  %m = reduce_max %r\n  return %m\n}";
-    let Data::F32(v) = run1(src, vec![Data::F32(vec![1.0, f32::NAN, 2.0])]) else { panic!() };
+    let Data::F32(v) = run1(src, vec![Data::F32(vec![1.0, f32::NAN, 2.0])]) else {
+        panic!()
+    };
     assert!(v[0].is_nan());
 }
 
 /// Check f32 accumulation of 16-bit sums: 4096 ones sum exactly to 4096 in f32 and then round.
 #[test]
 fn sums_accumulate_in_f32() {
-    let src = "graph @s(%x: tensor<4096xbf16>) -> tensor<bf16> {\n  %s = reduce_sum %x\n  return %s\n}";
+    let src =
+        "graph @s(%x: tensor<4096xbf16>) -> tensor<bf16> {\n  %s = reduce_sum %x\n  return %s\n}";
     let ones = Data::from_f32(DType::BF16, vec![1.0; 4096]);
     assert_eq!(run1(src, vec![ones]).to_f64(), vec![4096.0]);
 }
@@ -108,7 +138,11 @@ fn sums_accumulate_in_f32() {
 fn shared_values_and_result_order() {
     let src = "graph @s(%x: tensor<2xi64>) -> (tensor<2xi64>, tensor<2xi64>) {\n  %n = neg %x\n  %a = add %n, %n\n  %m = mul %n, %x\n  return %m, %a\n}";
     let m = irc_frontend::parse_module(src).unwrap();
-    let out = run_graph(&m.graphs[0], vec![Tensor::new(TensorType::new([2], DType::I64), Data::I64(vec![3, -4])).unwrap()]).unwrap();
+    let out = run_graph(
+        &m.graphs[0],
+        vec![Tensor::new(TensorType::new([2], DType::I64), Data::I64(vec![3, -4])).unwrap()],
+    )
+    .unwrap();
     assert_eq!(out[0].data, Data::I64(vec![-9, -16]));
     assert_eq!(out[1].data, Data::I64(vec![-6, 8]));
 }
@@ -117,13 +151,21 @@ fn shared_values_and_result_order() {
 #[test]
 fn matmul_matches_naive_loop() {
     let n = 256usize;
-    let a: Vec<f32> = (0..n * n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect();
-    let b: Vec<f32> = (0..n * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0).collect();
+    let a: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+        .collect();
+    let b: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0)
+        .collect();
     let src = "graph @m(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>) -> tensor<256x256xf32> {\n  %c = matmul %a, %b\n  return %c\n}";
-    let Data::F32(c) = run1(src, vec![Data::F32(a.clone()), Data::F32(b.clone())]) else { panic!() };
+    let Data::F32(c) = run1(src, vec![Data::F32(a.clone()), Data::F32(b.clone())]) else {
+        panic!()
+    };
     for i in (0..n).step_by(17) {
         for j in (0..n).step_by(13) {
-            let want: f64 = (0..n).map(|k| f64::from(a[i * n + k]) * f64::from(b[k * n + j])).sum();
+            let want: f64 = (0..n)
+                .map(|k| f64::from(a[i * n + k]) * f64::from(b[k * n + j]))
+                .sum();
             assert!((f64::from(c[i * n + j]) - want).abs() < 1e-3, "c[{i}][{j}]");
         }
     }
@@ -131,12 +173,25 @@ fn matmul_matches_naive_loop() {
 
 #[test]
 fn every_small_example_runs() {
-    for path in irc_tests::examples().into_iter().filter(|p| p.to_string_lossy().contains("small")) {
+    for path in irc_tests::examples()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("small"))
+    {
         let src = std::fs::read_to_string(&path).unwrap();
         let m = irc_frontend::parse_module(&src).unwrap();
         let g = &m.graphs[0];
-        let inputs = g.params.iter().enumerate().map(|(i, &p)| irc_interp::random_tensor(g.ty(p), 7, i as u64)).collect();
+        let inputs = g
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| irc_interp::random_tensor(g.ty(p), 7, i as u64))
+            .collect();
         let out = run_graph(g, inputs).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(out.iter().all(|t| t.data.to_f64().iter().all(|x| x.is_finite())), "{}", path.display());
+        assert!(
+            out.iter()
+                .all(|t| t.data.to_f64().iter().all(|x| x.is_finite())),
+            "{}",
+            path.display()
+        );
     }
 }

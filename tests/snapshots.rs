@@ -4,7 +4,8 @@
 fn canonical_print_of_examples() {
     insta::glob!("../examples", "**/*.ir", |path| {
         let src = std::fs::read_to_string(path).unwrap();
-        let module = irc_frontend::parse_module(&src).unwrap_or_else(|d| panic!("{}: {d:?}", path.display()));
+        let module = irc_frontend::parse_module(&src)
+            .unwrap_or_else(|d| panic!("{}: {d:?}", path.display()));
         let printed = irc_ir::print_module(&module);
         insta::assert_snapshot!(printed);
     });

@@ -11,7 +11,10 @@ fn replace_section(doc: &str, name: &str, body: &str) -> String {
 }
 
 fn generate(doc: &str) -> String {
-    let ops = format!("## Ops (generated)\n\n{}", irc_ir::ops::reference_markdown());
+    let ops = format!(
+        "## Ops (generated)\n\n{}",
+        irc_ir::ops::reference_markdown()
+    );
     let grammar = format!("```\n{}```\n", irc_frontend::GRAMMAR);
     replace_section(&replace_section(doc, "ops", &ops), "grammar", &grammar)
 }
@@ -24,6 +27,9 @@ fn spec_is_fresh() {
     if std::env::var_os("IRC_BLESS").is_some() {
         std::fs::write(&path, &fresh).expect("spec writable");
     } else {
-        assert!(fresh == committed, "spec/graph-ir.md is stale; run `IRC_BLESS=1 cargo test -p irc-tests --test spec`");
+        assert!(
+            fresh == committed,
+            "spec/graph-ir.md is stale; run `IRC_BLESS=1 cargo test -p irc-tests --test spec`"
+        );
     }
 }

@@ -13,7 +13,8 @@ fn main() {
 fn parse_verify_print(bencher: Bencher) {
     let text = irc_bench::generated_graph(OPS);
     bencher.counter(ItemsCount::new(OPS)).bench(|| {
-        let module = irc_frontend::parse_module(black_box(&text)).expect("generated graph is valid");
+        let module =
+            irc_frontend::parse_module(black_box(&text)).expect("generated graph is valid");
         irc_ir::verify_module(&module).expect("verifies");
         irc_ir::print_module(&module)
     });
@@ -22,23 +23,31 @@ fn parse_verify_print(bencher: Bencher) {
 #[divan::bench(sample_count = 10)]
 fn parse_only(bencher: Bencher) {
     let text = irc_bench::generated_graph(OPS);
-    bencher.counter(ItemsCount::new(OPS)).bench(|| irc_frontend::parse_module(black_box(&text)).expect("valid"));
+    bencher
+        .counter(ItemsCount::new(OPS))
+        .bench(|| irc_frontend::parse_module(black_box(&text)).expect("valid"));
 }
 
 #[divan::bench(sample_count = 10)]
 fn lex_only(bencher: Bencher) {
     let text = irc_bench::generated_graph(OPS);
-    bencher.counter(ItemsCount::new(OPS)).bench(|| irc_frontend::lexer::lex(black_box(&text), 0).expect("valid"));
+    bencher
+        .counter(ItemsCount::new(OPS))
+        .bench(|| irc_frontend::lexer::lex(black_box(&text), 0).expect("valid"));
 }
 
 #[divan::bench(sample_count = 10)]
 fn verify_only(bencher: Bencher) {
     let module = irc_frontend::parse_module(&irc_bench::generated_graph(OPS)).expect("valid");
-    bencher.counter(ItemsCount::new(OPS)).bench(|| irc_ir::verify_module(black_box(&module)));
+    bencher
+        .counter(ItemsCount::new(OPS))
+        .bench(|| irc_ir::verify_module(black_box(&module)));
 }
 
 #[divan::bench(sample_count = 10)]
 fn print_only(bencher: Bencher) {
     let module = irc_frontend::parse_module(&irc_bench::generated_graph(OPS)).expect("valid");
-    bencher.counter(ItemsCount::new(OPS)).bench(|| irc_ir::print_module(black_box(&module)));
+    bencher
+        .counter(ItemsCount::new(OPS))
+        .bench(|| irc_ir::print_module(black_box(&module)));
 }

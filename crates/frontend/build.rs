@@ -1,1 +1,3 @@
-fn main() { lalrpop::process_src().unwrap(); }
+fn main() {
+    lalrpop::process_src().unwrap();
+}

@@ -23,8 +23,13 @@ impl Source<'_> {
             let end = r.end.min(self.text.len());
             let start = r.start.min(end);
             // Never split a UTF-8 character.
-            let start = (0..=start).rev().find(|&i| self.text.is_char_boundary(i)).unwrap_or(0);
-            let end = (end..=self.text.len()).find(|&i| self.text.is_char_boundary(i)).unwrap_or(self.text.len());
+            let start = (0..=start)
+                .rev()
+                .find(|&i| self.text.is_char_boundary(i))
+                .unwrap_or(0);
+            let end = (end..=self.text.len())
+                .find(|&i| self.text.is_char_boundary(i))
+                .unwrap_or(self.text.len());
             start..end
         };
         let mut labels: Vec<Label<()>> = Vec::new();
@@ -36,14 +41,25 @@ impl Source<'_> {
                 labels.push(Label::secondary((), clamp(span.range())).with_message(note));
             }
         }
-        let notes: Vec<String> = d.notes.iter().filter(|(s, _)| s.is_none()).map(|(_, n)| n.clone()).collect();
+        let notes: Vec<String> = d
+            .notes
+            .iter()
+            .filter(|(s, _)| s.is_none())
+            .map(|(_, n)| n.clone())
+            .collect();
         let header = CsDiagnostic::new(severity)
             .with_message(&d.message)
             .with_labels(labels.iter().take(1).cloned().collect());
-        let short = Config { display_style: DisplayStyle::Short, ..Config::default() };
-        let mut out = term::emit_into_string(&short, &file, &header).unwrap_or_else(|_| format!("{}: error: {}\n", self.name, d.message));
+        let short = Config {
+            display_style: DisplayStyle::Short,
+            ..Config::default()
+        };
+        let mut out = term::emit_into_string(&short, &file, &header)
+            .unwrap_or_else(|_| format!("{}: error: {}\n", self.name, d.message));
         if !labels.is_empty() {
-            let body = CsDiagnostic::new(severity).with_labels(labels).with_notes(notes);
+            let body = CsDiagnostic::new(severity)
+                .with_labels(labels)
+                .with_notes(notes);
             if let Ok(rich) = term::emit_into_string(&Config::default(), &file, &body) {
                 out.extend(rich.lines().skip(1).map(|l| format!("{l}\n")));
             }
@@ -54,10 +70,17 @@ impl Source<'_> {
 
 /// Renders all of `diags` as errors.
 pub fn render_errors(src: &Source<'_>, diags: &[Diagnostic]) -> String {
-    diags.iter().map(|d| src.render(d, Severity::Error)).collect()
+    diags
+        .iter()
+        .map(|d| src.render(d, Severity::Error))
+        .collect()
 }
 
 /// The 1-based line of byte offset `pos`.
 pub fn line_of(text: &str, pos: usize) -> usize {
-    text.as_bytes()[..pos.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..pos.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }

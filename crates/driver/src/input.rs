@@ -7,7 +7,9 @@ use std::io::Read;
 pub fn read_source(path: &str) -> Result<String> {
     if path == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("cannot read standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read standard input")?;
         Ok(s)
     } else {
         let bytes = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;

@@ -5,6 +5,7 @@
 
 mod diag;
 mod input;
+mod layout;
 mod npy;
 mod opt;
 mod run;
@@ -29,12 +30,15 @@ struct Cli {
 enum Command {
     /// Run a graph on the CPU reference interpreter.
     Run(run::RunArgs),
+    /// Evaluate CuTe layout-algebra expressions (`irc layout '(4,8):(1,4)'`).
+    Layout(layout::LayoutArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::Run(args)) => run::run(args),
+        Some(Command::Layout(args)) => layout::run(args),
         None => opt::run(&cli.opt),
     };
     match result {

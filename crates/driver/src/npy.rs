@@ -23,22 +23,39 @@ fn typestr(d: DType) -> &'static str {
 /// Reads `path` as a tensor of type `ty`, checking dtype and shape.
 pub fn read(path: &Path, ty: &TensorType) -> Result<Tensor> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let npy = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{} is not a valid .npy file", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..])
+        .with_context(|| format!("{} is not a valid .npy file", path.display()))?;
     let found = match npy.dtype() {
         npyz::DType::Plain(ts) => ts.to_string(),
         other => other.descr(),
     };
     let want = typestr(ty.dtype);
-    let same = found == want || (want == "|b1" && found == "<b1") || (want.ends_with("f2") && found == "=f2");
+    let same = found == want
+        || (want == "|b1" && found == "<b1")
+        || (want.ends_with("f2") && found == "=f2");
     if !same {
-        let note = if ty.dtype == DType::BF16 { " (bf16 inputs are given as float32)" } else { "" };
-        bail!("{}: dtype {found} does not match {ty}: expected {want}{note}", path.display());
+        let note = if ty.dtype == DType::BF16 {
+            " (bf16 inputs are given as float32)"
+        } else {
+            ""
+        };
+        bail!(
+            "{}: dtype {found} does not match {ty}: expected {want}{note}",
+            path.display()
+        );
     }
     if npy.shape() != ty.shape.as_slice() {
-        bail!("{}: shape {:?} does not match {ty}", path.display(), npy.shape());
+        bail!(
+            "{}: shape {:?} does not match {ty}",
+            path.display(),
+            npy.shape()
+        );
     }
     if npy.order() == npyz::Order::Fortran {
-        bail!("{}: Fortran-order arrays are not supported; save a C-contiguous array", path.display());
+        bail!(
+            "{}: Fortran-order arrays are not supported; save a C-contiguous array",
+            path.display()
+        );
     }
     let bad = |e: std::io::Error| anyhow::anyhow!("{}: {e}", path.display());
     let data = match ty.dtype {
@@ -54,7 +71,8 @@ pub fn read(path: &Path, ty: &TensorType) -> Result<Tensor> {
 }
 
 fn write_vec<T: npyz::AutoSerialize + Clone>(path: &Path, shape: &[u64], v: &[T]) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let mut w = npyz::WriteOptions::new()
         .default_dtype()
         .shape(shape)

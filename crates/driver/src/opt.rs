@@ -38,9 +38,17 @@ pub enum Emit {
 /// Runs the command; `Ok(false)` when errors were reported (exit code 1).
 pub fn run(args: &OptArgs) -> Result<bool> {
     let text = read_source(&args.input)?;
-    let name = if args.input == "-" { "<stdin>" } else { args.input.as_str() };
+    let name = if args.input == "-" {
+        "<stdin>"
+    } else {
+        args.input.as_str()
+    };
     let src = Source { name, text: &text };
-    let cases = if args.split_input_file { split_cases(&text) } else { vec![0..text.len()] };
+    let cases = if args.split_input_file {
+        split_cases(&text)
+    } else {
+        vec![0..text.len()]
+    };
     let mut outputs = Vec::new();
     let mut ok = true;
     let mut stderr = String::new();
@@ -78,7 +86,8 @@ pub fn run(args: &OptArgs) -> Result<bool> {
     eprint!("{stderr}");
     let joined = outputs.join(&format!("{SPLIT_MARKER}\n"));
     match &args.output {
-        Some(path) => std::fs::write(path, joined).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
+        Some(path) => std::fs::write(path, joined)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
         None => std::io::stdout().write_all(joined.as_bytes())?,
     }
     Ok(ok)
@@ -88,7 +97,8 @@ fn compile(chunk: &str, base: usize, args: &OptArgs) -> Result<String, Vec<irc_i
     let mut module = irc_frontend::parse_module_at(chunk, base)?;
     if args.decompose {
         for g in &mut module.graphs {
-            *g = irc_ir::decompose_graph(g).map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.message)])?;
+            *g = irc_ir::decompose_graph(g)
+                .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.message)])?;
         }
         irc_ir::verify_module(&module)?;
     }

@@ -33,7 +33,11 @@ pub struct RunArgs {
 
 pub fn run(args: &RunArgs) -> Result<bool> {
     let text = read_source(&args.input)?;
-    let name = if args.input == "-" { "<stdin>" } else { args.input.as_str() };
+    let name = if args.input == "-" {
+        "<stdin>"
+    } else {
+        args.input.as_str()
+    };
     let module = match irc_frontend::parse_module(&text) {
         Ok(m) => m,
         Err(diags) => {
@@ -45,26 +49,38 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     let graph = match (&args.graph, module.graphs.as_slice()) {
         (Some(n), _) => {
             let n = n.trim_start_matches('@');
-            module.graph(n).with_context(|| format!("no graph @{n} in {name}; it has @{}", names.join(", @")))?
+            module.graph(n).with_context(|| {
+                format!("no graph @{n} in {name}; it has @{}", names.join(", @"))
+            })?
         }
         (None, [one]) => one,
         (None, []) => bail!("{name} holds no graph"),
-        (None, _) => bail!("{name} holds several graphs (@{}); choose one with --graph", names.join(", @")),
+        (None, _) => bail!(
+            "{name} holds several graphs (@{}); choose one with --graph",
+            names.join(", @")
+        ),
     };
     // The optimizing pipeline does not exist yet (crates/passes); both modes run the graph as
     // written.
     let _ = args.no_passes;
     let mut given: Vec<Option<PathBuf>> = vec![None; graph.params.len()];
-    let param_names: Vec<String> = graph.params.iter().map(|&p| graph.value(p).name.clone().unwrap_or_default()).collect();
+    let param_names: Vec<String> = graph
+        .params
+        .iter()
+        .map(|&p| graph.value(p).name.clone().unwrap_or_default())
+        .collect();
     for spec in &args.inputs {
         let (n, path) = spec
             .split_once('=')
             .with_context(|| format!("--input {spec}: expected NAME=PATH.npy"))?;
         let n = n.trim_start_matches('%');
-        let i = param_names
-            .iter()
-            .position(|p| p == n)
-            .with_context(|| format!("--input {spec}: graph @{} has no parameter %{n} (it has %{})", graph.name, param_names.join(", %")))?;
+        let i = param_names.iter().position(|p| p == n).with_context(|| {
+            format!(
+                "--input {spec}: graph @{} has no parameter %{n} (it has %{})",
+                graph.name,
+                param_names.join(", %")
+            )
+        })?;
         if given[i].replace(PathBuf::from(path)).is_some() {
             bail!("--input gives %{n} twice");
         }
@@ -73,14 +89,23 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     for (i, (path, &p)) in given.iter().zip(&graph.params).enumerate() {
         let ty = graph.ty(p);
         let t = match path {
-            Some(path) => npy::read(path, ty).with_context(|| format!("input %{}", param_names[i]))?,
+            Some(path) => {
+                npy::read(path, ty).with_context(|| format!("input %{}", param_names[i]))?
+            }
             None if args.random => {
                 if ty.size_bytes() > irc_interp::MAX_TENSOR_BYTES {
-                    bail!("input %{} ({ty}) is too large for the reference interpreter", param_names[i]);
+                    bail!(
+                        "input %{} ({ty}) is too large for the reference interpreter",
+                        param_names[i]
+                    );
                 }
                 random_tensor(ty, args.seed, i as u64)
             }
-            None => bail!("no value for input %{} ({ty}); pass --input {}=PATH.npy or --random", param_names[i], param_names[i]),
+            None => bail!(
+                "no value for input %{} ({ty}); pass --input {}=PATH.npy or --random",
+                param_names[i],
+                param_names[i]
+            ),
         };
         inputs.push(t);
     }
@@ -110,6 +135,13 @@ fn summary(i: usize, t: &Tensor) -> String {
         n += 1;
     }
     let mean = if n > 0 { sum / n as f64 } else { f64::NAN };
-    let nan_note = if nan > 0 { format!(" nan={nan}") } else { String::new() };
-    format!("out{i}: {} min={min:.6} max={max:.6} mean={mean:.6}{nan_note}", t.ty)
+    let nan_note = if nan > 0 {
+        format!(" nan={nan}")
+    } else {
+        String::new()
+    };
+    format!(
+        "out{i}: {} min={min:.6} max={max:.6} mean={mean:.6}{nan_note}",
+        t.ty
+    )
 }

@@ -27,37 +27,59 @@ pub enum Kind {
 }
 
 /// Reads the expectations in `text[range]`; malformed ones are reported as errors.
-pub fn parse_expectations(text: &str, base: usize, chunk: &str) -> Result<Vec<Expectation>, Vec<Diagnostic>> {
+pub fn parse_expectations(
+    text: &str,
+    base: usize,
+    chunk: &str,
+) -> Result<Vec<Expectation>, Vec<Diagnostic>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     let mut offset = base;
     for line in chunk.split_inclusive('\n') {
         let line_start = offset;
         offset += line.len();
-        let Some(comment) = line.find("//") else { continue };
+        let Some(comment) = line.find("//") else {
+            continue;
+        };
         let rest = &line[comment..];
-        for (kind, key) in [(Kind::Error, "expected-error"), (Kind::Note, "expected-note")] {
+        for (kind, key) in [
+            (Kind::Error, "expected-error"),
+            (Kind::Note, "expected-note"),
+        ] {
             let Some(at) = rest.find(key) else { continue };
             let start = line_start + comment + at;
             let here = line_of(text, start);
             let after = rest[at + key.len()..].trim_start();
             let span = Span::new(start, start + key.len());
             match parse_directive(after, here) {
-                Some((line, msg)) => out.push(Expectation { kind, line, text: msg, span }),
+                Some((line, msg)) => out.push(Expectation {
+                    kind,
+                    line,
+                    text: msg,
+                    span,
+                }),
                 None => errors.push(Diagnostic::error(
                     Some(span),
-                    format!("malformed {key}: expected `{key} [@+N|@-N|@above|@below] {{{{message}}}}`"),
+                    format!(
+                        "malformed {key}: expected `{key} [@+N|@-N|@above|@below] {{{{message}}}}`"
+                    ),
                 )),
             }
         }
     }
-    if errors.is_empty() { Ok(out) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
 }
 
 fn parse_directive(s: &str, here: usize) -> Option<(usize, String)> {
     let (line, rest) = match s.strip_prefix('@') {
         Some(d) => {
-            let end = d.find(|c: char| c.is_whitespace() || c == '{').unwrap_or(d.len());
+            let end = d
+                .find(|c: char| c.is_whitespace() || c == '{')
+                .unwrap_or(d.len());
             let line = match &d[..end] {
                 "above" => here.checked_sub(1)?,
                 "below" => here + 1,
@@ -81,10 +103,9 @@ pub fn check(text: &str, produced: &[Diagnostic], expected: &[Expectation]) -> V
     let mut problems = Vec::new();
     let mut matches = |kind: Kind, span: Option<Span>, message: &str| -> bool {
         let line = span.map(|s| line_of(text, s.start as usize));
-        let found = expected
-            .iter()
-            .enumerate()
-            .find(|(i, e)| !met[*i] && e.kind == kind && Some(e.line) == line && message.contains(&e.text));
+        let found = expected.iter().enumerate().find(|(i, e)| {
+            !met[*i] && e.kind == kind && Some(e.line) == line && message.contains(&e.text)
+        });
         if let Some((i, _)) = found {
             met[i] = true;
         }
@@ -92,7 +113,10 @@ pub fn check(text: &str, produced: &[Diagnostic], expected: &[Expectation]) -> V
     };
     for d in produced {
         if !matches(Kind::Error, d.span, &d.message) {
-            problems.push(Diagnostic::error(d.span, format!("unexpected error: {}", d.message)));
+            problems.push(Diagnostic::error(
+                d.span,
+                format!("unexpected error: {}", d.message),
+            ));
         }
         for (span, note) in &d.notes {
             matches(Kind::Note, *span, note);
@@ -100,10 +124,17 @@ pub fn check(text: &str, produced: &[Diagnostic], expected: &[Expectation]) -> V
     }
     for (e, met) in expected.iter().zip(met) {
         if !met {
-            let kind = if e.kind == Kind::Error { "error" } else { "note" };
+            let kind = if e.kind == Kind::Error {
+                "error"
+            } else {
+                "note"
+            };
             problems.push(Diagnostic::error(
                 Some(e.span),
-                format!("expected {kind} \"{}\" on line {} was not produced", e.text, e.line),
+                format!(
+                    "expected {kind} \"{}\" on line {} was not produced",
+                    e.text, e.line
+                ),
             ));
         }
     }

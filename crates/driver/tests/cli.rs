@@ -1,7 +1,7 @@
 //! The `irc` binary end to end: exit codes, located errors, verify-diagnostics files, `run`.
 
-use std::path::{Path, PathBuf};
 use npyz::WriterBuilder;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn root() -> PathBuf {
@@ -9,7 +9,11 @@ fn root() -> PathBuf {
 }
 
 fn irc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_irc")).args(args).current_dir(root()).output().expect("irc runs")
+    Command::new(env!("CARGO_BIN_EXE_irc"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("irc runs")
 }
 
 fn stderr(o: &Output) -> String {
@@ -17,7 +21,11 @@ fn stderr(o: &Output) -> String {
 }
 
 fn files(dir: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join(dir)).unwrap().flatten().map(|e| e.path()).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     v.sort();
     v
 }
@@ -35,7 +43,11 @@ fn diagnostics_files_verify() {
     let all = files("tests/diagnostics");
     assert!(!all.is_empty());
     for f in all {
-        let o = irc(&["--split-input-file", "--verify-diagnostics", f.to_str().unwrap()]);
+        let o = irc(&[
+            "--split-input-file",
+            "--verify-diagnostics",
+            f.to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{}:\n{}", f.display(), stderr(&o));
     }
 }
@@ -50,7 +62,10 @@ fn verify_diagnostics_catches_mismatches() {
     assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
     assert!(e.contains("unexpected error: unknown op 'exq'"), "{e}");
-    assert!(e.contains("expected error \"something else\" on line 3 was not produced"), "{e}");
+    assert!(
+        e.contains("expected error \"something else\" on line 3 was not produced"),
+        "{e}"
+    );
 }
 
 /// Each kind of user mistake gets `file:line:col: error:` with the source line and a caret, and
@@ -63,8 +78,16 @@ fn user_mistakes_are_located_errors() {
         assert_eq!(o.status.code(), Some(1), "{}: {e}", f.display());
         let name = f.to_str().unwrap();
         let first = e.lines().next().unwrap_or_default();
-        let located = first.starts_with(name) && first.split(':').nth(1).is_some_and(|l| l.parse::<u32>().is_ok());
-        assert!(located && first.contains(": error: "), "{}: {e}", f.display());
+        let located = first.starts_with(name)
+            && first
+                .split(':')
+                .nth(1)
+                .is_some_and(|l| l.parse::<u32>().is_ok());
+        assert!(
+            located && first.contains(": error: "),
+            "{}: {e}",
+            f.display()
+        );
         if !name.contains("invalid_utf8") {
             assert!(e.contains('^'), "{}: no caret: {e}", f.display());
         }
@@ -74,13 +97,20 @@ fn user_mistakes_are_located_errors() {
 /// Every example parses, and its print is a fixed point of `irc`.
 #[test]
 fn examples_print_to_fixed_points() {
-    for f in files("examples").into_iter().chain(files("examples/small")).filter(|p| p.extension().is_some_and(|e| e == "ir")) {
+    for f in files("examples")
+        .into_iter()
+        .chain(files("examples/small"))
+        .filter(|p| p.extension().is_some_and(|e| e == "ir"))
+    {
         let d = scratch("fix");
         let once = d.join("once.ir");
         let o = irc(&[f.to_str().unwrap(), "-o", once.to_str().unwrap()]);
         assert!(o.status.success(), "{}", stderr(&o));
         let twice = irc(&[once.to_str().unwrap()]);
-        assert_eq!(String::from_utf8_lossy(&twice.stdout), std::fs::read_to_string(&once).unwrap());
+        assert_eq!(
+            String::from_utf8_lossy(&twice.stdout),
+            std::fs::read_to_string(&once).unwrap()
+        );
     }
 }
 
@@ -99,7 +129,15 @@ fn split_input_file_prints_each_case() {
 #[test]
 fn run_random_and_save_outputs() {
     let d = scratch("run");
-    let o = irc(&["run", "examples/small/rmsnorm_gemm.ir", "--random", "--seed", "3", "--save-outputs", d.to_str().unwrap()]);
+    let o = irc(&[
+        "run",
+        "examples/small/rmsnorm_gemm.ir",
+        "--random",
+        "--seed",
+        "3",
+        "--save-outputs",
+        d.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.starts_with("out0: tensor<128x192xbf16> min="), "{out}");
@@ -109,7 +147,13 @@ fn run_random_and_save_outputs() {
     assert_eq!(npy.dtype(), npyz::DType::Plain("<f4".parse().unwrap()));
     assert_eq!(npy.shape(), &[128, 192]);
     // The same seed gives the same result.
-    let again = irc(&["run", "examples/small/rmsnorm_gemm.ir", "--random", "--seed", "3"]);
+    let again = irc(&[
+        "run",
+        "examples/small/rmsnorm_gemm.ir",
+        "--random",
+        "--seed",
+        "3",
+    ]);
     assert_eq!(again.stdout, o.stdout);
 }
 
@@ -119,35 +163,72 @@ fn run_with_npy_inputs() {
     let x = d.join("x.npy");
     {
         let file = std::fs::File::create(&x).unwrap();
-        let mut w = npyz::WriteOptions::<f32>::new().default_dtype().shape(&[3]).writer(file).begin_nd().unwrap();
+        let mut w = npyz::WriteOptions::<f32>::new()
+            .default_dtype()
+            .shape(&[3])
+            .writer(file)
+            .begin_nd()
+            .unwrap();
         w.extend([-1.0f32, 0.5, 2.0]).unwrap();
         w.finish().unwrap();
     }
     let g = d.join("g.ir");
-    std::fs::write(&g, "graph @g(%x: tensor<3xf32>) -> tensor<3xf32> {\n  %y = relu %x\n  return %y\n}\n").unwrap();
+    std::fs::write(
+        &g,
+        "graph @g(%x: tensor<3xf32>) -> tensor<3xf32> {\n  %y = relu %x\n  return %y\n}\n",
+    )
+    .unwrap();
     let out = d.join("out");
-    let o = irc(&["run", g.to_str().unwrap(), "--input", &format!("x={}", x.display()), "--save-outputs", out.to_str().unwrap()]);
+    let o = irc(&[
+        "run",
+        g.to_str().unwrap(),
+        "--input",
+        &format!("x={}", x.display()),
+        "--save-outputs",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let bytes = std::fs::read(out.join("out0.npy")).unwrap();
     let v: Vec<f32> = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec().unwrap();
     assert_eq!(v, vec![0.0, 0.5, 2.0]);
 
     // A wrong shape is a clear error.
-    std::fs::write(&g, "graph @g(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x\n}\n").unwrap();
-    let o = irc(&["run", g.to_str().unwrap(), "--input", &format!("x={}", x.display())]);
+    std::fs::write(
+        &g,
+        "graph @g(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x\n}\n",
+    )
+    .unwrap();
+    let o = irc(&[
+        "run",
+        g.to_str().unwrap(),
+        "--input",
+        &format!("x={}", x.display()),
+    ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("shape [3] does not match tensor<4xf32>"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("shape [3] does not match tensor<4xf32>"),
+        "{}",
+        stderr(&o)
+    );
     // A missing input says how to give it.
     let o = irc(&["run", g.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("pass --input x=PATH.npy or --random"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pass --input x=PATH.npy or --random"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn run_refuses_graphs_too_large_for_the_interpreter() {
     let d = scratch("big");
     let g = d.join("big.ir");
-    std::fs::write(&g, "graph @g(%x: tensor<65536x65536xf32>) -> tensor<65536x65536xf32> {\n  return %x\n}\n").unwrap();
+    std::fs::write(
+        &g,
+        "graph @g(%x: tensor<65536x65536xf32>) -> tensor<65536x65536xf32> {\n  return %x\n}\n",
+    )
+    .unwrap();
     let o = irc(&["run", g.to_str().unwrap(), "--random"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("interpreter"), "{}", stderr(&o));

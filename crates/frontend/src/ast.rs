@@ -12,7 +12,10 @@ pub struct Spanned<T> {
 
 impl<T> Spanned<T> {
     pub fn new(node: T, l: usize, r: usize) -> Spanned<T> {
-        Spanned { node, span: Span::new(l, r) }
+        Spanned {
+            node,
+            span: Span::new(l, r),
+        }
     }
 }
 
@@ -33,7 +36,10 @@ pub struct AstGraph {
 #[derive(Clone, Debug, PartialEq)]
 pub enum AstStmt {
     Op(AstOp),
-    Return { values: Vec<Spanned<String>>, span: Span },
+    Return {
+        values: Vec<Spanned<String>>,
+        span: Span,
+    },
     /// A statement the parser could not read (already reported).
     Error,
 }

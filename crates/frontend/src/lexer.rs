@@ -82,7 +82,11 @@ impl fmt::Display for Token<'_> {
             Token::Def(n) => write!(f, "`%{n} =`"),
             Token::Value(n) => write!(f, "`%{n}`"),
             Token::Symbol(n) => write!(f, "`@{n}`"),
-            Token::Ident(s) | Token::Int(s) | Token::Float(s) | Token::Str(s) | Token::TensorType(s) => {
+            Token::Ident(s)
+            | Token::Int(s)
+            | Token::Float(s)
+            | Token::Str(s)
+            | Token::TensorType(s) => {
                 write!(f, "`{s}`")
             }
             Token::LParen => f.write_str("`(`"),
@@ -118,11 +122,16 @@ pub fn lex(src: &str, base: usize) -> Result<Vec<Spanned<'_>>, Vec<Diagnostic>> 
             Ok(tok) => {
                 match tok {
                     Token::LParen | Token::LBrace | Token::LBracket => depth += 1,
-                    Token::RParen | Token::RBrace | Token::RBracket => depth = depth.saturating_sub(1),
+                    Token::RParen | Token::RBrace | Token::RBracket => {
+                        depth = depth.saturating_sub(1)
+                    }
                     _ => {}
                 }
                 if depth > MAX_NESTING {
-                    diags.push(Diagnostic::error(Some(span), format!("brackets nested deeper than {MAX_NESTING} levels")));
+                    diags.push(Diagnostic::error(
+                        Some(span),
+                        format!("brackets nested deeper than {MAX_NESTING} levels"),
+                    ));
                     return Err(diags);
                 }
                 tokens.push((base + range.start, tok, base + range.end));
@@ -130,7 +139,9 @@ pub fn lex(src: &str, base: usize) -> Result<Vec<Spanned<'_>>, Vec<Diagnostic>> 
             Err(()) => {
                 // Merge adjacent bad characters into one diagnostic.
                 if let Some(last) = diags.last_mut()
-                    && last.span.is_some_and(|s| s.end as usize == span.start as usize)
+                    && last
+                        .span
+                        .is_some_and(|s| s.end as usize == span.start as usize)
                 {
                     last.span = last.span.map(|s| Span { end: span.end, ..s });
                     continue;
@@ -142,7 +153,11 @@ pub fn lex(src: &str, base: usize) -> Result<Vec<Spanned<'_>>, Vec<Diagnostic>> 
             break;
         }
     }
-    if diags.is_empty() { Ok(tokens) } else { Err(diags) }
+    if diags.is_empty() {
+        Ok(tokens)
+    } else {
+        Err(diags)
+    }
 }
 
 fn describe_bad(text: &str) -> String {
@@ -154,7 +169,9 @@ fn describe_bad(text: &str) -> String {
         format!("expected a name after `{}`", &text[..1])
     } else {
         match text.chars().next() {
-            Some(c) if !c.is_control() && !c.is_whitespace() => format!("unexpected character `{c}`"),
+            Some(c) if !c.is_control() && !c.is_whitespace() => {
+                format!("unexpected character `{c}`")
+            }
             Some(c) => format!("unexpected character U+{:04X}", c as u32),
             None => "unexpected input".to_string(),
         }

@@ -45,8 +45,12 @@ pub fn parse_module_at(src: &str, base: usize) -> Result<Module, Vec<Diagnostic>
     let end = base + src.len();
     let mut diags = Vec::new();
     let mut recovered = Vec::new();
-    let parsed = grammar::ModuleParser::new().parse(&mut diags, &mut recovered, tokens.into_iter().map(Ok));
-    let mut syntax: Vec<Diagnostic> = recovered.into_iter().map(|r| parse_error(r.error, end)).collect();
+    let parsed =
+        grammar::ModuleParser::new().parse(&mut diags, &mut recovered, tokens.into_iter().map(Ok));
+    let mut syntax: Vec<Diagnostic> = recovered
+        .into_iter()
+        .map(|r| parse_error(r.error, end))
+        .collect();
     let graphs = match parsed {
         Ok(graphs) => graphs,
         Err(e) => {
@@ -73,12 +77,19 @@ pub fn parse_module_at(src: &str, base: usize) -> Result<Module, Vec<Diagnostic>
 
 fn parse_error(e: ParseError<usize, Token<'_>, ()>, end: usize) -> Diagnostic {
     match e {
-        ParseError::UnrecognizedToken { token: (l, tok, r), expected } => {
-            Diagnostic::error(Some(Span::new(l, r)), format!("expected {}, found {tok}", expected_list(&expected)))
-        }
+        ParseError::UnrecognizedToken {
+            token: (l, tok, r),
+            expected,
+        } => Diagnostic::error(
+            Some(Span::new(l, r)),
+            format!("expected {}, found {tok}", expected_list(&expected)),
+        ),
         ParseError::UnrecognizedEof { expected, .. } => Diagnostic::error(
             Some(Span::new(end, end)),
-            format!("unexpected end of input; expected {}", expected_list(&expected)),
+            format!(
+                "unexpected end of input; expected {}",
+                expected_list(&expected)
+            ),
         ),
         ParseError::ExtraToken { token: (l, tok, r) } => {
             Diagnostic::error(Some(Span::new(l, r)), format!("unexpected {tok}"))
@@ -96,7 +107,12 @@ fn expected_list(expected: &[String]) -> String {
         .iter()
         .map(|e| {
             let bare = e.trim_matches('"');
-            if bare.chars().all(|c| c.is_ascii_alphabetic() || c == ' ') && bare.contains(' ') || bare == "identifier" || bare == "integer" || bare == "float" || bare == "string" {
+            if bare.chars().all(|c| c.is_ascii_alphabetic() || c == ' ') && bare.contains(' ')
+                || bare == "identifier"
+                || bare == "integer"
+                || bare == "float"
+                || bare == "string"
+            {
                 bare.to_string()
             } else {
                 format!("`{bare}`")

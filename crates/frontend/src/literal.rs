@@ -11,14 +11,25 @@ fn report<T>(diags: &mut Vec<Diagnostic>, l: usize, r: usize, message: String) -
 pub fn int(s: &str, l: usize, r: usize, diags: &mut Vec<Diagnostic>) -> Option<i64> {
     match s.parse::<i64>() {
         Ok(i) => Some(i),
-        Err(_) => report(diags, l, r, format!("integer `{s}` does not fit in 64 bits")),
+        Err(_) => report(
+            diags,
+            l,
+            r,
+            format!("integer `{s}` does not fit in 64 bits"),
+        ),
     }
 }
 
 pub fn u32(s: &str, l: usize, r: usize, diags: &mut Vec<Diagnostic>) -> u32 {
     match s.parse::<u32>() {
         Ok(i) => i,
-        Err(_) => report(diags, l, r, format!("`{s}` is not a valid line or column number")).unwrap_or(0),
+        Err(_) => report(
+            diags,
+            l,
+            r,
+            format!("`{s}` is not a valid line or column number"),
+        )
+        .unwrap_or(0),
     }
 }
 
@@ -49,7 +60,9 @@ pub fn string(s: &str, l: usize, r: usize, diags: &mut Vec<Diagnostic>) -> Optio
             Some('t') => '\t',
             Some('u') => match unicode_escape(&mut chars) {
                 Some(c) => c,
-                None => return report(diags, l, r, "invalid \\u{...} escape in string".to_string()),
+                None => {
+                    return report(diags, l, r, "invalid \\u{...} escape in string".to_string());
+                }
             },
             other => {
                 let shown = other.map(String::from).unwrap_or_default();
@@ -84,7 +97,9 @@ pub fn ident_value(s: &str, l: usize, r: usize, diags: &mut Vec<Diagnostic>) -> 
             diags,
             l,
             r,
-            format!("`{s}` is not an attribute value; expected a number, boolean, string, dtype or array"),
+            format!(
+                "`{s}` is not an attribute value; expected a number, boolean, string, dtype or array"
+            ),
         ),
     }
 }

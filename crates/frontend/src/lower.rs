@@ -18,8 +18,11 @@ pub fn lower_module(graphs: Vec<AstGraph>, diags: &mut Vec<Diagnostic>) -> Modul
     for g in graphs {
         if let Some(prev) = seen.get(&g.name.node) {
             diags.push(
-                Diagnostic::error(Some(g.name.span), format!("redefinition of graph @{}", g.name.node))
-                    .with_note(Some(*prev), "previous definition is here"),
+                Diagnostic::error(
+                    Some(g.name.span),
+                    format!("redefinition of graph @{}", g.name.node),
+                )
+                .with_note(Some(*prev), "previous definition is here"),
             );
             continue;
         }
@@ -73,7 +76,10 @@ impl<'d> GraphLowering<'d> {
     fn run(mut self, g: &AstGraph) -> Option<Graph> {
         for (name, ty) in &g.params {
             let binding = match &ty.node {
-                Some(t) => Binding::Value(self.new_value(name, t.clone(), ValueDef::Param(self.graph.params.len())), name.span),
+                Some(t) => Binding::Value(
+                    self.new_value(name, t.clone(), ValueDef::Param(self.graph.params.len())),
+                    name.span,
+                ),
                 None => {
                     self.ok = false;
                     Binding::Poisoned(name.span)
@@ -98,7 +104,10 @@ impl<'d> GraphLowering<'d> {
                     AstStmt::Return { span, .. } => *span,
                     AstStmt::Error => continue,
                 };
-                self.error(span, "statement after `return`; `return` must be the last statement of a graph");
+                self.error(
+                    span,
+                    "statement after `return`; `return` must be the last statement of a graph",
+                );
                 break;
             }
             match stmt {
@@ -118,7 +127,12 @@ impl<'d> GraphLowering<'d> {
 
     fn new_value(&mut self, name: &Spanned<String>, ty: TensorType, def: ValueDef) -> ValueId {
         let id = ValueId(self.graph.values.len() as u32);
-        self.graph.values.push(ValueData { ty, def, name: Some(name.node.clone()), span: Some(name.span) });
+        self.graph.values.push(ValueData {
+            ty,
+            def,
+            name: Some(name.node.clone()),
+            span: Some(name.span),
+        });
         id
     }
 
@@ -130,8 +144,11 @@ impl<'d> GraphLowering<'d> {
         if let Some(prev) = prev {
             self.ok = false;
             self.diags.push(
-                Diagnostic::error(Some(name.span), format!("redefinition of value %{}", name.node))
-                    .with_note(Some(prev), "previous definition is here"),
+                Diagnostic::error(
+                    Some(name.span),
+                    format!("redefinition of value %{}", name.node),
+                )
+                .with_note(Some(prev), "previous definition is here"),
             );
             return;
         }
@@ -179,11 +196,16 @@ impl<'d> GraphLowering<'d> {
     }
 
     #[allow(clippy::type_complexity)]
-    fn type_statement(&mut self, op: &AstOp) -> Option<(OpKind, Vec<ValueId>, Attrs, AttrSpans, TensorType)> {
+    fn type_statement(
+        &mut self,
+        op: &AstOp,
+    ) -> Option<(OpKind, Vec<ValueId>, Attrs, AttrSpans, TensorType)> {
         let kind = match OpKind::from_name(&op.op.node) {
             Some(k) => Some(k),
             None => {
-                let hint = suggest(&op.op.node).map(|s| format!("; did you mean '{s}'?")).unwrap_or_default();
+                let hint = suggest(&op.op.node)
+                    .map(|s| format!("; did you mean '{s}'?"))
+                    .unwrap_or_default();
                 self.error(op.op.span, format!("unknown op '{}'{hint}", op.op.node));
                 None
             }
@@ -196,8 +218,11 @@ impl<'d> GraphLowering<'d> {
             if let Some(prev) = attr_spans.get(&a.name.node) {
                 self.ok = false;
                 self.diags.push(
-                    Diagnostic::error(Some(a.name.span), format!("attribute '{}' is given twice", a.name.node))
-                        .with_note(Some(prev), "first given here"),
+                    Diagnostic::error(
+                        Some(a.name.span),
+                        format!("attribute '{}' is given twice", a.name.node),
+                    )
+                    .with_note(Some(prev), "first given here"),
                 );
                 attrs_ok = false;
                 continue;
@@ -245,15 +270,28 @@ impl<'d> GraphLowering<'d> {
         if values.len() != g.results.len() {
             self.error(
                 span,
-                format!("graph @{} declares {} result(s) but returns {}", g.name.node, g.results.len(), values.len()),
+                format!(
+                    "graph @{} declares {} result(s) but returns {}",
+                    g.name.node,
+                    g.results.len(),
+                    values.len()
+                ),
             );
             return;
         }
         for ((v, name), declared) in resolved.iter().zip(values).zip(&g.results) {
-            let (Some(v), Some(declared)) = (v, &declared.node) else { continue };
+            let (Some(v), Some(declared)) = (v, &declared.node) else {
+                continue;
+            };
             let actual = self.graph.ty(*v).clone();
             if actual != *declared {
-                self.error(name.span, format!("returned value %{} has type {actual}, but the graph declares {declared}", name.node));
+                self.error(
+                    name.span,
+                    format!(
+                        "returned value %{} has type {actual}, but the graph declares {declared}",
+                        name.node
+                    ),
+                );
             }
         }
         self.graph.results = resolved.into_iter().flatten().collect();
@@ -276,10 +314,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
     prev[b.len()]
 }
-

@@ -2,9 +2,9 @@
 //! f32 compute in f32 ("op math"), f64 in f64, integers in i64; every result is rounded to its
 //! dtype once, at the op's output.
 
+use crate::InterpError;
 use crate::tensor::{Data, Tensor, map_data};
 use crate::walk::{broadcast_strides, contiguous_strides, gather, par_map};
-use crate::InterpError;
 use irc_ir::infer::{flatten_value, matmul_shape, normalize_axis, reduction_axes};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType};
 use num_traits::Float;
@@ -53,11 +53,23 @@ impl Real for f64 {
 
 /// NaN-propagating maximum, as `torch.maximum`.
 fn nan_max<T: Float>(a: T, b: T) -> T {
-    if a.is_nan() || b.is_nan() { T::nan() } else if a > b { a } else { b }
+    if a.is_nan() || b.is_nan() {
+        T::nan()
+    } else if a > b {
+        a
+    } else {
+        b
+    }
 }
 
 fn nan_min<T: Float>(a: T, b: T) -> T {
-    if a.is_nan() || b.is_nan() { T::nan() } else if a < b { a } else { b }
+    if a.is_nan() || b.is_nan() {
+        T::nan()
+    } else if a < b {
+        a
+    } else {
+        b
+    }
 }
 
 fn unary_real<T: Real>(op: OpKind, x: T) -> T {
@@ -71,8 +83,16 @@ fn unary_real<T: Real>(op: OpKind, x: T) -> T {
         OpKind::Rsqrt => one / x.sqrt(),
         OpKind::Tanh => x.tanh(),
         OpKind::Sigmoid => one / (one + (-x).exp()),
-        OpKind::Relu => if x.is_nan() { x } else { nan_max(x, T::zero()) },
-        OpKind::Gelu => x * T::from_f64(0.5) * (one + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf()),
+        OpKind::Relu => {
+            if x.is_nan() {
+                x
+            } else {
+                nan_max(x, T::zero())
+            }
+        }
+        OpKind::Gelu => {
+            x * T::from_f64(0.5) * (one + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
+        }
         OpKind::Silu => x / (one + (-x).exp()),
         OpKind::Recip => one / x,
         _ => T::nan(),
@@ -115,9 +135,30 @@ fn binary_int(op: OpKind, a: i64, b: i64) -> i64 {
 pub fn unary(op: OpKind, x: &Tensor) -> Result<Data, InterpError> {
     let d = x.ty.dtype;
     Ok(match domain(d) {
-        Domain::F32 => Data::from_f32(d, x.data.to_f32().into_par_iter().map(|v| unary_real(op, v)).collect()),
-        Domain::F64 => Data::from_f64(d, x.data.to_f64().into_par_iter().map(|v| unary_real(op, v)).collect()),
-        Domain::Int => Data::from_i64(d, x.data.to_i64().into_par_iter().map(|v| unary_int(op, v)).collect()),
+        Domain::F32 => Data::from_f32(
+            d,
+            x.data
+                .to_f32()
+                .into_par_iter()
+                .map(|v| unary_real(op, v))
+                .collect(),
+        ),
+        Domain::F64 => Data::from_f64(
+            d,
+            x.data
+                .to_f64()
+                .into_par_iter()
+                .map(|v| unary_real(op, v))
+                .collect(),
+        ),
+        Domain::Int => Data::from_i64(
+            d,
+            x.data
+                .to_i64()
+                .into_par_iter()
+                .map(|v| unary_int(op, v))
+                .collect(),
+        ),
         Domain::Bool => return Err(unsupported(op, d)),
     })
 }
@@ -133,15 +174,24 @@ pub fn binary(op: OpKind, a: &Tensor, b: &Tensor, out: &TensorType) -> Result<Da
     Ok(match domain(d) {
         Domain::F32 => {
             let (x, y) = (a.data.to_f32(), b.data.to_f32());
-            Data::from_f32(d, par_map(&out.shape, [&sa, &sb], |[i, j]| binary_real(op, x[i], y[j])))
+            Data::from_f32(
+                d,
+                par_map(&out.shape, [&sa, &sb], |[i, j]| binary_real(op, x[i], y[j])),
+            )
         }
         Domain::F64 => {
             let (x, y) = (a.data.to_f64(), b.data.to_f64());
-            Data::from_f64(d, par_map(&out.shape, [&sa, &sb], |[i, j]| binary_real(op, x[i], y[j])))
+            Data::from_f64(
+                d,
+                par_map(&out.shape, [&sa, &sb], |[i, j]| binary_real(op, x[i], y[j])),
+            )
         }
         Domain::Int => {
             let (x, y) = (a.data.to_i64(), b.data.to_i64());
-            Data::from_i64(d, par_map(&out.shape, [&sa, &sb], |[i, j]| binary_int(op, x[i], y[j])))
+            Data::from_i64(
+                d,
+                par_map(&out.shape, [&sa, &sb], |[i, j]| binary_int(op, x[i], y[j])),
+            )
         }
         Domain::Bool => return Err(unsupported(op, d)),
     })
@@ -152,7 +202,10 @@ pub fn view(op: OpKind, x: &Tensor, out: &TensorType, attrs: &Attrs) -> Data {
     let strides = match op {
         OpKind::Transpose => {
             let inner = contiguous_strides(&x.ty.shape);
-            let perm = attrs.get("perm").and_then(Attr::as_ints).unwrap_or_default();
+            let perm = attrs
+                .get("perm")
+                .and_then(Attr::as_ints)
+                .unwrap_or_default();
             perm.iter()
                 .map(|&p| normalize_axis(p, x.ty.rank()).map_or(0, |a| inner[a]))
                 .collect()
@@ -175,7 +228,13 @@ pub fn cast(x: &Tensor, to: DType) -> Data {
                 float
                     .to_f64()
                     .into_iter()
-                    .map(|v| if to == DType::I32 { v as i32 as i64 } else { v as i64 })
+                    .map(|v| {
+                        if to == DType::I32 {
+                            v as i32 as i64
+                        } else {
+                            v as i64
+                        }
+                    })
                     .collect(),
             ),
         },
@@ -189,7 +248,11 @@ pub fn constant(ty: &TensorType, attrs: &Attrs) -> Data {
         flatten_value(v, &mut flat);
     }
     let n = ty.numel() as usize;
-    let pick = |i: usize| flat.get(if flat.len() == 1 { 0 } else { i }).cloned().unwrap_or(Attr::Int(0));
+    let pick = |i: usize| {
+        flat.get(if flat.len() == 1 { 0 } else { i })
+            .cloned()
+            .unwrap_or(Attr::Int(0))
+    };
     match domain(ty.dtype) {
         Domain::Int | Domain::Bool => Data::from_i64(
             ty.dtype,
@@ -215,7 +278,11 @@ pub fn constant(ty: &TensorType, attrs: &Attrs) -> Data {
 
 /// Permutes `x` so the `axes` come last; returns the rows (contiguous, each `axes`' product
 /// long) and the permutation used.
-fn rows_last<T: Copy + Send + Sync + Default>(v: &[T], shape: &[u64], axes: &[usize]) -> (Vec<T>, Vec<usize>) {
+fn rows_last<T: Copy + Send + Sync + Default>(
+    v: &[T],
+    shape: &[u64],
+    axes: &[usize],
+) -> (Vec<T>, Vec<usize>) {
     let mut perm: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
     perm.extend_from_slice(axes);
     let inner = contiguous_strides(shape);
@@ -229,8 +296,14 @@ pub fn reduce(op: OpKind, x: &Tensor, attrs: &Attrs) -> Result<Data, InterpError
     let r: usize = axes.iter().map(|&a| x.ty.shape[a] as usize).product();
     let d = x.ty.dtype;
     Ok(match domain(d) {
-        Domain::F32 => Data::from_f32(d, reduce_rows(op, &rows_last(&x.data.to_f32(), &x.ty.shape, &axes).0, r)),
-        Domain::F64 => Data::from_f64(d, reduce_rows(op, &rows_last(&x.data.to_f64(), &x.ty.shape, &axes).0, r)),
+        Domain::F32 => Data::from_f32(
+            d,
+            reduce_rows(op, &rows_last(&x.data.to_f32(), &x.ty.shape, &axes).0, r),
+        ),
+        Domain::F64 => Data::from_f64(
+            d,
+            reduce_rows(op, &rows_last(&x.data.to_f64(), &x.ty.shape, &axes).0, r),
+        ),
         Domain::Int => {
             let rows = rows_last(&x.data.to_i64(), &x.ty.shape, &axes).0;
             let out = rows
@@ -261,10 +334,16 @@ fn reduce_rows<T: Real>(op: OpKind, rows: &[T], r: usize) -> Vec<T> {
 /// Rows a matmul task computes.
 const MATMUL_ROWS: usize = 64;
 
-pub fn matmul(a: &Tensor, b: &Tensor, attrs: &Attrs, out: &TensorType) -> Result<Data, InterpError> {
+pub fn matmul(
+    a: &Tensor,
+    b: &Tensor,
+    attrs: &Attrs,
+    out: &TensorType,
+) -> Result<Data, InterpError> {
     let flag = |n: &str| attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
     let (ta, tb) = (flag("transpose_a"), flag("transpose_b"));
-    let ms = matmul_shape(&a.ty.shape, &b.ty.shape, ta, tb).map_err(|e| InterpError::BadInput(e.message))?;
+    let ms = matmul_shape(&a.ty.shape, &b.ty.shape, ta, tb)
+        .map_err(|e| InterpError::BadInput(e.message))?;
     // Operands as [batch..., rows, cols] with their stored strides.
     let operand = |t: &Tensor, is_a: bool| -> (Vec<u64>, isize, isize) {
         let s = &t.ty.shape;
@@ -284,8 +363,14 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &Attrs, out: &TensorType) -> Result
     let (m, n, k) = (ms.m as usize, ms.n as usize, ms.k as usize);
     let a_mat = (ms.m * ms.k) as usize;
     let b_mat = (ms.k * ms.n) as usize;
-    let sa: Vec<usize> = broadcast_strides(&a_batch, &ms.batch).iter().map(|s| s * a_mat).collect();
-    let sb: Vec<usize> = broadcast_strides(&b_batch, &ms.batch).iter().map(|s| s * b_mat).collect();
+    let sa: Vec<usize> = broadcast_strides(&a_batch, &ms.batch)
+        .iter()
+        .map(|s| s * a_mat)
+        .collect();
+    let sb: Vec<usize> = broadcast_strides(&b_batch, &ms.batch)
+        .iter()
+        .map(|s| s * b_mat)
+        .collect();
     let batch_offsets: Vec<[usize; 2]> = par_map(&ms.batch, [&sa, &sb], |o| o);
     let d = out.dtype;
     Ok(match domain(d) {
@@ -296,10 +381,20 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &Attrs, out: &TensorType) -> Result
                 // SAFETY: offsets and strides address elements inside `x`, `y` and `dst`, as
                 // checked by `matmul_shape` and the row bounds.
                 matrixmultiply::sgemm(
-                    rows.len(), k, n, 1.0,
-                    x.as_ptr().add(oa + rows.start * rsa as usize), rsa, csa,
-                    y.as_ptr().add(ob), rsb, csb,
-                    0.0, dst.as_mut_ptr(), n as isize, 1,
+                    rows.len(),
+                    k,
+                    n,
+                    1.0,
+                    x.as_ptr().add(oa + rows.start * rsa as usize),
+                    rsa,
+                    csa,
+                    y.as_ptr().add(ob),
+                    rsb,
+                    csb,
+                    0.0,
+                    dst.as_mut_ptr(),
+                    n as isize,
+                    1,
                 )
             });
             Data::from_f32(d, c)
@@ -310,10 +405,20 @@ pub fn matmul(a: &Tensor, b: &Tensor, attrs: &Attrs, out: &TensorType) -> Result
             gemm_batches(&mut c, &batch_offsets, m, n, |rows, oa, ob, dst| unsafe {
                 // SAFETY: as above.
                 matrixmultiply::dgemm(
-                    rows.len(), k, n, 1.0,
-                    x.as_ptr().add(oa + rows.start * rsa as usize), rsa, csa,
-                    y.as_ptr().add(ob), rsb, csb,
-                    0.0, dst.as_mut_ptr(), n as isize, 1,
+                    rows.len(),
+                    k,
+                    n,
+                    1.0,
+                    x.as_ptr().add(oa + rows.start * rsa as usize),
+                    rsa,
+                    csa,
+                    y.as_ptr().add(ob),
+                    rsb,
+                    csb,
+                    0.0,
+                    dst.as_mut_ptr(),
+                    n as isize,
+                    1,
                 )
             });
             Data::F64(c)
@@ -331,12 +436,16 @@ fn gemm_batches<T: Send>(
     n: usize,
     kernel: impl Fn(std::ops::Range<usize>, usize, usize, &mut [T]) + Sync,
 ) {
-    c.par_chunks_mut(m * n).zip(batch_offsets).for_each(|(cb, &[oa, ob])| {
-        cb.par_chunks_mut(MATMUL_ROWS * n).enumerate().for_each(|(blk, dst)| {
-            let start = blk * MATMUL_ROWS;
-            kernel(start..start + dst.len() / n, oa, ob, dst);
+    c.par_chunks_mut(m * n)
+        .zip(batch_offsets)
+        .for_each(|(cb, &[oa, ob])| {
+            cb.par_chunks_mut(MATMUL_ROWS * n)
+                .enumerate()
+                .for_each(|(blk, dst)| {
+                    let start = blk * MATMUL_ROWS;
+                    kernel(start..start + dst.len() / n, oa, ob, dst);
+                });
         });
-    });
 }
 
 /// Softmax, rmsnorm and layernorm, computed in op math along the axis and rounded once.
@@ -346,7 +455,10 @@ pub fn composite(op: OpKind, xs: &[&Tensor], attrs: &Attrs) -> Result<Data, Inte
     Ok(match domain(d) {
         Domain::F32 => {
             let params: Vec<Vec<f32>> = xs[1..].iter().map(|t| t.data.to_f32()).collect();
-            Data::from_f32(d, composite_real(op, &x.data.to_f32(), &x.ty, &params, attrs)?)
+            Data::from_f32(
+                d,
+                composite_real(op, &x.data.to_f32(), &x.ty, &params, attrs)?,
+            )
         }
         Domain::F64 => {
             let params: Vec<Vec<f64>> = xs[1..].iter().map(|t| t.data.to_f64()).collect();
@@ -356,18 +468,35 @@ pub fn composite(op: OpKind, xs: &[&Tensor], attrs: &Attrs) -> Result<Data, Inte
     })
 }
 
-fn composite_real<T: Real>(op: OpKind, x: &[T], ty: &TensorType, params: &[Vec<T>], attrs: &Attrs) -> Result<Vec<T>, InterpError> {
+fn composite_real<T: Real>(
+    op: OpKind,
+    x: &[T],
+    ty: &TensorType,
+    params: &[Vec<T>],
+    attrs: &Attrs,
+) -> Result<Vec<T>, InterpError> {
     let axis_attr = attrs.get("axis").and_then(Attr::as_int).unwrap_or(-1);
-    let axis = normalize_axis(axis_attr, ty.rank()).ok_or_else(|| InterpError::BadInput("axis out of range".into()))?;
-    let default_eps = if op == OpKind::Rmsnorm { ty.dtype.epsilon().unwrap_or(1e-6) } else { 1e-5 };
-    let eps = T::from_f64(attrs.get("eps").and_then(Attr::as_f64).unwrap_or(default_eps));
+    let axis = normalize_axis(axis_attr, ty.rank())
+        .ok_or_else(|| InterpError::BadInput("axis out of range".into()))?;
+    let default_eps = if op == OpKind::Rmsnorm {
+        ty.dtype.epsilon().unwrap_or(1e-6)
+    } else {
+        1e-5
+    };
+    let eps = T::from_f64(
+        attrs
+            .get("eps")
+            .and_then(Attr::as_f64)
+            .unwrap_or(default_eps),
+    );
     let r = ty.shape[axis] as usize;
     let (rows, perm) = rows_last(x, &ty.shape, &[axis]);
     let (w, b) = (params.first(), params.get(1));
     let n = T::from_f64(r as f64);
     let mut out = vec![T::zero(); rows.len()];
-    out.par_chunks_mut(r).zip(rows.par_chunks(r)).for_each(|(o, row)| {
-        match op {
+    out.par_chunks_mut(r)
+        .zip(rows.par_chunks(r))
+        .for_each(|(o, row)| match op {
             OpKind::Softmax => {
                 let m = row.iter().copied().fold(T::neg_infinity(), nan_max);
                 for (o, &v) in o.iter_mut().zip(row) {
@@ -377,7 +506,11 @@ fn composite_real<T: Real>(op: OpKind, x: &[T], ty: &TensorType, params: &[Vec<T
                 o.iter_mut().for_each(|v| *v = *v / s);
             }
             _ => {
-                let mean = if op == OpKind::Layernorm { row.iter().copied().sum::<T>() / n } else { T::zero() };
+                let mean = if op == OpKind::Layernorm {
+                    row.iter().copied().sum::<T>() / n
+                } else {
+                    T::zero()
+                };
                 let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<T>() / n;
                 let rstd = T::one() / (var + eps).sqrt();
                 for (i, (o, &v)) in o.iter_mut().zip(row).enumerate() {
@@ -391,8 +524,7 @@ fn composite_real<T: Real>(op: OpKind, x: &[T], ty: &TensorType, params: &[Vec<T
                     *o = y;
                 }
             }
-        }
-    });
+        });
     // Undo the permutation that put the axis last.
     let pshape: Vec<u64> = perm.iter().map(|&p| ty.shape[p]).collect();
     let pstrides = contiguous_strides(&pshape);

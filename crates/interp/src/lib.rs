@@ -36,8 +36,14 @@ pub const MAX_TENSOR_BYTES: u64 = 8 << 30;
 pub enum InterpError {
     #[error("{0}")]
     BadInput(String),
-    #[error("{what} would need {bytes} bytes, more than the interpreter's limit of {limit} bytes; run a smaller version of the graph")]
-    TooLarge { what: String, bytes: u64, limit: u64 },
+    #[error(
+        "{what} would need {bytes} bytes, more than the interpreter's limit of {limit} bytes; run a smaller version of the graph"
+    )]
+    TooLarge {
+        what: String,
+        bytes: u64,
+        limit: u64,
+    },
     #[error("the reference interpreter does not support {0}")]
     Unsupported(String),
 }
@@ -55,7 +61,11 @@ pub fn run_graph(g: &Graph, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, InterpEr
     let mut env: Vec<Option<Tensor>> = vec![None; g.values.len()];
     for (i, (&p, t)) in g.params.iter().zip(inputs).enumerate() {
         if t.ty != *g.ty(p) {
-            return Err(InterpError::BadInput(format!("input {i} has type {}, expected {}", t.ty, g.ty(p))));
+            return Err(InterpError::BadInput(format!(
+                "input {i} has type {}, expected {}",
+                t.ty,
+                g.ty(p)
+            )));
         }
         env[p.index()] = Some(t);
     }
@@ -74,7 +84,9 @@ pub fn run_graph(g: &Graph, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, InterpEr
             .iter()
             .map(|&o| env.get(o.index()).and_then(Option::as_ref))
             .collect::<Option<Vec<&Tensor>>>()
-            .ok_or_else(|| InterpError::BadInput(format!("statement {i} reads an undefined value")))?;
+            .ok_or_else(|| {
+                InterpError::BadInput(format!("statement {i} reads an undefined value"))
+            })?;
         let data = eval(inst.op, &args, &inst.attrs, &ty)?;
         env[inst.result.index()] = Some(Tensor::new(ty, data)?);
         for &o in &inst.operands {
@@ -85,12 +97,21 @@ pub fn run_graph(g: &Graph, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, InterpEr
     }
     g.results
         .iter()
-        .map(|&r| env[r.index()].clone().ok_or_else(|| InterpError::BadInput("result not computed".into())))
+        .map(|&r| {
+            env[r.index()]
+                .clone()
+                .ok_or_else(|| InterpError::BadInput("result not computed".into()))
+        })
         .collect()
 }
 
 /// Evaluates one op.
-pub fn eval(op: OpKind, args: &[&Tensor], attrs: &irc_ir::Attrs, ty: &irc_ir::TensorType) -> Result<Data, InterpError> {
+pub fn eval(
+    op: OpKind,
+    args: &[&Tensor],
+    attrs: &irc_ir::Attrs,
+    ty: &irc_ir::TensorType,
+) -> Result<Data, InterpError> {
     use kernels::*;
     match op.category() {
         Category::Matmul => matmul(args[0], args[1], attrs, ty),

@@ -23,7 +23,13 @@ pub fn broadcast_strides(in_shape: &[u64], out_shape: &[u64]) -> Vec<usize> {
     let inner = contiguous_strides(in_shape);
     let lead = out_shape.len() - in_shape.len();
     (0..out_shape.len())
-        .map(|d| if d < lead || in_shape[d - lead] == 1 { 0 } else { inner[d - lead] })
+        .map(|d| {
+            if d < lead || in_shape[d - lead] == 1 {
+                0
+            } else {
+                inner[d - lead]
+            }
+        })
         .collect()
 }
 
@@ -78,14 +84,20 @@ where
 {
     let n: usize = shape.iter().map(|&d| d as usize).product();
     let mut out = vec![T::default(); n];
-    out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, chunk)| {
-        let len = chunk.len();
-        walk(shape, strides, c * CHUNK, len, |k, offs| chunk[k] = f(offs));
-    });
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let len = chunk.len();
+            walk(shape, strides, c * CHUNK, len, |k, offs| chunk[k] = f(offs));
+        });
     out
 }
 
 /// Reads `src` at the offsets `strides` give for each index of `out_shape`.
-pub fn gather<T: Copy + Send + Sync + Default>(src: &[T], out_shape: &[u64], strides: &[usize]) -> Vec<T> {
+pub fn gather<T: Copy + Send + Sync + Default>(
+    src: &[T],
+    out_shape: &[u64],
+    strides: &[usize],
+) -> Vec<T> {
     par_map(out_shape, [strides], |[o]| src[o])
 }

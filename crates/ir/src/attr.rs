@@ -1,7 +1,7 @@
 //! Attribute values: the compile-time data an op carries (`{perm = [0, 2, 1]}`).
 
-use crate::span::{Span, quote};
 use crate::DType;
+use crate::span::{Span, quote};
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -6,12 +6,16 @@
 
 use crate::graph::{Graph, GraphBuilder, Inst, ValueId};
 use crate::infer::{OpError, normalize_axis};
-use crate::{Attr, DType, OpKind};
 use crate::ops::Category;
+use crate::{Attr, DType, OpKind};
 
 /// The dtype a composite over `d` computes in.
 pub fn opmath_dtype(d: DType) -> DType {
-    if d == DType::F64 { DType::F64 } else { DType::F32 }
+    if d == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
 }
 
 /// Rewrites every composite statement of `g` into primitives. The result verifies whenever `g`
@@ -24,17 +28,33 @@ pub fn decompose_graph(g: &Graph) -> Result<Graph, OpError> {
         map[p.index()] = Some(b.param(data.name.as_deref().unwrap_or("arg"), data.ty.clone()));
     }
     let lookup = |map: &[Option<ValueId>], v: ValueId| {
-        map.get(v.index()).copied().flatten().ok_or_else(|| OpError::stmt("operand used before definition"))
+        map.get(v.index())
+            .copied()
+            .flatten()
+            .ok_or_else(|| OpError::stmt("operand used before definition"))
     };
     for inst in &g.insts {
-        let operands = inst.operands.iter().map(|&o| lookup(&map, o)).collect::<Result<Vec<_>, _>>()?;
+        let operands = inst
+            .operands
+            .iter()
+            .map(|&o| lookup(&map, o))
+            .collect::<Result<Vec<_>, _>>()?;
         let first_new = b.graph().insts.len();
         let out = if inst.op.category() == Category::Composite {
             expand(&mut b, inst, &operands)?
         } else {
-            b.op_typed(inst.op, &operands, inst.attrs.clone(), Some(g.ty(inst.result)))?
+            b.op_typed(
+                inst.op,
+                &operands,
+                inst.attrs.clone(),
+                Some(g.ty(inst.result)),
+            )?
         };
-        for v in b.graph().insts[first_new..].iter().map(|i| i.result).collect::<Vec<_>>() {
+        for v in b.graph().insts[first_new..]
+            .iter()
+            .map(|i| i.result)
+            .collect::<Vec<_>>()
+        {
             b.set_loc(v, inst.loc.clone());
         }
         if let Some(name) = &g.value(inst.result).name {
@@ -42,7 +62,11 @@ pub fn decompose_graph(g: &Graph) -> Result<Graph, OpError> {
         }
         map[inst.result.index()] = Some(out);
     }
-    let results = g.results.iter().map(|&r| lookup(&map, r)).collect::<Result<Vec<_>, _>>()?;
+    let results = g
+        .results
+        .iter()
+        .map(|&r| lookup(&map, r))
+        .collect::<Result<Vec<_>, _>>()?;
     b.finish(&results)
 }
 
@@ -54,7 +78,13 @@ fn expand(b: &mut GraphBuilder, inst: &Inst, xs: &[ValueId]) -> Result<ValueId, 
     let axis = normalize_axis(axis_attr, rank).ok_or_else(|| OpError::stmt("axis out of range"))?;
     let ax = [axis as i64];
     let calc = opmath_dtype(dtype);
-    let up = |b: &mut GraphBuilder, v: ValueId| if calc == dtype { Ok(v) } else { b.cast(v, calc) };
+    let up = |b: &mut GraphBuilder, v: ValueId| {
+        if calc == dtype {
+            Ok(v)
+        } else {
+            b.cast(v, calc)
+        }
+    };
     let x = up(b, xs[0])?;
     // A per-axis parameter (w or b, shaped [D]) reshaped to broadcast along `axis`.
     let along_axis = |b: &mut GraphBuilder, p: ValueId| -> Result<ValueId, OpError> {
@@ -76,8 +106,16 @@ fn expand(b: &mut GraphBuilder, inst: &Inst, xs: &[ValueId]) -> Result<ValueId, 
             b.binary(OpKind::Div, e, z)?
         }
         OpKind::Rmsnorm | OpKind::Layernorm => {
-            let default_eps = if inst.op == OpKind::Rmsnorm { dtype.epsilon().unwrap_or(1e-6) } else { 1e-5 };
-            let eps = inst.attrs.get("eps").and_then(Attr::as_f64).unwrap_or(default_eps);
+            let default_eps = if inst.op == OpKind::Rmsnorm {
+                dtype.epsilon().unwrap_or(1e-6)
+            } else {
+                1e-5
+            };
+            let eps = inst
+                .attrs
+                .get("eps")
+                .and_then(Attr::as_f64)
+                .unwrap_or(default_eps);
             let centered = if inst.op == OpKind::Layernorm {
                 let mu = b.reduce(OpKind::ReduceMean, x, &ax, true)?;
                 b.binary(OpKind::Sub, x, mu)?
@@ -102,5 +140,9 @@ fn expand(b: &mut GraphBuilder, inst: &Inst, xs: &[ValueId]) -> Result<ValueId, 
         }
         other => return Err(OpError::stmt(format!("'{other}' is not a composite"))),
     };
-    if calc == dtype { Ok(y) } else { b.cast(y, dtype) }
+    if calc == dtype {
+        Ok(y)
+    } else {
+        b.cast(y, dtype)
+    }
 }

@@ -188,8 +188,13 @@ impl GraphBuilder {
         attrs: Attrs,
         ty: Option<&TensorType>,
     ) -> Result<ValueId, OpError> {
-        if let Some(bad) = operands.iter().find(|v| v.index() >= self.graph.values.len()) {
-            return Err(OpError::stmt(format!("operand {bad:?} is not a value of this graph")));
+        if let Some(bad) = operands
+            .iter()
+            .find(|v| v.index() >= self.graph.values.len())
+        {
+            return Err(OpError::stmt(format!(
+                "operand {bad:?} is not a value of this graph"
+            )));
         }
         let types: Vec<&TensorType> = operands.iter().map(|&v| self.graph.ty(v)).collect();
         let result_ty = check_op(op, &types, &attrs, ty)?;
@@ -213,7 +218,12 @@ impl GraphBuilder {
     }
 
     /// Adds a statement whose type is inferred.
-    pub fn op(&mut self, op: OpKind, operands: &[ValueId], attrs: Attrs) -> Result<ValueId, OpError> {
+    pub fn op(
+        &mut self,
+        op: OpKind,
+        operands: &[ValueId],
+        attrs: Attrs,
+    ) -> Result<ValueId, OpError> {
         self.op_typed(op, operands, attrs, None)
     }
 
@@ -255,19 +265,35 @@ impl GraphBuilder {
     }
 
     pub fn cast(&mut self, x: ValueId, dtype: DType) -> Result<ValueId, OpError> {
-        self.op(OpKind::Cast, &[x], Attrs::new().with("dtype", Attr::DType(dtype)))
+        self.op(
+            OpKind::Cast,
+            &[x],
+            Attrs::new().with("dtype", Attr::DType(dtype)),
+        )
     }
 
     pub fn transpose(&mut self, x: ValueId, perm: &[i64]) -> Result<ValueId, OpError> {
-        self.op(OpKind::Transpose, &[x], Attrs::new().with("perm", ints(perm)))
+        self.op(
+            OpKind::Transpose,
+            &[x],
+            Attrs::new().with("perm", ints(perm)),
+        )
     }
 
     pub fn reshape(&mut self, x: ValueId, shape: &[i64]) -> Result<ValueId, OpError> {
-        self.op(OpKind::Reshape, &[x], Attrs::new().with("shape", ints(shape)))
+        self.op(
+            OpKind::Reshape,
+            &[x],
+            Attrs::new().with("shape", ints(shape)),
+        )
     }
 
     pub fn broadcast(&mut self, x: ValueId, shape: &[i64]) -> Result<ValueId, OpError> {
-        self.op(OpKind::Broadcast, &[x], Attrs::new().with("shape", ints(shape)))
+        self.op(
+            OpKind::Broadcast,
+            &[x],
+            Attrs::new().with("shape", ints(shape)),
+        )
     }
 
     pub fn reduce(
@@ -288,8 +314,13 @@ impl GraphBuilder {
         if results.is_empty() {
             return Err(OpError::stmt("a graph must return at least one value"));
         }
-        if let Some(bad) = results.iter().find(|v| v.index() >= self.graph.values.len()) {
-            return Err(OpError::stmt(format!("result {bad:?} is not a value of this graph")));
+        if let Some(bad) = results
+            .iter()
+            .find(|v| v.index() >= self.graph.values.len())
+        {
+            return Err(OpError::stmt(format!(
+                "result {bad:?} is not a value of this graph"
+            )));
         }
         self.graph.results = results.to_vec();
         self.graph.result_types = results.iter().map(|&r| self.graph.ty(r).clone()).collect();

@@ -88,13 +88,19 @@ pub fn check_op(
         if !info.dtypes.admits(first.dtype) {
             return Err(OpError::operand(
                 0,
-                format!("'{op}' accepts {}, got {}", info.dtypes.describe(), first.dtype),
+                format!(
+                    "'{op}' accepts {}, got {}",
+                    info.dtypes.describe(),
+                    first.dtype
+                ),
             ));
         }
     }
     if let Some(d) = declared {
-        d.check()
-            .map_err(|e| OpError { blame: Blame::ResultType, message: format!("invalid result type: {e}") })?;
+        d.check().map_err(|e| OpError {
+            blame: Blame::ResultType,
+            message: format!("invalid result type: {e}"),
+        })?;
     }
     let inferred = infer(op, operands, attrs, declared)?;
     inferred
@@ -120,16 +126,27 @@ fn check_attrs(op: OpKind, attrs: &Attrs) -> Result<()> {
             } else {
                 format!("it accepts {}", known.join(", "))
             };
-            return Err(OpError::attr(name, format!("unknown attribute '{name}' for '{op}'; {accepted}")));
+            return Err(OpError::attr(
+                name,
+                format!("unknown attribute '{name}' for '{op}'; {accepted}"),
+            ));
         };
         if !attr_has_kind(value, spec.kind) {
             return Err(OpError::attr(
                 name,
-                format!("attribute '{name}' of '{op}' must be {}, got {}", spec.kind.describe(), value.kind_name()),
+                format!(
+                    "attribute '{name}' of '{op}' must be {}, got {}",
+                    spec.kind.describe(),
+                    value.kind_name()
+                ),
             ));
         }
     }
-    match info.attrs.iter().find(|a| a.required && attrs.get(a.name).is_none()) {
+    match info
+        .attrs
+        .iter()
+        .find(|a| a.required && attrs.get(a.name).is_none())
+    {
         Some(missing) => Err(OpError::stmt(format!(
             "'{op}' requires the attribute '{}' ({})",
             missing.name,
@@ -158,24 +175,40 @@ fn is_value(value: &Attr) -> bool {
     }
 }
 
-fn infer(op: OpKind, xs: &[&TensorType], attrs: &Attrs, declared: Option<&TensorType>) -> Result<TensorType> {
+fn infer(
+    op: OpKind,
+    xs: &[&TensorType],
+    attrs: &Attrs,
+    declared: Option<&TensorType>,
+) -> Result<TensorType> {
     match op.category() {
         Category::Matmul => infer_matmul(xs[0], xs[1], attrs),
         Category::View => infer_view(op, xs[0], attrs),
         Category::Constant => infer_constant(attrs, declared),
-        Category::Cast => Ok(xs[0].with_dtype(attrs.get("dtype").and_then(Attr::as_dtype).unwrap_or(xs[0].dtype))),
+        Category::Cast => Ok(xs[0].with_dtype(
+            attrs
+                .get("dtype")
+                .and_then(Attr::as_dtype)
+                .unwrap_or(xs[0].dtype),
+        )),
         Category::Unary => Ok(xs[0].clone()),
         Category::Binary => broadcast_shapes(&xs[0].shape, &xs[1].shape)
             .map(|s| xs[0].with_shape(s))
             .ok_or_else(|| {
                 OpError::operand(
                     1,
-                    format!("'{op}' operands {} and {} do not broadcast together", xs[0], xs[1]),
+                    format!(
+                        "'{op}' operands {} and {} do not broadcast together",
+                        xs[0], xs[1]
+                    ),
                 )
             }),
         Category::Reduction => {
             let axes = reduction_axes(xs[0].rank(), attrs)?;
-            let keepdims = attrs.get("keepdims").and_then(Attr::as_bool).unwrap_or(false);
+            let keepdims = attrs
+                .get("keepdims")
+                .and_then(Attr::as_bool)
+                .unwrap_or(false);
             Ok(xs[0].with_shape(reduced_shape(&xs[0].shape, &axes, keepdims)))
         }
         Category::Composite => infer_composite(op, xs, attrs),
@@ -195,12 +228,16 @@ pub fn reduction_axes(rank: usize, attrs: &Attrs) -> Result<Vec<usize>> {
         return Ok((0..rank).collect());
     };
     if raw.is_empty() {
-        return Err(OpError::attr("axes", "'axes' is empty; omit it to reduce over all axes"));
+        return Err(OpError::attr(
+            "axes",
+            "'axes' is empty; omit it to reduce over all axes",
+        ));
     }
     let mut axes = Vec::with_capacity(raw.len());
     for a in raw {
-        let n = normalize_axis(a, rank)
-            .ok_or_else(|| OpError::attr("axes", format!("axis {a} is out of range for rank {rank}")))?;
+        let n = normalize_axis(a, rank).ok_or_else(|| {
+            OpError::attr("axes", format!("axis {a} is out of range for rank {rank}"))
+        })?;
         if axes.contains(&n) {
             return Err(OpError::attr("axes", format!("axis {a} is repeated")));
         }
@@ -226,7 +263,13 @@ pub fn reduced_shape(shape: &[u64], axes: &[usize], keepdims: bool) -> Vec<u64> 
 /// Numpy broadcasting of two shapes, aligned at the right.
 pub fn broadcast_shapes(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     let rank = a.len().max(b.len());
-    let dim = |s: &[u64], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+    let dim = |s: &[u64], i: usize| {
+        if i + s.len() >= rank {
+            s[i + s.len() - rank]
+        } else {
+            1
+        }
+    };
     (0..rank)
         .map(|i| match (dim(a, i), dim(b, i)) {
             (x, y) if x == y => Some(x),
@@ -265,14 +308,25 @@ impl MatmulShape {
 }
 
 /// Analyses a matmul's operand shapes as `torch.matmul` does.
-pub fn matmul_shape(a: &[u64], b: &[u64], transpose_a: bool, transpose_b: bool) -> Result<MatmulShape> {
+pub fn matmul_shape(
+    a: &[u64],
+    b: &[u64],
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Result<MatmulShape> {
     if a.is_empty() || b.is_empty() {
         let i = if a.is_empty() { 0 } else { 1 };
-        return Err(OpError::operand(i, "'matmul' operands must have rank 1 or more"));
+        return Err(OpError::operand(
+            i,
+            "'matmul' operands must have rank 1 or more",
+        ));
     }
     for (i, (s, t)) in [(a, transpose_a), (b, transpose_b)].into_iter().enumerate() {
         if t && s.len() < 2 {
-            return Err(OpError::operand(i, "a transposed matmul operand must have rank 2 or more"));
+            return Err(OpError::operand(
+                i,
+                "a transposed matmul operand must have rank 2 or more",
+            ));
         }
     }
     let swap_last2 = |s: &[u64], t: bool| {
@@ -304,10 +358,21 @@ pub fn matmul_shape(a: &[u64], b: &[u64], transpose_a: bool, transpose_b: bool) 
     let batch = broadcast_shapes(&a2[..ra - 2], &b2[..rb - 2]).ok_or_else(|| {
         OpError::operand(
             1,
-            format!("'matmul' batch dims {:?} and {:?} do not broadcast together", &a2[..ra - 2], &b2[..rb - 2]),
+            format!(
+                "'matmul' batch dims {:?} and {:?} do not broadcast together",
+                &a2[..ra - 2],
+                &b2[..rb - 2]
+            ),
         )
     })?;
-    Ok(MatmulShape { batch, m, n, k, squeeze_m, squeeze_n })
+    Ok(MatmulShape {
+        batch,
+        m,
+        n,
+        k,
+        squeeze_m,
+        squeeze_n,
+    })
 }
 
 fn flag(attrs: &Attrs, name: &str) -> bool {
@@ -315,7 +380,12 @@ fn flag(attrs: &Attrs, name: &str) -> bool {
 }
 
 fn infer_matmul(a: &TensorType, b: &TensorType, attrs: &Attrs) -> Result<TensorType> {
-    let shape = matmul_shape(&a.shape, &b.shape, flag(attrs, "transpose_a"), flag(attrs, "transpose_b"))?;
+    let shape = matmul_shape(
+        &a.shape,
+        &b.shape,
+        flag(attrs, "transpose_a"),
+        flag(attrs, "transpose_b"),
+    )?;
     Ok(a.with_shape(shape.result_shape()))
 }
 
@@ -339,16 +409,26 @@ pub fn permutation(perm: &[i64], rank: usize) -> Result<Vec<usize>> {
     if perm.len() != rank {
         return Err(OpError::attr(
             "perm",
-            format!("'perm' has {} entries but the operand has rank {rank}", perm.len()),
+            format!(
+                "'perm' has {} entries but the operand has rank {rank}",
+                perm.len()
+            ),
         ));
     }
     let mut seen = vec![false; rank];
     let mut out = Vec::with_capacity(rank);
     for &p in perm {
-        let a = normalize_axis(p, rank)
-            .ok_or_else(|| OpError::attr("perm", format!("'perm' entry {p} is out of range for rank {rank}")))?;
+        let a = normalize_axis(p, rank).ok_or_else(|| {
+            OpError::attr(
+                "perm",
+                format!("'perm' entry {p} is out of range for rank {rank}"),
+            )
+        })?;
         if std::mem::replace(&mut seen[a], true) {
-            return Err(OpError::attr("perm", format!("'perm' is not a permutation: {p} is repeated")));
+            return Err(OpError::attr(
+                "perm",
+                format!("'perm' is not a permutation: {p} is repeated"),
+            ));
         }
         out.push(a);
     }
@@ -365,7 +445,10 @@ fn to_dim(d: i64, attr: &str) -> Result<u64> {
 fn reshape_shape(x: &TensorType, shape: &[i64]) -> Result<Vec<u64>> {
     let holes = shape.iter().filter(|&&d| d == -1).count();
     if holes > 1 {
-        return Err(OpError::attr("shape", "'shape' may contain -1 at most once"));
+        return Err(OpError::attr(
+            "shape",
+            "'shape' may contain -1 at most once",
+        ));
     }
     let mut known: u64 = 1;
     for &d in shape.iter().filter(|&&d| d != -1) {
@@ -378,14 +461,19 @@ fn reshape_shape(x: &TensorType, shape: &[i64]) -> Result<Vec<u64>> {
         if numel % known != 0 {
             return Err(OpError::attr(
                 "shape",
-                format!("cannot reshape {x} ({numel} elements) to {shape:?}: {known} does not divide {numel}"),
+                format!(
+                    "cannot reshape {x} ({numel} elements) to {shape:?}: {known} does not divide {numel}"
+                ),
             ));
         }
         numel / known
     } else {
         1
     };
-    let out: Vec<u64> = shape.iter().map(|&d| if d == -1 { fill } else { d as u64 }).collect();
+    let out: Vec<u64> = shape
+        .iter()
+        .map(|&d| if d == -1 { fill } else { d as u64 })
+        .collect();
     let count: u64 = out.iter().product();
     if count != numel {
         return Err(OpError::attr(
@@ -410,7 +498,10 @@ fn broadcast_to_shape(x: &TensorType, shape: &[i64]) -> Result<Vec<u64>> {
         let dim = match (d, src) {
             (-1, Some(s)) => s,
             (-1, None) => {
-                return Err(OpError::attr("shape", format!("'shape' entry -1 at position {i} has no operand dim to keep")));
+                return Err(OpError::attr(
+                    "shape",
+                    format!("'shape' entry -1 at position {i} has no operand dim to keep"),
+                ));
             }
             (d, _) => to_dim(d, "shape")?,
         };
@@ -438,7 +529,9 @@ pub fn flatten_value(value: &Attr, out: &mut Vec<Attr>) {
 
 fn infer_constant(attrs: &Attrs, declared: Option<&TensorType>) -> Result<TensorType> {
     let Some(ty) = declared else {
-        return Err(OpError::stmt("'constant' needs its result type written, e.g. `: tensor<f32>`"));
+        return Err(OpError::stmt(
+            "'constant' needs its result type written, e.g. `: tensor<f32>`",
+        ));
     };
     let value = attrs.get("value").cloned().unwrap_or(Attr::Int(0));
     let mut flat = Vec::new();
@@ -446,7 +539,11 @@ fn infer_constant(attrs: &Attrs, declared: Option<&TensorType>) -> Result<Tensor
     if matches!(value, Attr::Array(_)) && flat.len() as u64 != ty.numel() {
         return Err(OpError::attr(
             "value",
-            format!("'value' has {} elements but {ty} has {}", flat.len(), ty.numel()),
+            format!(
+                "'value' has {} elements but {ty} has {}",
+                flat.len(),
+                ty.numel()
+            ),
         ));
     }
     for v in &flat {
@@ -458,7 +555,10 @@ fn infer_constant(attrs: &Attrs, declared: Option<&TensorType>) -> Result<Tensor
             _ => false,
         };
         if !ok {
-            return Err(OpError::attr("value", format!("value {v} cannot be represented as {}", ty.dtype)));
+            return Err(OpError::attr(
+                "value",
+                format!("value {v} cannot be represented as {}", ty.dtype),
+            ));
         }
     }
     Ok(ty.clone())
@@ -467,21 +567,31 @@ fn infer_constant(attrs: &Attrs, declared: Option<&TensorType>) -> Result<Tensor
 fn infer_composite(op: OpKind, xs: &[&TensorType], attrs: &Attrs) -> Result<TensorType> {
     let x = xs[0];
     let axis = attrs.get("axis").and_then(Attr::as_int).unwrap_or(-1);
-    let a = normalize_axis(axis, x.rank())
-        .ok_or_else(|| OpError::attr("axis", format!("axis {axis} is out of range for rank {}", x.rank())))?;
+    let a = normalize_axis(axis, x.rank()).ok_or_else(|| {
+        OpError::attr(
+            "axis",
+            format!("axis {axis} is out of range for rank {}", x.rank()),
+        )
+    })?;
     for (i, p) in xs.iter().enumerate().skip(1) {
         if p.shape != [x.shape[a]] {
             let name = op.info().operands[i];
             return Err(OpError::operand(
                 i,
-                format!("'{op}' {name} must have shape [{}] (the size of axis {axis}), got {p}", x.shape[a]),
+                format!(
+                    "'{op}' {name} must have shape [{}] (the size of axis {axis}), got {p}",
+                    x.shape[a]
+                ),
             ));
         }
     }
     if let Some(eps) = attrs.get("eps").and_then(Attr::as_f64)
         && !(eps >= 0.0 && eps.is_finite())
     {
-        return Err(OpError::attr("eps", format!("'eps' must be finite and non-negative, got {eps}")));
+        return Err(OpError::attr(
+            "eps",
+            format!("'eps' must be finite and non-negative, got {eps}"),
+        ));
     }
     Ok(x.clone())
 }

@@ -281,22 +281,39 @@ pub fn reference_markdown() -> String {
     for &op in ALL_OPS {
         let info = op.info();
         let operands = info.operands.iter().enumerate().map(|(i, o)| {
-            if i >= info.arity.min { format!("[%{o}]") } else { format!("%{o}") }
+            if i >= info.arity.min {
+                format!("[%{o}]")
+            } else {
+                format!("%{o}")
+            }
         });
         let operands: Vec<String> = operands.collect();
         out.push_str(&format!("### `{}`\n\n{}\n\n", info.name, info.summary));
         out.push_str(&format!(
             "- form: `%r = {}{}{}`\n- category: {:?}; operands: {}; dtypes: {}\n",
             info.name,
-            if operands.is_empty() { String::new() } else { format!(" {}", operands.join(", ")) },
-            if info.attrs.is_empty() { String::new() } else { " {...}".to_string() },
+            if operands.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", operands.join(", "))
+            },
+            if info.attrs.is_empty() {
+                String::new()
+            } else {
+                " {...}".to_string()
+            },
             info.category,
             info.arity,
             info.dtypes.describe(),
         ));
         for a in info.attrs {
             let req = if a.required { "required" } else { "optional" };
-            out.push_str(&format!("- `{}` ({}, {req}): {}\n", a.name, a.kind.describe(), a.doc));
+            out.push_str(&format!(
+                "- `{}` ({}, {req}): {}\n",
+                a.name,
+                a.kind.describe(),
+                a.doc
+            ));
         }
         out.push('\n');
     }

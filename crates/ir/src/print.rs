@@ -14,7 +14,10 @@ pub const WIDTH: usize = 100;
 /// Prints a module: its graphs separated by blank lines, ending in a newline.
 pub fn print_module(module: &Module) -> String {
     let docs = module.graphs.iter().map(graph_doc);
-    render(RcDoc::intersperse(docs, RcDoc::hardline().append(RcDoc::hardline())))
+    render(RcDoc::intersperse(
+        docs,
+        RcDoc::hardline().append(RcDoc::hardline()),
+    ))
 }
 
 /// Prints one graph, ending in a newline.
@@ -32,7 +35,10 @@ fn render(doc: RcDoc<'_>) -> String {
 
 /// Whether `name` may be written after `%` without quoting.
 pub fn is_value_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.$-".contains(c))
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.$-".contains(c))
 }
 
 /// The printed name of every value: unique hints kept, the rest numbered in definition order.
@@ -58,7 +64,11 @@ pub fn value_names(g: &Graph) -> Vec<String> {
             names[v.index()] = Some(next.to_string());
         }
     }
-    names.into_iter().enumerate().map(|(i, n)| n.unwrap_or_else(|| format!("v{i}"))).collect()
+    names
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| n.unwrap_or_else(|| format!("v{i}")))
+        .collect()
 }
 
 /// Parameters, then statement results, in order; any value neither defines comes last.
@@ -70,27 +80,49 @@ fn definition_order(g: &Graph) -> Vec<ValueId> {
             order.push(*v);
         }
     }
-    order.extend((0..g.values.len()).filter(|&i| !seen[i]).map(|i| ValueId(i as u32)));
+    order.extend(
+        (0..g.values.len())
+            .filter(|&i| !seen[i])
+            .map(|i| ValueId(i as u32)),
+    );
     order
 }
 
 fn graph_doc(g: &Graph) -> RcDoc<'static> {
     let names = value_names(g);
-    let name = |v: ValueId| format!("%{}", names.get(v.index()).map(String::as_str).unwrap_or("?"));
+    let name = |v: ValueId| {
+        format!(
+            "%{}",
+            names.get(v.index()).map(String::as_str).unwrap_or("?")
+        )
+    };
     let params = g.params.iter().map(|&p| {
-        let ty = g.values.get(p.index()).map(|d| d.ty.to_string()).unwrap_or_default();
+        let ty = g
+            .values
+            .get(p.index())
+            .map(|d| d.ty.to_string())
+            .unwrap_or_default();
         RcDoc::text(format!("{}: {ty}", name(p)))
     });
     let results = match g.result_types.as_slice() {
         [one] => one.to_string(),
-        many => format!("({})", many.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")),
+        many => format!(
+            "({})",
+            many.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     // The signature is laid out by `pretty` (wrapped when wider than WIDTH); statements are one
     // line each, so they are written as plain text.
     let header = RcDoc::text(format!("graph @{}(", g.name))
         .append(
             RcDoc::line_()
-                .append(RcDoc::intersperse(params, RcDoc::text(",").append(RcDoc::line())))
+                .append(RcDoc::intersperse(
+                    params,
+                    RcDoc::text(",").append(RcDoc::line()),
+                ))
                 .nest(4),
         )
         .append(RcDoc::line_())

@@ -23,10 +23,10 @@
 //! Not checked yet (TODO): unused values and dead statements (legal, left to passes); that
 //! provenance paths exist.
 
+use crate::TensorType;
 use crate::graph::{Graph, Module, ValueDef, ValueId};
 use crate::infer::{Blame, check_op};
 use crate::span::{Diagnostic, Span};
-use crate::TensorType;
 use std::collections::HashSet;
 
 /// Verifies every graph of a module; returns every problem found.
@@ -35,7 +35,10 @@ pub fn verify_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
     let mut names = HashSet::new();
     for g in &module.graphs {
         if !names.insert(g.name.as_str()) {
-            diags.push(Diagnostic::error(g.span, format!("graph @{} is defined more than once", g.name)));
+            diags.push(Diagnostic::error(
+                g.span,
+                format!("graph @{} is defined more than once", g.name),
+            ));
         }
         if let Err(d) = verify_graph(g) {
             diags.extend(d);
@@ -46,12 +49,20 @@ pub fn verify_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
 
 /// Verifies one graph; returns every problem found.
 pub fn verify_graph(g: &Graph) -> Result<(), Vec<Diagnostic>> {
-    let mut v = Verifier { g, diags: Vec::new(), defined: vec![false; g.values.len()] };
+    let mut v = Verifier {
+        g,
+        diags: Vec::new(),
+        defined: vec![false; g.values.len()],
+    };
     v.check_defs();
     v.check_params();
     v.check_insts();
     v.check_results();
-    if v.diags.is_empty() { Ok(()) } else { Err(v.diags) }
+    if v.diags.is_empty() {
+        Ok(())
+    } else {
+        Err(v.diags)
+    }
 }
 
 struct Verifier<'g> {
@@ -80,7 +91,14 @@ impl Verifier<'_> {
                 ValueDef::Inst(s) => g.insts.get(s).is_some_and(|inst| inst.result == id),
             };
             if !ok {
-                self.error(data.span, format!("value {} is not defined by what it claims ({:?})", self.name(id), data.def));
+                self.error(
+                    data.span,
+                    format!(
+                        "value {} is not defined by what it claims ({:?})",
+                        self.name(id),
+                        data.def
+                    ),
+                );
             }
         }
     }
@@ -102,7 +120,10 @@ impl Verifier<'_> {
         if !self.exists(v) {
             self.error(span, format!("value {v:?} does not exist"));
         } else if std::mem::replace(&mut self.defined[v.index()], true) {
-            self.error(span, format!("value {} is defined more than once", self.name(v)));
+            self.error(
+                span,
+                format!("value {} is defined more than once", self.name(v)),
+            );
         }
     }
 
@@ -123,7 +144,14 @@ impl Verifier<'_> {
             for (i, &o) in inst.operands.iter().enumerate() {
                 let span = inst.operand_spans.get(i).copied().or(inst.span);
                 if !self.exists(o) || !self.defined[o.index()] {
-                    self.error(span, format!("operand {} of '{}' is used before it is defined", self.name(o), inst.op));
+                    self.error(
+                        span,
+                        format!(
+                            "operand {} of '{}' is used before it is defined",
+                            self.name(o),
+                            inst.op
+                        ),
+                    );
                     operands_ok = false;
                 }
             }
@@ -155,14 +183,28 @@ impl Verifier<'_> {
         if g.results.len() != g.result_types.len() {
             self.error(
                 span,
-                format!("graph @{} declares {} results but returns {}", g.name, g.result_types.len(), g.results.len()),
+                format!(
+                    "graph @{} declares {} results but returns {}",
+                    g.name,
+                    g.result_types.len(),
+                    g.results.len()
+                ),
             );
         }
         for (i, (&r, declared)) in g.results.iter().zip(&g.result_types).enumerate() {
             if !self.exists(r) || !self.defined[r.index()] {
-                self.error(span, format!("result {i} ({}) is not defined", self.name(r)));
+                self.error(
+                    span,
+                    format!("result {i} ({}) is not defined", self.name(r)),
+                );
             } else if g.ty(r) != declared {
-                self.error(span, format!("result {i} has type {}, but the graph declares {declared}", g.ty(r)));
+                self.error(
+                    span,
+                    format!(
+                        "result {i} has type {}, but the graph declares {declared}",
+                        g.ty(r)
+                    ),
+                );
             }
         }
     }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The project's test command (README: "Run the tests"). Installs what the tests need on a fresh
+# Debian 12 machine that has the Rust toolchain, then runs every test of the workspace.
+#
+# - pycute (the CuTe reference, from the nvidia-cutlass wheel) goes into .venv-pycute for the
+#   layout algebra's differential test; IRC_PYCUTE_PYTHON points the test at it.
+# - Tests run under cargo-nextest when it is installed, else under cargo test; doctests always
+#   run under cargo test (nextest does not run them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '==> %s\n' "$*"; }
+
+need_python() {
+    if ! command -v python3 >/dev/null; then
+        say "installing python3 (apt)"
+        apt-get update -qq && apt-get install -y -qq python3 python3-venv
+    fi
+}
+
+setup_pycute() {
+    local venv=.venv-pycute
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import pycute' 2>/dev/null; then
+        need_python
+        say "creating $venv with pycute (nvidia-cutlass==4.2.0.0)"
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv" 2>/dev/null; then
+            say "python3 -m venv failed; installing python3-venv (apt)"
+            apt-get update -qq && apt-get install -y -qq python3-venv
+            python3 -m venv "$venv"
+        fi
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0
+    fi
+    IRC_PYCUTE_PYTHON="$PWD/$venv/bin/python"
+    export IRC_PYCUTE_PYTHON
+    say "pycute: $("$IRC_PYCUTE_PYTHON" -c 'import pycute, sys; print(sys.executable)')"
+}
+
+setup_pycute
+
+if cargo nextest --version >/dev/null 2>&1; then
+    say "cargo nextest run --workspace"
+    cargo nextest run --workspace --no-fail-fast
+else
+    say "cargo-nextest is not installed; running cargo test instead"
+    cargo test --workspace --no-fail-fast --tests --bins --lib
+fi
+say "doctests: cargo test --workspace --doc"
+cargo test --workspace --doc
