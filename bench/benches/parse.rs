@@ -3,6 +3,10 @@
 
 use divan::{Bencher, black_box, counter::ItemsCount};
 
+/// The allocator the `irc` binary uses.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const OPS: usize = 100_000;
 
 fn main() {

@@ -43,25 +43,26 @@ pub fn is_value_name(name: &str) -> bool {
 
 /// The printed name of every value: unique hints kept, the rest numbered in definition order.
 pub fn value_names(g: &Graph) -> Vec<String> {
-    let mut taken: HashSet<String> = HashSet::new();
-    let mut names: Vec<Option<String>> = vec![None; g.values.len()];
     let order = definition_order(g);
+    let mut taken: HashSet<&str> = HashSet::with_capacity(g.values.len());
+    let mut names: Vec<Option<String>> = vec![None; g.values.len()];
     for &v in &order {
         if let Some(hint) = g.values[v.index()].name.as_deref()
             && is_value_name(hint)
-            && taken.insert(hint.to_string())
+            && taken.insert(hint)
         {
             names[v.index()] = Some(hint.to_string());
         }
     }
+    // Numbers increase, so they only need to avoid the kept hints.
     let mut next = 0usize;
     for &v in &order {
         if names[v.index()].is_none() {
-            while taken.contains(&next.to_string()) {
+            while taken.contains(next.to_string().as_str()) {
                 next += 1;
             }
-            taken.insert(next.to_string());
             names[v.index()] = Some(next.to_string());
+            next += 1;
         }
     }
     names
@@ -89,13 +90,11 @@ fn definition_order(g: &Graph) -> Vec<ValueId> {
 }
 
 fn graph_doc(g: &Graph) -> RcDoc<'static> {
-    let names = value_names(g);
-    let name = |v: ValueId| {
-        format!(
-            "%{}",
-            names.get(v.index()).map(String::as_str).unwrap_or("?")
-        )
-    };
+    let names: Vec<String> = value_names(g)
+        .into_iter()
+        .map(|n| format!("%{n}"))
+        .collect();
+    let name = |v: ValueId| names.get(v.index()).map_or("%?", String::as_str);
     let params = g.params.iter().map(|&p| {
         let ty = g
             .values
@@ -132,18 +131,23 @@ fn graph_doc(g: &Graph) -> RcDoc<'static> {
     for inst in &g.insts {
         write_inst(&mut body, g, inst, &name);
     }
-    let rets: Vec<String> = g.results.iter().map(|&r| name(r)).collect();
+    let rets: Vec<&str> = g.results.iter().map(|&r| name(r)).collect();
     body.push_str(&format!("  return {}\n}}", rets.join(", ")));
     header.append(RcDoc::hardline()).append(RcDoc::text(body))
 }
 
 /// Writes `  %r = op %a, %b {attrs} : type loc(...)` and a newline.
-fn write_inst(out: &mut String, g: &Graph, inst: &crate::Inst, name: &impl Fn(ValueId) -> String) {
+fn write_inst<'n>(
+    out: &mut String,
+    g: &Graph,
+    inst: &crate::Inst,
+    name: &impl Fn(ValueId) -> &'n str,
+) {
     use std::fmt::Write;
     let _ = write!(out, "  {} = {}", name(inst.result), inst.op);
     for (i, &o) in inst.operands.iter().enumerate() {
         out.push_str(if i == 0 { " " } else { ", " });
-        out.push_str(&name(o));
+        out.push_str(name(o));
     }
     if !inst.attrs.is_empty() {
         out.push_str(" {");
