@@ -38,6 +38,8 @@ setup_pycute() {
 
 setup_pycute
 
+say "doctests: cargo test --workspace --doc"
+cargo test --workspace --doc
 if cargo nextest --version >/dev/null 2>&1; then
     say "cargo nextest run --workspace"
     cargo nextest run --workspace --no-fail-fast
@@ -45,5 +47,3 @@ else
     say "cargo-nextest is not installed; running cargo test instead"
     cargo test --workspace --no-fail-fast --tests --bins --lib
 fi
-say "doctests: cargo test --workspace --doc"
-cargo test --workspace --doc
