@@ -373,58 +373,129 @@ pub fn matmul(
         .collect();
     let batch_offsets: Vec<[usize; 2]> = par_map(&ms.batch, [&sa, &sb], |o| o);
     let d = out.dtype;
+    let shape = GemmShape {
+        m,
+        n,
+        k,
+        rsa,
+        csa,
+        rsb,
+        csb,
+    };
     Ok(match domain(d) {
-        Domain::F32 => {
-            let (x, y) = (a.data.to_f32(), b.data.to_f32());
-            let mut c = vec![0f32; batch_offsets.len() * m * n];
-            gemm_batches(&mut c, &batch_offsets, m, n, |rows, oa, ob, dst| unsafe {
-                // SAFETY: offsets and strides address elements inside `x`, `y` and `dst`, as
-                // checked by `matmul_shape` and the row bounds.
-                matrixmultiply::sgemm(
-                    rows.len(),
-                    k,
-                    n,
-                    1.0,
-                    x.as_ptr().add(oa + rows.start * rsa as usize),
-                    rsa,
-                    csa,
-                    y.as_ptr().add(ob),
-                    rsb,
-                    csb,
-                    0.0,
-                    dst.as_mut_ptr(),
-                    n as isize,
-                    1,
-                )
-            });
-            Data::from_f32(d, c)
-        }
-        Domain::F64 => {
-            let (x, y) = (a.data.to_f64(), b.data.to_f64());
-            let mut c = vec![0f64; batch_offsets.len() * m * n];
-            gemm_batches(&mut c, &batch_offsets, m, n, |rows, oa, ob, dst| unsafe {
-                // SAFETY: as above.
-                matrixmultiply::dgemm(
-                    rows.len(),
-                    k,
-                    n,
-                    1.0,
-                    x.as_ptr().add(oa + rows.start * rsa as usize),
-                    rsa,
-                    csa,
-                    y.as_ptr().add(ob),
-                    rsb,
-                    csb,
-                    0.0,
-                    dst.as_mut_ptr(),
-                    n as isize,
-                    1,
-                )
-            });
-            Data::F64(c)
-        }
+        Domain::F32 => Data::from_f32(
+            d,
+            gemm(&a.data.to_f32(), &b.data.to_f32(), &batch_offsets, &shape),
+        ),
+        Domain::F64 => Data::F64(gemm(
+            &a.data.to_f64(),
+            &b.data.to_f64(),
+            &batch_offsets,
+            &shape,
+        )),
         _ => return Err(unsupported(OpKind::Matmul, d)),
     })
+}
+
+/// A batch of `m×k @ k×n` products with the operands' row and column strides.
+struct GemmShape {
+    m: usize,
+    n: usize,
+    k: usize,
+    rsa: isize,
+    csa: isize,
+    rsb: isize,
+    csb: isize,
+}
+
+/// Floats `matrixmultiply` multiplies.
+trait Gemm: Real {
+    /// `c = a @ b` for an `m×k` `a` and `k×n` `b`, `c` row-major with `n` columns.
+    ///
+    /// # Safety
+    /// The pointers and strides must address `m×k`, `k×n` and `m×n` elements in bounds.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+    );
+}
+
+impl Gemm for f32 {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            matrixmultiply::sgemm(
+                m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, n as isize, 1,
+            )
+        }
+    }
+}
+
+impl Gemm for f64 {
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            matrixmultiply::dgemm(
+                m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, n as isize, 1,
+            )
+        }
+    }
+}
+
+/// Every product of the batch, in parallel over batches and row blocks.
+fn gemm<T: Gemm>(x: &[T], y: &[T], batch_offsets: &[[usize; 2]], s: &GemmShape) -> Vec<T> {
+    let mut c = vec![T::zero(); batch_offsets.len() * s.m * s.n];
+    gemm_batches(&mut c, batch_offsets, s.m, s.n, |rows, oa, ob, dst| {
+        let a = &x[oa + rows.start * s.rsa as usize..];
+        // SAFETY: `matmul_shape` checked the operand shapes, so every element the strides
+        // reach lies inside `x`, `y` and `dst` for these rows.
+        unsafe {
+            T::gemm(
+                rows.len(),
+                s.k,
+                s.n,
+                a.as_ptr(),
+                s.rsa,
+                s.csa,
+                y[ob..].as_ptr(),
+                s.rsb,
+                s.csb,
+                dst.as_mut_ptr(),
+            )
+        }
+    });
+    c
 }
 
 /// Splits the output into per-batch row blocks and runs `kernel(rows, a_offset, b_offset,
