@@ -61,25 +61,19 @@ fn fixtures_match_numpy() {
         let src = std::fs::read_to_string(case.join("graph.ir")).unwrap();
         let module = irc_frontend::parse_module(&src).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let g = &module.graphs[0];
-        let inputs = g
+        let inputs: Vec<Tensor> = g
             .params
             .iter()
             .enumerate()
             .map(|(i, &p)| load(&case.join(format!("in{i}.npy")), g.ty(p)))
             .collect();
-        let outputs = run_graph(g, inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let outputs = run_graph(g, inputs.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
         for (i, out) in outputs.iter().enumerate() {
             let want = load(&case.join(format!("out{i}.npy")), &g.result_types[i]);
             assert_close(out, &want, &format!("{name} out{i}"));
         }
         // The decomposed graph computes the same function.
         let decomposed = irc_ir::decompose_graph(g).unwrap();
-        let inputs = g
-            .params
-            .iter()
-            .enumerate()
-            .map(|(i, &p)| load(&case.join(format!("in{i}.npy")), g.ty(p)))
-            .collect();
         for (i, (a, b)) in run_graph(&decomposed, inputs)
             .unwrap()
             .iter()
