@@ -1,0 +1,1292 @@
+//! Lowering from the graph IR to the kernel IR.
+//!
+//! 1. **Plan.** Decide which values are *materialized* (get a device buffer): parameters, graph
+//!    results, matmuls, reductions and composites, and elementwise values used more than once.
+//!    Everything else is computed where it is read: views (transpose, reshape, broadcast) are
+//!    layouts, scalar constants are literals, and single-use elementwise ops are inlined into
+//!    their consumer's loads, so an elementwise chain becomes one kernel.
+//! 2. **Kernels.** One kernel per materialized computed value, from a template per kind:
+//!    elementwise (one element per thread, grid-stride), reduction and row composites (softmax,
+//!    rmsnorm, layernorm: one block per row, block reductions), and a tiled matmul (shared-memory
+//!    tiles, register accumulators, batch broadcasting and transposed operands through layouts).
+//! 3. **Access layouts.** Every read goes through [`Builder::value_at`] with an *access layout*
+//!    from the kernel's iteration coordinate to the value's row-major linear index. Reading
+//!    through a view composes the view's layout with the access ([`composition`]); reading a
+//!    buffer makes a tensor whose layout is the access itself. A view whose composition is not a
+//!    layout (a reshape of a permuted tensor that does not divide evenly) makes the planner
+//!    materialize that view and start again.
+//!
+//! Layouts list a tensor's dimensions innermost first (mode 0 is the last dimension), so that
+//! CuTe's colexicographic 1-D coordinate is the row-major linear index.
+
+use crate::LowerError;
+use crate::kir::{self, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, TensorDecl, Ty};
+use crate::layout::{Layout, LayoutError, composition};
+use crate::manifest::BufferKind;
+use irc_ir::infer::{flatten_value, matmul_shape, normalize_axis, reduction_axes};
+use irc_ir::print::value_names;
+use irc_ir::{Attr, Category, DType, Graph, Inst, OpKind, Span, ValueDef, ValueId};
+use std::collections::{HashMap, HashSet};
+
+/// Where graph statements came from, for the origin line of each kernel.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SourceInfo<'a> {
+    /// The file name to print (`attention.ir`).
+    pub name: &'a str,
+    /// The text the graph was parsed from, to turn spans into line:col.
+    pub text: &'a str,
+}
+
+const THREADS: u32 = 256;
+/// Grid-stride loops launch at most this many blocks.
+const MAX_BLOCKS: u64 = 1 << 20;
+/// Kernels whose buffers all have fewer elements index with 32-bit integers.
+const I32_LIMIT: u64 = 1 << 30;
+
+/// Lowers a verified graph to a verified kernel IR module.
+pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerError> {
+    let mut forced = HashSet::new();
+    // Each retry materializes one more view, so this ends within the number of values.
+    for _ in 0..=g.values.len() {
+        match Lowering::new(g, src, &forced).run() {
+            Err(Retry::Materialize(v)) => {
+                forced.insert(v);
+            }
+            Err(Retry::Fail(e)) => return Err(e),
+            Ok(m) => {
+                kir::verify_module(&m).map_err(|e| LowerError::Internal(e.to_string()))?;
+                return Ok(m);
+            }
+        }
+    }
+    Err(LowerError::Internal("the planner did not converge".into()))
+}
+
+enum Retry {
+    Materialize(ValueId),
+    Fail(LowerError),
+}
+
+impl From<LowerError> for Retry {
+    fn from(e: LowerError) -> Retry {
+        Retry::Fail(e)
+    }
+}
+
+type R<T> = Result<T, Retry>;
+
+fn internal(e: LayoutError) -> Retry {
+    Retry::Fail(LowerError::Internal(format!("layout algebra: {e}")))
+}
+
+/// Row-major strides of a shape.
+fn row_major(shape: &[u64]) -> Vec<i64> {
+    let mut st = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1] as i64;
+    }
+    st
+}
+
+/// A layout from `modes` given outermost first (as the graph lists dims), written innermost
+/// first; a rank-0 tensor is `1:0`.
+fn dims_layout(modes: &[(u64, i64)]) -> Result<Layout, LayoutError> {
+    if modes.is_empty() {
+        return Layout::int(1, 0);
+    }
+    let shape: Vec<i64> = modes.iter().rev().map(|&(s, _)| s as i64).collect();
+    let stride: Vec<i64> = modes
+        .iter()
+        .rev()
+        .map(|&(s, d)| if s == 1 { 0 } else { d })
+        .collect();
+    Layout::flat(&shape, &stride)
+}
+
+/// The layout reading a tensor of shape `from` broadcast (numpy rules) to shape `to`: a
+/// coordinate of `to` to the row-major index of `from`.
+fn broadcast_layout(from: &[u64], to: &[u64]) -> Result<Layout, LayoutError> {
+    let st = row_major(from);
+    let lead = to.len() - from.len();
+    let modes: Vec<(u64, i64)> = to
+        .iter()
+        .enumerate()
+        .map(|(j, &t)| {
+            if j < lead || from[j - lead] == 1 {
+                (t, 0)
+            } else {
+                (t, st[j - lead])
+            }
+        })
+        .collect();
+    dims_layout(&modes)
+}
+
+/// The elementwise-kernel access: the 1-D index itself.
+fn linear(n: u64) -> Result<Layout, LayoutError> {
+    Layout::int(n as i64, 1)
+}
+
+fn is_view(op: OpKind) -> bool {
+    op.category() == Category::View
+}
+
+fn is_elementwise(op: OpKind) -> bool {
+    matches!(
+        op.category(),
+        Category::Unary | Category::Binary | Category::Cast
+    )
+}
+
+/// The value of a constant whose elements are all equal, if so.
+fn splat_value(inst: &Inst) -> Option<f64> {
+    let mut flat = vec![];
+    flatten_value(inst.attrs.get("value").unwrap_or(&Attr::Int(0)), &mut flat);
+    let vals: Vec<f64> = flat.iter().map(attr_f64).collect();
+    let first = *vals.first()?;
+    vals.iter()
+        .all(|v| v.to_bits() == first.to_bits())
+        .then_some(first)
+}
+
+fn attr_f64(a: &Attr) -> f64 {
+    match a {
+        Attr::Bool(b) => f64::from(u8::from(*b)),
+        other => other.as_f64().unwrap_or(0.0),
+    }
+}
+
+/// The dtype element math runs in: f32 for 16-bit floats, f64 for f64, i64 for integers.
+fn math_dtype(d: DType) -> DType {
+    match d {
+        DType::F16 | DType::BF16 | DType::F32 => DType::F32,
+        DType::F64 => DType::F64,
+        DType::I32 | DType::I64 | DType::I1 => DType::I64,
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+struct Lowering<'g> {
+    g: &'g Graph,
+    src: SourceInfo<'g>,
+    names: Vec<String>,
+    uses: Vec<usize>,
+    /// Materialized value → buffer name.
+    buffer_of: HashMap<ValueId, String>,
+    module: kir::Module,
+    index: kir::IndexWidth,
+}
+
+impl<'g> Lowering<'g> {
+    fn new(g: &'g Graph, src: SourceInfo<'g>, forced: &HashSet<ValueId>) -> Lowering<'g> {
+        let mut uses = vec![0usize; g.values.len()];
+        for inst in &g.insts {
+            for &o in &inst.operands {
+                uses[o.index()] += 1;
+            }
+        }
+        for &r in &g.results {
+            uses[r.index()] += 1;
+        }
+        let results: HashSet<ValueId> = g.results.iter().copied().collect();
+        let names = value_names(g);
+        let mut module = kir::Module {
+            name: sanitize(&g.name),
+            flops: 0,
+            min_bytes: 0,
+            buffers: vec![],
+            constants: vec![],
+            kernels: vec![],
+            launches: vec![],
+            results: vec![],
+        };
+        let mut buffer_of = HashMap::new();
+        let mut taken = HashSet::new();
+        let mut add_buffer = |v: ValueId, kind: BufferKind, module: &mut kir::Module| {
+            let base = sanitize(&names[v.index()]);
+            let mut name = base.clone();
+            let mut n = 1;
+            while !taken.insert(name.clone()) {
+                name = format!("{base}_{n}");
+                n += 1;
+            }
+            let ty = &g.values[v.index()].ty;
+            module.buffers.push(kir::BufferDecl {
+                name: name.clone(),
+                dtype: ty.dtype,
+                shape: ty.shape.clone(),
+                kind,
+            });
+            buffer_of.insert(v, name);
+        };
+        for &p in &g.params {
+            add_buffer(p, BufferKind::Input, &mut module);
+        }
+        for inst in &g.insts {
+            let v = inst.result;
+            let scalar_const = inst.op == OpKind::Constant && splat_value(inst).is_some();
+            let materialize = forced.contains(&v)
+                || results.contains(&v)
+                || matches!(
+                    inst.op.category(),
+                    Category::Matmul | Category::Reduction | Category::Composite
+                )
+                || (is_elementwise(inst.op) && uses[v.index()] > 1)
+                || (inst.op == OpKind::Constant && !scalar_const && results.contains(&v));
+            if materialize {
+                let kind = if results.contains(&v) {
+                    BufferKind::Output
+                } else {
+                    BufferKind::Temp
+                };
+                add_buffer(v, kind, &mut module);
+            }
+        }
+        module.results = g.results.iter().map(|r| buffer_of[r].clone()).collect();
+        let index = if module.buffers.iter().all(|b| b.elements() < I32_LIMIT) {
+            kir::IndexWidth::I32
+        } else {
+            kir::IndexWidth::I64
+        };
+        Lowering {
+            g,
+            src,
+            names,
+            uses,
+            buffer_of,
+            module,
+            index,
+        }
+    }
+
+    fn run(mut self) -> R<kir::Module> {
+        let _ = &self.uses;
+        self.module.flops = graph_flops(self.g);
+        self.module.min_bytes = {
+            let mut seen = HashSet::new();
+            let mut bytes = 0u64;
+            for &v in self.g.params.iter().chain(&self.g.results) {
+                if seen.insert(v) {
+                    bytes = bytes.saturating_add(self.g.values[v.index()].ty.size_bytes());
+                }
+            }
+            bytes
+        };
+        for (i, inst) in self.g.insts.iter().enumerate() {
+            let v = inst.result;
+            if !self.buffer_of.contains_key(&v) {
+                continue;
+            }
+            let name = format!(
+                "{}_k{}_{}",
+                self.module.name,
+                self.module.kernels.len(),
+                inst.op.name()
+            );
+            let mut b = Builder::new(&self, name, i);
+            match inst.op.category() {
+                Category::Matmul => b.matmul(inst)?,
+                Category::Reduction => b.reduction(inst)?,
+                Category::Composite => b.composite(inst)?,
+                _ => b.elementwise(v)?,
+            }
+            let (kernel, args, constants) = b.finish();
+            self.module.constants.extend(constants);
+            self.module.launches.push(kir::LaunchStmt {
+                kernel: kernel.name.clone(),
+                args,
+            });
+            self.module.kernels.push(kernel);
+        }
+        Ok(self.module)
+    }
+
+    fn origin(&self, inst: &Inst) -> kir::Origin {
+        let names = &self.names;
+        let operands: Vec<String> = inst
+            .operands
+            .iter()
+            .map(|o| format!("%{}", names[o.index()]))
+            .collect();
+        let op = format!(
+            "%{} = {} {}",
+            names[inst.result.index()],
+            inst.op.name(),
+            operands.join(", ")
+        );
+        let loc = if let Some(p) = &inst.loc {
+            format!("{}:{}:{}", p.file, p.line, p.col)
+        } else if let Some(span) = inst.span {
+            let (line, col) = line_col(self.src.text, span);
+            format!(
+                "{}:{line}:{col}",
+                if self.src.name.is_empty() {
+                    "<input>"
+                } else {
+                    self.src.name
+                }
+            )
+        } else {
+            "<builder>".to_string()
+        };
+        kir::Origin {
+            op: op.trim_end().to_string(),
+            loc,
+        }
+    }
+}
+
+fn line_col(text: &str, span: Span) -> (usize, usize) {
+    let start = span.range().start.min(text.len());
+    let before = text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Floating-point work: 2·M·N·K per matmul, one per element per elementwise op or reduction
+/// input, a handful per element for composites.
+fn graph_flops(g: &Graph) -> u64 {
+    let mut flops = 0u64;
+    for inst in &g.insts {
+        let out = &g.values[inst.result.index()].ty;
+        let f = match inst.op.category() {
+            Category::Matmul => {
+                let (a, b) = (
+                    &g.values[inst.operands[0].index()].ty,
+                    &g.values[inst.operands[1].index()].ty,
+                );
+                let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
+                matmul_shape(&a.shape, &b.shape, flag("transpose_a"), flag("transpose_b"))
+                    .map(|s| 2 * s.m * s.n * s.k * s.batch.iter().product::<u64>())
+                    .unwrap_or(0)
+            }
+            Category::Unary | Category::Binary => out.numel(),
+            Category::Reduction => g.values[inst.operands[0].index()].ty.numel(),
+            Category::Composite => 5 * out.numel(),
+            _ => 0,
+        };
+        flops = flops.saturating_add(f);
+    }
+    flops
+}
+
+/// Builds one kernel.
+struct Builder<'l, 'g> {
+    l: &'l Lowering<'g>,
+    kernel: kir::Kernel,
+    /// Buffer bound to each parameter, in order.
+    args: Vec<String>,
+    param_of: HashMap<String, String>,
+    tensor_of: HashMap<(String, String), String>,
+    /// Statements of the innermost open block.
+    out: Vec<Stmt>,
+    /// The iteration coordinate value reads are expressed in.
+    coord: Vec<Expr>,
+    memo: HashMap<(ValueId, String), Expr>,
+    next: usize,
+    /// Constant arrays this kernel reads (moved to the module).
+    constants: Vec<kir::ConstDecl>,
+}
+
+impl<'l, 'g> Builder<'l, 'g> {
+    fn new(l: &'l Lowering<'g>, name: String, inst_index: usize) -> Self {
+        let kernel = kir::Kernel {
+            name,
+            grid: [1, 1, 1],
+            block: [THREADS, 1, 1],
+            index: l.index,
+            origins: vec![l.origin(&l.g.insts[inst_index])],
+            params: vec![],
+            tensors: vec![],
+            body: vec![],
+        };
+        Builder {
+            l,
+            kernel,
+            args: vec![],
+            param_of: HashMap::new(),
+            tensor_of: HashMap::new(),
+            out: vec![],
+            coord: vec![],
+            memo: HashMap::new(),
+            next: 0,
+            constants: vec![],
+        }
+    }
+
+    fn finish(mut self) -> (kir::Kernel, Vec<String>, Vec<kir::ConstDecl>) {
+        self.kernel.body = std::mem::take(&mut self.out);
+        (self.kernel, self.args, self.constants)
+    }
+
+    fn fresh(&mut self, hint: &str) -> String {
+        self.next += 1;
+        format!("{hint}{}", self.next - 1)
+    }
+
+    fn ty(&self, v: ValueId) -> &'g irc_ir::TensorType {
+        &self.l.g.values[v.index()].ty
+    }
+
+    fn def(&self, v: ValueId) -> Option<&'g Inst> {
+        match self.l.g.values[v.index()].def {
+            ValueDef::Inst(i) => Some(&self.l.g.insts[i]),
+            ValueDef::Param(_) => None,
+        }
+    }
+
+    fn param(&mut self, buffer: &str) -> String {
+        if let Some(p) = self.param_of.get(buffer) {
+            return p.clone();
+        }
+        let dtype = self
+            .l
+            .module
+            .buffers
+            .iter()
+            .find(|b| b.name == buffer)
+            .expect("declared buffer")
+            .dtype;
+        let name = format!("p{}", self.kernel.params.len());
+        self.kernel.params.push(kir::Param {
+            name: name.clone(),
+            dtype,
+        });
+        self.args.push(buffer.to_string());
+        self.param_of.insert(buffer.to_string(), name.clone());
+        name
+    }
+
+    /// A tensor of `space` with `layout`, reused when asked again.
+    fn tensor(&mut self, space: Space, dtype: DType, layout: Layout) -> String {
+        let key = (format!("{space:?}"), layout.to_string());
+        if !matches!(space, Space::Shared | Space::Registers)
+            && let Some(t) = self.tensor_of.get(&key)
+        {
+            return t.clone();
+        }
+        let name = format!("t{}", self.kernel.tensors.len());
+        self.kernel.tensors.push(TensorDecl {
+            name: name.clone(),
+            dtype,
+            space,
+            layout,
+        });
+        self.tensor_of.insert(key, name.clone());
+        name
+    }
+
+    fn global(&mut self, v: ValueId, layout: Layout) -> String {
+        let buffer = self.l.buffer_of[&v].clone();
+        let p = self.param(&buffer);
+        self.tensor(Space::Global(p), self.ty(v).dtype, layout)
+    }
+
+    fn let_(&mut self, hint: &str, ty: Ty, value: Expr) -> Expr {
+        if matches!(value, Expr::Var(_) | Expr::Int(_) | Expr::Builtin(_)) {
+            return value;
+        }
+        let var = self.fresh(hint);
+        self.out.push(Stmt::Let {
+            var: var.clone(),
+            ty,
+            value,
+        });
+        Expr::Var(var)
+    }
+
+    /// Runs `f` to build the body of a nested block with its own value cache.
+    fn block(&mut self, f: impl FnOnce(&mut Self) -> R<()>) -> R<Vec<Stmt>> {
+        let saved_out = std::mem::take(&mut self.out);
+        let saved_memo = std::mem::take(&mut self.memo);
+        let r = f(self);
+        let body = std::mem::replace(&mut self.out, saved_out);
+        self.memo = saved_memo;
+        r.map(|()| body)
+    }
+
+    /// `for %var = start to end step step { f }`, with `f` given the loop variable.
+    fn for_(
+        &mut self,
+        hint: &str,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        unroll: bool,
+        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        let var = self.fresh(hint);
+        let v = Expr::var(&var);
+        let body = self.block(|b| f(b, v))?;
+        self.out.push(Stmt::For {
+            var,
+            start,
+            end,
+            step,
+            unroll,
+            body,
+        });
+        Ok(())
+    }
+
+    fn if_(&mut self, cond: Expr, f: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
+        let body = self.block(f)?;
+        self.out.push(Stmt::If { cond, body });
+        Ok(())
+    }
+
+    /// The value `v` at the current iteration coordinate, where `access` maps that coordinate
+    /// to `v`'s row-major linear index. The expression has `v`'s dtype.
+    fn value_at(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+        let coord: Vec<String> = self.coord.iter().map(kir::print::expr).collect();
+        let key = (v, format!("{access} @ {}", coord.join(",")));
+        if let Some(e) = self.memo.get(&key) {
+            return Ok(e.clone());
+        }
+        let e = self.compute_at(v, access, true)?;
+        self.memo.insert(key, e.clone());
+        Ok(e)
+    }
+
+    /// Computes `v` (loading it when `load` and it has a buffer).
+    fn compute_at(&mut self, v: ValueId, access: &Layout, load: bool) -> R<Expr> {
+        let dtype = self.ty(v).dtype;
+        if load && self.l.buffer_of.contains_key(&v) {
+            let t = self.global(v, access.clone());
+            let load = Expr::load(&t, self.coord.clone());
+            return Ok(self.let_("v", Ty::Elem(dtype), load));
+        }
+        let inst = self
+            .def(v)
+            .expect("a value that is not materialized is computed");
+        let origin = self.l.origin(inst);
+        if !self.kernel.origins.contains(&origin) {
+            self.kernel.origins.push(origin);
+        }
+        let shape = &self.ty(v).shape;
+        if is_view(inst.op) {
+            let src = inst.operands[0];
+            let src_shape = &self.ty(src).shape;
+            let view = match inst.op {
+                OpKind::Transpose => {
+                    let perm = inst
+                        .attrs
+                        .get("perm")
+                        .and_then(Attr::as_ints)
+                        .unwrap_or_default();
+                    let st = row_major(src_shape);
+                    let modes: Vec<(u64, i64)> = perm
+                        .iter()
+                        .map(|&p| {
+                            let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
+                            (src_shape[p], st[p])
+                        })
+                        .collect();
+                    dims_layout(&modes)
+                }
+                OpKind::Broadcast => broadcast_layout(src_shape, shape),
+                _ => linear(self.ty(v).numel()),
+            }
+            .map_err(internal)?;
+            // The view's layout maps v's coordinate to the source's index; composing with the
+            // access maps the iteration coordinate there.
+            let composed = composition(&view, access).map_err(|_| Retry::Materialize(v))?;
+            return self.value_at(src, &composed);
+        }
+        match inst.op.category() {
+            Category::Constant => {
+                if let Some(x) = splat_value(inst) {
+                    return Ok(Expr::lit(dtype, x));
+                }
+                let name = format!("{}_c{}", self.kernel.name, self.constants.len());
+                let mut flat = vec![];
+                flatten_value(inst.attrs.get("value").unwrap_or(&Attr::Int(0)), &mut flat);
+                let values = flat.iter().map(attr_f64).collect();
+                self.constants.push(kir::ConstDecl {
+                    name: name.clone(),
+                    dtype,
+                    values,
+                });
+                let t = self.tensor(Space::Const(name), dtype, access.clone());
+                let load = Expr::load(&t, self.coord.clone());
+                Ok(self.let_("v", Ty::Elem(dtype), load))
+            }
+            Category::Cast => {
+                let x = inst.operands[0];
+                let e = self.value_at(x, access)?;
+                Ok(self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, e)))
+            }
+            Category::Unary | Category::Binary => {
+                let math = math_dtype(dtype);
+                let mut args = vec![];
+                for &o in &inst.operands {
+                    let oshape = &self.ty(o).shape;
+                    let e = if oshape == shape {
+                        self.value_at(o, access)?
+                    } else {
+                        let b = broadcast_layout(oshape, shape).map_err(internal)?;
+                        let composed = composition(&b, access).map_err(internal)?;
+                        self.value_at(o, &composed)?
+                    };
+                    args.push(if math == dtype {
+                        e
+                    } else {
+                        Expr::cast(math, e)
+                    });
+                }
+                let f = Func::from_op(inst.op).ok_or_else(|| {
+                    Retry::Fail(LowerError::Internal(format!(
+                        "no scalar function for {}",
+                        inst.op.name()
+                    )))
+                })?;
+                let mut e = Expr::call(f, args);
+                if math != dtype {
+                    e = Expr::cast(dtype, e);
+                }
+                Ok(self.let_("v", Ty::Elem(dtype), e))
+            }
+            _ => Err(Retry::Fail(LowerError::Internal(format!(
+                "{} is not materialized",
+                inst.op.name()
+            )))),
+        }
+    }
+}
+
+fn bx(b: Builtin) -> Expr {
+    Expr::Builtin(b)
+}
+
+fn add(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Add, a, b)
+}
+
+fn mul(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Mul, a, b)
+}
+
+fn lt(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Lt, a, b)
+}
+
+fn int(n: u64) -> Expr {
+    Expr::Int(n as i64)
+}
+
+fn concat(modes: &[Layout]) -> R<Layout> {
+    Layout::concat(modes).map_err(internal)
+}
+
+/// Threads for a block that reduces rows of `k` elements.
+fn row_threads(k: u64) -> u32 {
+    k.next_power_of_two().clamp(32, u64::from(THREADS)) as u32
+}
+
+/// Matmul tile sizes: a block computes BM x BN outputs stepping BK along K; each of the
+/// THREADS threads owns a TM x TN sub-tile, strided by the thread grid.
+const BM: u64 = 64;
+const BN: u64 = 64;
+const BK: u64 = 16;
+const TM: u64 = 4;
+const TN: u64 = 4;
+
+impl Builder<'_, '_> {
+    /// `for %i = global thread index to n step (threads in grid)`: out[i] = v[i].
+    fn elementwise(&mut self, v: ValueId) -> R<()> {
+        let n = self.ty(v).numel();
+        self.kernel.grid = [
+            n.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        let access = linear(n).map_err(internal)?;
+        let out = self.global(v, access.clone());
+        let start = add(
+            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+            bx(Builtin::TidX),
+        );
+        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        self.for_("i", start, int(n), step, false, |b, i| {
+            b.coord = vec![i.clone()];
+            let e = b.compute_at(v, &access, false)?;
+            b.out.push(Stmt::Store {
+                tensor: out,
+                coord: vec![i],
+                value: e,
+            });
+            Ok(())
+        })
+    }
+
+    /// `for %row = bid.x to rows step nctaid.x { ... }`: one block per row.
+    fn rows(&mut self, rows: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
+        self.kernel.grid = [rows.clamp(1, MAX_BLOCKS) as u32, 1, 1];
+        self.for_(
+            "row",
+            bx(Builtin::BidX),
+            int(rows),
+            bx(Builtin::NctaidX),
+            false,
+            f,
+        )
+    }
+
+    /// A block-strided loop over the `k` elements of a row; `f` gets the element index.
+    fn row_loop(&mut self, k: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
+        self.for_("k", bx(Builtin::TidX), int(k), bx(Builtin::NtidX), false, f)
+    }
+
+    /// `%acc` combined with `f` over a row, then reduced across the block.
+    #[allow(clippy::too_many_arguments)]
+    fn row_reduce(
+        &mut self,
+        k: u64,
+        row: &Expr,
+        acc_t: DType,
+        op: ReduceOp,
+        init: f64,
+        f: impl FnOnce(&mut Self, Expr) -> R<Expr>,
+    ) -> R<Expr> {
+        let acc = self.fresh("acc");
+        self.out.push(Stmt::Var {
+            var: acc.clone(),
+            ty: Ty::Elem(acc_t),
+            init: lit(acc_t, init),
+        });
+        let row = row.clone();
+        let acc_var = acc.clone();
+        self.row_loop(k, |b, kv| {
+            b.coord = vec![kv.clone(), row];
+            let x = f(b, kv)?;
+            let combine = match op {
+                ReduceOp::Sum => Func::Add,
+                ReduceOp::Max => Func::Max,
+                ReduceOp::Min => Func::Min,
+            };
+            b.out.push(Stmt::Assign {
+                var: acc_var.clone(),
+                value: Expr::call(combine, vec![Expr::var(&acc_var), x]),
+            });
+            Ok(())
+        })?;
+        let red = self.fresh("red");
+        self.out.push(Stmt::BlockReduce {
+            var: red.clone(),
+            ty: Ty::Elem(acc_t),
+            op,
+            value: Expr::var(&acc),
+        });
+        Ok(Expr::Var(red))
+    }
+
+    fn reduction(&mut self, inst: &Inst) -> R<()> {
+        let x = inst.operands[0];
+        let xshape = self.ty(x).shape.clone();
+        let out_dtype = self.ty(inst.result).dtype;
+        let axes = reduction_axes(xshape.len(), &inst.attrs)
+            .map_err(|e| Retry::Fail(LowerError::Internal(e.message)))?;
+        let st = row_major(&xshape);
+        let red: Vec<(u64, i64)> = axes.iter().map(|&a| (xshape[a], st[a])).collect();
+        let kept: Vec<(u64, i64)> = (0..xshape.len())
+            .filter(|d| !axes.contains(d))
+            .map(|d| (xshape[d], st[d]))
+            .collect();
+        let k: u64 = red.iter().map(|m| m.0).product();
+        let rows = self.ty(inst.result).numel();
+        let access = concat(&[
+            dims_layout(&red).map_err(internal)?,
+            dims_layout(&kept).map_err(internal)?,
+        ])?;
+        let acc_t = math_dtype(self.ty(x).dtype);
+        let (op, init) = match (inst.op, acc_t) {
+            (OpKind::ReduceMax, DType::I64) => (ReduceOp::Max, i64::MIN as f64),
+            (OpKind::ReduceMin, DType::I64) => (ReduceOp::Min, i64::MAX as f64),
+            (OpKind::ReduceMax, _) => (ReduceOp::Max, f64::NEG_INFINITY),
+            (OpKind::ReduceMin, _) => (ReduceOp::Min, f64::INFINITY),
+            _ => (ReduceOp::Sum, 0.0),
+        };
+        let out = self.global(inst.result, linear(rows).map_err(internal)?);
+        self.kernel.block = [row_threads(k), 1, 1];
+        self.rows(rows, |b, row| {
+            let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {
+                let e = b.value_at(x, &access)?;
+                Ok(cast_to(acc_t, b.ty(x).dtype, e))
+            })?;
+            let mut value = red;
+            if inst.op == OpKind::ReduceMean {
+                value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
+            }
+            let value = cast_to(out_dtype, acc_t, value);
+            b.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
+                b.out.push(Stmt::Store {
+                    tensor: out,
+                    coord: vec![row],
+                    value,
+                });
+                Ok(())
+            })
+        })
+    }
+
+    fn composite(&mut self, inst: &Inst) -> R<()> {
+        let x = inst.operands[0];
+        let xt = self.ty(x).clone();
+        let axis_attr = inst.attrs.get("axis").and_then(Attr::as_int).unwrap_or(-1);
+        let axis = normalize_axis(axis_attr, xt.rank())
+            .ok_or_else(|| Retry::Fail(LowerError::Internal("axis out of range".into())))?;
+        let st = row_major(&xt.shape);
+        let k = xt.shape[axis];
+        let kept: Vec<(u64, i64)> = (0..xt.rank())
+            .filter(|&d| d != axis)
+            .map(|d| (xt.shape[d], st[d]))
+            .collect();
+        let rows = xt.numel() / k;
+        let access = concat(&[
+            dims_layout(&[(k, st[axis])]).map_err(internal)?,
+            dims_layout(&kept).map_err(internal)?,
+        ])?;
+        let param_access = concat(&[
+            Layout::int(k as i64, 1).map_err(internal)?,
+            Layout::int(rows as i64, 0).map_err(internal)?,
+        ])?;
+        let math = math_dtype(xt.dtype);
+        let dtype = xt.dtype;
+        let eps =
+            inst.attrs
+                .get("eps")
+                .and_then(Attr::as_f64)
+                .unwrap_or(if inst.op == OpKind::Rmsnorm {
+                    dtype.epsilon().unwrap_or(1e-6)
+                } else {
+                    1e-5
+                });
+        let out = self.global(inst.result, access.clone());
+        let (w, bias) = (inst.operands.get(1).copied(), inst.operands.get(2).copied());
+        self.kernel.block = [row_threads(k), 1, 1];
+        let op = inst.op;
+        let call = |f: Func, args: Vec<Expr>| Expr::call(f, args);
+        self.rows(rows, |b, row| {
+            let xf = |b: &mut Self| -> R<Expr> {
+                let e = b.value_at(x, &access)?;
+                Ok(cast_to(math, dtype, e))
+            };
+            let n = lit(math, k as f64);
+            if op == OpKind::Softmax {
+                let mx =
+                    b.row_reduce(k, &row, math, ReduceOp::Max, f64::NEG_INFINITY, |b, _| {
+                        xf(b)
+                    })?;
+                let mx = b.let_("max", Ty::Elem(math), mx);
+                let sum = b.row_reduce(k, &row, math, ReduceOp::Sum, 0.0, |b, _| {
+                    let e = xf(b)?;
+                    Ok(call(Func::Exp, vec![call(Func::Sub, vec![e, mx.clone()])]))
+                })?;
+                let sum = b.let_("sum", Ty::Elem(math), sum);
+                let row2 = row.clone();
+                return b.row_loop(k, |b, kv| {
+                    b.coord = vec![kv.clone(), row2.clone()];
+                    let e = xf(b)?;
+                    let y = call(
+                        Func::Div,
+                        vec![call(Func::Exp, vec![call(Func::Sub, vec![e, mx])]), sum],
+                    );
+                    b.out.push(Stmt::Store {
+                        tensor: out,
+                        coord: vec![kv, row2],
+                        value: cast_to(dtype, math, y),
+                    });
+                    Ok(())
+                });
+            }
+            let mean = if op == OpKind::Layernorm {
+                let tot = b.row_reduce(k, &row, math, ReduceOp::Sum, 0.0, |b, _| xf(b))?;
+                b.let_(
+                    "mean",
+                    Ty::Elem(math),
+                    call(Func::Div, vec![tot, n.clone()]),
+                )
+            } else {
+                lit(math, 0.0)
+            };
+            let m2 = mean.clone();
+            let sq = b.row_reduce(k, &row, math, ReduceOp::Sum, 0.0, |b, _| {
+                let e = xf(b)?;
+                let d = if op == OpKind::Layernorm {
+                    b.let_("d", Ty::Elem(math), call(Func::Sub, vec![e, m2]))
+                } else {
+                    e
+                };
+                Ok(call(Func::Mul, vec![d.clone(), d]))
+            })?;
+            let var = call(Func::Div, vec![sq, n]);
+            let rstd = call(
+                Func::Recip,
+                vec![call(
+                    Func::Sqrt,
+                    vec![call(Func::Add, vec![var, lit(math, eps)])],
+                )],
+            );
+            let rstd = b.let_("rstd", Ty::Elem(math), rstd);
+            let row2 = row.clone();
+            b.row_loop(k, |b, kv| {
+                b.coord = vec![kv.clone(), row2.clone()];
+                let e = xf(b)?;
+                let centered = if op == OpKind::Layernorm {
+                    call(Func::Sub, vec![e, mean])
+                } else {
+                    e
+                };
+                let mut y = call(Func::Mul, vec![centered, rstd]);
+                if let Some(w) = w {
+                    let wv = b.value_at(w, &param_access)?;
+                    y = call(Func::Mul, vec![y, cast_to(math, b.ty(w).dtype, wv)]);
+                }
+                if let Some(bias) = bias {
+                    let bv = b.value_at(bias, &param_access)?;
+                    y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
+                }
+                b.out.push(Stmt::Store {
+                    tensor: out,
+                    coord: vec![kv, row2],
+                    value: cast_to(dtype, math, y),
+                });
+                Ok(())
+            })
+        })
+    }
+
+    fn matmul(&mut self, inst: &Inst) -> R<()> {
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        let (ashape, bshape) = (self.ty(a).shape.clone(), self.ty(bv).shape.clone());
+        let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
+        let (ta, tb) = (flag("transpose_a"), flag("transpose_b"));
+        let ms = matmul_shape(&ashape, &bshape, ta, tb)
+            .map_err(|e| Retry::Fail(LowerError::Internal(e.message)))?;
+        let (m, n, k) = (ms.m, ms.n, ms.k);
+        let dtype = self.ty(inst.result).dtype;
+        let acc_t = math_dtype(dtype);
+        let nb = ms.batch.len();
+        // Batch modes of an operand, broadcast to the output's batch dims.
+        let batch_modes = |shape: &[u64], st: &[i64]| -> Vec<(u64, i64)> {
+            let own = shape.len().saturating_sub(2);
+            ms.batch
+                .iter()
+                .enumerate()
+                .map(|(j, &size)| {
+                    let i = j as i64 - (nb as i64 - own as i64);
+                    if i < 0 || shape[i as usize] == 1 {
+                        (size, 0)
+                    } else {
+                        (size, st[i as usize])
+                    }
+                })
+                .collect()
+        };
+        let sa = row_major(&ashape);
+        let ((_, am_st), (_, ak_st)) = if ashape.len() == 1 {
+            ((1u64, 0i64), (k, 1i64))
+        } else {
+            let r = ashape.len();
+            let (md, kd) = if ta { (r - 1, r - 2) } else { (r - 2, r - 1) };
+            ((m, sa[md]), (k, sa[kd]))
+        };
+        let sb = row_major(&bshape);
+        let ((_, bk_st), (_, bn_st)) = if bshape.len() == 1 {
+            ((k, 1i64), (1u64, 0i64))
+        } else {
+            let r = bshape.len();
+            let (kd, nd) = if tb { (r - 1, r - 2) } else { (r - 2, r - 1) };
+            ((k, sb[kd]), (n, sb[nd]))
+        };
+        let oshape = self.ty(inst.result).shape.clone();
+        let so = row_major(&oshape);
+        let cm_st = if ms.squeeze_m { 0 } else { so[nb] };
+        let cn_st = if ms.squeeze_n {
+            0
+        } else {
+            so[oshape.len() - 1]
+        };
+        let out_batch: Vec<(u64, i64)> = ms.batch.iter().zip(&so).map(|(&s, &d)| (s, d)).collect();
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let access_a = concat(&[
+            li(m, am_st)?,
+            li(k, ak_st)?,
+            dims_layout(&batch_modes(&ashape, &sa)).map_err(internal)?,
+        ])?;
+        let access_b = concat(&[
+            li(k, bk_st)?,
+            li(n, bn_st)?,
+            dims_layout(&batch_modes(&bshape, &sb)).map_err(internal)?,
+        ])?;
+        let access_c = concat(&[
+            li(m, cm_st)?,
+            li(n, cn_st)?,
+            dims_layout(&out_batch).map_err(internal)?,
+        ])?;
+        let batch: u64 = ms.batch.iter().product();
+        let (gx, gy) = (n.div_ceil(BN), m.div_ceil(BM));
+        if gy > 65535 {
+            return Err(Retry::Fail(LowerError::Unsupported {
+                op: "matmul".into(),
+                reason: format!("M = {m} needs {gy} row tiles; at most 65535 are supported"),
+            }));
+        }
+        self.kernel.grid = [gx as u32, gy as u32, batch.min(65535) as u32];
+        self.kernel.block = [THREADS, 1, 1];
+        let c = self.global(inst.result, access_c);
+        let tile = |d0: u64, d1: u64| {
+            Layout::flat(&[d0 as i64, d1 as i64], &[d1 as i64 + 1, 1]).map_err(internal)
+        };
+        let sa_t = self.tensor(Space::Shared, acc_t, tile(BK, BM)?);
+        let sb_t = self.tensor(Space::Shared, acc_t, tile(BK, BN)?);
+        let acc = self.tensor(
+            Space::Registers,
+            acc_t,
+            Layout::flat(&[TM as i64, TN as i64], &[1, TM as i64]).map_err(internal)?,
+        );
+        let tx = self.let_(
+            "tx",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), int(BN / TN)),
+        );
+        let ty = self.let_(
+            "ty",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, bx(Builtin::TidX), int(BN / TN)),
+        );
+        let a_dtype = self.ty(a).dtype;
+        let b_dtype = self.ty(bv).dtype;
+        let per_thread = (BM * BK) / u64::from(THREADS);
+        let a_k_fast = ak_st == 1;
+        let b_n_fast = bn_st == 1;
+        self.for_(
+            "b",
+            bx(Builtin::BidZ),
+            int(batch),
+            bx(Builtin::NctaidZ),
+            false,
+            |s, bi| {
+                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(BM)));
+                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(BN)));
+                let zero = lit(acc_t, 0.0);
+                let acc2 = acc.clone();
+                s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
+                    s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
+                        s.out.push(Stmt::Store {
+                            tensor: acc2,
+                            coord: vec![i, j],
+                            value: zero,
+                        });
+                        Ok(())
+                    })
+                })?;
+                let (sa_t2, sb_t2, acc3) = (sa_t.clone(), sb_t.clone(), acc.clone());
+                let (tx2, ty2, bi2, m02, n02) =
+                    (tx.clone(), ty.clone(), bi.clone(), m0.clone(), n0.clone());
+                s.for_("k0", Expr::Int(0), int(k), int(BK), false, |s, k0| {
+                    s.for_(
+                        "l",
+                        Expr::Int(0),
+                        int(per_thread),
+                        Expr::Int(1),
+                        true,
+                        |s, l| {
+                            let e = s.let_(
+                                "e",
+                                Ty::Idx,
+                                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+                            );
+                            // Thread-to-tile coordinates: consecutive threads walk the operand's
+                            // contiguous dimension, so global loads coalesce.
+                            let split = |s: &mut Self, fast: u64| -> (Expr, Expr) {
+                                let lo = s.let_(
+                                    "lo",
+                                    Ty::Idx,
+                                    Expr::idx(IdxOp::Rem, e.clone(), int(fast)),
+                                );
+                                let hi = s.let_(
+                                    "hi",
+                                    Ty::Idx,
+                                    Expr::idx(IdxOp::Div, e.clone(), int(fast)),
+                                );
+                                (lo, hi)
+                            };
+                            let (ak, am) = if a_k_fast {
+                                split(s, BK)
+                            } else {
+                                let (mm, kk) = split(s, BM);
+                                (kk, mm)
+                            };
+                            let gm = s.let_("gm", Ty::Idx, add(m02.clone(), am.clone()));
+                            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), ak.clone()));
+                            s.guarded_tile_load(
+                                a,
+                                &access_a,
+                                vec![gm.clone(), gk.clone(), bi2.clone()],
+                                Expr::idx(IdxOp::And, lt(gm, int(m)), lt(gk, int(k))),
+                                a_dtype,
+                                acc_t,
+                                &sa_t2,
+                                vec![ak, am],
+                            )?;
+                            let (bn, bk) = if b_n_fast {
+                                split(s, BN)
+                            } else {
+                                let (kk, nn) = split(s, BK);
+                                (nn, kk)
+                            };
+                            let gk2 = s.let_("gk", Ty::Idx, add(k0.clone(), bk.clone()));
+                            let gn = s.let_("gn", Ty::Idx, add(n02.clone(), bn.clone()));
+                            s.guarded_tile_load(
+                                bv,
+                                &access_b,
+                                vec![gk2.clone(), gn.clone(), bi2.clone()],
+                                Expr::idx(IdxOp::And, lt(gk2, int(k)), lt(gn, int(n))),
+                                b_dtype,
+                                acc_t,
+                                &sb_t2,
+                                vec![bk, bn],
+                            )
+                        },
+                    )?;
+                    s.out.push(Stmt::Sync);
+                    let (sa_t3, sb_t3, acc4, tx3, ty3) = (
+                        sa_t2.clone(),
+                        sb_t2.clone(),
+                        acc3.clone(),
+                        tx2.clone(),
+                        ty2.clone(),
+                    );
+                    s.for_("kk", Expr::Int(0), int(BK), Expr::Int(1), true, |s, kk| {
+                        s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
+                            let a_row = add(ty3.clone(), mul(i.clone(), int(BM / TM)));
+                            let av = s.let_(
+                                "a",
+                                Ty::Elem(acc_t),
+                                Expr::load(&sa_t3, vec![kk.clone(), a_row]),
+                            );
+                            s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
+                                let b_col = add(tx3.clone(), mul(j.clone(), int(BN / TN)));
+                                let bval = Expr::load(&sb_t3, vec![kk.clone(), b_col]);
+                                let cur = Expr::load(&acc4, vec![i.clone(), j.clone()]);
+                                let value = Expr::call(
+                                    Func::Add,
+                                    vec![cur, Expr::call(Func::Mul, vec![av, bval])],
+                                );
+                                s.out.push(Stmt::Store {
+                                    tensor: acc4.clone(),
+                                    coord: vec![i, j],
+                                    value,
+                                });
+                                Ok(())
+                            })
+                        })
+                    })?;
+                    s.out.push(Stmt::Sync);
+                    Ok(())
+                })?;
+                let (acc5, c2) = (acc.clone(), c.clone());
+                let (tx4, ty4) = (tx.clone(), ty.clone());
+                s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
+                    s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
+                        let gm = s.let_(
+                            "cm",
+                            Ty::Idx,
+                            add(m0, add(ty4, mul(i.clone(), int(BM / TM)))),
+                        );
+                        let gn = s.let_(
+                            "cn",
+                            Ty::Idx,
+                            add(n0, add(tx4, mul(j.clone(), int(BN / TN)))),
+                        );
+                        let cond =
+                            Expr::idx(IdxOp::And, lt(gm.clone(), int(m)), lt(gn.clone(), int(n)));
+                        s.if_(cond, |s| {
+                            let v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
+                            s.out.push(Stmt::Store {
+                                tensor: c2,
+                                coord: vec![gm, gn, bi],
+                                value: v,
+                            });
+                            Ok(())
+                        })
+                    })
+                })
+            },
+        )
+    }
+
+    /// `var %x = 0; if cond { %x <- value } ; store smem[tile_coord], %x`.
+    #[allow(clippy::too_many_arguments)]
+    fn guarded_tile_load(
+        &mut self,
+        v: ValueId,
+        access: &Layout,
+        coord: Vec<Expr>,
+        cond: Expr,
+        dtype: DType,
+        acc_t: DType,
+        smem: &str,
+        tile_coord: Vec<Expr>,
+    ) -> R<()> {
+        let x = self.fresh("x");
+        self.out.push(Stmt::Var {
+            var: x.clone(),
+            ty: Ty::Elem(acc_t),
+            init: lit(acc_t, 0.0),
+        });
+        let access = access.clone();
+        let x2 = x.clone();
+        self.if_(cond, |s| {
+            s.coord = coord;
+            let e = s.value_at(v, &access)?;
+            s.out.push(Stmt::Assign {
+                var: x2,
+                value: cast_to(acc_t, dtype, e),
+            });
+            Ok(())
+        })?;
+        self.out.push(Stmt::Store {
+            tensor: smem.to_string(),
+            coord: tile_coord,
+            value: Expr::var(&x),
+        });
+        Ok(())
+    }
+}
+
+fn lit(d: DType, v: f64) -> Expr {
+    if d.is_int() || d == DType::I1 {
+        // Integer literals stay exact (an f64 cannot hold every i64).
+        let i = if v.is_nan() {
+            0
+        } else if v >= i64::MAX as f64 {
+            i64::MAX
+        } else if v <= i64::MIN as f64 {
+            i64::MIN
+        } else {
+            v as i64
+        };
+        Expr::cast(d, Expr::Int(i))
+    } else {
+        Expr::lit(d, v)
+    }
+}
+
+/// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
+fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
+    if to == from { e } else { Expr::cast(to, e) }
+}
