@@ -186,6 +186,8 @@ struct Lowering<'g> {
     buffer_of: HashMap<ValueId, String>,
     module: kir::Module,
     index: kir::IndexWidth,
+    /// Elementwise roots computed in a matmul's epilogue: root → the matmul it reads.
+    epilogues: HashMap<ValueId, ValueId>,
 }
 
 impl<'g> Lowering<'g> {
@@ -233,10 +235,11 @@ impl<'g> Lowering<'g> {
         for &p in &g.params {
             add_buffer(p, BufferKind::Input, &mut module);
         }
+        let mut materialized = vec![false; g.values.len()];
         for inst in &g.insts {
             let v = inst.result;
             let scalar_const = inst.op == OpKind::Constant && splat_value(inst).is_some();
-            let materialize = forced.contains(&v)
+            materialized[v.index()] = forced.contains(&v)
                 || results.contains(&v)
                 || matches!(
                     inst.op.category(),
@@ -244,7 +247,14 @@ impl<'g> Lowering<'g> {
                 )
                 || (is_elementwise(inst.op) && uses[v.index()] > 1)
                 || (inst.op == OpKind::Constant && !scalar_const && results.contains(&v));
-            if materialize {
+        }
+        let epilogues = plan_epilogues(g, &uses, &materialized, forced, &results);
+        for m in epilogues.values() {
+            materialized[m.index()] = false;
+        }
+        for inst in &g.insts {
+            let v = inst.result;
+            if materialized[v.index()] {
                 let kind = if results.contains(&v) {
                     BufferKind::Output
                 } else {
@@ -267,6 +277,7 @@ impl<'g> Lowering<'g> {
             buffer_of,
             module,
             index,
+            epilogues,
         }
     }
 
@@ -288,6 +299,14 @@ impl<'g> Lowering<'g> {
             if !self.buffer_of.contains_key(&v) {
                 continue;
             }
+            // A root whose chain starts at a matmul is that matmul's epilogue.
+            let (inst, i) = match self.epilogues.get(&v) {
+                Some(m) => match self.g.values[m.index()].def {
+                    ValueDef::Inst(mi) => (&self.g.insts[mi], mi),
+                    ValueDef::Param(_) => (inst, i),
+                },
+                None => (inst, i),
+            };
             let name = format!(
                 "{}_k{}_{}",
                 self.module.name,
@@ -296,7 +315,7 @@ impl<'g> Lowering<'g> {
             );
             let mut b = Builder::new(&self, name, i);
             match inst.op.category() {
-                Category::Matmul => b.matmul(inst)?,
+                Category::Matmul => b.matmul(inst, v)?,
                 Category::Reduction => b.reduction(inst)?,
                 Category::Composite => b.composite(inst)?,
                 _ => b.elementwise(v)?,
@@ -398,6 +417,9 @@ struct Builder<'l, 'g> {
     next: usize,
     /// Constant arrays this kernel reads (moved to the module).
     constants: Vec<kir::ConstDecl>,
+    /// Values held in registers at the current coordinate (a matmul's accumulator in its
+    /// epilogue), with the access layout they are valid at.
+    overrides: HashMap<ValueId, (Layout, Expr)>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -423,6 +445,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             memo: HashMap::new(),
             next: 0,
             constants: vec![],
+            overrides: HashMap::new(),
         }
     }
 
@@ -550,6 +573,15 @@ impl<'l, 'g> Builder<'l, 'g> {
     /// The value `v` at the current iteration coordinate, where `access` maps that coordinate
     /// to `v`'s row-major linear index. The expression has `v`'s dtype.
     fn value_at(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+        if let Some((a, e)) = self.overrides.get(&v) {
+            return if a == access {
+                Ok(e.clone())
+            } else {
+                Err(Retry::Fail(LowerError::Internal(format!(
+                    "epilogue reads its matmul at {access}, not at {a}"
+                ))))
+            };
+        }
         let coord: Vec<String> = self.coord.iter().map(kir::print::expr).collect();
         let key = (v, format!("{access} @ {}", coord.join(",")));
         if let Some(e) = self.memo.get(&key) {
@@ -968,7 +1000,9 @@ impl Builder<'_, '_> {
         })
     }
 
-    fn matmul(&mut self, inst: &Inst) -> R<()> {
+    /// A tiled matmul storing `root`: the matmul itself, or an elementwise chain over it
+    /// computed in the epilogue from the accumulator (see `plan_epilogues`).
+    fn matmul(&mut self, inst: &Inst, root: ValueId) -> R<()> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         let (ashape, bshape) = (self.ty(a).shape.clone(), self.ty(bv).shape.clone());
         let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
@@ -1046,7 +1080,8 @@ impl Builder<'_, '_> {
         }
         self.kernel.grid = [gx as u32, gy as u32, batch.min(65535) as u32];
         self.kernel.block = [THREADS, 1, 1];
-        let c = self.global(inst.result, access_c);
+        let c = self.global(root, access_c.clone());
+        let mm = inst.result;
         let tile = |d0: u64, d1: u64| {
             Layout::flat(&[d0 as i64, d1 as i64], &[d1 as i64 + 1, 1]).map_err(internal)
         };
@@ -1215,7 +1250,14 @@ impl Builder<'_, '_> {
                         let cond =
                             Expr::idx(IdxOp::And, lt(gm.clone(), int(m)), lt(gn.clone(), int(n)));
                         s.if_(cond, |s| {
-                            let v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
+                            let acc_v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
+                            let v = if root == mm {
+                                acc_v
+                            } else {
+                                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                s.overrides.insert(mm, (access_c.clone(), acc_v));
+                                s.compute_at(root, &access_c, false)?
+                            };
                             s.out.push(Stmt::Store {
                                 tensor: c2,
                                 coord: vec![gm, gn, bi],
@@ -1289,4 +1331,50 @@ fn lit(d: DType, v: f64) -> Expr {
 /// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
 fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
     if to == from { e } else { Expr::cast(to, e) }
+}
+
+/// Elementwise chains computed in a matmul's epilogue: a matmul used once, whose single consumer
+/// chain of same-shape elementwise ops (each used once) ends at a materialized value, is not
+/// stored; that value is computed from the accumulator instead. Returns root → matmul.
+fn plan_epilogues(
+    g: &Graph,
+    uses: &[usize],
+    materialized: &[bool],
+    forced: &HashSet<ValueId>,
+    results: &HashSet<ValueId>,
+) -> HashMap<ValueId, ValueId> {
+    let mut consumer: HashMap<ValueId, &Inst> = HashMap::new();
+    for inst in &g.insts {
+        for &o in &inst.operands {
+            consumer.insert(o, inst);
+        }
+    }
+    let mut out = HashMap::new();
+    for inst in &g.insts {
+        let m = inst.result;
+        if inst.op != OpKind::Matmul
+            || uses[m.index()] != 1
+            || results.contains(&m)
+            || forced.contains(&m)
+        {
+            continue;
+        }
+        let shape = &g.values[m.index()].ty.shape;
+        let mut v = m;
+        while let Some(c) = consumer.get(&v) {
+            let r = c.result;
+            if !is_elementwise(c.op) || &g.values[r.index()].ty.shape != shape {
+                break;
+            }
+            if materialized[r.index()] {
+                out.insert(r, m);
+                break;
+            }
+            if uses[r.index()] != 1 {
+                break;
+            }
+            v = r;
+        }
+    }
+    out
 }
