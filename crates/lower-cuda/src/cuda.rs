@@ -180,6 +180,14 @@ template <typename T> __device__ __forceinline__ T irc_gelu(T x) {
   return x * (T)0.5 * ((T)1 + irc_erf(x * (T)0.70710678118654752440));
 }
 
+// Two 16-bit values in one 32-bit register, the first in the low half (mma fragments).
+__device__ __forceinline__ unsigned irc_pack(__half lo, __half hi) {
+  return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
+}
+
 // Block-wide reduction: every thread of the block passes its value and gets the result.
 // Blocks are a multiple of 32 threads.
 struct irc_sum_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
@@ -415,6 +423,34 @@ impl KernelEmitter<'_> {
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
             }
+            Stmt::Mma { d, a, b } => {
+                let at = |f: &kir::Frag, v: i64| {
+                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
+                };
+                let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
+                    "bf16"
+                } else {
+                    "f16"
+                };
+                let pack = |f: &kir::Frag, pairs: i64| -> Vec<String> {
+                    (0..pairs)
+                        .map(|p| format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1)))
+                        .collect()
+                };
+                let (ra, rb) = (pack(a, 4), pack(b, 2));
+                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
+                let ins: Vec<String> = ra
+                    .iter()
+                    .chain(&rb)
+                    .map(|r| format!("\"r\"({r})"))
+                    .collect();
+                let _ = writeln!(
+                    self.out,
+                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
+                    rd.join(", "),
+                    ins.join(", ")
+                );
+            }
             Stmt::BlockReduce { var, ty, op, value } => {
                 let v = self.expr(value);
                 let _ = writeln!(
@@ -435,6 +471,7 @@ impl KernelEmitter<'_> {
             Space::Global(p) => format!("p_{p}[{off}]"),
             Space::Const(c) => format!("c_{c}[{off}]"),
             Space::Shared | Space::Registers => format!("t_{}[{off}]", t.name),
+            Space::View(base) => format!("t_{base}[{off}]"),
         }
     }
 

@@ -1071,6 +1071,21 @@ impl Builder<'_, '_> {
             dims_layout(&out_batch).map_err(internal)?,
         ])?;
         let batch: u64 = ms.batch.iter().product();
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            let plan = TcPlan {
+                m,
+                n,
+                k,
+                batch,
+                dtype,
+                access_a,
+                access_b,
+                access_c,
+                a_k_fast: ak_st == 1,
+                b_n_fast: bn_st == 1,
+            };
+            return self.matmul_tc(inst, root, plan);
+        }
         let (gx, gy) = (n.div_ceil(BN), m.div_ceil(BM));
         if gy > 65535 {
             return Err(Retry::Fail(LowerError::Unsupported {
@@ -1377,4 +1392,332 @@ fn plan_epilogues(
         }
     }
     out
+}
+
+/// What the tensor-core matmul template needs to know about one matmul.
+struct TcPlan {
+    m: u64,
+    n: u64,
+    k: u64,
+    batch: u64,
+    dtype: DType,
+    /// `(m, k, batch)` → A's index, `(k, n, batch)` → B's, `(m, n, batch)` → C's.
+    access_a: Layout,
+    access_b: Layout,
+    access_c: Layout,
+    a_k_fast: bool,
+    b_n_fast: bool,
+}
+
+/// Tensor-core tiles: a block of 8 warps (2 x 4) computes 128 x 128 outputs in 32-deep K
+/// steps; each warp owns 64 x 32 outputs, 4 x 4 `mma.m16n8k16` atoms.
+const TC_BM: u64 = 128;
+const TC_BN: u64 = 128;
+const TC_BK: u64 = 32;
+const TC_WARPS_N: u64 = 4;
+const TC_MT: u64 = 4;
+const TC_NT: u64 = 4;
+/// Row pitch of the shared tiles, in elements: K plus 8 keeps fragment reads spread over banks.
+const TC_PITCH: i64 = 40;
+
+impl Builder<'_, '_> {
+    /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
+    ///
+    /// Every fragment access is a layout: the shared tiles are `(rows, k)` with pitch
+    /// [`TC_PITCH`]; a warp's A fragments are the view `composition(tile16x16, mma_a)` extended
+    /// with the atom, k-step and warp modes, and likewise for B; the accumulator's (row, col) per
+    /// value comes from the `mma_c` atom.
+    fn matmul_tc(&mut self, inst: &Inst, root: ValueId, p: TcPlan) -> R<()> {
+        use crate::layout::{mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        let (gx, gy) = (p.n.div_ceil(TC_BN), p.m.div_ceil(TC_BM));
+        if gy > 65535 {
+            return Err(Retry::Fail(LowerError::Unsupported {
+                op: "matmul".into(),
+                reason: format!(
+                    "M = {} needs {gy} row tiles; at most 65535 are supported",
+                    p.m
+                ),
+            }));
+        }
+        self.kernel.grid = [gx as u32, gy as u32, p.batch.min(65535) as u32];
+        self.kernel.block = [THREADS, 1, 1];
+        let dt = p.dtype;
+        let c = self.global(root, p.access_c.clone());
+        let mm = inst.result;
+        let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
+        let shared_tile = |rows: u64| {
+            Layout::flat(&[rows as i64, TC_BK as i64], &[TC_PITCH, 1]).map_err(internal)
+        };
+        let sa = self.tensor(Space::Shared, dt, shared_tile(TC_BM)?);
+        let sb = self.tensor(Space::Shared, dt, shared_tile(TC_BN)?);
+        // Fragment views: (lane, value, atom, k-step, warp) → shared offset.
+        let atom_a = mma_m16n8k16_a().map_err(internal)?;
+        let atom_b = mma_m16n8k16_b().map_err(internal)?;
+        let atom_c = mma_m16n8k16_c().map_err(internal)?;
+        let tile_a = Layout::flat(&[16, 16], &[TC_PITCH, 1]).map_err(internal)?;
+        let tile_b = Layout::flat(&[8, 16], &[TC_PITCH, 1]).map_err(internal)?;
+        let tv_a = composition(&tile_a, atom_a.layout()).map_err(internal)?;
+        let tv_b = composition(&tile_b, atom_b.layout()).map_err(internal)?;
+        let frag_view =
+            |tv: &Layout, atoms: i64, atom_rows: i64, warps: i64, warp_rows: i64| -> R<Layout> {
+                let mut modes = tv.modes();
+                modes.push(li(atoms, atom_rows * TC_PITCH)?);
+                modes.push(li(TC_BK as i64 / 16, 16)?);
+                modes.push(li(warps, warp_rows * TC_PITCH)?);
+                concat(&modes)
+            };
+        let warps_m = (THREADS as u64 / 32 / TC_WARPS_N) as i64;
+        let va = frag_view(&tv_a, TC_MT as i64, 16, warps_m, (TC_MT * 16) as i64)?;
+        let vb = frag_view(
+            &tv_b,
+            TC_NT as i64,
+            8,
+            TC_WARPS_N as i64,
+            (TC_NT * 8) as i64,
+        )?;
+        let fa_view = self.tensor(Space::View(sa.clone()), dt, va);
+        let fb_view = self.tensor(Space::View(sb.clone()), dt, vb);
+        let fa = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[8, TC_MT as i64], &[1, 8]).map_err(internal)?,
+        );
+        let fb = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[4, TC_NT as i64], &[1, 4]).map_err(internal)?,
+        );
+        let acc = self.tensor(
+            Space::Registers,
+            DType::F32,
+            Layout::flat(&[4, TC_MT as i64, TC_NT as i64], &[1, 4, 4 * TC_MT as i64])
+                .map_err(internal)?,
+        );
+        let lane = self.let_(
+            "lane",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let warp = self.let_(
+            "warp",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let wm = self.let_(
+            "wm",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, warp.clone(), int(TC_WARPS_N)),
+        );
+        let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(TC_WARPS_N)));
+        let unrolled =
+            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
+                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+                    f(s, i)
+                })
+            };
+        let per_thread = (TC_BM * TC_BK) / u64::from(THREADS);
+        self.for_(
+            "b",
+            bx(Builtin::BidZ),
+            int(p.batch),
+            bx(Builtin::NctaidZ),
+            false,
+            |s, bi| {
+                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(TC_BM)));
+                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(TC_BN)));
+                unrolled(s, "v", 4, &mut |s, v| {
+                    unrolled(s, "i", TC_MT, &mut |s, i| {
+                        let v = v.clone();
+                        unrolled(s, "j", TC_NT, &mut |s, j| {
+                            s.out.push(Stmt::Store {
+                                tensor: acc.clone(),
+                                coord: vec![v.clone(), i.clone(), j],
+                                value: lit(DType::F32, 0.0),
+                            });
+                            Ok(())
+                        })
+                    })
+                })?;
+                s.for_("k0", Expr::Int(0), int(p.k), int(TC_BK), false, |s, k0| {
+                    unrolled(s, "l", per_thread, &mut |s, l| {
+                        let e = s.let_(
+                            "e",
+                            Ty::Idx,
+                            add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+                        );
+                        let split = |s: &mut Self, fast: u64| -> (Expr, Expr) {
+                            let lo =
+                                s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
+                            let hi =
+                                s.let_("hi", Ty::Idx, Expr::idx(IdxOp::Div, e.clone(), int(fast)));
+                            (lo, hi)
+                        };
+                        // Consecutive threads walk each operand's contiguous dimension.
+                        let (am, ak) = if p.a_k_fast {
+                            let (kk, mm) = split(s, TC_BK);
+                            (mm, kk)
+                        } else {
+                            split(s, TC_BM)
+                        };
+                        let gm = s.let_("gm", Ty::Idx, add(m0.clone(), am.clone()));
+                        let gk = s.let_("gk", Ty::Idx, add(k0.clone(), ak.clone()));
+                        let cond = Expr::idx(
+                            IdxOp::And,
+                            lt(gm.clone(), int(p.m)),
+                            lt(gk.clone(), int(p.k)),
+                        );
+                        s.guarded_tile_load(
+                            a,
+                            &p.access_a,
+                            vec![gm, gk, bi.clone()],
+                            cond,
+                            dt,
+                            dt,
+                            &sa,
+                            vec![am, ak],
+                        )?;
+                        let (bn, bk) = if p.b_n_fast {
+                            split(s, TC_BN)
+                        } else {
+                            let (kk, nn) = split(s, TC_BK);
+                            (nn, kk)
+                        };
+                        let gk2 = s.let_("gk", Ty::Idx, add(k0.clone(), bk.clone()));
+                        let gn = s.let_("gn", Ty::Idx, add(n0.clone(), bn.clone()));
+                        let cond = Expr::idx(
+                            IdxOp::And,
+                            lt(gk2.clone(), int(p.k)),
+                            lt(gn.clone(), int(p.n)),
+                        );
+                        s.guarded_tile_load(
+                            bv,
+                            &p.access_b,
+                            vec![gk2, gn, bi.clone()],
+                            cond,
+                            dt,
+                            dt,
+                            &sb,
+                            vec![bn, bk],
+                        )
+                    })?;
+                    s.out.push(Stmt::Sync);
+                    unrolled(s, "ks", TC_BK / 16, &mut |s, ks| {
+                        unrolled(s, "i", TC_MT, &mut |s, i| {
+                            let (ks, i2) = (ks.clone(), i.clone());
+                            unrolled(s, "v", 8, &mut |s, v| {
+                                let x = Expr::load(
+                                    &fa_view,
+                                    vec![
+                                        lane.clone(),
+                                        v.clone(),
+                                        i2.clone(),
+                                        ks.clone(),
+                                        wm.clone(),
+                                    ],
+                                );
+                                s.out.push(Stmt::Store {
+                                    tensor: fa.clone(),
+                                    coord: vec![v, i2.clone()],
+                                    value: x,
+                                });
+                                Ok(())
+                            })
+                        })?;
+                        unrolled(s, "j", TC_NT, &mut |s, j| {
+                            let (ks, j2) = (ks.clone(), j.clone());
+                            unrolled(s, "v", 4, &mut |s, v| {
+                                let x = Expr::load(
+                                    &fb_view,
+                                    vec![
+                                        lane.clone(),
+                                        v.clone(),
+                                        j2.clone(),
+                                        ks.clone(),
+                                        wn.clone(),
+                                    ],
+                                );
+                                s.out.push(Stmt::Store {
+                                    tensor: fb.clone(),
+                                    coord: vec![v, j2.clone()],
+                                    value: x,
+                                });
+                                Ok(())
+                            })
+                        })?;
+                        unrolled(s, "i", TC_MT, &mut |s, i| {
+                            unrolled(s, "j", TC_NT, &mut |s, j| {
+                                let f = |t: &str, at: Vec<Expr>| kir::Frag {
+                                    tensor: t.to_string(),
+                                    at,
+                                };
+                                s.out.push(Stmt::Mma {
+                                    d: f(&acc, vec![i.clone(), j.clone()]),
+                                    a: f(&fa, vec![i.clone()]),
+                                    b: f(&fb, vec![j]),
+                                });
+                                Ok(())
+                            })
+                        })
+                    })?;
+                    s.out.push(Stmt::Sync);
+                    Ok(())
+                })?;
+                // Epilogue: value v of atom (i, j) is at (row, col) = mma_c(lane, v) of that atom.
+                let atom_c_layout = atom_c.layout().clone();
+                unrolled(s, "i", TC_MT, &mut |s, i| {
+                    let i2 = i.clone();
+                    unrolled(s, "j", TC_NT, &mut |s, j| {
+                        let (i3, j2) = (i2.clone(), j.clone());
+                        unrolled(s, "v", 4, &mut |s, v| {
+                            let cidx = kir::offset_expr(&atom_c_layout, &[lane.clone(), v.clone()])
+                                .map_err(internal)?;
+                            let cidx = s.let_("ci", Ty::Idx, cidx);
+                            let row = Expr::idx(IdxOp::Rem, cidx.clone(), Expr::Int(16));
+                            let col = Expr::idx(IdxOp::Div, cidx, Expr::Int(16));
+                            let gm = s.let_(
+                                "cm",
+                                Ty::Idx,
+                                add(
+                                    add(m0.clone(), mul(wm.clone(), int(TC_MT * 16))),
+                                    add(mul(i3.clone(), Expr::Int(16)), row),
+                                ),
+                            );
+                            let gn = s.let_(
+                                "cn",
+                                Ty::Idx,
+                                add(
+                                    add(n0.clone(), mul(wn.clone(), int(TC_NT * 8))),
+                                    add(mul(j2.clone(), Expr::Int(8)), col),
+                                ),
+                            );
+                            let cond = Expr::idx(
+                                IdxOp::And,
+                                lt(gm.clone(), int(p.m)),
+                                lt(gn.clone(), int(p.n)),
+                            );
+                            let accv = Expr::load(&acc, vec![v, i3.clone(), j2.clone()]);
+                            let (c2, bi2, access_c) = (c.clone(), bi.clone(), p.access_c.clone());
+                            s.if_(cond, |s| {
+                                let acc_v = cast_to(dt, DType::F32, accv);
+                                let value = if root == mm {
+                                    acc_v
+                                } else {
+                                    s.coord = vec![gm.clone(), gn.clone(), bi2.clone()];
+                                    s.overrides.insert(mm, (access_c.clone(), acc_v));
+                                    s.compute_at(root, &access_c, false)?
+                                };
+                                s.out.push(Stmt::Store {
+                                    tensor: c2,
+                                    coord: vec![gm, gn, bi2],
+                                    value,
+                                });
+                                Ok(())
+                            })
+                        })
+                    })
+                })
+            },
+        )
+    }
 }

@@ -142,6 +142,9 @@ pub enum Space {
     Shared,
     /// Registers of each thread, `cosize(layout)` elements, indexed by constants only.
     Registers,
+    /// Another view of a shared or register tensor's storage (same dtype), through its own
+    /// layout: how a tile is partitioned among threads (CuTe's `partition`).
+    View(String),
 }
 
 /// A tensor: a memory space and a layout from coordinates to element offsets.
@@ -204,6 +207,28 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
+    /// `mma.m16n8k16 %d[c..], %a[c..], %b[c..]`: one warp-wide tensor-core
+    /// `mma.sync.aligned.m16n8k16` (f16 or bf16 inputs, f32 accumulate), `d += a * b`. Each
+    /// operand is a register tensor whose mode 0 holds the thread's fragment values (d: 4, a: 8,
+    /// b: 4, ordered as the atoms `mma_m16n8k16_c/a/b` of the layout module), indexed at the
+    /// given coordinates of its other modes. Every thread of the warp must reach it.
+    Mma { d: Frag, a: Frag, b: Frag },
+}
+
+/// A register fragment: a tensor and the coordinates of its modes after mode 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frag {
+    pub tensor: String,
+    pub at: Vec<Expr>,
+}
+
+impl Frag {
+    /// The coordinate of value `v` of the fragment.
+    pub fn coord(&self, v: i64) -> Vec<Expr> {
+        let mut c = vec![Expr::Int(v)];
+        c.extend(self.at.iter().cloned());
+        c
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

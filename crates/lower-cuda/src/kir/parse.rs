@@ -255,6 +255,12 @@ impl<'a> Parser<'a> {
                     }
                     "shared" => Space::Shared,
                     "regs" => Space::Registers,
+                    "view" => {
+                        c.punct("(")?;
+                        let t = c.local()?;
+                        c.punct(")")?;
+                        Space::View(t)
+                    }
                     other => return Err(c.err(format!("unknown memory space `{other}`"))),
                 };
                 c.punct("=")?;
@@ -369,6 +375,15 @@ impl<'a> Parser<'a> {
             "sync" => {
                 c.end()?;
                 Ok(Stmt::Sync)
+            }
+            "mma.m16n8k16" => {
+                let d = c.frag()?;
+                c.punct(",")?;
+                let a = c.frag()?;
+                c.punct(",")?;
+                let b = c.frag()?;
+                c.end()?;
+                Ok(Stmt::Mma { d, a, b })
             }
             other => Err(c.err_at(0, format!("expected a statement, found `{other}`"))),
         }
@@ -605,6 +620,20 @@ impl<'a> Cursor<'a> {
             Expr::Int(i) => Ok(i as f64),
             _ => Err(self.err("expected a number".into())),
         }
+    }
+
+    fn frag(&mut self) -> Result<Frag, ParseError> {
+        let tensor = self.local()?;
+        self.punct("[")?;
+        let mut at = vec![];
+        if !self.try_punct("]") {
+            at.push(self.expr()?);
+            while self.try_punct(",") {
+                at.push(self.expr()?);
+            }
+            self.punct("]")?;
+        }
+        Ok(Frag { tensor, at })
     }
 
     fn coord(&mut self) -> Result<Vec<Expr>, ParseError> {

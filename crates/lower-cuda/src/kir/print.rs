@@ -71,6 +71,7 @@ fn print_kernel(out: &mut String, k: &Kernel) {
             Space::Const(c) => format!("const(@{c})"),
             Space::Shared => "shared".to_string(),
             Space::Registers => "regs".to_string(),
+            Space::View(t) => format!("view(%{t})"),
         };
         let _ = writeln!(
             out,
@@ -138,6 +139,10 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
         }
         Stmt::Sync => {
             let _ = writeln!(out, "{pad}sync");
+        }
+        Stmt::Mma { d, a, b } => {
+            let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
+            let _ = writeln!(out, "{pad}mma.m16n8k16 {}, {}, {}", f(d), f(a), f(b));
         }
         Stmt::BlockReduce { var, ty, op, value } => {
             let _ = writeln!(

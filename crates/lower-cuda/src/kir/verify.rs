@@ -186,6 +186,24 @@ fn verify_kernel(k: &Kernel, consts: &HashMap<&str, &ConstDecl>) -> Result<(), V
                 shared_bytes =
                     shared_bytes.saturating_add(cosize.saturating_mul(t.dtype.size_bytes() as i64));
             }
+            Space::View(base) => {
+                let b = tensors
+                    .get(base.as_str())
+                    .filter(|b| matches!(b.space, Space::Shared | Space::Registers))
+                    .ok_or_else(|| {
+                        err(format!(
+                            "tensor %{} views %{base}, which is not a shared or register tensor declared before it",
+                            t.name
+                        ))
+                    })?;
+                let base_cosize = b.layout.cosize().map_err(|e| err(e.to_string()))?;
+                if b.dtype != t.dtype || cosize > base_cosize {
+                    return Err(err(format!(
+                        "view %{} must have the dtype of %{base} and stay inside its {base_cosize} elements",
+                        t.name
+                    )));
+                }
+            }
             Space::Registers => {
                 if size > MAX_REGISTER_ELEMS || cosize > MAX_REGISTER_ELEMS {
                     return Err(err(format!(
@@ -343,6 +361,20 @@ impl<'k> Checker<'k> {
                 self.block(body)
             }
             Stmt::Sync => Ok(()),
+            Stmt::Mma { d, a, b } => {
+                let ta = self.frag(a, 8)?;
+                self.frag(b, 4).and_then(|tb| {
+                    if tb == ta && matches!(ta, DType::F16 | DType::BF16) {
+                        Ok(())
+                    } else {
+                        Err("mma takes f16 or bf16 fragments a and b of one dtype".into())
+                    }
+                })?;
+                if self.frag(d, 4)? != DType::F32 {
+                    return Err("mma accumulates into an f32 fragment".into());
+                }
+                Ok(())
+            }
             Stmt::BlockReduce { var, ty, value, .. } => {
                 let t = self.expr(value)?;
                 if t != *ty
@@ -358,6 +390,36 @@ impl<'k> Checker<'k> {
                 self.define(var, *ty, VarKind::Let)
             }
         }
+    }
+
+    /// A register fragment with `values` values in mode 0; returns its dtype.
+    fn frag(&mut self, f: &'k Frag, values: i64) -> Result<DType, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let in_regs = match &t.space {
+            Space::Registers => true,
+            Space::View(b) => self
+                .tensors
+                .get(b.as_str())
+                .is_some_and(|b| b.space == Space::Registers),
+            _ => false,
+        };
+        let mode0 = t.layout.mode(0).and_then(|m| m.size()).unwrap_or(0);
+        if !in_regs || mode0 != values || f.at.len() + 1 != t.layout.rank() {
+            return Err(format!(
+                "mma fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
+                f.tensor,
+                t.layout.rank().saturating_sub(1)
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t.dtype)
     }
 
     fn tensor(&mut self, name: &str, coord: &'k [Expr]) -> Result<&'k TensorDecl, String> {
