@@ -310,7 +310,7 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
             Space::Shared => {
                 let _ = writeln!(
                     out,
-                    "  __shared__ {} t_{}[{size}];",
+                    "  __shared__ __align__(16) {} t_{}[{size}];",
                     c_type(t.dtype),
                     t.name
                 );
@@ -337,7 +337,14 @@ fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
             Stmt::Store { tensor, .. } => {
                 into.insert(tensor.as_str());
             }
-            Stmt::For { body, .. } | Stmt::If { body, .. } => collect_stores(body, into),
+            Stmt::For { body, .. } => collect_stores(body, into),
+            Stmt::If { body, orelse, .. } => {
+                collect_stores(body, into);
+                collect_stores(orelse, into);
+            }
+            Stmt::Copy { dst, .. } => {
+                into.insert(dst.tensor.as_str());
+            }
             _ => {}
         }
     }
@@ -414,11 +421,30 @@ impl KernelEmitter<'_> {
                 self.block(body, depth + 1);
                 let _ = writeln!(self.out, "{pad}}}");
             }
-            Stmt::If { cond, body } => {
+            Stmt::If { cond, body, orelse } => {
                 let c = self.expr(cond);
                 let _ = writeln!(self.out, "{pad}if ({c}) {{");
                 self.block(body, depth + 1);
+                if !orelse.is_empty() {
+                    let _ = writeln!(self.out, "{pad}}} else {{");
+                    self.block(orelse, depth + 1);
+                }
                 let _ = writeln!(self.out, "{pad}}}");
+            }
+            Stmt::Copy { width, dst, src } => {
+                let td = self.tensors[dst.tensor.as_str()];
+                let bytes = u64::from(*width) * td.dtype.size_bytes();
+                let vt = match bytes {
+                    16 => "uint4",
+                    8 => "uint2",
+                    _ => "unsigned",
+                };
+                let d = self.place(td, &dst.coord(0));
+                let s = self.place(self.tensors[src.tensor.as_str()], &src.coord(0));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}*reinterpret_cast<{vt}*>(&{d}) = *reinterpret_cast<const {vt}*>(&{s});"
+                );
             }
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");

@@ -21,7 +21,7 @@
 
 use crate::LowerError;
 use crate::kir::{self, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, TensorDecl, Ty};
-use crate::layout::{Layout, LayoutError, composition};
+use crate::layout::{Layout, LayoutError, coalesce, composition};
 use crate::manifest::BufferKind;
 use irc_ir::infer::{flatten_value, matmul_shape, normalize_axis, reduction_axes};
 use irc_ir::print::value_names;
@@ -566,7 +566,11 @@ impl<'l, 'g> Builder<'l, 'g> {
 
     fn if_(&mut self, cond: Expr, f: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
         let body = self.block(f)?;
-        self.out.push(Stmt::If { cond, body });
+        self.out.push(Stmt::If {
+            cond,
+            body,
+            orelse: vec![],
+        });
         Ok(())
     }
 
@@ -592,6 +596,53 @@ impl<'l, 'g> Builder<'l, 'g> {
         Ok(e)
     }
 
+    /// A view's layout: a coordinate of the view (its row-major index) to the source's index.
+    fn view_layout(&self, inst: &Inst) -> Result<Layout, LayoutError> {
+        let src_shape = &self.ty(inst.operands[0]).shape;
+        let shape = &self.ty(inst.result).shape;
+        match inst.op {
+            OpKind::Transpose => {
+                let perm = inst
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_ints)
+                    .unwrap_or_default();
+                let st = row_major(src_shape);
+                let modes: Vec<(u64, i64)> = perm
+                    .iter()
+                    .map(|&p| {
+                        let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
+                        (src_shape[p], st[p])
+                    })
+                    .collect();
+                dims_layout(&modes)
+            }
+            OpKind::Broadcast => broadcast_layout(src_shape, shape),
+            _ => linear(self.ty(inst.result).numel()),
+        }
+    }
+
+    /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
+    /// of one (not a computed value).
+    fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+        let mut access = access.clone();
+        loop {
+            if self.l.buffer_of.contains_key(&v) {
+                return Some((v, access));
+            }
+            let inst = self.def(v)?;
+            if !is_view(inst.op) {
+                return None;
+            }
+            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
+            let origin = self.l.origin(inst);
+            if !self.kernel.origins.contains(&origin) {
+                self.kernel.origins.push(origin);
+            }
+            v = inst.operands[0];
+        }
+    }
+
     /// Computes `v` (loading it when `load` and it has a buffer).
     fn compute_at(&mut self, v: ValueId, access: &Layout, load: bool) -> R<Expr> {
         let dtype = self.ty(v).dtype;
@@ -610,28 +661,7 @@ impl<'l, 'g> Builder<'l, 'g> {
         let shape = &self.ty(v).shape;
         if is_view(inst.op) {
             let src = inst.operands[0];
-            let src_shape = &self.ty(src).shape;
-            let view = match inst.op {
-                OpKind::Transpose => {
-                    let perm = inst
-                        .attrs
-                        .get("perm")
-                        .and_then(Attr::as_ints)
-                        .unwrap_or_default();
-                    let st = row_major(src_shape);
-                    let modes: Vec<(u64, i64)> = perm
-                        .iter()
-                        .map(|&p| {
-                            let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
-                            (src_shape[p], st[p])
-                        })
-                        .collect();
-                    dims_layout(&modes)
-                }
-                OpKind::Broadcast => broadcast_layout(src_shape, shape),
-                _ => linear(self.ty(v).numel()),
-            }
-            .map_err(internal)?;
+            let view = self.view_layout(inst).map_err(internal)?;
             // The view's layout maps v's coordinate to the source's index; composing with the
             // access maps the iteration coordinate there.
             let composed = composition(&view, access).map_err(|_| Retry::Materialize(v))?;
@@ -1072,6 +1102,21 @@ impl Builder<'_, '_> {
         ])?;
         let batch: u64 = ms.batch.iter().product();
         if matches!(dtype, DType::F16 | DType::BF16) {
+            // Which dimension is contiguous is a property of the memory read, so look through
+            // views (a transposed operand is K-contiguous even though its logical N stride is 1).
+            let unit =
+                |s: &mut Self, v: ValueId, access: &Layout, mode: usize, logical: bool| match s
+                    .resolve(v, access)
+                {
+                    Some((_, l)) => l
+                        .modes()
+                        .get(mode)
+                        .and_then(|m| coalesce(m).ok())
+                        .is_some_and(|m| m.leaves().first().is_some_and(|&(_, d)| d == 1)),
+                    None => logical,
+                };
+            let a_k_fast = unit(self, a, &access_a, 1, ak_st == 1);
+            let b_n_fast = unit(self, bv, &access_b, 1, bn_st == 1);
             let plan = TcPlan {
                 m,
                 n,
@@ -1081,8 +1126,8 @@ impl Builder<'_, '_> {
                 access_a,
                 access_b,
                 access_c,
-                a_k_fast: ak_st == 1,
-                b_n_fast: bn_st == 1,
+                a_k_fast,
+                b_n_fast,
             };
             return self.matmul_tc(inst, root, plan);
         }
@@ -1446,35 +1491,63 @@ impl Builder<'_, '_> {
         let c = self.global(root, p.access_c.clone());
         let mm = inst.result;
         let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
-        let shared_tile = |rows: u64| {
-            Layout::flat(&[rows as i64, TC_BK as i64], &[TC_PITCH, 1]).map_err(internal)
+        // Shared tiles are (rows, k). The operand's contiguous dimension in global memory is
+        // contiguous in shared memory too, so tiles fill with 16-byte copies where they can.
+        let smem_strides = |k_fast: bool, rows: u64| -> (i64, i64) {
+            if k_fast {
+                (TC_PITCH, 1)
+            } else {
+                (1, rows as i64 + 8)
+            }
         };
-        let sa = self.tensor(Space::Shared, dt, shared_tile(TC_BM)?);
-        let sb = self.tensor(Space::Shared, dt, shared_tile(TC_BN)?);
-        // Fragment views: (lane, value, atom, k-step, warp) → shared offset.
+        let (sa_r, sa_k) = smem_strides(p.a_k_fast, TC_BM);
+        let (sb_r, sb_k) = smem_strides(!p.b_n_fast, TC_BN);
+        let tile = |rows: u64, r: i64, k: i64| {
+            Layout::flat(&[rows as i64, TC_BK as i64], &[r, k]).map_err(internal)
+        };
+        let sa = self.tensor(Space::Shared, dt, tile(TC_BM, sa_r, sa_k)?);
+        let sb = self.tensor(Space::Shared, dt, tile(TC_BN, sb_r, sb_k)?);
+        // Fragment views: (lane, value, atom, k-step, warp) → shared offset, the composition of
+        // the (rows, k) sub-tile an atom reads with the atom's thread-value layout.
         let atom_a = mma_m16n8k16_a().map_err(internal)?;
         let atom_b = mma_m16n8k16_b().map_err(internal)?;
         let atom_c = mma_m16n8k16_c().map_err(internal)?;
-        let tile_a = Layout::flat(&[16, 16], &[TC_PITCH, 1]).map_err(internal)?;
-        let tile_b = Layout::flat(&[8, 16], &[TC_PITCH, 1]).map_err(internal)?;
+        let tile_a = Layout::flat(&[16, 16], &[sa_r, sa_k]).map_err(internal)?;
+        let tile_b = Layout::flat(&[8, 16], &[sb_r, sb_k]).map_err(internal)?;
         let tv_a = composition(&tile_a, atom_a.layout()).map_err(internal)?;
         let tv_b = composition(&tile_b, atom_b.layout()).map_err(internal)?;
-        let frag_view =
-            |tv: &Layout, atoms: i64, atom_rows: i64, warps: i64, warp_rows: i64| -> R<Layout> {
-                let mut modes = tv.modes();
-                modes.push(li(atoms, atom_rows * TC_PITCH)?);
-                modes.push(li(TC_BK as i64 / 16, 16)?);
-                modes.push(li(warps, warp_rows * TC_PITCH)?);
-                concat(&modes)
-            };
+        let frag_view = |tv: &Layout,
+                         atoms: i64,
+                         atom_rows: i64,
+                         warps: i64,
+                         warp_rows: i64,
+                         r: i64,
+                         k: i64|
+         -> R<Layout> {
+            let mut modes = tv.modes();
+            modes.push(li(atoms, atom_rows * r)?);
+            modes.push(li(TC_BK as i64 / 16, 16 * k)?);
+            modes.push(li(warps, warp_rows * r)?);
+            concat(&modes)
+        };
         let warps_m = (THREADS as u64 / 32 / TC_WARPS_N) as i64;
-        let va = frag_view(&tv_a, TC_MT as i64, 16, warps_m, (TC_MT * 16) as i64)?;
+        let va = frag_view(
+            &tv_a,
+            TC_MT as i64,
+            16,
+            warps_m,
+            (TC_MT * 16) as i64,
+            sa_r,
+            sa_k,
+        )?;
         let vb = frag_view(
             &tv_b,
             TC_NT as i64,
             8,
             TC_WARPS_N as i64,
             (TC_NT * 8) as i64,
+            sb_r,
+            sb_k,
         )?;
         let fa_view = self.tensor(Space::View(sa.clone()), dt, va);
         let fb_view = self.tensor(Space::View(sb.clone()), dt, vb);
@@ -1516,7 +1589,6 @@ impl Builder<'_, '_> {
                     f(s, i)
                 })
             };
-        let per_thread = (TC_BM * TC_BK) / u64::from(THREADS);
         self.for_(
             "b",
             bx(Builtin::BidZ),
@@ -1540,67 +1612,33 @@ impl Builder<'_, '_> {
                     })
                 })?;
                 s.for_("k0", Expr::Int(0), int(p.k), int(TC_BK), false, |s, k0| {
-                    unrolled(s, "l", per_thread, &mut |s, l| {
-                        let e = s.let_(
-                            "e",
-                            Ty::Idx,
-                            add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
-                        );
-                        let split = |s: &mut Self, fast: u64| -> (Expr, Expr) {
-                            let lo =
-                                s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
-                            let hi =
-                                s.let_("hi", Ty::Idx, Expr::idx(IdxOp::Div, e.clone(), int(fast)));
-                            (lo, hi)
-                        };
-                        // Consecutive threads walk each operand's contiguous dimension.
-                        let (am, ak) = if p.a_k_fast {
-                            let (kk, mm) = split(s, TC_BK);
-                            (mm, kk)
-                        } else {
-                            split(s, TC_BM)
-                        };
-                        let gm = s.let_("gm", Ty::Idx, add(m0.clone(), am.clone()));
-                        let gk = s.let_("gk", Ty::Idx, add(k0.clone(), ak.clone()));
-                        let cond = Expr::idx(
-                            IdxOp::And,
-                            lt(gm.clone(), int(p.m)),
-                            lt(gk.clone(), int(p.k)),
-                        );
-                        s.guarded_tile_load(
-                            a,
-                            &p.access_a,
-                            vec![gm, gk, bi.clone()],
-                            cond,
-                            dt,
-                            dt,
-                            &sa,
-                            vec![am, ak],
-                        )?;
-                        let (bn, bk) = if p.b_n_fast {
-                            split(s, TC_BN)
-                        } else {
-                            let (kk, nn) = split(s, TC_BK);
-                            (nn, kk)
-                        };
-                        let gk2 = s.let_("gk", Ty::Idx, add(k0.clone(), bk.clone()));
-                        let gn = s.let_("gn", Ty::Idx, add(n0.clone(), bn.clone()));
-                        let cond = Expr::idx(
-                            IdxOp::And,
-                            lt(gk2.clone(), int(p.k)),
-                            lt(gn.clone(), int(p.n)),
-                        );
-                        s.guarded_tile_load(
-                            bv,
-                            &p.access_b,
-                            vec![gk2, gn, bi.clone()],
-                            cond,
-                            dt,
-                            dt,
-                            &sb,
-                            vec![bn, bk],
-                        )
-                    })?;
+                    let tiles = [
+                        TileLoad {
+                            v: a,
+                            access: p.access_a.clone(),
+                            rows: TC_BM,
+                            extent: p.m,
+                            row0: m0.clone(),
+                            row_pos: 0,
+                            k_fast: p.a_k_fast,
+                            smem: sa.clone(),
+                            strides: (sa_r, sa_k),
+                        },
+                        TileLoad {
+                            v: bv,
+                            access: p.access_b.clone(),
+                            rows: TC_BN,
+                            extent: p.n,
+                            row0: n0.clone(),
+                            row_pos: 1,
+                            k_fast: !p.b_n_fast,
+                            smem: sb.clone(),
+                            strides: (sb_r, sb_k),
+                        },
+                    ];
+                    for t in &tiles {
+                        s.tc_tile_load(t, &k0, &bi, p.k, dt)?;
+                    }
                     s.out.push(Stmt::Sync);
                     unrolled(s, "ks", TC_BK / 16, &mut |s, ks| {
                         unrolled(s, "i", TC_MT, &mut |s, i| {
@@ -1719,5 +1757,190 @@ impl Builder<'_, '_> {
                 })
             },
         )
+    }
+}
+
+/// One operand tile of the tensor-core matmul: `rows x TC_BK` elements of `v` into `smem`.
+struct TileLoad {
+    v: ValueId,
+    /// `(m, k, batch)` for A, `(k, n, batch)` for B → the operand's index.
+    access: Layout,
+    rows: u64,
+    /// M or N.
+    extent: u64,
+    row0: Expr,
+    /// Where the row coordinate sits in `access`'s coordinate (0 for A, 1 for B).
+    row_pos: usize,
+    /// Whether K is the operand's contiguous dimension.
+    k_fast: bool,
+    smem: String,
+    /// The shared tile's (row, k) strides.
+    strides: (i64, i64),
+}
+
+/// `layout` with mode `fast` (which must be `size:1`, size a multiple of `w`) split into a
+/// leading `w:1` vector mode and `(size/w):w`, when every other stride is a multiple of `w`.
+fn vector_layout(layout: &Layout, fast: usize, w: i64) -> Option<Layout> {
+    let modes = layout.modes();
+    let f = coalesce(modes.get(fast)?).ok()?;
+    let size = match f.leaves().as_slice() {
+        [(s, 1)] if s % w == 0 => *s,
+        _ => return None,
+    };
+    let aligned = modes
+        .iter()
+        .enumerate()
+        .all(|(i, m)| i == fast || m.leaves().iter().all(|&(s, d)| s == 1 || d % w == 0));
+    if !aligned {
+        return None;
+    }
+    let mut out = vec![Layout::int(w, 1).ok()?];
+    for (i, m) in modes.into_iter().enumerate() {
+        out.push(if i == fast {
+            Layout::int(size / w, w).ok()?
+        } else {
+            m
+        });
+    }
+    Layout::concat(&out).ok()
+}
+
+impl Builder<'_, '_> {
+    /// Fills one shared tile for K step `k0`: 16-byte copies when the operand is a buffer (or
+    /// views of one) whose contiguous dimension allows it, element by element otherwise; out of
+    /// range elements are zero.
+    fn tc_tile_load(&mut self, t: &TileLoad, k0: &Expr, bi: &Expr, kdim: u64, dt: DType) -> R<()> {
+        const W: u64 = 8;
+        let k_pos = 1 - t.row_pos;
+        let coord_of = |row: Expr, k: Expr| -> Vec<Expr> {
+            let mut c = vec![Expr::Int(0), Expr::Int(0), bi.clone()];
+            c[t.row_pos] = row;
+            c[k_pos] = k;
+            c
+        };
+        let fast_pos = if t.k_fast { k_pos } else { t.row_pos };
+        let (r_st, k_st) = t.strides;
+        let vector = if dt.size_bytes() * W == 16 {
+            self.resolve(t.v, &t.access)
+                .and_then(|(buf, l)| vector_layout(&l, fast_pos, W as i64).map(|vl| (buf, vl)))
+        } else {
+            None
+        };
+        let unrolled =
+            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
+                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+                    f(s, i)
+                })
+            };
+        let e_of = |s: &mut Self, l: Expr| {
+            s.let_(
+                "e",
+                Ty::Idx,
+                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+            )
+        };
+        let split = |s: &mut Self, e: &Expr, fast: u64| -> (Expr, Expr) {
+            let lo = s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
+            let hi = s.let_("hi", Ty::Idx, Expr::idx(IdxOp::Div, e.clone(), int(fast)));
+            (lo, hi)
+        };
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let Some((buf, gl)) = vector else {
+            let per_thread = t.rows * TC_BK / u64::from(THREADS);
+            return unrolled(self, "l", per_thread, &mut |s, l| {
+                let e = e_of(s, l);
+                // Consecutive threads walk the operand's contiguous dimension.
+                let (rr, kk) = if t.k_fast {
+                    let (kk, rr) = split(s, &e, TC_BK);
+                    (rr, kk)
+                } else {
+                    split(s, &e, t.rows)
+                };
+                let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr.clone()));
+                let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk.clone()));
+                let cond = Expr::idx(
+                    IdxOp::And,
+                    lt(grow.clone(), int(t.extent)),
+                    lt(gk.clone(), int(kdim)),
+                );
+                s.guarded_tile_load(
+                    t.v,
+                    &t.access,
+                    coord_of(grow, gk),
+                    cond,
+                    dt,
+                    dt,
+                    &t.smem,
+                    vec![rr, kk],
+                )
+            });
+        };
+        let g = self.global(buf, gl);
+        let sv_layout = if t.k_fast {
+            concat(&[
+                li(W, 1)?,
+                li(t.rows, r_st)?,
+                li(TC_BK / W, W as i64 * k_st)?,
+            ])?
+        } else {
+            concat(&[
+                li(W, 1)?,
+                li(t.rows / W, W as i64 * r_st)?,
+                li(TC_BK, k_st)?,
+            ])?
+        };
+        let sv = self.tensor(Space::View(t.smem.clone()), dt, sv_layout);
+        let per_thread = t.rows * TC_BK / W / u64::from(THREADS);
+        unrolled(self, "l", per_thread, &mut |s, l| {
+            let e = e_of(s, l);
+            let (rr, kk, scoord) = if t.k_fast {
+                let (kv, rr) = split(s, &e, TC_BK / W);
+                let kk = s.let_("kk", Ty::Idx, mul(kv.clone(), int(W)));
+                (rr.clone(), kk, vec![rr, kv])
+            } else {
+                let (rv, kk) = split(s, &e, t.rows / W);
+                let rr = s.let_("rr", Ty::Idx, mul(rv.clone(), int(W)));
+                (rr, kk.clone(), vec![rv, kk])
+            };
+            let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr.clone()));
+            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk.clone()));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(grow.clone(), int(t.extent)),
+                lt(gk.clone(), int(kdim)),
+            );
+            let mut gcoord = coord_of(grow, gk);
+            gcoord[fast_pos] = Expr::idx(IdxOp::Div, gcoord[fast_pos].clone(), int(W));
+            let body = vec![Stmt::Copy {
+                width: W as u32,
+                dst: kir::Frag {
+                    tensor: sv.clone(),
+                    at: scoord,
+                },
+                src: kir::Frag {
+                    tensor: g.clone(),
+                    at: gcoord,
+                },
+            }];
+            // Out of range: zeros, element by element.
+            let (smem, rr2, kk2) = (t.smem.clone(), rr.clone(), kk.clone());
+            let orelse = s.block(|s| {
+                unrolled(s, "z", W, &mut |s, z| {
+                    let coord = if t.k_fast {
+                        vec![rr2.clone(), add(kk2.clone(), z)]
+                    } else {
+                        vec![add(rr2.clone(), z), kk2.clone()]
+                    };
+                    s.out.push(Stmt::Store {
+                        tensor: smem.clone(),
+                        coord,
+                        value: lit(dt, 0.0),
+                    });
+                    Ok(())
+                })
+            })?;
+            s.out.push(Stmt::If { cond, body, orelse });
+            Ok(())
+        })
     }
 }

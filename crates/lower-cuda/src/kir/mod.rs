@@ -196,7 +196,16 @@ pub enum Stmt {
         body: Vec<Stmt>,
     },
     /// `if cond { ... }`.
-    If { cond: Expr, body: Vec<Stmt> },
+    If {
+        cond: Expr,
+        body: Vec<Stmt>,
+        /// `} else {`: run when `cond` is false (may be empty).
+        orelse: Vec<Stmt>,
+    },
+    /// `copy.N %dst[c..], %src[c..]`: copies the N elements of mode 0 of `src` to mode 0 of
+    /// `dst`, as one vector access. Mode 0 of both tensors is `N:1` and every other stride is a
+    /// multiple of N, so the access is N-element aligned whatever the coordinates.
+    Copy { width: u32, dst: Frag, src: Frag },
     /// `sync`: a barrier of the whole block.
     Sync,
     /// `%v : ty = block_reduce.OP expr`: every thread of the block contributes its value and

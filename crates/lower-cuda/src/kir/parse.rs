@@ -281,11 +281,33 @@ impl<'a> Parser<'a> {
 
     /// Statements up to and including the closing `}` line.
     fn block(&mut self) -> Result<Vec<Stmt>, ParseError> {
+        let (body, has_else) = self.block_or_else()?;
+        if has_else {
+            let line = self.lines[self.pos - 1].0;
+            return Err(ParseError {
+                line,
+                col: 1,
+                message: "`else` without `if`".into(),
+            });
+        }
+        Ok(body)
+    }
+
+    /// Statements up to a `}` line (false) or a `} else {` line (true), consumed.
+    fn block_or_else(&mut self) -> Result<(Vec<Stmt>, bool), ParseError> {
         let mut body = vec![];
         loop {
             if self.peek_is_close() {
                 self.pos += 1;
-                return Ok(body);
+                return Ok((body, false));
+            }
+            if self
+                .lines
+                .get(self.pos)
+                .is_some_and(|(_, l)| l.split_whitespace().eq(["}", "else", "{"]))
+            {
+                self.pos += 1;
+                return Ok((body, true));
             }
             let c = self.next_line()?;
             body.push(self.stmt(c)?);
@@ -369,12 +391,23 @@ impl<'a> Parser<'a> {
                 let cond = c.expr()?;
                 c.punct("{")?;
                 c.end()?;
-                let body = self.block()?;
-                Ok(Stmt::If { cond, body })
+                let (body, has_else) = self.block_or_else()?;
+                let orelse = if has_else { self.block()? } else { vec![] };
+                Ok(Stmt::If { cond, body, orelse })
             }
             "sync" => {
                 c.end()?;
                 Ok(Stmt::Sync)
+            }
+            w if w.starts_with("copy.") => {
+                let width = w["copy.".len()..]
+                    .parse::<u32>()
+                    .map_err(|_| c.err_at(0, format!("bad copy width in `{w}`")))?;
+                let dst = c.frag()?;
+                c.punct(",")?;
+                let src = c.frag()?;
+                c.end()?;
+                Ok(Stmt::Copy { width, dst, src })
             }
             "mma.m16n8k16" => {
                 let d = c.frag()?;

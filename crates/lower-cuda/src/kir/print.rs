@@ -132,10 +132,18 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
             print_block(out, body, depth + 1);
             let _ = writeln!(out, "{pad}}}");
         }
-        Stmt::If { cond, body } => {
+        Stmt::If { cond, body, orelse } => {
             let _ = writeln!(out, "{pad}if {} {{", expr(cond));
             print_block(out, body, depth + 1);
+            if !orelse.is_empty() {
+                let _ = writeln!(out, "{pad}}} else {{");
+                print_block(out, orelse, depth + 1);
+            }
             let _ = writeln!(out, "{pad}}}");
+        }
+        Stmt::Copy { width, dst, src } => {
+            let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
+            let _ = writeln!(out, "{pad}copy.{width} {}, {}", f(dst), f(src));
         }
         Stmt::Sync => {
             let _ = writeln!(out, "{pad}sync");

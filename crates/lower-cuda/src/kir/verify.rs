@@ -354,11 +354,38 @@ impl<'k> Checker<'k> {
                 self.scopes.pop();
                 Ok(())
             }
-            Stmt::If { cond, body } => {
+            Stmt::If { cond, body, orelse } => {
                 if self.expr(cond)? != Ty::Elem(DType::I1) {
                     return Err("the condition of `if` must be i1".into());
                 }
-                self.block(body)
+                self.block(body)?;
+                self.block(orelse)
+            }
+            Stmt::Copy { width, dst, src } => {
+                let w = i64::from(*width);
+                let (td, ts) = (self.vector(dst, w)?, self.vector(src, w)?);
+                if td.dtype != ts.dtype {
+                    return Err(format!(
+                        "copy between %{} ({}) and %{} ({})",
+                        dst.tensor, td.dtype, src.tensor, ts.dtype
+                    ));
+                }
+                if !matches!(w * td.dtype.size_bytes() as i64, 4 | 8 | 16) {
+                    return Err(format!(
+                        "copy.{w} of {} moves {} bytes; 4, 8 or 16 are supported",
+                        td.dtype,
+                        w * td.dtype.size_bytes() as i64
+                    ));
+                }
+                if matches!(td.space, Space::Const(_))
+                    || matches!(td.space, Space::Registers)
+                    || matches!(ts.space, Space::Registers)
+                {
+                    return Err(
+                        "copy moves between global and shared memory (or shared views)".into(),
+                    );
+                }
+                Ok(())
             }
             Stmt::Sync => Ok(()),
             Stmt::Mma { d, a, b } => {
@@ -390,6 +417,33 @@ impl<'k> Checker<'k> {
                 self.define(var, *ty, VarKind::Let)
             }
         }
+    }
+
+    /// A vector operand of `copy.w`: mode 0 is `w:1`, every other stride a multiple of `w`.
+    fn vector(&mut self, f: &'k Frag, w: i64) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let mode0 = t.layout.mode(0).map_err(|e| e.to_string())?;
+        let aligned = mode0.leaves() == [(w, 1)]
+            && t.layout
+                .modes()
+                .iter()
+                .skip(1)
+                .all(|m| m.leaves().iter().all(|&(_, d)| d % w == 0));
+        if w < 1 || !aligned || f.at.len() + 1 != t.layout.rank() {
+            return Err(format!(
+                "copy.{w} operand %{} needs mode 0 = {w}:1, other strides multiples of {w}, and one coordinate per other mode",
+                f.tensor
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t)
     }
 
     /// A register fragment with `values` values in mode 0; returns its dtype.
