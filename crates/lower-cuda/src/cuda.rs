@@ -193,6 +193,10 @@ __device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi)
 struct irc_sum_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct irc_max_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_max(a, b); } };
 struct irc_min_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_min(a, b); } };
+template <typename T, typename F> __device__ __forceinline__ T irc_warp_reduce(T v, F f) {
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 template <typename T, typename F> __device__ __forceinline__ T irc_block_reduce(T v, F f) {
   __shared__ T scratch[32];
   for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -477,11 +481,16 @@ impl KernelEmitter<'_> {
                     ins.join(", ")
                 );
             }
-            Stmt::BlockReduce { var, ty, op, value } => {
+            Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
                 let v = self.expr(value);
+                let scope = if matches!(s, Stmt::WarpReduce { .. }) {
+                    "warp"
+                } else {
+                    "block"
+                };
                 let _ = writeln!(
                     self.out,
-                    "{pad}const {} v_{var} = irc_block_reduce({v}, irc_{}_op());",
+                    "{pad}const {} v_{var} = irc_{scope}_reduce({v}, irc_{}_op());",
                     self.ty(*ty),
                     op.name()
                 );

@@ -216,6 +216,14 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
+    /// `%v : ty = warp_reduce.OP expr`: as `block_reduce`, over the 32 threads of a warp;
+    /// every thread of the warp must reach it.
+    WarpReduce {
+        var: String,
+        ty: Ty,
+        op: ReduceOp,
+        value: Expr,
+    },
     /// `mma.m16n8k16 %d[c..], %a[c..], %b[c..]`: one warp-wide tensor-core
     /// `mma.sync.aligned.m16n8k16` (f16 or bf16 inputs, f32 accumulate), `d += a * b`. Each
     /// operand is a register tensor whose mode 0 holds the thread's fragment values (d: 4, a: 8,

@@ -327,8 +327,11 @@ impl<'a> Parser<'a> {
             let ty = c.ty()?;
             c.punct("=")?;
             c.skip_ws();
-            if c.rest().starts_with("block_reduce.") {
-                c.pos += "block_reduce.".len();
+            let scope = ["block_reduce.", "warp_reduce."]
+                .into_iter()
+                .find(|p| c.rest().starts_with(p));
+            if let Some(prefix) = scope {
+                c.pos += prefix.len();
                 let op = match c.word()?.as_str() {
                     "sum" => ReduceOp::Sum,
                     "max" => ReduceOp::Max,
@@ -337,7 +340,11 @@ impl<'a> Parser<'a> {
                 };
                 let value = c.expr()?;
                 c.end()?;
-                return Ok(Stmt::BlockReduce { var, ty, op, value });
+                return Ok(if prefix == "warp_reduce." {
+                    Stmt::WarpReduce { var, ty, op, value }
+                } else {
+                    Stmt::BlockReduce { var, ty, op, value }
+                });
             }
             let value = c.expr()?;
             c.end()?;

@@ -152,10 +152,15 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
             let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
             let _ = writeln!(out, "{pad}mma.m16n8k16 {}, {}, {}", f(d), f(a), f(b));
         }
-        Stmt::BlockReduce { var, ty, op, value } => {
+        Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
+            let scope = if matches!(s, Stmt::WarpReduce { .. }) {
+                "warp"
+            } else {
+                "block"
+            };
             let _ = writeln!(
                 out,
-                "{pad}%{var} : {} = block_reduce.{} {}",
+                "{pad}%{var} : {} = {scope}_reduce.{} {}",
                 ty.name(),
                 op.name(),
                 expr(value)

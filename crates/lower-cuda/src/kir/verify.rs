@@ -402,7 +402,7 @@ impl<'k> Checker<'k> {
                 }
                 Ok(())
             }
-            Stmt::BlockReduce { var, ty, value, .. } => {
+            Stmt::BlockReduce { var, ty, value, .. } | Stmt::WarpReduce { var, ty, value, .. } => {
                 let t = self.expr(value)?;
                 if t != *ty
                     || !matches!(
