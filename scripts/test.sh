@@ -4,6 +4,10 @@
 #
 # - pycute (the CuTe reference, from the nvidia-cutlass wheel) goes into .venv-pycute for the
 #   layout algebra's differential test; IRC_PYCUTE_PYTHON points the test at it.
+# - NVRTC, the CUDA headers and ptxas (CUDA 13.0 wheels from PyPI) go into .venv-cuda for the
+#   compile test of the emitted CUDA (crates/runtime/tests/emitted_cuda.rs); IRC_NVRTC_LIB_DIR,
+#   LD_LIBRARY_PATH, IRC_CUDA_INCLUDE and IRC_PTXAS point the tests at them. No GPU is needed.
+#   GPU tests run only with IRC_GPU_TESTS=1.
 # - Tests run under cargo-nextest when it is installed, else under cargo test; doctests always
 #   run under cargo test (nextest does not run them).
 set -euo pipefail
@@ -36,7 +40,34 @@ setup_pycute() {
     say "pycute: $("$IRC_PYCUTE_PYTHON" -c 'import pycute, sys; print(sys.executable)')"
 }
 
+setup_cuda() {
+    local venv=.venv-cuda
+    local pins=("nvidia-cuda-nvrtc==13.0.*" "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-crt==13.0.*" "nvidia-cuda-nvcc==13.0.*")
+    local nv="$venv/lib/python3*/site-packages/nvidia/cu13"
+    # shellcheck disable=SC2086
+    if ! ls $nv/lib/libnvrtc.so.* $nv/include/cuda_bf16.h $nv/bin/ptxas >/dev/null 2>&1; then
+        need_python
+        say "creating $venv with NVRTC, the CUDA headers and ptxas (${pins[*]})"
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv" 2>/dev/null; then
+            say "python3 -m venv failed; installing python3-venv (apt)"
+            apt-get update -qq && apt-get install -y -qq python3-venv
+            python3 -m venv "$venv"
+        fi
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
+    fi
+    local root
+    # shellcheck disable=SC2086
+    root="$(cd $nv && pwd)"
+    export IRC_NVRTC_LIB_DIR="$root/lib"
+    export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export IRC_CUDA_INCLUDE="$root/include"
+    export IRC_PTXAS="$root/bin/ptxas"
+    say "CUDA toolchain: $("$IRC_PTXAS" --version | tail -1) in $root"
+}
+
 setup_pycute
+setup_cuda
 
 say "doctests: cargo test --workspace --doc"
 cargo test --workspace --doc
