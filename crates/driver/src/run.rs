@@ -29,6 +29,8 @@ pub struct RunArgs {
     /// Run the graph exactly as written, without the optimizing pipeline.
     #[arg(long)]
     pub no_passes: bool,
+    #[command(flatten)]
+    pub passes: crate::opt::PassArgs,
 }
 
 pub fn run(args: &RunArgs) -> Result<bool> {
@@ -38,13 +40,21 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     } else {
         args.input.as_str()
     };
-    let module = match irc_frontend::parse_module(&text) {
+    let pm = if args.no_passes {
+        None
+    } else {
+        args.passes.manager(true)?
+    };
+    let mut module = match irc_frontend::parse_module(&text) {
         Ok(m) => m,
         Err(diags) => {
             eprint!("{}", render_errors(&Source { name, text: &text }, &diags));
             return Ok(false);
         }
     };
+    if let Some(pm) = &pm {
+        args.passes.run_on(pm, &mut module)?;
+    }
     let names: Vec<&str> = module.graphs.iter().map(|g| g.name.as_str()).collect();
     let graph = match (&args.graph, module.graphs.as_slice()) {
         (Some(n), _) => {
@@ -60,9 +70,6 @@ pub fn run(args: &RunArgs) -> Result<bool> {
             names.join(", @")
         ),
     };
-    // The optimizing pipeline does not exist yet (crates/passes); both modes run the graph as
-    // written.
-    let _ = args.no_passes;
     let mut given: Vec<Option<PathBuf>> = vec![None; graph.params.len()];
     let param_names: Vec<String> = graph
         .params
