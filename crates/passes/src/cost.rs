@@ -19,8 +19,10 @@
 //! - a value read by two or more statements is materialized (no recomputation);
 //! - **views** (transpose, reshape, broadcast) are free: the consumer reads its input through
 //!   a strided layout. The exceptions are a view that is a graph result, and a transpose read
-//!   by a matmul (a matmul absorbs a swap of the last two dims only through its
-//!   `transpose_a`/`transpose_b` flags, which the rules set): those are copy kernels;
+//!   by a matmul that moves the last axis (a matmul reads batch and row dims at any stride, but
+//!   its operands' inner dim must stay contiguous; a swap of the last two dims is absorbed only
+//!   through the `transpose_a`/`transpose_b` flags, which the rules set): those are copy
+//!   kernels;
 //! - elementwise ops and casts fuse into their single consumer (prologue) or producer
 //!   (epilogue) and are not materialized;
 //! - anchors (matmul, reductions, composites) end a kernel when read by another anchor; read
@@ -181,6 +183,14 @@ fn flops(d: &Dag, i: usize) -> (f64, f64) {
     }
 }
 
+/// A transpose that moves the last (contiguous) axis: a matmul cannot read it as a strided
+/// operand, only through its transpose flags.
+fn moves_last_axis(n: &Node) -> bool {
+    n.is(OpKind::Transpose)
+        && n.ints("perm")
+            .is_some_and(|p| p.last().is_some_and(|&l| l as usize + 1 != p.len()))
+}
+
 /// Which statements are materialized (see the module doc).
 pub fn materialized(d: &Dag) -> Vec<bool> {
     let n = d.nodes.len();
@@ -204,7 +214,7 @@ pub fn materialized(d: &Dag) -> Vec<bool> {
             Kind::Immediate => false,
             Kind::View => {
                 is_result[i]
-                    || (d.nodes[i].node.is(OpKind::Transpose)
+                    || (moves_last_axis(&d.nodes[i].node)
                         && consumers[i]
                             .iter()
                             .any(|&c| d.nodes[c].node.is(OpKind::Matmul)))
@@ -240,7 +250,26 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         return INFINITY;
     }
     let mat = materialized(d);
-    let mut total: Cost = 0;
+    // One picosecond per statement breaks ties toward the smaller graph.
+    let statements = d
+        .nodes
+        .iter()
+        .filter(|n| !matches!(n.node.head, Head::Param(_)))
+        .count();
+    // And toward the matmul flags over a transpose that a matmul reads (fused into its
+    // producer's store it may cost no kernel, but the flag form is never worse).
+    let flaggable = d
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| moves_last_axis(&n.node))
+        .filter(|(i, _)| {
+            d.nodes
+                .iter()
+                .any(|c| c.node.is(OpKind::Matmul) && c.children.contains(i))
+        })
+        .count();
+    let mut total: Cost = (statements + flaggable) as Cost;
     let mut seen = HashSet::new();
     for i in 0..d.nodes.len() {
         if !mat[i] || kind(&d.nodes[i].node) == Kind::Memory {

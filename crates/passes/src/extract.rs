@@ -1,16 +1,21 @@
 //! DAG-aware extraction: choose one e-node per e-class so that the selected graph's
 //! [`dag_cost`] — where a shared producer is counted once — is as small as we can find.
 //!
-//! egg's `Extractor` minimizes tree cost (a producer feeding two consumers is paid twice), so
-//! it can prefer recomputing a value to sharing it. Here a tree-cost pass only seeds the
-//! selection; a local search then swaps one class's node at a time and keeps a swap when the
-//! whole selected DAG gets cheaper, until a round changes nothing (or `max_rounds`). Each
-//! evaluation is exact on the DAG; the search is exact whenever the best selection is reached
-//! by single swaps, which holds for the graphs our rules produce (alternatives differ locally).
+//! egg's `Extractor` minimizes tree cost: a producer feeding two consumers is paid twice, so it
+//! can prefer recomputing a value to sharing it, and on a residual stream the tree cost doubles
+//! per layer until it saturates. Here a cheap bottom-up pass only seeds the selection, the
+//! input graph's own nodes are laid over the seed (so the result is never worse than the
+//! input), and a local search swaps one class's node at a time, keeping a swap when the whole
+//! selected DAG gets cheaper, until a round changes nothing (or `max_rounds`).
+//!
+//! Every evaluation is exact on the DAG. The search is not exact in general: a gain that needs
+//! several classes to change at once (an rmsnorm shared by three matmuls, each of which could
+//! absorb it) is not found, and the input's choice stays. An exact ILP extractor would find it;
+//! at a few thousand classes single swaps are what fits the time budget.
 
 use crate::cost::{Cost, Dag, DagNode, INFINITY, Target, dag_cost};
 use crate::lang::{EGraph, Head, Node};
-use egg::Id;
+use egg::{Id, Language};
 use std::collections::HashMap;
 
 /// A selection: one node per reachable class.
@@ -29,20 +34,24 @@ fn local_cost(eg: &EGraph, n: &Node) -> Cost {
     }
 }
 
-/// Tree-cost seed, as egg's extractor does: a fixed point of best costs per class.
+/// The seed: a fixed point of best costs per class, as egg's extractor computes, except that a
+/// node costs its own cost plus the *largest* of its children's, not their sum. A tree sum
+/// doubles at every shared value (a residual stream makes it exponential in depth and it
+/// saturates); the max stays finite, and a strictly positive own cost still rules out cycles.
 fn seed(eg: &EGraph) -> Choice {
     let mut best: HashMap<Id, (Cost, Node)> = HashMap::new();
     loop {
         let mut changed = false;
         for class in eg.classes() {
             for n in &class.nodes {
-                let mut c = local_cost(eg, n);
+                let mut c = 0;
                 for &ch in &n.children {
                     match best.get(&eg.find(ch)) {
-                        Some((cc, _)) => c = c.saturating_add(*cc),
+                        Some((cc, _)) => c = c.max(*cc),
                         None => c = INFINITY,
                     }
                 }
+                let c = c.saturating_add(local_cost(eg, n));
                 if c == INFINITY || eg[class.id].data.ty.is_none() {
                     continue;
                 }
@@ -121,9 +130,28 @@ pub struct Extracted {
     pub improvements: usize,
 }
 
-/// Extracts the cheapest selection found for `roots`.
-pub fn extract(t: &Target, eg: &EGraph, roots: &[Id], max_rounds: usize) -> Extracted {
+/// Extracts the cheapest selection found for `roots`, starting from the seed with
+/// `initial`'s choices (the input graph's own nodes) laid over it: the result is never worse
+/// than `initial`.
+pub fn extract(
+    t: &Target,
+    eg: &EGraph,
+    roots: &[Id],
+    initial: &[(Id, Node)],
+    max_rounds: usize,
+) -> Extracted {
     let mut choice = seed(eg);
+    let mut laid = std::collections::HashSet::new();
+    for (c, n) in initial {
+        let c = eg.find(*c);
+        let n = n.clone().map_children(|ch| eg.find(ch));
+        if laid.insert(c) && eg[c].nodes.contains(&n) {
+            choice.insert(c, n);
+        }
+    }
+    if to_dag(eg, &choice, roots).is_none() {
+        choice = seed(eg);
+    }
     let mut cost = cost_of(t, eg, &choice, roots);
     let mut improvements = 0;
     for _ in 0..max_rounds {

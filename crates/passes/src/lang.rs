@@ -226,6 +226,9 @@ pub struct Loaded {
     pub egraph: EGraph,
     pub roots: Vec<Id>,
     pub names: HashMap<Id, (Option<String>, Option<irc_ir::Provenance>)>,
+    /// The node each statement of the input was loaded as, with its class: extraction starts
+    /// from the input, so it can only improve on it.
+    pub original: Vec<(Id, Node)>,
 }
 
 /// `Graph → EGraph`. Every value becomes one e-class (two statements computing the same thing
@@ -235,6 +238,7 @@ pub fn load(g: &Graph) -> Loaded {
     let mut eg = EGraph::new(TypeAnalysis { params });
     let mut map: Vec<Option<Id>> = vec![None; g.values.len()];
     let mut names = HashMap::new();
+    let mut original = Vec::new();
     for (i, &p) in g.params.iter().enumerate() {
         let id = eg.add(Node {
             head: Head::Param(i as u32),
@@ -255,7 +259,8 @@ pub fn load(g: &Graph) -> Loaded {
             let t = g.ty(inst.result);
             n.const_ty = Some((t.shape.clone(), t.dtype));
         }
-        let id = eg.add(n);
+        let id = eg.add(n.clone());
+        original.push((id, n));
         map[inst.result.index()] = Some(id);
         names
             .entry(id)
@@ -273,6 +278,7 @@ pub fn load(g: &Graph) -> Loaded {
         egraph: eg,
         roots,
         names,
+        original,
     }
 }
 

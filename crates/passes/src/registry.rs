@@ -154,7 +154,7 @@ pub fn optimize(
         .iter()
         .map(|&r| loaded.egraph.find(r))
         .collect();
-    let ex = crate::extract::extract(target, &loaded.egraph, &roots, rounds);
+    let ex = crate::extract::extract(target, &loaded.egraph, &roots, &loaded.original, rounds);
     let before = graph_cost(target, g);
     let mut stats: Stats = report
         .fired

@@ -9,8 +9,8 @@ use irc_ir::{Attrs, OpKind, ops::Category};
 
 #[rustfmt::skip]
 pub const RULES: &[Rule] = &[
-    // matmul(a, transpose(b, swap)) = matmul{tb: !tb}(a, b)   (and the same for a)
-    Rule { name: "fold-transpose-into-matmul", equation: "matmul(a, bᵀ) = matmul{transpose_b}(a, b)", apply: fold_into_matmul },
+    // matmul(a, transpose(b, p)) = matmul{tb: !tb}(a, transpose(b, p·swap))   (and the same for a)
+    Rule { name: "fold-transpose-into-matmul", equation: "matmul(a, transpose(b, p)) = matmul{transpose_b}(a, transpose(b, p with its last two swapped))", apply: fold_into_matmul },
     // transpose(matmul(a, b), swap) = matmul{ta: !tb, tb: !ta}(b, a)
     Rule { name: "fold-transpose-of-matmul", equation: "(a·b)ᵀ = bᵀ·aᵀ, carried as operand flags", apply: fold_of_matmul },
     // transpose(transpose(x, p), q) = transpose(x, p∘q), and x when p∘q is the identity
@@ -33,6 +33,22 @@ fn perm(n: &Node) -> Option<Vec<i64>> {
     }
 }
 
+/// A transpose of `x` by `perm` with its last two axes swapped again: `transpose(x, perm)ᵀ`
+/// as one term (`x` itself when that is the identity).
+fn swapped(x: Id, perm: &[i64]) -> Option<Rhs> {
+    let r = perm.len();
+    if r < 2 {
+        return None;
+    }
+    let mut p = perm.to_vec();
+    p.swap(r - 2, r - 1);
+    Some(if is_identity(&p) {
+        Rhs::Class(x)
+    } else {
+        Rhs::transpose(Rhs::Class(x), &p)
+    })
+}
+
 fn fold_into_matmul(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
     let mut out = Vec::new();
     if !n.is(OpKind::Matmul) {
@@ -41,23 +57,13 @@ fn fold_into_matmul(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
     let (a, b) = (n.children[0], n.children[1]);
     let (ta, tb) = (n.flag("transpose_a"), n.flag("transpose_b"));
     for t in v.nodes(b, OpKind::Transpose) {
-        if perm(t).is_some_and(|p| is_swap_last_two(&p)) {
-            out.push(Rhs::matmul(
-                Rhs::Class(a),
-                Rhs::Class(t.children[0]),
-                ta,
-                !tb,
-            ));
+        if let Some(bt) = perm(t).and_then(|p| swapped(t.children[0], &p)) {
+            out.push(Rhs::matmul(Rhs::Class(a), bt, ta, !tb));
         }
     }
     for t in v.nodes(a, OpKind::Transpose) {
-        if perm(t).is_some_and(|p| is_swap_last_two(&p)) {
-            out.push(Rhs::matmul(
-                Rhs::Class(t.children[0]),
-                Rhs::Class(b),
-                !ta,
-                tb,
-            ));
+        if let Some(at) = perm(t).and_then(|p| swapped(t.children[0], &p)) {
+            out.push(Rhs::matmul(at, Rhs::Class(b), !ta, tb));
         }
     }
     out
