@@ -210,3 +210,65 @@ fn reachable_classes(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Vec<Id> {
     }
     order
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::{Node, TypeAnalysis};
+    use irc_ir::{Attrs, DType, OpKind, TensorType};
+
+    fn op(eg: &mut EGraph, k: OpKind, kids: &[Id]) -> Id {
+        eg.add(Node::op(k, &Attrs::new(), kids.to_vec()))
+    }
+
+    /// One producer feeding two consumers: `e = exp(x)` is a result, and the second result's
+    /// class holds `relu(e)` (reads e, already paid for) and `add(x, y)` (reads two other
+    /// tensors). Tree cost counts `exp` again under `relu(e)` and prefers `add`; the DAG cost
+    /// counts it once and keeps `relu(e)`.
+    #[test]
+    fn shared_producer_is_counted_once() {
+        let t = TensorType::new([1024, 1024], DType::F32);
+        let mut eg = EGraph::new(TypeAnalysis {
+            params: vec![t.clone(), t],
+        });
+        let param = |i| Node {
+            head: Head::Param(i),
+            attrs: vec![],
+            const_ty: None,
+            children: vec![],
+        };
+        let x = eg.add(param(0));
+        let y = eg.add(param(1));
+        let e = op(&mut eg, OpKind::Exp, &[x]);
+        let r = op(&mut eg, OpKind::Relu, &[e]);
+        let a = op(&mut eg, OpKind::Add, &[x, y]);
+        eg.union(r, a);
+        eg.rebuild();
+        let roots = [eg.find(e), eg.find(r)];
+        // What a tree-cost extractor (egg's, with the same local costs) picks:
+        let tree = egg::Extractor::new(&eg, TreeCost(&eg))
+            .find_best(roots[1])
+            .1;
+        assert!(
+            tree.as_ref().iter().any(|n| n.is(OpKind::Add)),
+            "tree cost prefers add: {tree:?}"
+        );
+        let ex = extract(&Target::h100(), &eg, &roots, &[], 4);
+        assert!(
+            ex.choice[&roots[1]].is(OpKind::Relu),
+            "DAG cost keeps relu(e)"
+        );
+        let d = to_dag(&eg, &ex.choice, &roots).expect("acyclic");
+        assert_eq!(d.nodes.iter().filter(|n| n.node.is(OpKind::Exp)).count(), 1);
+    }
+
+    struct TreeCost<'a>(&'a EGraph);
+    impl egg::CostFunction<Node> for TreeCost<'_> {
+        type Cost = Cost;
+        fn cost<C: FnMut(Id) -> Cost>(&mut self, n: &Node, mut costs: C) -> Cost {
+            n.children.iter().fold(local_cost(self.0, n), |acc, &c| {
+                acc.saturating_add(costs(c))
+            })
+        }
+    }
+}
