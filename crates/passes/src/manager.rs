@@ -115,7 +115,7 @@ impl PassManager {
                 pass: spec.name.clone(),
                 message: "unknown pass".into(),
             })?;
-            if ins.print_before.iter().any(|p| *p == spec.name) {
+            if ins.print_before.contains(&spec.name) {
                 snapshot(When::Before, &spec.name, &cur);
             }
             let start = Instant::now();
@@ -133,7 +133,7 @@ impl PassManager {
             }
             let changed = irc_ir::print_graph(&out) != irc_ir::print_graph(&cur);
             if ins.print_after_all
-                || ins.print_after.iter().any(|p| *p == spec.name)
+                || ins.print_after.contains(&spec.name)
                 || (ins.print_after_change && changed)
             {
                 snapshot(When::After, &spec.name, &out);

@@ -181,7 +181,7 @@ fn parse_pass(c: &mut Cursor) -> Result<PassSpec, PipelineError> {
             };
             c.expect(b'=')?;
             c.skip_ws();
-            let (vat, value) = c.word(&[b'.']);
+            let (vat, value) = c.word(b".");
             let ok = match spec.kind {
                 OptionKind::Int => value.parse::<u64>().is_ok(),
                 OptionKind::Bool => value == "true" || value == "false",

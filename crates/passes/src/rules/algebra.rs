@@ -1,7 +1,7 @@
 //! Algebra: identities, constant folding, division by a constant, and row/column scaling
 //! moved across matmul (which turns `rmsnorm(x, g) @ W` into a matmul and a row scale).
 
-use super::{composite_axis, reduce_axes};
+use super::composite_axis;
 use crate::eqsat::{Rhs, Rule, View};
 use crate::lang::Node;
 use egg::Id;
@@ -329,6 +329,5 @@ fn rmsnorm_matmul(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
             inv_rms(v, x, rank - 1, rmsnorm_eps(v, r)),
         ));
     }
-    let _ = reduce_axes;
     out
 }

@@ -201,9 +201,9 @@ fn opmath_casts(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
     };
     let mut out = vec![];
     for c in v.eg[n.children[0]].nodes.iter() {
-        if c.kind().map(|k| k.category()) != Some(Category::Composite) {
+        let Some(kind) = c.kind().filter(|k| k.category() == Category::Composite) else {
             continue;
-        }
+        };
         if v.ty(n.children[0]).dtype != irc_ir::opmath_dtype(d) || irc_ir::opmath_dtype(d) == d {
             continue;
         }
@@ -227,7 +227,7 @@ fn opmath_casts(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
                 );
             }
             out.push(Rhs::op(
-                c.kind().unwrap_or(OpKind::Softmax),
+                kind,
                 attrs,
                 sources.into_iter().map(Rhs::Class).collect(),
             ));
