@@ -184,6 +184,11 @@ pub fn extract(
                 }
             }
         }
+        let unshared = unshare(t, eg, roots, &mut choice, &mut cost);
+        if unshared > 0 {
+            improvements += unshared;
+            improved = true;
+        }
         if !improved {
             break;
         }
@@ -193,6 +198,74 @@ pub fn extract(
         cost,
         improvements,
     }
+}
+
+/// The one move single swaps cannot make: stop using a shared producer. For each selected
+/// class read by two or more selected classes, switch every reader to its cheapest
+/// alternative that does not read it (so the producer drops out of the DAG), and keep the
+/// result if the whole DAG got cheaper. This is what lets one `rmsnorm` feeding three matmuls
+/// be absorbed by all three at once. Returns how many such moves it kept.
+fn unshare(t: &Target, eg: &EGraph, roots: &[Id], choice: &mut Choice, cost: &mut Cost) -> usize {
+    let mut kept = 0;
+    let reachable = reachable_classes(eg, choice, roots);
+    let mut readers: HashMap<Id, Vec<Id>> = HashMap::new();
+    for &c in &reachable {
+        let Some(n) = choice.get(&c) else { continue };
+        for &ch in &n.children {
+            let ch = eg.find(ch);
+            let list = readers.entry(ch).or_default();
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
+    }
+    let root_set: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
+    let mut shared: Vec<(Id, Vec<Id>)> = readers
+        .into_iter()
+        .filter(|(p, users)| users.len() >= 2 && !root_set.contains(p))
+        .collect();
+    shared.sort();
+    for (p, users) in shared {
+        let mut trial = choice.clone();
+        let mut ok = true;
+        for &u in &users {
+            let mut best: Option<(Cost, Node)> = None;
+            for n in &eg[u].nodes {
+                if n.children
+                    .iter()
+                    .any(|&ch| eg.find(ch) == p || !trial.contains_key(&eg.find(ch)))
+                {
+                    continue;
+                }
+                let old = trial.insert(u, n.clone());
+                let c = cost_of(t, eg, &trial, roots);
+                if let Some(old) = old {
+                    trial.insert(u, old);
+                }
+                if best.as_ref().is_none_or(|(bc, _)| c < *bc) {
+                    best = Some((c, n.clone()));
+                }
+            }
+            match best {
+                Some((_, n)) => {
+                    trial.insert(u, n);
+                }
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            let c = cost_of(t, eg, &trial, roots);
+            if c < *cost {
+                *choice = trial;
+                *cost = c;
+                kept += 1;
+            }
+        }
+    }
+    kept
 }
 
 fn reachable_classes(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Vec<Id> {
