@@ -40,7 +40,6 @@
 
 use crate::lang::{Head, Node};
 use irc_ir::{DType, OpKind, TensorType, ops::Category};
-use std::collections::HashSet;
 
 /// Picoseconds.
 pub type Cost = u64;
@@ -194,12 +193,21 @@ fn moves_last_axis(n: &Node) -> bool {
 /// Which statements are materialized (see the module doc).
 pub fn materialized(d: &Dag) -> Vec<bool> {
     let n = d.nodes.len();
-    let mut consumers: Vec<Vec<usize>> = vec![vec![]; n];
-    for (i, node) in d.nodes.iter().enumerate() {
-        for &c in &node.children {
-            if !consumers[c].contains(&i) {
-                consumers[c].push(i);
+    // Per statement: how many distinct statements read it, and whether a matmul or an anchor
+    // is among them.
+    let mut readers = vec![0u32; n];
+    let mut read_by_matmul = vec![false; n];
+    let mut read_by_anchor = vec![false; n];
+    for node in &d.nodes {
+        let anchor = kind(&node.node) == Kind::Anchor;
+        let matmul = node.node.is(OpKind::Matmul);
+        for (k, &c) in node.children.iter().enumerate() {
+            if node.children[..k].contains(&c) {
+                continue;
             }
+            readers[c] += 1;
+            read_by_matmul[c] |= matmul;
+            read_by_anchor[c] |= anchor;
         }
     }
     let mut is_result = vec![false; n];
@@ -212,19 +220,9 @@ pub fn materialized(d: &Dag) -> Vec<bool> {
         mat[i] = match kinds[i] {
             Kind::Memory => true,
             Kind::Immediate => false,
-            Kind::View => {
-                is_result[i]
-                    || (moves_last_axis(&d.nodes[i].node)
-                        && consumers[i]
-                            .iter()
-                            .any(|&c| d.nodes[c].node.is(OpKind::Matmul)))
-            }
-            Kind::Elementwise => is_result[i] || consumers[i].len() >= 2,
-            Kind::Anchor => {
-                is_result[i]
-                    || consumers[i].len() >= 2
-                    || consumers[i].iter().any(|&c| kinds[c] == Kind::Anchor)
-            }
+            Kind::View => is_result[i] || (moves_last_axis(&d.nodes[i].node) && read_by_matmul[i]),
+            Kind::Elementwise => is_result[i] || readers[i] >= 2,
+            Kind::Anchor => is_result[i] || readers[i] >= 2 || read_by_anchor[i],
         };
     }
     // An anchor reached from a matmul operand through fused prologue ops is materialized.
@@ -270,7 +268,7 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         })
         .count();
     let mut total: Cost = (statements + flaggable) as Cost;
-    let mut seen = HashSet::new();
+    let mut seen = vec![usize::MAX; d.nodes.len()];
     for i in 0..d.nodes.len() {
         if !mat[i] || kind(&d.nodes[i].node) == Kind::Memory {
             continue;
@@ -278,10 +276,10 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         let bytes_out = d.nodes[i].ty.as_ref().map_or(0, |t| t.size_bytes());
         let (mut tf, mut cf) = flops(d, i);
         let mut bytes = bytes_out as f64;
-        seen.clear();
+
         let mut stack: Vec<usize> = d.nodes[i].children.clone();
         while let Some(j) = stack.pop() {
-            if !seen.insert(j) {
+            if std::mem::replace(&mut seen[j], i) == i {
                 continue;
             }
             if mat[j] {

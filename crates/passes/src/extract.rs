@@ -21,6 +21,12 @@ use std::collections::HashMap;
 /// A selection: one node per reachable class.
 pub type Choice = HashMap<Id, Node>;
 
+const NONE: u32 = u32::MAX;
+
+/// A selection as the search keeps it: for each class id, the index of the chosen node in
+/// the class (`NONE` for none). Cheap to copy and to look up.
+type Sel = Vec<u32>;
+
 /// The seed's local cost of a node: strictly positive, so a cyclic choice never wins.
 fn local_cost(eg: &EGraph, n: &Node) -> Cost {
     let bytes = |id: Id| eg[id].data.ty.as_ref().map_or(0, |t| t.size_bytes());
@@ -34,29 +40,35 @@ fn local_cost(eg: &EGraph, n: &Node) -> Cost {
     }
 }
 
+fn id_bound(eg: &EGraph) -> usize {
+    eg.classes()
+        .map(|c| usize::from(c.id))
+        .max()
+        .map_or(0, |m| m + 1)
+}
+
 /// The seed: a fixed point of best costs per class, as egg's extractor computes, except that a
 /// node costs its own cost plus the *largest* of its children's, not their sum. A tree sum
 /// doubles at every shared value (a residual stream makes it exponential in depth and it
 /// saturates); the max stays finite, and a strictly positive own cost still rules out cycles.
-fn seed(eg: &EGraph) -> Choice {
-    let mut best: HashMap<Id, (Cost, Node)> = HashMap::new();
+fn seed(eg: &EGraph) -> Sel {
+    let n = id_bound(eg);
+    let mut best: Vec<(Cost, u32)> = vec![(INFINITY, NONE); n];
     loop {
         let mut changed = false;
         for class in eg.classes() {
-            for n in &class.nodes {
-                let mut c = 0;
-                for &ch in &n.children {
-                    match best.get(&eg.find(ch)) {
-                        Some((cc, _)) => c = c.max(*cc),
-                        None => c = INFINITY,
-                    }
+            if class.data.ty.is_none() {
+                continue;
+            }
+            for (i, node) in class.nodes.iter().enumerate() {
+                let mut c: Cost = 0;
+                for &ch in &node.children {
+                    c = c.max(best[usize::from(eg.find(ch))].0);
                 }
-                let c = c.saturating_add(local_cost(eg, n));
-                if c == INFINITY || eg[class.id].data.ty.is_none() {
-                    continue;
-                }
-                if best.get(&class.id).is_none_or(|(old, _)| c < *old) {
-                    best.insert(class.id, (c, n.clone()));
+                let c = c.saturating_add(local_cost(eg, node));
+                let slot = &mut best[usize::from(class.id)];
+                if c < slot.0 {
+                    *slot = (c, i as u32);
                     changed = true;
                 }
             }
@@ -65,61 +77,97 @@ fn seed(eg: &EGraph) -> Choice {
             break;
         }
     }
-    best.into_iter().map(|(k, (_, n))| (k, n)).collect()
+    best.into_iter().map(|(_, i)| i).collect()
 }
 
-/// The selected DAG reachable from `roots`, or `None` if the choice has a cycle or a hole.
-pub fn to_dag(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Option<Dag> {
-    let mut index: HashMap<Id, usize> = HashMap::new();
+fn chosen<'a>(eg: &'a EGraph, sel: &Sel, c: Id) -> Option<&'a Node> {
+    let i = *sel.get(usize::from(c))?;
+    if i == NONE {
+        None
+    } else {
+        eg[c].nodes.get(i as usize)
+    }
+}
+
+/// The selected DAG reachable from `roots`, or `None` if the selection has a cycle or a hole.
+fn sel_to_dag(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Option<Dag> {
+    let n = sel.len();
+    let mut index = vec![NONE; n];
+    let mut on_path = vec![false; n];
     let mut d = Dag::default();
-    let mut state: HashMap<Id, bool> = HashMap::new(); // false: on the path, true: done
     for &root in roots {
         let root = eg.find(root);
         let mut stack = vec![(root, false)];
         while let Some((c, expanded)) = stack.pop() {
-            if state.get(&c) == Some(&true) && !expanded {
+            let ci = usize::from(c);
+            if index[ci] != NONE {
                 continue;
             }
-            let n = choice.get(&c)?;
+            let node = chosen(eg, sel, c)?;
             if !expanded {
-                if state.get(&c) == Some(&false) {
+                if on_path[ci] {
                     return None;
                 }
-                state.insert(c, false);
+                on_path[ci] = true;
                 stack.push((c, true));
-                for &ch in n.children.iter().rev() {
+                for &ch in node.children.iter().rev() {
                     let ch = eg.find(ch);
-                    match state.get(&ch) {
-                        Some(true) => {}
-                        Some(false) => return None,
-                        None => stack.push((ch, false)),
+                    if on_path[usize::from(ch)] && index[usize::from(ch)] == NONE {
+                        return None;
+                    }
+                    if index[usize::from(ch)] == NONE {
+                        stack.push((ch, false));
                     }
                 }
                 continue;
             }
-            if state.get(&c) == Some(&true) {
-                continue;
-            }
-            let children = n
+            on_path[ci] = false;
+            let children = node
                 .children
                 .iter()
-                .map(|&ch| index.get(&eg.find(ch)).copied())
+                .map(|&ch| {
+                    let k = index[usize::from(eg.find(ch))];
+                    (k != NONE).then_some(k as usize)
+                })
                 .collect::<Option<Vec<_>>>()?;
-            index.insert(c, d.nodes.len());
+            index[ci] = d.nodes.len() as u32;
             d.nodes.push(DagNode {
-                node: n.clone(),
+                node: node.clone(),
                 ty: eg[c].data.ty.clone(),
                 children,
             });
-            state.insert(c, true);
         }
-        d.results.push(index[&root]);
+        d.results.push(index[usize::from(root)] as usize);
     }
     Some(d)
 }
 
-fn cost_of(t: &Target, eg: &EGraph, choice: &Choice, roots: &[Id]) -> Cost {
-    to_dag(eg, choice, roots).map_or(INFINITY, |d| dag_cost(t, &d))
+fn to_sel(eg: &EGraph, choice: &Choice) -> Sel {
+    let mut sel = vec![NONE; id_bound(eg)];
+    for (&c, n) in choice {
+        let c = eg.find(c);
+        let n = n.clone().map_children(|ch| eg.find(ch));
+        if let Some(i) = eg[c].nodes.iter().position(|m| *m == n) {
+            sel[usize::from(c)] = i as u32;
+        }
+    }
+    sel
+}
+
+fn to_choice(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Choice {
+    reachable_classes(eg, sel, roots)
+        .into_iter()
+        .filter_map(|c| chosen(eg, sel, c).map(|n| (c, n.clone())))
+        .collect()
+}
+
+/// The selected DAG reachable from `roots`, or `None` if the choice has a cycle or a hole.
+pub fn to_dag(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Option<Dag> {
+    sel_to_dag(eg, &to_sel(eg, choice), roots)
+}
+
+fn cost_of(t: &Target, eg: &EGraph, sel: &Sel, roots: &[Id]) -> Cost {
+    sel_to_dag(eg, sel, roots).map_or(INFINITY, |d| dag_cost(t, &d))
 }
 
 /// What extraction found.
@@ -140,51 +188,51 @@ pub fn extract(
     initial: &[(Id, Node)],
     max_rounds: usize,
 ) -> Extracted {
-    let mut choice = seed(eg);
-    let mut laid = std::collections::HashSet::new();
+    let mut sel = seed(eg);
+    let mut laid = vec![false; sel.len()];
     for (c, n) in initial {
         let c = eg.find(*c);
         let n = n.clone().map_children(|ch| eg.find(ch));
-        if laid.insert(c) && eg[c].nodes.contains(&n) {
-            choice.insert(c, n);
+        if !std::mem::replace(&mut laid[usize::from(c)], true) {
+            if let Some(i) = eg[c].nodes.iter().position(|m| *m == n) {
+                sel[usize::from(c)] = i as u32;
+            }
         }
     }
-    if to_dag(eg, &choice, roots).is_none() {
-        choice = seed(eg);
+    if sel_to_dag(eg, &sel, roots).is_none() {
+        sel = seed(eg);
     }
-    let mut cost = cost_of(t, eg, &choice, roots);
+    let mut cost = cost_of(t, eg, &sel, roots);
     let mut improvements = 0;
     for _ in 0..max_rounds {
         let mut improved = false;
-        let reachable: Vec<Id> = match to_dag(eg, &choice, roots) {
-            Some(_) => reachable_classes(eg, &choice, roots),
-            None => break,
-        };
-        for c in reachable {
-            let nodes = &eg[c].nodes;
-            if nodes.len() < 2 {
+        for c in reachable_classes(eg, &sel, roots) {
+            let ci = usize::from(c);
+            let count = eg[c].nodes.len();
+            if count < 2 {
                 continue;
             }
-            for n in nodes {
-                if choice.get(&c) == Some(n)
+            for i in 0..count as u32 {
+                let n = &eg[c].nodes[i as usize];
+                if sel[ci] == i
                     || n.children
                         .iter()
-                        .any(|&ch| !choice.contains_key(&eg.find(ch)))
+                        .any(|&ch| sel[usize::from(eg.find(ch))] == NONE)
                 {
                     continue;
                 }
-                let old = choice.insert(c, n.clone());
-                let new_cost = cost_of(t, eg, &choice, roots);
+                let old = std::mem::replace(&mut sel[ci], i);
+                let new_cost = cost_of(t, eg, &sel, roots);
                 if new_cost < cost {
                     cost = new_cost;
                     improvements += 1;
                     improved = true;
-                } else if let Some(old) = old {
-                    choice.insert(c, old);
+                } else {
+                    sel[ci] = old;
                 }
             }
         }
-        let unshared = unshare(t, eg, roots, &mut choice, &mut cost);
+        let unshared = unshare(t, eg, roots, &mut sel, &mut cost);
         if unshared > 0 {
             improvements += unshared;
             improved = true;
@@ -194,7 +242,7 @@ pub fn extract(
         }
     }
     Extracted {
-        choice,
+        choice: to_choice(eg, &sel, roots),
         cost,
         improvements,
     }
@@ -205,15 +253,15 @@ pub fn extract(
 /// alternative that does not read it (so the producer drops out of the DAG), and keep the
 /// result if the whole DAG got cheaper. This is what lets one `rmsnorm` feeding three matmuls
 /// be absorbed by all three at once. Returns how many such moves it kept.
-fn unshare(t: &Target, eg: &EGraph, roots: &[Id], choice: &mut Choice, cost: &mut Cost) -> usize {
+fn unshare(t: &Target, eg: &EGraph, roots: &[Id], sel: &mut Sel, cost: &mut Cost) -> usize {
     let mut kept = 0;
-    let reachable = reachable_classes(eg, choice, roots);
     let mut readers: HashMap<Id, Vec<Id>> = HashMap::new();
-    for &c in &reachable {
-        let Some(n) = choice.get(&c) else { continue };
+    for c in reachable_classes(eg, sel, roots) {
+        let Some(n) = chosen(eg, sel, c) else {
+            continue;
+        };
         for &ch in &n.children {
-            let ch = eg.find(ch);
-            let list = readers.entry(ch).or_default();
+            let list = readers.entry(eg.find(ch)).or_default();
             if !list.contains(&c) {
                 list.push(c);
             }
@@ -226,30 +274,27 @@ fn unshare(t: &Target, eg: &EGraph, roots: &[Id], choice: &mut Choice, cost: &mu
         .collect();
     shared.sort();
     for (p, users) in shared {
-        let mut trial = choice.clone();
+        let mut trial = sel.clone();
         let mut ok = true;
         for &u in &users {
-            let mut best: Option<(Cost, Node)> = None;
-            for n in &eg[u].nodes {
-                if n.children
-                    .iter()
-                    .any(|&ch| eg.find(ch) == p || !trial.contains_key(&eg.find(ch)))
-                {
+            let ui = usize::from(u);
+            let mut best: Option<(Cost, u32)> = None;
+            for (i, n) in eg[u].nodes.iter().enumerate() {
+                if n.children.iter().any(|&ch| {
+                    let ch = eg.find(ch);
+                    ch == p || trial[usize::from(ch)] == NONE
+                }) {
                     continue;
                 }
-                let old = trial.insert(u, n.clone());
+                let old = std::mem::replace(&mut trial[ui], i as u32);
                 let c = cost_of(t, eg, &trial, roots);
-                if let Some(old) = old {
-                    trial.insert(u, old);
-                }
-                if best.as_ref().is_none_or(|(bc, _)| c < *bc) {
-                    best = Some((c, n.clone()));
+                trial[ui] = old;
+                if best.is_none_or(|(bc, _)| c < bc) {
+                    best = Some((c, i as u32));
                 }
             }
             match best {
-                Some((_, n)) => {
-                    trial.insert(u, n);
-                }
+                Some((_, i)) => trial[ui] = i,
                 None => {
                     ok = false;
                     break;
@@ -259,7 +304,7 @@ fn unshare(t: &Target, eg: &EGraph, roots: &[Id], choice: &mut Choice, cost: &mu
         if ok {
             let c = cost_of(t, eg, &trial, roots);
             if c < *cost {
-                *choice = trial;
+                *sel = trial;
                 *cost = c;
                 kept += 1;
             }
@@ -268,16 +313,16 @@ fn unshare(t: &Target, eg: &EGraph, roots: &[Id], choice: &mut Choice, cost: &mu
     kept
 }
 
-fn reachable_classes(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Vec<Id> {
-    let mut seen = std::collections::HashSet::new();
+fn reachable_classes(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Vec<Id> {
+    let mut seen = vec![false; sel.len()];
     let mut order = vec![];
     let mut stack: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
     while let Some(c) = stack.pop() {
-        if !seen.insert(c) {
+        if std::mem::replace(&mut seen[usize::from(c)], true) {
             continue;
         }
         order.push(c);
-        if let Some(n) = choice.get(&c) {
+        if let Some(n) = chosen(eg, sel, c) {
             stack.extend(n.children.iter().map(|&ch| eg.find(ch)));
         }
     }
