@@ -87,6 +87,12 @@ rule_test!(float_sub_self_kept, "canonicalize",
 rule_test!(constants_fold, "canonicalize",
     "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> { %a = constant {value = 2.0} : tensor<f32>  %b = constant {value = 3.0} : tensor<f32>  %c = mul %a, %b  %y = add %x, %c  return %y }"
     => "%c = constant {value = 6.0} : tensor<f32>\n%y = add %x, %c : tensor<4xf32>\nreturn %y");
+rule_test!(exp_of_log_of_nonneg, "canonicalize",
+    "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> { %a = abs %x  %l = log %a  %e = exp %l  return %e }"
+    => "%a = abs %x : tensor<4xf32>\nreturn %a");
+rule_test!(exp_of_log_kept_for_any_sign, "canonicalize",
+    "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> { %l = log %x  %e = exp %l  return %e }"
+    => "%l = log %x : tensor<4xf32>\n%e = exp %l : tensor<4xf32>\nreturn %e");
 rule_test!(softmax_recognized, "recognize-composites",
     "graph @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> { %m = reduce_max %x {axes = [1], keepdims = true}  %s = sub %x, %m  %e = exp %s  %z = reduce_sum %e {axes = [1], keepdims = true}  %y = div %e, %z  return %y }"
     => "%y = softmax %x {axis = -1} : tensor<4x8xf32>\nreturn %y");

@@ -21,6 +21,8 @@ pub const RULES: &[Rule] = &[
     Rule { name: "fold-unary-constant", equation: "u(c) = [u(c)]", apply: fold_unary },
     // f(c1, c2) = [f(c1, c2)], for constants holding one value
     Rule { name: "fold-binary-constant", equation: "f(c1, c2) = [f(c1, c2)]", apply: fold_binary },
+    // exp(log(x)) = x   when x is known non-negative (exact at 0, inf and NaN too)
+    Rule { name: "exp-of-log-nonneg", equation: "exp(log(x)) = x for x ≥ 0", apply: exp_log },
     // matmul(x · r[:, None], W) = matmul(x, W) · r[:, None]   (not f16: see spec/passes.md)
     Rule { name: "row-scale-past-matmul", equation: "matmul(x · r[:,None], W) = matmul(x, W) · r[:,None]", apply: row_scale },
     // matmul(x · g[None, :], W) = matmul(x, g[:, None] · W)   (not f16)
@@ -187,6 +189,33 @@ fn fold_binary(v: &View, id: Id, n: &Node) -> Vec<Rhs> {
             .unwrap_or_default(),
         _ => vec![],
     }
+}
+
+/// The class holds an op whose result is never negative (NaN aside).
+fn nonneg(v: &View, id: Id) -> bool {
+    v.eg[id].nodes.iter().any(|n| {
+        matches!(
+            n.kind(),
+            Some(
+                OpKind::Abs
+                    | OpKind::Relu
+                    | OpKind::Exp
+                    | OpKind::Sqrt
+                    | OpKind::Sigmoid
+                    | OpKind::Softmax
+            )
+        )
+    }) || v.splat(id).is_some_and(|c| c >= 0.0)
+}
+
+fn exp_log(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
+    if !n.is(OpKind::Exp) {
+        return vec![];
+    }
+    v.nodes(n.children[0], OpKind::Log)
+        .filter(|l| nonneg(v, l.children[0]))
+        .map(|l| Rhs::Class(l.children[0]))
+        .collect()
 }
 
 /// The scaling rules keep the unnormalized product `x @ W` in the dtype; in f16 (max 65504)
