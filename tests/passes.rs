@@ -281,8 +281,8 @@ fn random_graph(seed: u64, dtype: DType) -> Graph {
 
 #[test]
 fn o_preserves_semantics_on_random_graphs() {
-    for seed in 0..60 {
-        for dtype in [DType::F32, DType::BF16] {
+    for seed in 0..100 {
+        for dtype in [DType::F32, DType::BF16, DType::F16] {
             let g = random_graph(seed, dtype);
             check_same_semantics(&g, seed);
             check_same_semantics(&irc_ir::decompose_graph(&g).expect("decomposes"), seed);
