@@ -60,3 +60,29 @@ fn cuda_of_small_examples() {
         insta::assert_snapshot!(cu.source);
     });
 }
+
+/// The `-O` pipeline's output on every example, with the pass statistics (rules fired, stop
+/// reasons, cost estimates; times left out so snapshots do not churn).
+#[test]
+fn optimized_examples() {
+    insta::glob!("../examples", "**/*.ir", |path| {
+        let src = std::fs::read_to_string(path).unwrap();
+        let mut module = irc_frontend::parse_module(&src).unwrap();
+        let pm = irc_passes::manager::PassManager::default_pipeline();
+        let mut stats = String::new();
+        for g in &mut module.graphs {
+            let out = pm.run(g).unwrap();
+            for r in &out.records {
+                let fired: Vec<String> = r
+                    .stats
+                    .iter()
+                    .filter(|(k, v)| !(k.starts_with("rule.") && v == "0"))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                stats.push_str(&format!("// {}: {}\n", r.pass, fired.join(" ")));
+            }
+            *g = out.graph;
+        }
+        insta::assert_snapshot!(format!("{stats}{}", irc_ir::print_module(&module)));
+    });
+}

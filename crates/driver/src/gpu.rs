@@ -37,7 +37,9 @@ pub fn compile(graph: &Graph, arch: &str) -> Result<(CudaModule, irc_runtime::Pt
     Ok((module, ptx, arch))
 }
 
-pub fn run(graph: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
+/// Runs `graph` (the pipeline's output) on the GPU; `--check` compares with the interpreter
+/// running `reference` (the graph as written, same signature).
+pub fn run(graph: &Graph, reference: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
     let (module, ptx, arch) = compile(graph, &args.gpu.arch)?;
     let gpu = Gpu::new(0)?;
     eprintln!(
@@ -57,7 +59,7 @@ pub fn run(graph: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
     if !args.gpu.check {
         return Ok(true);
     }
-    check(graph, inputs, &outputs, &module, args)
+    check(reference, inputs, &outputs, &module, args)
 }
 
 /// Compares the GPU's results with the reference, on sampled rows when the graph is large.

@@ -35,6 +35,8 @@ pub struct RunArgs {
     pub device: Device,
     #[command(flatten)]
     pub gpu: crate::gpu::GpuArgs,
+    #[command(flatten)]
+    pub passes: crate::opt::PassArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +48,19 @@ pub enum Device {
 }
 
 pub fn run(args: &RunArgs) -> Result<bool> {
-    let Some(module) = parse(&args.input)? else {
+    let pm = if args.no_passes {
+        None
+    } else {
+        args.passes.manager(true)?
+    };
+    let Some(written) = parse(&args.input)? else {
         return Ok(false);
     };
+    let mut module = written.clone();
+    if let Some(pm) = &pm {
+        args.passes.run_on(pm, &mut module)?;
+    }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
-    // The optimizing pipeline does not exist yet (crates/passes); both modes run the graph as
-    // written.
-    let _ = args.no_passes;
     let limit = match args.device {
         Device::Cpu => Some(irc_interp::MAX_TENSOR_BYTES),
         Device::Gpu => None,
@@ -60,7 +68,11 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     let inputs = load_inputs(graph, &args.inputs, args.random, args.seed, limit)?;
     let outputs = match args.device {
         Device::Cpu => run_graph(graph, inputs)?,
-        Device::Gpu => return crate::gpu::run(graph, inputs, args),
+        Device::Gpu => {
+            // The reference is the graph as written, so --check covers the passes too.
+            let reference = select_graph(&written, &args.input, args.graph.as_deref())?;
+            return crate::gpu::run(graph, reference, inputs, args);
+        }
     };
     save_and_print(&outputs, args.save_outputs.as_deref())?;
     Ok(true)
