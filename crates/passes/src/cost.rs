@@ -248,12 +248,14 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         return INFINITY;
     }
     let mat = materialized(d);
-    // One picosecond per statement breaks ties toward the smaller graph.
+    // One picosecond per statement breaks ties toward the smaller graph, and one more per
+    // division toward multiplication (a division costs several multiplies where compute shows).
     let statements = d
         .nodes
         .iter()
         .filter(|n| !matches!(n.node.head, Head::Param(_)))
-        .count();
+        .map(|n| if n.node.is(OpKind::Div) { 2 } else { 1 })
+        .sum::<usize>();
     // And toward the matmul flags over a transpose that a matmul reads (fused into its
     // producer's store it may cost no kernel, but the flag form is never worse).
     let flaggable = d
