@@ -201,7 +201,7 @@ def run_cmd(cmd, timeout):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).strip().splitlines()[-12:]
-        raise RuntimeError(f"`{' '.join(cmd[:3])} ...` exited {p.returncode}: " + " | ".join(tail))
+        raise RuntimeError(f"irc {cmd[1]} exited {p.returncode}: " + " | ".join(tail))
     return p.stdout
 
 
