@@ -283,3 +283,23 @@ proptest! {
         let _ = irc_frontend::parse_module(&text);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every random graph lowers to a kernel IR module that verifies, prints, re-parses to
+    /// itself, and emits CUDA with a valid launch manifest.
+    #[test]
+    fn random_graphs_lower_to_verified_kernels(m in arb_module()) {
+        let g = &m.graphs[0];
+        let k = irc_lower_cuda::lower_graph(g, irc_lower_cuda::SourceInfo::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{}", irc_ir::print_module(&m))))?;
+        irc_lower_cuda::kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let text = irc_lower_cuda::kir::print_module(&k);
+        let back = irc_lower_cuda::kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(&back, &k);
+        let cu = irc_lower_cuda::cuda::emit(&k);
+        cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
+    }
+}

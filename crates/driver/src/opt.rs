@@ -33,6 +33,10 @@ pub struct OptArgs {
 pub enum Emit {
     /// The graph IR, canonically printed.
     Graph,
+    /// The kernel IR (layout level): kernels, their tensors' CuTe layouts, loops and launches.
+    Layout,
+    /// CUDA C++: one self-contained file per graph, with its launch manifest embedded.
+    Cuda,
 }
 
 /// Runs the command; `Ok(false)` when errors were reported (exit code 1).
@@ -54,7 +58,7 @@ pub fn run(args: &OptArgs) -> Result<bool> {
     let mut stderr = String::new();
     for range in cases {
         let chunk = &text[range.clone()];
-        let result = compile(chunk, range.start, args);
+        let result = compile(chunk, range.start, args, &src);
         if args.verify_diagnostics {
             let expected = match verify_diags::parse_expectations(&text, range.start, chunk) {
                 Ok(e) => e,
@@ -93,7 +97,12 @@ pub fn run(args: &OptArgs) -> Result<bool> {
     Ok(ok)
 }
 
-fn compile(chunk: &str, base: usize, args: &OptArgs) -> Result<String, Vec<irc_ir::Diagnostic>> {
+fn compile(
+    chunk: &str,
+    base: usize,
+    args: &OptArgs,
+    src: &Source,
+) -> Result<String, Vec<irc_ir::Diagnostic>> {
     let mut module = irc_frontend::parse_module_at(chunk, base)?;
     if args.decompose {
         for g in &mut module.graphs {
@@ -102,7 +111,31 @@ fn compile(chunk: &str, base: usize, args: &OptArgs) -> Result<String, Vec<irc_i
         }
         irc_ir::verify_module(&module)?;
     }
+    let info = irc_lower_cuda::SourceInfo {
+        name: src.name,
+        text: src.text,
+    };
+    let lower_err = |g: &irc_ir::Graph, e: irc_lower_cuda::LowerError| {
+        vec![irc_ir::Diagnostic::error(g.span, e.to_string())]
+    };
     match args.emit {
         Emit::Graph => Ok(irc_ir::print_module(&module)),
+        Emit::Layout => {
+            let mut out = String::new();
+            for g in &module.graphs {
+                let m = irc_lower_cuda::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
+                out.push_str(&irc_lower_cuda::kir::print_module(&m));
+            }
+            Ok(out)
+        }
+        Emit::Cuda => {
+            let mut files = Vec::new();
+            for g in &module.graphs {
+                let m =
+                    irc_lower_cuda::compile_to_cuda_with(g, info).map_err(|e| lower_err(g, e))?;
+                files.push(m.source);
+            }
+            Ok(files.join(&format!("{SPLIT_MARKER}\n")))
+        }
     }
 }

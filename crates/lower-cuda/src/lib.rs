@@ -6,7 +6,10 @@
 //!
 //! API Boundary: no IO; emitters return text, the driver writes it.
 
+pub mod cuda;
+pub mod kir;
 pub mod layout;
+pub mod lower;
 pub mod manifest;
 
 pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError};
@@ -27,13 +30,20 @@ pub struct CudaModule {
 pub enum LowerError {
     #[error("cannot lower `{op}`: {reason}")]
     Unsupported { op: String, reason: String },
+    /// A bug in irc: the lowering produced something its own checks reject.
+    #[error("internal error in lowering: {0}")]
+    Internal(String),
 }
+
+pub use lower::{SourceInfo, lower_graph};
 
 /// Lowers a verified graph to CUDA C++ and its launch manifest.
 pub fn compile_to_cuda(graph: &Graph) -> Result<CudaModule, LowerError> {
-    let _ = graph;
-    Err(LowerError::Unsupported {
-        op: "graph".into(),
-        reason: "kernel lowering is being written".into(),
-    })
+    compile_to_cuda_with(graph, SourceInfo::default())
+}
+
+/// [`compile_to_cuda`], naming source locations of `src` in each kernel's header comment.
+pub fn compile_to_cuda_with(graph: &Graph, src: SourceInfo<'_>) -> Result<CudaModule, LowerError> {
+    let module = lower_graph(graph, src)?;
+    Ok(cuda::emit(&module))
 }
