@@ -80,6 +80,12 @@ pub fn include_candidates() -> Vec<PathBuf> {
     for root in toolkit_roots() {
         c.push(root.join("include"));
     }
+    // Beside an explicitly named NVRTC library folder (`.../cu13/lib` -> `.../cu13/include`).
+    if let Some(lib) = std::env::var_os("IRC_NVRTC_LIB_DIR") {
+        if let Some(root) = Path::new(&lib).parent() {
+            c.push(root.join("include"));
+        }
+    }
     for site in site_packages() {
         for sub in [
             "nvidia/cu13/include",
@@ -134,6 +140,11 @@ pub fn ptxas_candidates() -> Vec<PathBuf> {
     }
     for root in toolkit_roots() {
         c.push(root.join("bin/ptxas"));
+    }
+    if let Some(lib) = std::env::var_os("IRC_NVRTC_LIB_DIR") {
+        if let Some(root) = Path::new(&lib).parent() {
+            c.push(root.join("bin/ptxas"));
+        }
     }
     for site in site_packages() {
         for sub in ["nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas"] {

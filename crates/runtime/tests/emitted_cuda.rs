@@ -29,7 +29,8 @@ fn toolchain_or_skip() -> bool {
 }
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    p.canonicalize().unwrap_or(p)
 }
 
 fn example_files() -> Vec<PathBuf> {
