@@ -40,6 +40,11 @@ pub struct BenchArgs {
     /// Peak GB/s of the target (env IRC_PEAK_GBPS; default 3006, the H100's copy bandwidth).
     #[arg(long, value_name = "GBPS")]
     pub peak_gbps: Option<f64>,
+    /// Time the graph exactly as written, without the optimizing pipeline.
+    #[arg(long)]
+    pub no_passes: bool,
+    #[command(flatten)]
+    pub passes: crate::opt::PassArgs,
 }
 
 /// The target: flags over environment over the H100 defaults.
@@ -80,9 +85,18 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     if args.rep == 0 {
         bail!("--rep must be at least 1");
     }
-    let Some(module) = parse(&args.input)? else {
+    // The same pipeline as `irc run`: by default the `-O` pipeline's output is timed.
+    let pm = if args.no_passes {
+        None
+    } else {
+        args.passes.manager(true)?
+    };
+    let Some(mut module) = parse(&args.input)? else {
         return Ok(false);
     };
+    if let Some(pm) = &pm {
+        args.passes.run_on(pm, &mut module)?;
+    }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
     let (cuda, ptx, arch) = compile(graph, &args.arch)?;
     let inputs = load_inputs(graph, &args.inputs, true, args.seed, None)?;

@@ -192,10 +192,15 @@ struct Lowering<'g> {
 
 impl<'g> Lowering<'g> {
     fn new(g: &'g Graph, src: SourceInfo<'g>, forced: &HashSet<ValueId>) -> Lowering<'g> {
+        // Uses by distinct statements: `mul %x, %x` reads %x once (the kernel computes it once).
         let mut uses = vec![0usize; g.values.len()];
         for inst in &g.insts {
+            let mut seen: Vec<ValueId> = Vec::with_capacity(inst.operands.len());
             for &o in &inst.operands {
-                uses[o.index()] += 1;
+                if !seen.contains(&o) {
+                    seen.push(o);
+                    uses[o.index()] += 1;
+                }
             }
         }
         for &r in &g.results {
@@ -247,6 +252,24 @@ impl<'g> Lowering<'g> {
                 )
                 || (is_elementwise(inst.op) && uses[v.index()] > 1)
                 || (inst.op == OpKind::Constant && !scalar_const && results.contains(&v));
+        }
+        // A computed matmul operand (an elementwise op, possibly behind views) would be
+        // recomputed by every tile that loads it: store it once instead.
+        for inst in g.insts.iter().filter(|i| i.op == OpKind::Matmul) {
+            for &o in &inst.operands {
+                let mut v = o;
+                while let ValueDef::Inst(i) = g.values[v.index()].def {
+                    let def = &g.insts[i];
+                    if is_view(def.op) {
+                        v = def.operands[0];
+                        continue;
+                    }
+                    if is_elementwise(def.op) {
+                        materialized[v.index()] = true;
+                    }
+                    break;
+                }
+            }
         }
         let epilogues = plan_epilogues(g, &uses, &materialized, forced, &results);
         for m in epilogues.values() {
