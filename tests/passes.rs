@@ -368,3 +368,29 @@ fn transformer_saturates_within_limits() {
         }
     }
 }
+
+/// After `-O`, every kernel still names source locations: statements the rewrites created take
+/// the position of the statement they were rewritten from.
+#[test]
+fn kernels_of_optimized_examples_keep_source_locations() {
+    for path in irc_tests::examples() {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let module = irc_frontend::parse_module(&src).unwrap();
+        let name = path.display().to_string();
+        for g in &module.graphs {
+            let out = irc_passes::manager::PassManager::default_pipeline()
+                .run(g)
+                .unwrap();
+            let info = irc_lower_cuda::SourceInfo {
+                name: &name,
+                text: &src,
+            };
+            let k = irc_lower_cuda::lower_graph(&out.graph, info).unwrap();
+            for kernel in &k.kernels {
+                for o in &kernel.origins {
+                    assert!(o.loc.starts_with(&name), "{name}: {} at {}", o.op, o.loc);
+                }
+            }
+        }
+    }
+}

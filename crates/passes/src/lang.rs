@@ -220,12 +220,22 @@ impl egg::Analysis<Node> for TypeAnalysis {
     }
 }
 
+/// Where an e-class's value came from in the input: its name hint, its `loc(...)` provenance and
+/// the source span of its statement, kept on whichever node extraction picks for the class (so
+/// diagnostics and kernel comments still point at the user's source after rewriting).
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    pub name: Option<String>,
+    pub loc: Option<irc_ir::Provenance>,
+    pub span: Option<irc_ir::Span>,
+}
+
 /// A graph loaded into an e-graph: the root class of each result, and the names and
 /// provenance of the original values by class, so the output keeps them.
 pub struct Loaded {
     pub egraph: EGraph,
     pub roots: Vec<Id>,
-    pub names: HashMap<Id, (Option<String>, Option<irc_ir::Provenance>)>,
+    pub names: HashMap<Id, Origin>,
     /// The node each statement of the input was loaded as, with its class: extraction starts
     /// from the input, so it can only improve on it.
     pub original: Vec<(Id, Node)>,
@@ -262,9 +272,11 @@ pub fn load(g: &Graph) -> Loaded {
         let id = eg.add(n.clone());
         original.push((id, n));
         map[inst.result.index()] = Some(id);
-        names
-            .entry(id)
-            .or_insert_with(|| (g.value(inst.result).name.clone(), inst.loc.clone()));
+        names.entry(id).or_insert_with(|| Origin {
+            name: g.value(inst.result).name.clone(),
+            loc: inst.loc.clone(),
+            span: inst.span,
+        });
     }
     eg.rebuild();
     let roots = g
@@ -289,7 +301,7 @@ pub fn build_graph(
     eg: &EGraph,
     choice: &HashMap<Id, Node>,
     roots: &[Id],
-    names: &HashMap<Id, (Option<String>, Option<irc_ir::Provenance>)>,
+    names: &HashMap<Id, Origin>,
 ) -> Result<Graph, OpError> {
     let mut b = GraphBuilder::new(original.name.clone());
     let params: Vec<ValueId> = original
@@ -348,11 +360,12 @@ pub fn build_graph(
                         .as_ref()
                         .map(|(s, d)| TensorType::new(s.clone(), *d));
                     let v = b.op_typed(op, &operands, n.to_attrs(), declared.as_ref())?;
-                    if let Some((name, loc)) = names.get(&c) {
-                        if let Some(name) = name {
+                    if let Some(o) = names.get(&c) {
+                        if let Some(name) = &o.name {
                             b.name(v, name);
                         }
-                        b.set_loc(v, loc.clone());
+                        b.set_loc(v, o.loc.clone());
+                        b.set_span(v, o.span);
                     }
                     v
                 }
@@ -361,5 +374,34 @@ pub fn build_graph(
         }
         results.push(built[&root]);
     }
-    b.finish(&results)
+    let mut g = b.finish(&results)?;
+    inherit_origins(&mut g);
+    Ok(g)
+}
+
+/// A statement that rewriting created has no source position of its own: it takes that of the
+/// first statement reading it that has one (the statement it was rewritten from, or feeds).
+fn inherit_origins(g: &mut Graph) {
+    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, inst) in g.insts.iter().enumerate() {
+        for &o in &inst.operands {
+            consumers.entry(o).or_default().push(i);
+        }
+    }
+    for i in (0..g.insts.len()).rev() {
+        if g.insts[i].span.is_some() || g.insts[i].loc.is_some() {
+            continue;
+        }
+        let from = consumers
+            .get(&g.insts[i].result)
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|&&c| g.insts[c].span.is_some() || g.insts[c].loc.is_some())
+            })
+            .copied();
+        if let Some(c) = from {
+            g.insts[i].span = g.insts[c].span;
+            g.insts[i].loc = g.insts[c].loc.clone();
+        }
+    }
 }
