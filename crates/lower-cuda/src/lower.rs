@@ -1033,14 +1033,7 @@ impl Builder<'_, '_> {
                 Ok(call(Func::Mul, vec![d.clone(), d]))
             })?;
             let var = call(Func::Div, vec![sq, n]);
-            let rstd = call(
-                Func::Recip,
-                vec![call(
-                    Func::Sqrt,
-                    vec![call(Func::Add, vec![var, lit(math, eps)])],
-                )],
-            );
-            let rstd = b.let_("rstd", Ty::Elem(math), rstd);
+            let rstd = b.let_("rstd", Ty::Elem(math), rstd_of(var, eps, math));
             let row2 = row.clone();
             b.row_loop(k, |b, kv| {
                 b.coord = vec![kv.clone(), row2.clone()];
@@ -1978,6 +1971,18 @@ impl Builder<'_, '_> {
     }
 }
 
+/// `1 / sqrt(var + eps)`, as the reference interpreter computes it.
+fn rstd_of(var: Expr, eps: f64, math: DType) -> Expr {
+    let call = Expr::call;
+    call(
+        Func::Recip,
+        vec![call(
+            Func::Sqrt,
+            vec![call(Func::Add, vec![var, lit(math, eps)])],
+        )],
+    )
+}
+
 /// A row composite: `x` read at `access` (`(k, row)` → index), `rows` rows of `k` elements.
 struct RowSpec {
     x: ValueId,
@@ -2171,17 +2176,7 @@ impl Builder<'_, '_> {
                 }
                 OpKind::Rmsnorm => {
                     let var = call(Func::Div, vec![r1, n.clone()]);
-                    let rstd = s.let_(
-                        "rstd",
-                        Ty::Elem(math),
-                        call(
-                            Func::Recip,
-                            vec![call(
-                                Func::Sqrt,
-                                vec![call(Func::Add, vec![var, lit(math, r.eps)])],
-                            )],
-                        ),
-                    );
+                    let rstd = s.let_("rstd", Ty::Elem(math), rstd_of(var, r.eps, math));
                     pass(s, &mut |s, kv, j| {
                         let y = scale(s, &kv, call(Func::Mul, vec![cached(&j), rstd.clone()]))?;
                         store(s, kv, y);
@@ -2208,17 +2203,7 @@ impl Builder<'_, '_> {
                     })?;
                     let q = reduce(s, ReduceOp::Sum, Expr::var(&acc2));
                     let var = call(Func::Div, vec![q, n.clone()]);
-                    let rstd = s.let_(
-                        "rstd",
-                        Ty::Elem(math),
-                        call(
-                            Func::Recip,
-                            vec![call(
-                                Func::Sqrt,
-                                vec![call(Func::Add, vec![var, lit(math, r.eps)])],
-                            )],
-                        ),
-                    );
+                    let rstd = s.let_("rstd", Ty::Elem(math), rstd_of(var, r.eps, math));
                     pass(s, &mut |s, kv, j| {
                         let centered = call(Func::Sub, vec![cached(&j), mean.clone()]);
                         let y = scale(s, &kv, call(Func::Mul, vec![centered, rstd.clone()]))?;
