@@ -1163,14 +1163,7 @@ impl Builder<'_, '_> {
             };
             return self.matmul_tc(inst, root, plan);
         }
-        let (gx, gy) = (n.div_ceil(BN), m.div_ceil(BM));
-        if gy > 65535 {
-            return Err(Retry::Fail(LowerError::Unsupported {
-                op: "matmul".into(),
-                reason: format!("M = {m} needs {gy} row tiles; at most 65535 are supported"),
-            }));
-        }
-        self.kernel.grid = [gx as u32, gy as u32, batch.min(65535) as u32];
+        self.kernel.grid = matmul_grid(m, n, batch, BM, BN)?;
         self.kernel.block = [THREADS, 1, 1];
         let c = self.global(root, access_c.clone());
         let mm = inst.result;
@@ -1492,6 +1485,21 @@ fn ldmatrix_x4_rows(b_operand: bool, trans: bool) -> Result<Layout, LayoutError>
     Layout::flat(&[8, 2, 2], &[s0, s1, s2])
 }
 
+/// The grid of a tiled matmul: N tiles on x, M tiles on y, batches on z (a grid-stride loop
+/// covers batches beyond 65535).
+fn matmul_grid(m: u64, n: u64, batch: u64, bm: u64, bn: u64) -> R<[u32; 3]> {
+    let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
+    if gy > 65535 || gx > i32::MAX as u64 {
+        return Err(Retry::Fail(LowerError::Unsupported {
+            op: "matmul".into(),
+            reason: format!(
+                "{m}x{n} needs {gy}x{gx} tiles of {bm}x{bn}; at most 65535 row tiles and 2^31-1 column tiles are supported"
+            ),
+        }));
+    }
+    Ok([gx as u32, gy as u32, batch.clamp(1, 65535) as u32])
+}
+
 /// What the tensor-core matmul template needs to know about one matmul.
 struct TcPlan {
     m: u64,
@@ -1528,17 +1536,7 @@ impl Builder<'_, '_> {
     fn matmul_tc(&mut self, inst: &Inst, root: ValueId, p: TcPlan) -> R<()> {
         use crate::layout::mma_m16n8k16_c;
         let (a, bv) = (inst.operands[0], inst.operands[1]);
-        let (gx, gy) = (p.n.div_ceil(TC_BN), p.m.div_ceil(TC_BM));
-        if gy > 65535 {
-            return Err(Retry::Fail(LowerError::Unsupported {
-                op: "matmul".into(),
-                reason: format!(
-                    "M = {} needs {gy} row tiles; at most 65535 are supported",
-                    p.m
-                ),
-            }));
-        }
-        self.kernel.grid = [gx as u32, gy as u32, p.batch.min(65535) as u32];
+        self.kernel.grid = matmul_grid(p.m, p.n, p.batch, TC_BM, TC_BN)?;
         self.kernel.block = [THREADS, 1, 1];
         let dt = p.dtype;
         let c = self.global(root, p.access_c.clone());
