@@ -308,9 +308,17 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
         })
         .collect();
     let threads = k.block.iter().map(|&b| u64::from(b)).product::<u64>();
+    // Tensor-core kernels hold large fragments: with no occupancy target ptxas may use every
+    // register it needs rather than spill to fit two blocks. Other kernels keep the default,
+    // which favours occupancy (they are memory-bound).
+    let bounds = if has_mma(&k.body) {
+        format!("{threads}, 1")
+    } else {
+        threads.to_string()
+    };
     let _ = writeln!(
         out,
-        "extern \"C\" __global__ void __launch_bounds__({threads}, 1) {}({}) {{",
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {}({}) {{",
         k.name,
         params.join(", ")
     );
@@ -339,6 +347,15 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
     e.block(&k.body, 1);
     out.push_str(&e.out);
     out.push_str("}\n\n");
+}
+
+fn has_mma(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Mma { .. } => true,
+        Stmt::For { body, .. } => has_mma(body),
+        Stmt::If { body, orelse, .. } => has_mma(body) || has_mma(orelse),
+        _ => false,
+    })
 }
 
 fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
