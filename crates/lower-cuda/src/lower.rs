@@ -1542,6 +1542,29 @@ impl Builder<'_, '_> {
         let c = self.global(root, p.access_c.clone());
         let mm = inst.result;
         let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
+        // The epilogue's staging tile: half the block's rows, pitch 136 (16-byte rows; the
+        // accumulator pairs a warp stores land in distinct banks).
+        let stage = self.tensor(
+            Space::Shared,
+            dt,
+            Layout::flat(&[TC_BM as i64 / 2, TC_BN as i64], &[TC_BN as i64 + 8, 1])
+                .map_err(internal)?,
+        );
+        let stage_v = self.tensor(
+            Space::View(stage.clone()),
+            dt,
+            Layout::flat(
+                &[8, TC_BM as i64 / 2, TC_BN as i64 / 8],
+                &[1, TC_BN as i64 + 8, 8],
+            )
+            .map_err(internal)?,
+        );
+        // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
+        // the matmul's dtype.
+        let c_vec = match vector_layout(&p.access_c, 1, 8) {
+            Some(l) if self.ty(root).dtype == dt => Some(self.global(root, l)),
+            _ => None,
+        };
         // Shared tiles are (rows, k). The operand's contiguous dimension in global memory is
         // contiguous in shared memory too, so tiles fill with 16-byte copies where they can.
         let smem_strides = |k_fast: bool, rows: u64| -> (i64, i64) {
@@ -1740,60 +1763,166 @@ impl Builder<'_, '_> {
                     s.out.push(Stmt::Sync);
                     Ok(())
                 })?;
-                // Epilogue: value v of atom (i, j) is at (row, col) = mma_c(lane, v) of that atom.
+                // Epilogue, through shared memory in two halves of 64 rows: the warps of a half
+                // store their accumulators (value v of atom (i, j) sits at (row, col) =
+                // mma_c(lane, v) of that atom), then all threads read 8 consecutive columns
+                // each, apply the elementwise chain over the matmul, and store them with one
+                // 16-byte copy where the output allows.
                 let atom_c_layout = atom_c.layout().clone();
-                unrolled(s, "i", TC_MT, &mut |s, i| {
-                    let i2 = i.clone();
-                    unrolled(s, "j", TC_NT, &mut |s, j| {
-                        let (i3, j2) = (i2.clone(), j.clone());
-                        unrolled(s, "v", 4, &mut |s, v| {
-                            let cidx = kir::offset_expr(&atom_c_layout, &[lane.clone(), v.clone()])
-                                .map_err(internal)?;
-                            let cidx = s.let_("ci", Ty::Idx, cidx);
-                            let row = Expr::idx(IdxOp::Rem, cidx.clone(), Expr::Int(16));
-                            let col = Expr::idx(IdxOp::Div, cidx, Expr::Int(16));
+                s.for_(
+                    "h",
+                    Expr::Int(0),
+                    Expr::Int(2),
+                    Expr::Int(1),
+                    false,
+                    |s, h| {
+                        s.out.push(Stmt::Sync);
+                        let mine = Expr::idx(IdxOp::Eq, wm.clone(), h.clone());
+                        s.if_(mine, |s| {
+                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                                let i2 = i.clone();
+                                unrolled(s, "j", TC_NT, &mut |s, j| {
+                                    let (i3, j2) = (i2.clone(), j.clone());
+                                    unrolled(s, "v", 4, &mut |s, v| {
+                                        let cidx = kir::offset_expr(
+                                            &atom_c_layout,
+                                            &[lane.clone(), v.clone()],
+                                        )
+                                        .map_err(internal)?;
+                                        let cidx = s.let_("ci", Ty::Idx, cidx);
+                                        let row = add(
+                                            mul(i3.clone(), Expr::Int(16)),
+                                            Expr::idx(IdxOp::Rem, cidx.clone(), Expr::Int(16)),
+                                        );
+                                        let col = add(
+                                            add(
+                                                mul(wn.clone(), int(TC_NT * 8)),
+                                                mul(j2.clone(), Expr::Int(8)),
+                                            ),
+                                            Expr::idx(IdxOp::Div, cidx, Expr::Int(16)),
+                                        );
+                                        let accv = cast_to(
+                                            dt,
+                                            DType::F32,
+                                            Expr::load(&acc, vec![v, i3.clone(), j2.clone()]),
+                                        );
+                                        s.out.push(Stmt::Store {
+                                            tensor: stage.clone(),
+                                            coord: vec![row, col],
+                                            value: accv,
+                                        });
+                                        Ok(())
+                                    })
+                                })
+                            })
+                        })?;
+                        s.out.push(Stmt::Sync);
+                        let chunks = (TC_BM / 2) * TC_BN / 8 / u64::from(THREADS);
+                        unrolled(s, "l", chunks, &mut |s, l| {
+                            let e = s.let_(
+                                "e",
+                                Ty::Idx,
+                                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+                            );
+                            let c8 = s.let_(
+                                "c8",
+                                Ty::Idx,
+                                Expr::idx(IdxOp::Rem, e.clone(), int(TC_BN / 8)),
+                            );
+                            let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(TC_BN / 8)));
+                            let col0 = s.let_("c0", Ty::Idx, mul(c8.clone(), Expr::Int(8)));
                             let gm = s.let_(
                                 "cm",
                                 Ty::Idx,
-                                add(
-                                    add(m0.clone(), mul(wm.clone(), int(TC_MT * 16))),
-                                    add(mul(i3.clone(), Expr::Int(16)), row),
-                                ),
+                                add(add(m0.clone(), mul(h.clone(), int(TC_BM / 2))), r.clone()),
                             );
-                            let gn = s.let_(
-                                "cn",
-                                Ty::Idx,
-                                add(
-                                    add(n0.clone(), mul(wn.clone(), int(TC_NT * 8))),
-                                    add(mul(j2.clone(), Expr::Int(8)), col),
-                                ),
-                            );
-                            let cond = Expr::idx(
-                                IdxOp::And,
-                                lt(gm.clone(), int(p.m)),
-                                lt(gn.clone(), int(p.n)),
-                            );
-                            let accv = Expr::load(&acc, vec![v, i3.clone(), j2.clone()]);
-                            let (c2, bi2, access_c) = (c.clone(), bi.clone(), p.access_c.clone());
-                            s.if_(cond, |s| {
-                                let acc_v = cast_to(dt, DType::F32, accv);
+                            let gn0 = s.let_("cn", Ty::Idx, add(n0.clone(), col0.clone()));
+                            // Each element: the chain over the matmul's (rounded) value.
+                            let element = |s: &mut Self, z: Expr| -> R<(Expr, Expr, Expr)> {
+                                let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                                let col = add(col0.clone(), z);
+                                let staged = Expr::load(&stage, vec![r.clone(), col.clone()]);
                                 let value = if root == mm {
-                                    acc_v
+                                    staged
                                 } else {
-                                    s.coord = vec![gm.clone(), gn.clone(), bi2.clone()];
-                                    s.overrides.insert(mm, (access_c.clone(), acc_v));
-                                    s.compute_at(root, &access_c, false)?
+                                    s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                    s.overrides.insert(mm, (p.access_c.clone(), staged));
+                                    s.compute_at(root, &p.access_c, false)?
                                 };
-                                s.out.push(Stmt::Store {
-                                    tensor: c2,
-                                    coord: vec![gm, gn, bi2],
-                                    value,
-                                });
-                                Ok(())
-                            })
+                                Ok((gn, col, value))
+                            };
+                            match &c_vec {
+                                Some(gv) => {
+                                    // In place in the staging tile, then one copy of 8 elements.
+                                    if root != mm {
+                                        unrolled(s, "z", 8, &mut |s, z| {
+                                            let gn = add(gn0.clone(), z.clone());
+                                            let cond = Expr::idx(
+                                                IdxOp::And,
+                                                lt(gm.clone(), int(p.m)),
+                                                lt(gn, int(p.n)),
+                                            );
+                                            s.if_(cond, |s| {
+                                                let (_, col, value) = element(s, z.clone())?;
+                                                s.out.push(Stmt::Store {
+                                                    tensor: stage.clone(),
+                                                    coord: vec![r.clone(), col],
+                                                    value,
+                                                });
+                                                Ok(())
+                                            })
+                                        })?;
+                                    }
+                                    let cond = Expr::idx(
+                                        IdxOp::And,
+                                        lt(gm.clone(), int(p.m)),
+                                        lt(gn0.clone(), int(p.n)),
+                                    );
+                                    let (gv, stage_v) = (gv.clone(), stage_v.clone());
+                                    s.if_(cond, |s| {
+                                        s.out.push(Stmt::Copy {
+                                            width: 8,
+                                            dst: kir::Frag {
+                                                tensor: gv,
+                                                at: vec![
+                                                    gm.clone(),
+                                                    Expr::idx(
+                                                        IdxOp::Div,
+                                                        gn0.clone(),
+                                                        Expr::Int(8),
+                                                    ),
+                                                    bi.clone(),
+                                                ],
+                                            },
+                                            src: kir::Frag {
+                                                tensor: stage_v,
+                                                at: vec![r.clone(), c8.clone()],
+                                            },
+                                        });
+                                        Ok(())
+                                    })
+                                }
+                                None => unrolled(s, "z", 8, &mut |s, z| {
+                                    let gn = add(gn0.clone(), z.clone());
+                                    let cond = Expr::idx(
+                                        IdxOp::And,
+                                        lt(gm.clone(), int(p.m)),
+                                        lt(gn, int(p.n)),
+                                    );
+                                    s.if_(cond, |s| {
+                                        let (gn, _, value) = element(s, z.clone())?;
+                                        s.out.push(Stmt::Store {
+                                            tensor: c.clone(),
+                                            coord: vec![gm.clone(), gn, bi.clone()],
+                                            value,
+                                        });
+                                        Ok(())
+                                    })
+                                }),
+                            }
                         })
-                    })
-                })
+                    },
+                )
             },
         )
     }
