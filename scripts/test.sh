@@ -4,6 +4,10 @@
 #
 # - pycute (the CuTe reference, from the nvidia-cutlass wheel) goes into .venv-pycute for the
 #   layout algebra's differential test; IRC_PYCUTE_PYTHON points the test at it.
+# - The MLIR backend (crates/lower-mlir, the driver's `mlir` feature) builds against Debian's
+#   LLVM/MLIR 22 packages, installed here when missing; its tests use mlir-opt-22 and, for PTX,
+#   ptxas and libdevice from the nvidia-cuda-nvcc==13.0.* wheel in .venv-cuda (IRC_PTXAS,
+#   IRC_CUDA_TOOLKIT point the tests at them).
 # - Tests run under cargo-nextest when it is installed, else under cargo test; doctests always
 #   run under cargo test (nextest does not run them).
 set -euo pipefail
@@ -36,14 +40,51 @@ setup_pycute() {
     say "pycute: $("$IRC_PYCUTE_PYTHON" -c 'import pycute, sys; print(sys.executable)')"
 }
 
-setup_pycute
+MLIR_PACKAGES=(libmlir-22-dev mlir-22-tools llvm-22-dev libclang-22-dev libzstd-dev libz3-dev
+    libxml2-dev zlib1g-dev libpolly-22-dev)
 
-say "doctests: cargo test --workspace --doc"
-cargo test --workspace --doc
+setup_mlir() {
+    if ! dpkg -s "${MLIR_PACKAGES[@]}" >/dev/null 2>&1; then
+        say "installing LLVM/MLIR 22 (apt): ${MLIR_PACKAGES[*]}"
+        local sudo=""
+        [ "$(id -u)" = 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${MLIR_PACKAGES[@]}" >/dev/null
+    fi
+    export MLIR_SYS_220_PREFIX=/usr/lib/llvm-22 TABLEGEN_220_PREFIX=/usr/lib/llvm-22
+    export LIBCLANG_PATH=/usr/lib/llvm-22/lib
+    export IRC_MLIR_OPT=/usr/lib/llvm-22/bin/mlir-opt
+    say "MLIR: $("$IRC_MLIR_OPT" --version | grep -i version | head -1)"
+}
+
+setup_cuda_nvcc() {
+    local venv=.venv-cuda
+    local site
+    site() { "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+    if [ ! -x "$venv/bin/python" ] || [ ! -x "$(site)/nvidia/cu13/bin/ptxas" ]; then
+        need_python
+        say "installing nvidia-cuda-nvcc==13.0.* (ptxas, libdevice) into $venv"
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "nvidia-cuda-nvcc==13.0.*"
+    fi
+    IRC_CUDA_TOOLKIT="$PWD/$(realpath --relative-to="$PWD" "$(site)/nvidia/cu13")"
+    IRC_PTXAS="$IRC_CUDA_TOOLKIT/bin/ptxas"
+    export IRC_CUDA_TOOLKIT IRC_PTXAS
+    say "ptxas: $("$IRC_PTXAS" --version | tail -1)"
+}
+
+setup_pycute
+setup_mlir
+setup_cuda_nvcc
+
+# The driver's `mlir` feature compiles the MLIR backend into `irc` and its CLI tests.
+FEATURES=(--features irc-driver/mlir)
+say "doctests: cargo test --workspace --doc ${FEATURES[*]}"
+cargo test --workspace --doc "${FEATURES[@]}"
 if cargo nextest --version >/dev/null 2>&1; then
-    say "cargo nextest run --workspace"
-    cargo nextest run --workspace --no-fail-fast
+    say "cargo nextest run --workspace ${FEATURES[*]}"
+    cargo nextest run --workspace --no-fail-fast "${FEATURES[@]}"
 else
     say "cargo-nextest is not installed; running cargo test instead"
-    cargo test --workspace --no-fail-fast --tests --bins --lib
+    cargo test --workspace --no-fail-fast --tests --bins --lib "${FEATURES[@]}"
 fi

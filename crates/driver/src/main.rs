@@ -6,6 +6,7 @@
 mod diag;
 mod input;
 mod layout;
+mod mlir;
 mod npy;
 mod opt;
 mod run;

@@ -1,0 +1,42 @@
+//! The MLIR backend's side of the driver: `--emit=mlir` and `--emit=ptx --backend=mlir`.
+//!
+//! The backend is `irc-lower-mlir`, behind the `mlir` cargo feature (it links LLVM/MLIR 22).
+//! Without the feature these requests are refused with an error saying so.
+
+use crate::opt::{Backend, Emit, OptArgs};
+
+/// Why an MLIR request cannot be served by this build, if it cannot.
+pub fn unavailable(args: &OptArgs) -> Option<String> {
+    if args.emit == Emit::Ptx && args.backend != Backend::Mlir {
+        return Some(
+            "--emit=ptx is produced by the MLIR backend: pass --backend=mlir (the CUDA \
+             backend's C++ is compiled to PTX by NVRTC when it runs)"
+                .into(),
+        );
+    }
+    let wants_mlir = matches!(args.emit, Emit::Mlir | Emit::Ptx);
+    if wants_mlir && !cfg!(feature = "mlir") {
+        return Some(
+            "irc was built without the `mlir` feature, so `--emit=mlir` and `--emit=ptx` are \
+             not available; rebuild with `cargo build --release --features mlir` (the README's \
+             \"MLIR backend\" section lists the LLVM/MLIR 22 packages it needs)"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The MLIR module (`Emit::Mlir`) or PTX (`Emit::Ptx`) of a kernel IR module.
+#[cfg(feature = "mlir")]
+pub fn emit(m: &irc_lower_cuda::kir::Module, args: &OptArgs) -> Result<String, String> {
+    let r = match args.emit {
+        Emit::Ptx => irc_lower_mlir::compile_to_ptx(m, &args.arch),
+        _ => irc_lower_mlir::emit_mlir(m),
+    };
+    r.map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "mlir"))]
+pub fn emit(_: &irc_lower_cuda::kir::Module, args: &OptArgs) -> Result<String, String> {
+    Err(unavailable(args).unwrap_or_default())
+}
