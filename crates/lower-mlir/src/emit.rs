@@ -651,6 +651,12 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     DenseI32ArrayAttribute::new(ctx, &b).into(),
                 ),
                 (e.id("gpu.kernel"), Attribute::unit(ctx)),
+                // `.minnctapersm 1`: ptxas may use registers up to the block's share of the
+                // register file rather than spill to reach a higher occupancy.
+                (
+                    e.id("nvvm.minctasm"),
+                    IntegerAttribute::new(IntegerType::new(ctx, 32).into(), 1).into(),
+                ),
                 (
                     e.id("workgroup_attributions"),
                     IntegerAttribute::new(IntegerType::new(ctx, 64).into(), 0).into(),
