@@ -37,7 +37,7 @@ use melior::{
             ArrayAttribute, DenseElementsAttribute, DenseI32ArrayAttribute, DictionaryAttribute,
             FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute,
         },
-        operation::{OperationBuilder, OperationLike, OperationMutLike},
+        operation::{OperationBuilder, OperationMutLike},
         r#type::{FunctionType, IntegerType, MemRefType, RankedTensorType},
     },
 };
@@ -57,7 +57,6 @@ pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>,
     let graph_loc = Location::name(ctx, &format!("graph @{}", m.name), unknown);
     let module = Module::new(graph_loc);
     let e = Emitter { ctx };
-    module.as_operation().block();
     // `gpu.container_module` on the builtin module.
     let mut module = module;
     module
@@ -148,7 +147,7 @@ pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>,
         e.append(gm_block, func);
     }
 
-    e.host_function(m, &param_sizes, module.body().to_raw(), graph_loc)?;
+    e.host_function(m, module.body().to_raw(), graph_loc)?;
     Ok(module)
 }
 
@@ -339,7 +338,6 @@ impl<'c> Emitter<'c> {
     fn host_function(
         &self,
         m: &kir::Module,
-        param_sizes: &HashMap<&str, Vec<i64>>,
         module_block: MlirBlock,
         loc: Location<'c>,
     ) -> Result<(), MlirError> {
@@ -413,25 +411,15 @@ impl<'c> Emitter<'c> {
                 };
                 dims.push(v);
             }
-            let sizes = &param_sizes[k.name.as_str()];
             let mut operands: Vec<Value> = dims
                 .iter()
                 // SAFETY: as in the module doc.
                 .map(|&v| unsafe { Value::from_raw(v) })
                 .collect();
-            for (a, (p, &n)) in l.args.iter().zip(k.params.iter().zip(sizes)) {
-                let v = bufs[a.as_str()];
-                // The host buffer is exactly as large as the parameter's memref (`param_sizes`).
-                debug_assert_eq!(
-                    m.buffers
-                        .iter()
-                        .find(|b| &b.name == a)
-                        .map(|b| b.elements() as i64),
-                    Some(n)
-                );
-                let _ = p;
+            // Each host buffer has the type of the parameter it is bound to (`param_sizes`).
+            for a in &l.args {
                 // SAFETY: as in the module doc.
-                operands.push(unsafe { Value::from_raw(v) });
+                operands.push(unsafe { Value::from_raw(bufs[a.as_str()]) });
             }
             let kernel_ref = nested_symbol_ref(ctx, GPU_MODULE, &k.name);
             let n_args = l.args.len() as i32;
@@ -935,7 +923,6 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             let other = self.shfl_xor(v, d, o)?;
             v = self.reduce_op(op, d, v, other)?;
         }
-        let i32t: Type = IntegerType::new(self.ctx(), 32).into();
         let tid = self.sreg("tid.x")?;
         let c31 = self.int_const(32, 31)?;
         let c5 = self.int_const(32, 5)?;
@@ -947,7 +934,6 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             Ok(arith::shrui(self.v(tid), self.v(c5), self.loc)),
             "arith.shrui",
         )?;
-        let _ = i32t;
         let scratch_ty = self.e.shared_memref(d, 32);
         let scratch = self.get_global(&reduce_symbol(d), scratch_ty)?;
         self.barrier()?;
@@ -1343,9 +1329,10 @@ impl<'c> KernelEmitter<'c, '_> {
         let (Some(x), y) = (arg(0), arg(1)) else {
             return Err(self.unsupported(format!("{} without arguments", f.name())));
         };
+        let kernel = self.k.name.clone();
         let need_y = || {
             y.ok_or_else(|| MlirError::Unsupported {
-                kernel: String::new(),
+                kernel: kernel.clone(),
                 reason: format!("{} takes two arguments", f.name()),
             })
         };
@@ -1446,7 +1433,7 @@ impl<'c> KernelEmitter<'c, '_> {
                 F64 => self.push(Ok(arith::truncf(self.v(x), t, loc)), "arith.truncf"),
                 I32 | I64 => self.push(Ok(arith::sitofp(self.v(x), t, loc)), "arith.sitofp"),
                 I1 => self.push(Ok(arith::uitofp(self.v(x), t, loc)), "arith.uitofp"),
-                _ => unreachable_conversion(from, to),
+                _ => Err(self.unsupported(format!("conversion from {from} to {to}"))),
             },
             F16 | BF16 => {
                 let f = self.convert(x, from, F32)?;
@@ -1504,14 +1491,6 @@ impl<'c> KernelEmitter<'c, '_> {
         let nan = self.cmpf(CmpfPredicate::Uno, x, x)?;
         self.select(nan, zero, r)
     }
-}
-
-/// Every (from, to) pair is matched above; kept total without panicking.
-fn unreachable_conversion(from: DType, to: DType) -> R<MlirValue> {
-    Err(MlirError::Unsupported {
-        kernel: String::new(),
-        reason: format!("conversion from {from} to {to}"),
-    })
 }
 
 fn collect_mutables<'k>(body: &'k [Stmt], into: &mut Vec<(&'k str, Ty)>) {
