@@ -173,14 +173,21 @@ fn build_verified<'c>(
     m: &kir::Module,
 ) -> Result<Module<'c>, MlirError> {
     let module = emit::build_module(ctx, m)?;
-    if !module.as_operation().verify() {
-        let mut diagnostics = diags.borrow_mut().join("\n");
-        if diagnostics.is_empty() {
-            diagnostics = "(MLIR gave no diagnostic)".into();
-        }
-        return Err(MlirError::Verify { diagnostics });
-    }
+    verify(&module, diags)?;
     Ok(module)
+}
+
+/// MLIR's verifier on the whole module; its diagnostics (each with the offending operation
+/// printed) on failure.
+fn verify(module: &Module, diags: &Rc<RefCell<Vec<String>>>) -> Result<(), MlirError> {
+    if module.as_operation().verify() {
+        return Ok(());
+    }
+    let mut diagnostics = diags.borrow_mut().join("\n");
+    if diagnostics.is_empty() {
+        diagnostics = "(MLIR gave no diagnostic)".into();
+    }
+    Err(MlirError::Verify { diagnostics })
 }
 
 /// Printing flags of `--emit=mlir`: custom form with locations, so MLIR's round trip of the
@@ -300,4 +307,63 @@ pub fn find_cuda_toolkit() -> Option<PathBuf> {
     pythons
         .iter()
         .find_map(|p| has_libdevice(&p.join("site-packages/nvidia/cu13")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use melior::ir::{
+        BlockLike, Location, attribute::IntegerAttribute, operation::OperationBuilder,
+        r#type::IntegerType,
+    };
+
+    /// A module that does not verify is an error naming the op, printed, not a panic.
+    #[test]
+    fn failed_verification_prints_the_offending_op() {
+        let (ctx, diags) = context();
+        let loc = Location::new(&ctx, "bad.ir", 3, 5);
+        let module = Module::new(loc);
+        let i32t = IntegerType::new(&ctx, 32).into();
+        let i64t = IntegerType::new(&ctx, 64).into();
+        let a = module
+            .body()
+            .append_operation(melior::dialect::arith::constant(
+                &ctx,
+                IntegerAttribute::new(i32t, 1).into(),
+                loc,
+            ));
+        let a = a.result(0).unwrap().into();
+        // arith.addi with an i64 result from i32 operands.
+        let bad = OperationBuilder::new("arith.addi", loc)
+            .add_operands(&[a, a])
+            .add_results(&[i64t])
+            .build()
+            .unwrap();
+        module.body().append_operation(bad);
+        match verify(&module, &diags) {
+            Err(MlirError::Verify { diagnostics }) => {
+                assert!(diagnostics.contains("bad.ir\":3:5"), "{diagnostics}");
+                assert!(diagnostics.contains("arith.addi"), "{diagnostics}");
+                assert!(
+                    diagnostics.contains("see current operation"),
+                    "{diagnostics}"
+                );
+            }
+            other => panic!("expected a verification error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pipeline_rejects_options_it_cannot_carry() {
+        let mut opts = PtxOptions::new("sm_90a");
+        opts.toolkit = Some(PathBuf::from("/tmp/a b"));
+        assert!(matches!(pipeline(&opts), Err(MlirError::Options(_))));
+        opts.toolkit = None;
+        opts.chip = "sm_90a}".into();
+        assert!(matches!(pipeline(&opts), Err(MlirError::Options(_))));
+        opts.chip = "sm_80".into();
+        let stages = pipeline(&opts).unwrap();
+        assert_eq!(stages.len(), 3);
+        assert!(stages[1].contains("chip=sm_80 features=+ptx80"));
+    }
 }
