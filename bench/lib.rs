@@ -23,3 +23,71 @@ pub fn generated_graph(n: usize) -> String {
     s.push_str(&format!("  return %{prev}\n}}\n"));
     s
 }
+
+/// A transformer of `layers` blocks (attention + SwiGLU MLP + two RMSNorms, pre-norm,
+/// residuals) over `x: [seq, dim]` bf16 with `heads` heads, as graph IR text. Every weight is a
+/// parameter. Written with composites; `irc_ir::decompose_graph` turns each block into about
+/// 70 primitive statements, so 32 layers are a few thousand ops.
+pub fn transformer_graph(layers: usize, seq: u64, dim: u64, heads: u64) -> String {
+    let hd = dim / heads;
+    let ffn = dim * 2;
+    let t = |s: &[u64]| {
+        let dims: Vec<String> = s.iter().map(u64::to_string).collect();
+        format!("tensor<{}xbf16>", dims.join("x"))
+    };
+    let mut params = vec![format!("%x: {}", t(&[seq, dim]))];
+    let mut body = String::new();
+    let mut x = "x".to_string();
+    for l in 0..layers {
+        for (w, shape) in [
+            ("g1", vec![dim]),
+            ("wq", vec![dim, dim]),
+            ("wk", vec![dim, dim]),
+            ("wv", vec![dim, dim]),
+            ("wo", vec![dim, dim]),
+            ("g2", vec![dim]),
+            ("w1", vec![dim, ffn]),
+            ("w3", vec![dim, ffn]),
+            ("w2", vec![ffn, dim]),
+        ] {
+            params.push(format!("%{w}_{l}: {}", t(&shape)));
+        }
+        let scale = 1.0 / (hd as f64).sqrt();
+        body.push_str(&format!(
+            "  %n1_{l} = rmsnorm %{x}, %g1_{l} {{axis = -1, eps = 1e-6}}
+  %q_{l} = matmul %n1_{l}, %wq_{l}
+  %k_{l} = matmul %n1_{l}, %wk_{l}
+  %v_{l} = matmul %n1_{l}, %wv_{l}
+  %qh_{l} = reshape %q_{l} {{shape = [{seq}, {heads}, {hd}]}}
+  %qt_{l} = transpose %qh_{l} {{perm = [1, 0, 2]}}
+  %kh_{l} = reshape %k_{l} {{shape = [{seq}, {heads}, {hd}]}}
+  %kt_{l} = transpose %kh_{l} {{perm = [1, 0, 2]}}
+  %ktt_{l} = transpose %kt_{l} {{perm = [0, 2, 1]}}
+  %vh_{l} = reshape %v_{l} {{shape = [{seq}, {heads}, {hd}]}}
+  %vt_{l} = transpose %vh_{l} {{perm = [1, 0, 2]}}
+  %s_{l} = matmul %qt_{l}, %ktt_{l}
+  %c_{l} = constant {{value = {scale:?}}} : tensor<bf16>
+  %ss_{l} = mul %s_{l}, %c_{l}
+  %p_{l} = softmax %ss_{l} {{axis = -1}}
+  %o_{l} = matmul %p_{l}, %vt_{l}
+  %ot_{l} = transpose %o_{l} {{perm = [1, 0, 2]}}
+  %o2_{l} = reshape %ot_{l} {{shape = [{seq}, {dim}]}}
+  %proj_{l} = matmul %o2_{l}, %wo_{l}
+  %x1_{l} = add %{x}, %proj_{l}
+  %n2_{l} = rmsnorm %x1_{l}, %g2_{l} {{axis = -1, eps = 1e-6}}
+  %h_{l} = matmul %n2_{l}, %w1_{l}
+  %a_{l} = silu %h_{l}
+  %u_{l} = matmul %n2_{l}, %w3_{l}
+  %m_{l} = mul %a_{l}, %u_{l}
+  %d_{l} = matmul %m_{l}, %w2_{l}
+  %x2_{l} = add %x1_{l}, %d_{l}
+"
+        ));
+        x = format!("x2_{l}");
+    }
+    format!(
+        "graph @transformer({}) -> {} {{\n{body}  return %{x}\n}}\n",
+        params.join(", "),
+        t(&[seq, dim])
+    )
+}

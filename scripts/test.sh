@@ -4,9 +4,13 @@
 #
 # - pycute (the CuTe reference, from the nvidia-cutlass wheel) goes into .venv-pycute for the
 #   layout algebra's differential test; IRC_PYCUTE_PYTHON points the test at it.
+# - NVRTC, the CUDA headers and ptxas (CUDA 13.0 wheels from PyPI) go into .venv-cuda for the
+#   compile test of the emitted CUDA (crates/runtime/tests/emitted_cuda.rs); IRC_NVRTC_LIB_DIR,
+#   LD_LIBRARY_PATH, IRC_CUDA_INCLUDE and IRC_PTXAS point the tests at them. No GPU is needed.
+#   GPU tests run only with IRC_GPU_TESTS=1.
 # - The MLIR backend (crates/lower-mlir, the driver's `mlir` feature) builds against Debian's
 #   LLVM/MLIR 22 packages, installed here when missing; its tests use mlir-opt-22 and, for PTX,
-#   ptxas and libdevice from the nvidia-cuda-nvcc==13.0.* wheel in .venv-cuda (IRC_PTXAS,
+#   ptxas and libdevice from the nvidia-cuda-nvcc wheel in .venv-cuda (IRC_PTXAS and
 #   IRC_CUDA_TOOLKIT point the tests at them).
 # - Tests run under cargo-nextest when it is installed, else under cargo test; doctests always
 #   run under cargo test (nextest does not run them).
@@ -40,6 +44,35 @@ setup_pycute() {
     say "pycute: $("$IRC_PYCUTE_PYTHON" -c 'import pycute, sys; print(sys.executable)')"
 }
 
+setup_cuda() {
+    local venv=.venv-cuda
+    local pins=("nvidia-cuda-nvrtc==13.0.*" "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-crt==13.0.*" "nvidia-cuda-nvcc==13.0.*")
+    local nv="$venv/lib/python3*/site-packages/nvidia/cu13"
+    # shellcheck disable=SC2086
+    if ! ls $nv/lib/libnvrtc.so.* $nv/include/cuda_bf16.h $nv/bin/ptxas >/dev/null 2>&1; then
+        need_python
+        say "creating $venv with NVRTC, the CUDA headers and ptxas (${pins[*]})"
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv" 2>/dev/null; then
+            say "python3 -m venv failed; installing python3-venv (apt)"
+            apt-get update -qq && apt-get install -y -qq python3-venv
+            python3 -m venv "$venv"
+        fi
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
+    fi
+    local root
+    # shellcheck disable=SC2086
+    root="$(cd $nv && pwd)"
+    export IRC_NVRTC_LIB_DIR="$root/lib"
+    export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export IRC_CUDA_INCLUDE="$root/include"
+    export IRC_PTXAS="$root/bin/ptxas"
+    # libdevice (nvvm/libdevice/libdevice.10.bc) for the MLIR backend's PTX.
+    export IRC_CUDA_TOOLKIT="$root"
+    say "CUDA toolchain: $("$IRC_PTXAS" --version | tail -1) in $root"
+}
+
+
 MLIR_PACKAGES=(libmlir-22-dev mlir-22-tools llvm-22-dev libclang-22-dev libzstd-dev libz3-dev
     libxml2-dev zlib1g-dev libpolly-22-dev)
 
@@ -57,25 +90,9 @@ setup_mlir() {
     say "MLIR: $("$IRC_MLIR_OPT" --version | grep -i version | head -1)"
 }
 
-setup_cuda_nvcc() {
-    local venv=.venv-cuda
-    local site
-    site() { "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-    if [ ! -x "$venv/bin/python" ] || [ ! -x "$(site)/nvidia/cu13/bin/ptxas" ]; then
-        need_python
-        say "installing nvidia-cuda-nvcc==13.0.* (ptxas, libdevice) into $venv"
-        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check "nvidia-cuda-nvcc==13.0.*"
-    fi
-    IRC_CUDA_TOOLKIT="$PWD/$(realpath --relative-to="$PWD" "$(site)/nvidia/cu13")"
-    IRC_PTXAS="$IRC_CUDA_TOOLKIT/bin/ptxas"
-    export IRC_CUDA_TOOLKIT IRC_PTXAS
-    say "ptxas: $("$IRC_PTXAS" --version | tail -1)"
-}
-
 setup_pycute
+setup_cuda
 setup_mlir
-setup_cuda_nvcc
 
 # The driver's `mlir` feature compiles the MLIR backend into `irc` and its CLI tests.
 FEATURES=(--features irc-driver/mlir)

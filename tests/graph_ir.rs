@@ -257,6 +257,29 @@ proptest! {
         prop_assert!(d.insts.iter().all(|i| i.op.category() != irc_ir::Category::Composite));
     }
 
+    /// The -O pipeline never panics on random graphs, its output verifies and re-parses, and
+    /// the interpreter agrees before and after wherever the reference result is finite.
+    #[test]
+    fn o_pipeline_verifies_and_agrees(m in arb_module()) {
+        let g = &m.graphs[0];
+        let out = irc_passes::manager::PassManager::default_pipeline().run(g).map_err(|e| TestCaseError::fail(e.to_string()))?.graph;
+        prop_assert!(irc_ir::verify_graph(&out).is_ok());
+        let printed = irc_ir::print_graph(&out);
+        let reparsed = irc_frontend::parse_module(&printed).map_err(|d| TestCaseError::fail(format!("{d:?}")))?;
+        prop_assert_eq!(irc_ir::print_module(&reparsed), printed);
+        let inputs = |g: &irc_ir::Graph| g.params.iter().enumerate().map(|(i, &p)| irc_interp::random_tensor(g.ty(p), 5, i as u64)).collect::<Vec<_>>();
+        let before = irc_interp::run_graph(g, inputs(g)).expect("runs");
+        let after = irc_interp::run_graph(&out, inputs(&out)).expect("runs");
+        for (a, b) in after.iter().zip(&before) {
+            let (a, b) = (a.data.to_f64(), b.data.to_f64());
+            if b.iter().all(|v| v.is_finite()) {
+                let num: f64 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt();
+                let den: f64 = b.iter().map(|y| y * y).sum::<f64>().sqrt() + 1e-6;
+                prop_assert!(num / den <= 1e-2, "relative error {} on\n{}\n->\n{}", num / den, irc_ir::print_graph(g), irc_ir::print_graph(&out));
+            }
+        }
+    }
+
     /// The frontend never panics on arbitrary bytes.
     #[test]
     fn frontend_never_panics_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
@@ -281,5 +304,25 @@ proptest! {
             }
         }
         let _ = irc_frontend::parse_module(&text);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every random graph lowers to a kernel IR module that verifies, prints, re-parses to
+    /// itself, and emits CUDA with a valid launch manifest.
+    #[test]
+    fn random_graphs_lower_to_verified_kernels(m in arb_module()) {
+        let g = &m.graphs[0];
+        let k = irc_lower_cuda::lower_graph(g, irc_lower_cuda::SourceInfo::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{}", irc_ir::print_module(&m))))?;
+        irc_lower_cuda::kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let text = irc_lower_cuda::kir::print_module(&k);
+        let back = irc_lower_cuda::kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(&back, &k);
+        let cu = irc_lower_cuda::cuda::emit(&k);
+        cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
     }
 }

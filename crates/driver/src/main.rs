@@ -3,7 +3,9 @@
 //!
 //! Exit codes: 0 on success, 1 on a user error (reported with its location where it has one).
 
+mod bench;
 mod diag;
+mod gpu;
 mod input;
 mod layout;
 mod mlir;
@@ -34,8 +36,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a graph on the CPU reference interpreter.
+    /// Run a graph on the CPU reference interpreter or (`--device gpu`) on the GPU.
     Run(run::RunArgs),
+    /// Time a graph's kernels on the GPU (warm-up, L2 flush, CUDA events, median).
+    Bench(bench::BenchArgs),
     /// Evaluate CuTe layout-algebra expressions (`irc layout '(4,8):(1,4)'`).
     Layout(layout::LayoutArgs),
 }
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Some(Command::Run(args)) => run::run(args),
+        Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Layout(args)) => layout::run(args),
         None => opt::run(&cli.opt),
     };

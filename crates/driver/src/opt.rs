@@ -33,6 +33,8 @@ pub struct OptArgs {
     /// The GPU `--emit=ptx` compiles for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
+    #[command(flatten)]
+    pub passes: PassArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +43,114 @@ pub enum Backend {
     Cuda,
     /// MLIR (gpu, nvvm, arith, math, memref, scf) lowered in-process to PTX.
     Mlir,
+}
+
+/// The pass-manager flags, shared by `irc FILE` and `irc run`.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct PassArgs {
+    /// Run the default graph-level pipeline (see --list-passes).
+    #[arg(short = 'O')]
+    pub optimize: bool,
+    /// Run this pipeline, e.g. 'graph(canonicalize,fold-transpose{max-iters=8})'.
+    #[arg(long, value_name = "PIPELINE")]
+    pub pass_pipeline: Option<String>,
+    /// List the registered passes with their options, and exit.
+    #[arg(long)]
+    pub list_passes: bool,
+    /// Print the IR (to stderr) before each run of this pass.
+    #[arg(long, value_name = "PASS")]
+    pub print_ir_before: Vec<String>,
+    /// Print the IR (to stderr) after each run of this pass.
+    #[arg(long, value_name = "PASS")]
+    pub print_ir_after: Vec<String>,
+    /// Print the IR (to stderr) after every pass.
+    #[arg(long)]
+    pub print_ir_after_all: bool,
+    /// Print the IR (to stderr) after every pass that changed it.
+    #[arg(long)]
+    pub print_ir_after_change: bool,
+    /// Report each pass's time (to stderr).
+    #[arg(long)]
+    pub timing: bool,
+    /// Report each pass's statistics (to stderr): rules fired, e-graph size, stop reason.
+    #[arg(long)]
+    pub pass_statistics: bool,
+    /// Verify every pass's output.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub verify_each: bool,
+}
+
+impl PassArgs {
+    /// The pass manager these flags ask for, or `None` when they ask for no passes.
+    pub fn manager(&self, default: bool) -> Result<Option<irc_passes::manager::PassManager>> {
+        use irc_passes::manager::{Instrumentation, PassManager};
+        let text = match (&self.pass_pipeline, self.optimize || default) {
+            (Some(p), _) => p.clone(),
+            (None, true) => irc_passes::registry::DEFAULT_PIPELINE.to_string(),
+            (None, false) => return Ok(None),
+        };
+        let mut pm = PassManager::parse(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{e}\n  {text}\n  {}^",
+                " ".repeat(e.column.saturating_sub(1))
+            )
+        })?;
+        pm.verify_each = self.verify_each;
+        pm.instrumentation = Instrumentation {
+            print_before: self.print_ir_before.clone(),
+            print_after: self.print_ir_after.clone(),
+            print_after_all: self.print_ir_after_all,
+            print_after_change: self.print_ir_after_change,
+        };
+        Ok(Some(pm))
+    }
+
+    /// Runs the pipeline on every graph of `module`, printing snapshots and reports to stderr.
+    pub fn run_on(
+        &self,
+        pm: &irc_passes::manager::PassManager,
+        module: &mut irc_ir::Module,
+    ) -> Result<()> {
+        let mut records = Vec::new();
+        for g in &mut module.graphs {
+            let mut snap = |when: irc_passes::manager::When, pass: &str, g: &irc_ir::Graph| {
+                let w = match when {
+                    irc_passes::manager::When::Before => "Before",
+                    irc_passes::manager::When::After => "After",
+                };
+                eprint!(
+                    "// -----// IR Dump {w} {pass} //----- //\n{}",
+                    irc_ir::print_graph(g)
+                );
+            };
+            let out = pm.run_with(g, &mut snap)?;
+            *g = out.graph;
+            records.extend(out.records);
+        }
+        if self.timing {
+            eprint!("{}", irc_passes::manager::timing_report(&records));
+        }
+        if self.pass_statistics {
+            eprint!("{}", irc_passes::manager::statistics_report(&records));
+        }
+        Ok(())
+    }
+}
+
+/// `--list-passes`: every registered pass, its summary and options.
+pub fn list_passes() -> String {
+    let mut out = format!(
+        "Default pipeline (-O): {}\n\nPasses:\n",
+        irc_passes::registry::DEFAULT_PIPELINE
+    );
+    for p in irc_passes::registry::all() {
+        let i = p.info();
+        out.push_str(&format!("  {:<22} {}\n", i.name, i.summary));
+        for o in i.options {
+            out.push_str(&format!("    {{{}={}}}  {}\n", o.name, o.default, o.doc));
+        }
+    }
+    out
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +172,11 @@ pub fn run(args: &OptArgs) -> Result<bool> {
     if let Some(why) = crate::mlir::unavailable(args) {
         anyhow::bail!(why);
     }
+    if args.passes.list_passes {
+        print!("{}", list_passes());
+        return Ok(true);
+    }
+    let pm = args.passes.manager(false)?;
     let text = read_source(&args.input)?;
     let name = if args.input == "-" {
         "<stdin>"
@@ -79,7 +194,7 @@ pub fn run(args: &OptArgs) -> Result<bool> {
     let mut stderr = String::new();
     for range in cases {
         let chunk = &text[range.clone()];
-        let result = compile(chunk, range.start, args, &src);
+        let result = compile(chunk, range.start, args, &src, pm.as_ref());
         if args.verify_diagnostics {
             let expected = match verify_diags::parse_expectations(&text, range.start, chunk) {
                 Ok(e) => e,
@@ -123,6 +238,7 @@ fn compile(
     base: usize,
     args: &OptArgs,
     src: &Source,
+    pm: Option<&irc_passes::manager::PassManager>,
 ) -> Result<String, Vec<irc_ir::Diagnostic>> {
     let mut module = irc_frontend::parse_module_at(chunk, base)?;
     if args.decompose {
@@ -131,6 +247,11 @@ fn compile(
                 .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.message)])?;
         }
         irc_ir::verify_module(&module)?;
+    }
+    if let Some(pm) = pm {
+        args.passes
+            .run_on(pm, &mut module)
+            .map_err(|e| vec![irc_ir::Diagnostic::error(None, format!("{e:#}"))])?;
     }
     let info = irc_lower_cuda::SourceInfo {
         name: src.name,

@@ -5,7 +5,8 @@ use crate::input::read_source;
 use crate::npy;
 use anyhow::{Context, Result, bail};
 use irc_interp::{Tensor, random_tensor, run_graph};
-use std::path::PathBuf;
+use irc_ir::{Graph, Module};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -29,24 +30,86 @@ pub struct RunArgs {
     /// Run the graph exactly as written, without the optimizing pipeline.
     #[arg(long)]
     pub no_passes: bool,
+    /// Where to run: the reference interpreter (`cpu`) or the GPU through the emitted CUDA.
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    #[command(flatten)]
+    pub gpu: crate::gpu::GpuArgs,
+    #[command(flatten)]
+    pub passes: crate::opt::PassArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU reference interpreter.
+    Cpu,
+    /// The first CUDA GPU (NVRTC + the CUDA driver).
+    Gpu,
 }
 
 pub fn run(args: &RunArgs) -> Result<bool> {
-    let text = read_source(&args.input)?;
-    let name = if args.input == "-" {
-        "<stdin>"
+    let pm = if args.no_passes {
+        None
     } else {
-        args.input.as_str()
+        args.passes.manager(true)?
     };
-    let module = match irc_frontend::parse_module(&text) {
-        Ok(m) => m,
-        Err(diags) => {
-            eprint!("{}", render_errors(&Source { name, text: &text }, &diags));
-            return Ok(false);
+    let Some(written) = parse(&args.input)? else {
+        return Ok(false);
+    };
+    let mut module = written.clone();
+    if let Some(pm) = &pm {
+        args.passes.run_on(pm, &mut module)?;
+    }
+    let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
+    let limit = match args.device {
+        Device::Cpu => Some(irc_interp::MAX_TENSOR_BYTES),
+        Device::Gpu => None,
+    };
+    let inputs = load_inputs(graph, &args.inputs, args.random, args.seed, limit)?;
+    let outputs = match args.device {
+        Device::Cpu => run_graph(graph, inputs)?,
+        Device::Gpu => {
+            // The reference is the graph as written, so --check covers the passes too.
+            let reference = select_graph(&written, &args.input, args.graph.as_deref())?;
+            return crate::gpu::run(graph, reference, inputs, args);
         }
     };
+    save_and_print(&outputs, args.save_outputs.as_deref())?;
+    Ok(true)
+}
+
+/// Writes `DIR/outN.npy` when asked, and prints one summary line per result.
+pub fn save_and_print(outputs: &[Tensor], dir: Option<&Path>) -> Result<()> {
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for (i, t) in outputs.iter().enumerate() {
+            npy::write(&dir.join(format!("out{i}.npy")), t)?;
+        }
+    }
+    for (i, t) in outputs.iter().enumerate() {
+        println!("{}", summary(i, t));
+    }
+    Ok(())
+}
+
+/// Parses a file (`-` for standard input); `None` when errors were reported.
+pub fn parse(input: &str) -> Result<Option<Module>> {
+    let text = read_source(input)?;
+    let name = if input == "-" { "<stdin>" } else { input };
+    match irc_frontend::parse_module(&text) {
+        Ok(m) => Ok(Some(m)),
+        Err(diags) => {
+            eprint!("{}", render_errors(&Source { name, text: &text }, &diags));
+            Ok(None)
+        }
+    }
+}
+
+/// The graph named by `--graph`, or the file's only graph.
+pub fn select_graph<'m>(module: &'m Module, input: &str, graph: Option<&str>) -> Result<&'m Graph> {
+    let name = if input == "-" { "<stdin>" } else { input };
     let names: Vec<&str> = module.graphs.iter().map(|g| g.name.as_str()).collect();
-    let graph = match (&args.graph, module.graphs.as_slice()) {
+    Ok(match (graph, module.graphs.as_slice()) {
         (Some(n), _) => {
             let n = n.trim_start_matches('@');
             module.graph(n).with_context(|| {
@@ -59,17 +122,25 @@ pub fn run(args: &RunArgs) -> Result<bool> {
             "{name} holds several graphs (@{}); choose one with --graph",
             names.join(", @")
         ),
-    };
-    // The optimizing pipeline does not exist yet (crates/passes); both modes run the graph as
-    // written.
-    let _ = args.no_passes;
+    })
+}
+
+/// The graph's inputs from `--input NAME=PATH.npy` specs, the rest seeded random when `random`.
+/// `limit` bounds the size of a random input (the interpreter's limit on the CPU).
+pub fn load_inputs(
+    graph: &Graph,
+    specs: &[String],
+    random: bool,
+    seed: u64,
+    limit: Option<u64>,
+) -> Result<Vec<Tensor>> {
     let mut given: Vec<Option<PathBuf>> = vec![None; graph.params.len()];
     let param_names: Vec<String> = graph
         .params
         .iter()
         .map(|&p| graph.value(p).name.clone().unwrap_or_default())
         .collect();
-    for spec in &args.inputs {
+    for spec in specs {
         let (n, path) = spec
             .split_once('=')
             .with_context(|| format!("--input {spec}: expected NAME=PATH.npy"))?;
@@ -92,14 +163,14 @@ pub fn run(args: &RunArgs) -> Result<bool> {
             Some(path) => {
                 npy::read(path, ty).with_context(|| format!("input %{}", param_names[i]))?
             }
-            None if args.random => {
-                if ty.size_bytes() > irc_interp::MAX_TENSOR_BYTES {
+            None if random => {
+                if limit.is_some_and(|l| ty.size_bytes() > l) {
                     bail!(
                         "input %{} ({ty}) is too large for the reference interpreter",
                         param_names[i]
                     );
                 }
-                random_tensor(ty, args.seed, i as u64)
+                random_tensor(ty, seed, i as u64)
             }
             None => bail!(
                 "no value for input %{} ({ty}); pass --input {}=PATH.npy or --random",
@@ -109,21 +180,11 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         };
         inputs.push(t);
     }
-    let outputs = run_graph(graph, inputs)?;
-    if let Some(dir) = &args.save_outputs {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        for (i, t) in outputs.iter().enumerate() {
-            npy::write(&dir.join(format!("out{i}.npy")), t)?;
-        }
-    }
-    for (i, t) in outputs.iter().enumerate() {
-        println!("{}", summary(i, t));
-    }
-    Ok(true)
+    Ok(inputs)
 }
 
 /// `out0: tensor<2x3xf32> min=-1.5 max=2 mean=0.25`.
-fn summary(i: usize, t: &Tensor) -> String {
+pub fn summary(i: usize, t: &Tensor) -> String {
     let v = t.data.to_f64();
     let nan = v.iter().filter(|x| x.is_nan()).count();
     let finite = v.iter().copied().filter(|x| !x.is_nan());

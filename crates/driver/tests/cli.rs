@@ -233,3 +233,77 @@ fn run_refuses_graphs_too_large_for_the_interpreter() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("interpreter"), "{}", stderr(&o));
 }
+
+/// `-O` folds the transpose; `--list-passes` lists the registry; a bad pipeline is a located
+/// error with exit code 1; `--print-ir-after-all` and `--pass-statistics` report to stderr.
+#[test]
+fn passes_flags() {
+    let o = irc(&["-O", "examples/small/gemm_bt.ir"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("matmul %a, %b {transpose_b = true}") && !out.contains("transpose %"),
+        "{out}"
+    );
+
+    let o = irc(&["--list-passes"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("fold-transpose") && out.contains("max-iters=16"),
+        "{out}"
+    );
+
+    let o = irc(&[
+        "--pass-pipeline=graph(canonicalize,nope)",
+        "examples/small/gemm.ir",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("pass pipeline:20: unknown pass 'nope'"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = irc(&[
+        "--pass-pipeline=graph(fold-transpose{max-iters=4})",
+        "--print-ir-after-all",
+        "--pass-statistics",
+        "--timing",
+        "examples/small/gemm_bt.ir",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("IR Dump After fold-transpose"), "{err}");
+    assert!(
+        err.contains("rule.fold-transpose-into-matmul = 1")
+            && err.contains("stop-reason = saturated"),
+        "{err}"
+    );
+    assert!(err.contains("pass execution timing report"), "{err}");
+}
+
+/// `irc run` runs the -O output by default and the input as written with --no-passes; the
+/// two agree to rounding on rmsnorm_gemm (where -O changes the computation).
+#[test]
+fn run_uses_the_pipeline() {
+    let o = irc(&[
+        "run",
+        "examples/small/gemm_bt.ir",
+        "--random",
+        "--print-ir-after-change",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("transpose_b = true"), "{}", stderr(&o));
+    let o = irc(&[
+        "run",
+        "examples/small/gemm_bt.ir",
+        "--random",
+        "--no-passes",
+        "--print-ir-after-change",
+    ]);
+    assert!(
+        o.status.success() && stderr(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -19,8 +19,10 @@
 //! assert_eq!(out[0].data, Data::F32(vec![0.0, 0.5, 2.0]));
 //! ```
 
+pub mod compare;
 pub mod kernels;
 pub mod random;
+pub mod sample;
 pub mod tensor;
 mod walk;
 

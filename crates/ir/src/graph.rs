@@ -241,6 +241,14 @@ impl GraphBuilder {
         }
     }
 
+    /// Sets the source span of the statement defining `v` (for tools that rebuild a parsed
+    /// graph, such as the passes, so later diagnostics still point at the source).
+    pub fn set_span(&mut self, v: ValueId, span: Option<Span>) {
+        if let Some(ValueDef::Inst(i)) = self.graph.values.get(v.index()).map(|d| d.def) {
+            self.graph.insts[i].span = span;
+        }
+    }
+
     pub fn unary(&mut self, op: OpKind, x: ValueId) -> Result<ValueId, OpError> {
         self.op(op, &[x], Attrs::new())
     }

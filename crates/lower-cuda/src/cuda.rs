@@ -180,11 +180,23 @@ template <typename T> __device__ __forceinline__ T irc_gelu(T x) {
   return x * (T)0.5 * ((T)1 + irc_erf(x * (T)0.70710678118654752440));
 }
 
+// Two 16-bit values in one 32-bit register, the first in the low half (mma fragments).
+__device__ __forceinline__ unsigned irc_pack(__half lo, __half hi) {
+  return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
+}
+
 // Block-wide reduction: every thread of the block passes its value and gets the result.
 // Blocks are a multiple of 32 threads.
 struct irc_sum_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct irc_max_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_max(a, b); } };
 struct irc_min_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_min(a, b); } };
+template <typename T, typename F> __device__ __forceinline__ T irc_warp_reduce(T v, F f) {
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 template <typename T, typename F> __device__ __forceinline__ T irc_block_reduce(T v, F f) {
   __shared__ T scratch[32];
   for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -302,7 +314,7 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
             Space::Shared => {
                 let _ = writeln!(
                     out,
-                    "  __shared__ {} t_{}[{size}];",
+                    "  __shared__ __align__(16) {} t_{}[{size}];",
                     c_type(t.dtype),
                     t.name
                 );
@@ -329,7 +341,14 @@ fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
             Stmt::Store { tensor, .. } => {
                 into.insert(tensor.as_str());
             }
-            Stmt::For { body, .. } | Stmt::If { body, .. } => collect_stores(body, into),
+            Stmt::For { body, .. } => collect_stores(body, into),
+            Stmt::If { body, orelse, .. } => {
+                collect_stores(body, into);
+                collect_stores(orelse, into);
+            }
+            Stmt::Copy { dst, .. } => {
+                into.insert(dst.tensor.as_str());
+            }
             _ => {}
         }
     }
@@ -406,20 +425,72 @@ impl KernelEmitter<'_> {
                 self.block(body, depth + 1);
                 let _ = writeln!(self.out, "{pad}}}");
             }
-            Stmt::If { cond, body } => {
+            Stmt::If { cond, body, orelse } => {
                 let c = self.expr(cond);
                 let _ = writeln!(self.out, "{pad}if ({c}) {{");
                 self.block(body, depth + 1);
+                if !orelse.is_empty() {
+                    let _ = writeln!(self.out, "{pad}}} else {{");
+                    self.block(orelse, depth + 1);
+                }
                 let _ = writeln!(self.out, "{pad}}}");
+            }
+            Stmt::Copy { width, dst, src } => {
+                let td = self.tensors[dst.tensor.as_str()];
+                let bytes = u64::from(*width) * td.dtype.size_bytes();
+                let vt = match bytes {
+                    16 => "uint4",
+                    8 => "uint2",
+                    _ => "unsigned",
+                };
+                let d = self.place(td, &dst.coord(0));
+                let s = self.place(self.tensors[src.tensor.as_str()], &src.coord(0));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}*reinterpret_cast<{vt}*>(&{d}) = *reinterpret_cast<const {vt}*>(&{s});"
+                );
             }
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
             }
-            Stmt::BlockReduce { var, ty, op, value } => {
-                let v = self.expr(value);
+            Stmt::Mma { d, a, b } => {
+                let at = |f: &kir::Frag, v: i64| {
+                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
+                };
+                let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
+                    "bf16"
+                } else {
+                    "f16"
+                };
+                let pack = |f: &kir::Frag, pairs: i64| -> Vec<String> {
+                    (0..pairs)
+                        .map(|p| format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1)))
+                        .collect()
+                };
+                let (ra, rb) = (pack(a, 4), pack(b, 2));
+                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
+                let ins: Vec<String> = ra
+                    .iter()
+                    .chain(&rb)
+                    .map(|r| format!("\"r\"({r})"))
+                    .collect();
                 let _ = writeln!(
                     self.out,
-                    "{pad}const {} v_{var} = irc_block_reduce({v}, irc_{}_op());",
+                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
+                    rd.join(", "),
+                    ins.join(", ")
+                );
+            }
+            Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
+                let v = self.expr(value);
+                let scope = if matches!(s, Stmt::WarpReduce { .. }) {
+                    "warp"
+                } else {
+                    "block"
+                };
+                let _ = writeln!(
+                    self.out,
+                    "{pad}const {} v_{var} = irc_{scope}_reduce({v}, irc_{}_op());",
                     self.ty(*ty),
                     op.name()
                 );
@@ -435,6 +506,7 @@ impl KernelEmitter<'_> {
             Space::Global(p) => format!("p_{p}[{off}]"),
             Space::Const(c) => format!("c_{c}[{off}]"),
             Space::Shared | Space::Registers => format!("t_{}[{off}]", t.name),
+            Space::View(base) => format!("t_{base}[{off}]"),
         }
     }
 

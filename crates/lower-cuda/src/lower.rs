@@ -21,7 +21,7 @@
 
 use crate::LowerError;
 use crate::kir::{self, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, TensorDecl, Ty};
-use crate::layout::{Layout, LayoutError, composition};
+use crate::layout::{Layout, LayoutError, coalesce, composition};
 use crate::manifest::BufferKind;
 use irc_ir::infer::{flatten_value, matmul_shape, normalize_axis, reduction_axes};
 use irc_ir::print::value_names;
@@ -186,14 +186,21 @@ struct Lowering<'g> {
     buffer_of: HashMap<ValueId, String>,
     module: kir::Module,
     index: kir::IndexWidth,
+    /// Elementwise roots computed in a matmul's epilogue: root → the matmul it reads.
+    epilogues: HashMap<ValueId, ValueId>,
 }
 
 impl<'g> Lowering<'g> {
     fn new(g: &'g Graph, src: SourceInfo<'g>, forced: &HashSet<ValueId>) -> Lowering<'g> {
+        // Uses by distinct statements: `mul %x, %x` reads %x once (the kernel computes it once).
         let mut uses = vec![0usize; g.values.len()];
         for inst in &g.insts {
+            let mut seen: Vec<ValueId> = Vec::with_capacity(inst.operands.len());
             for &o in &inst.operands {
-                uses[o.index()] += 1;
+                if !seen.contains(&o) {
+                    seen.push(o);
+                    uses[o.index()] += 1;
+                }
             }
         }
         for &r in &g.results {
@@ -233,10 +240,11 @@ impl<'g> Lowering<'g> {
         for &p in &g.params {
             add_buffer(p, BufferKind::Input, &mut module);
         }
+        let mut materialized = vec![false; g.values.len()];
         for inst in &g.insts {
             let v = inst.result;
             let scalar_const = inst.op == OpKind::Constant && splat_value(inst).is_some();
-            let materialize = forced.contains(&v)
+            materialized[v.index()] = forced.contains(&v)
                 || results.contains(&v)
                 || matches!(
                     inst.op.category(),
@@ -244,7 +252,32 @@ impl<'g> Lowering<'g> {
                 )
                 || (is_elementwise(inst.op) && uses[v.index()] > 1)
                 || (inst.op == OpKind::Constant && !scalar_const && results.contains(&v));
-            if materialize {
+        }
+        // A computed matmul operand (an elementwise op, possibly behind views) would be
+        // recomputed by every tile that loads it: store it once instead.
+        for inst in g.insts.iter().filter(|i| i.op == OpKind::Matmul) {
+            for &o in &inst.operands {
+                let mut v = o;
+                while let ValueDef::Inst(i) = g.values[v.index()].def {
+                    let def = &g.insts[i];
+                    if is_view(def.op) {
+                        v = def.operands[0];
+                        continue;
+                    }
+                    if is_elementwise(def.op) {
+                        materialized[v.index()] = true;
+                    }
+                    break;
+                }
+            }
+        }
+        let epilogues = plan_epilogues(g, &uses, &materialized, forced, &results);
+        for m in epilogues.values() {
+            materialized[m.index()] = false;
+        }
+        for inst in &g.insts {
+            let v = inst.result;
+            if materialized[v.index()] {
                 let kind = if results.contains(&v) {
                     BufferKind::Output
                 } else {
@@ -267,6 +300,7 @@ impl<'g> Lowering<'g> {
             buffer_of,
             module,
             index,
+            epilogues,
         }
     }
 
@@ -288,6 +322,14 @@ impl<'g> Lowering<'g> {
             if !self.buffer_of.contains_key(&v) {
                 continue;
             }
+            // A root whose chain starts at a matmul is that matmul's epilogue.
+            let (inst, i) = match self.epilogues.get(&v) {
+                Some(m) => match self.g.values[m.index()].def {
+                    ValueDef::Inst(mi) => (&self.g.insts[mi], mi),
+                    ValueDef::Param(_) => (inst, i),
+                },
+                None => (inst, i),
+            };
             let name = format!(
                 "{}_k{}_{}",
                 self.module.name,
@@ -296,7 +338,7 @@ impl<'g> Lowering<'g> {
             );
             let mut b = Builder::new(&self, name, i);
             match inst.op.category() {
-                Category::Matmul => b.matmul(inst)?,
+                Category::Matmul => b.matmul(inst, v)?,
                 Category::Reduction => b.reduction(inst)?,
                 Category::Composite => b.composite(inst)?,
                 _ => b.elementwise(v)?,
@@ -398,6 +440,9 @@ struct Builder<'l, 'g> {
     next: usize,
     /// Constant arrays this kernel reads (moved to the module).
     constants: Vec<kir::ConstDecl>,
+    /// Values held in registers at the current coordinate (a matmul's accumulator in its
+    /// epilogue), with the access layout they are valid at.
+    overrides: HashMap<ValueId, (Layout, Expr)>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -423,6 +468,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             memo: HashMap::new(),
             next: 0,
             constants: vec![],
+            overrides: HashMap::new(),
         }
     }
 
@@ -543,13 +589,26 @@ impl<'l, 'g> Builder<'l, 'g> {
 
     fn if_(&mut self, cond: Expr, f: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
         let body = self.block(f)?;
-        self.out.push(Stmt::If { cond, body });
+        self.out.push(Stmt::If {
+            cond,
+            body,
+            orelse: vec![],
+        });
         Ok(())
     }
 
     /// The value `v` at the current iteration coordinate, where `access` maps that coordinate
     /// to `v`'s row-major linear index. The expression has `v`'s dtype.
     fn value_at(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+        if let Some((a, e)) = self.overrides.get(&v) {
+            return if a == access {
+                Ok(e.clone())
+            } else {
+                Err(Retry::Fail(LowerError::Internal(format!(
+                    "epilogue reads its matmul at {access}, not at {a}"
+                ))))
+            };
+        }
         let coord: Vec<String> = self.coord.iter().map(kir::print::expr).collect();
         let key = (v, format!("{access} @ {}", coord.join(",")));
         if let Some(e) = self.memo.get(&key) {
@@ -558,6 +617,53 @@ impl<'l, 'g> Builder<'l, 'g> {
         let e = self.compute_at(v, access, true)?;
         self.memo.insert(key, e.clone());
         Ok(e)
+    }
+
+    /// A view's layout: a coordinate of the view (its row-major index) to the source's index.
+    fn view_layout(&self, inst: &Inst) -> Result<Layout, LayoutError> {
+        let src_shape = &self.ty(inst.operands[0]).shape;
+        let shape = &self.ty(inst.result).shape;
+        match inst.op {
+            OpKind::Transpose => {
+                let perm = inst
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_ints)
+                    .unwrap_or_default();
+                let st = row_major(src_shape);
+                let modes: Vec<(u64, i64)> = perm
+                    .iter()
+                    .map(|&p| {
+                        let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
+                        (src_shape[p], st[p])
+                    })
+                    .collect();
+                dims_layout(&modes)
+            }
+            OpKind::Broadcast => broadcast_layout(src_shape, shape),
+            _ => linear(self.ty(inst.result).numel()),
+        }
+    }
+
+    /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
+    /// of one (not a computed value).
+    fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+        let mut access = access.clone();
+        loop {
+            if self.l.buffer_of.contains_key(&v) {
+                return Some((v, access));
+            }
+            let inst = self.def(v)?;
+            if !is_view(inst.op) {
+                return None;
+            }
+            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
+            let origin = self.l.origin(inst);
+            if !self.kernel.origins.contains(&origin) {
+                self.kernel.origins.push(origin);
+            }
+            v = inst.operands[0];
+        }
     }
 
     /// Computes `v` (loading it when `load` and it has a buffer).
@@ -578,28 +684,7 @@ impl<'l, 'g> Builder<'l, 'g> {
         let shape = &self.ty(v).shape;
         if is_view(inst.op) {
             let src = inst.operands[0];
-            let src_shape = &self.ty(src).shape;
-            let view = match inst.op {
-                OpKind::Transpose => {
-                    let perm = inst
-                        .attrs
-                        .get("perm")
-                        .and_then(Attr::as_ints)
-                        .unwrap_or_default();
-                    let st = row_major(src_shape);
-                    let modes: Vec<(u64, i64)> = perm
-                        .iter()
-                        .map(|&p| {
-                            let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
-                            (src_shape[p], st[p])
-                        })
-                        .collect();
-                    dims_layout(&modes)
-                }
-                OpKind::Broadcast => broadcast_layout(src_shape, shape),
-                _ => linear(self.ty(v).numel()),
-            }
-            .map_err(internal)?;
+            let view = self.view_layout(inst).map_err(internal)?;
             // The view's layout maps v's coordinate to the source's index; composing with the
             // access maps the iteration coordinate there.
             let composed = composition(&view, access).map_err(|_| Retry::Materialize(v))?;
@@ -875,6 +960,22 @@ impl Builder<'_, '_> {
                 });
         let out = self.global(inst.result, access.clone());
         let (w, bias) = (inst.operands.get(1).copied(), inst.operands.get(2).copied());
+        let spec = RowSpec {
+            x,
+            k,
+            rows,
+            access: access.clone(),
+            param_access: param_access.clone(),
+            math,
+            dtype,
+            eps,
+            out: out.clone(),
+            w,
+            bias,
+        };
+        if k.div_ceil(if k <= 1024 { 32 } else { u64::from(THREADS) }) <= 32 {
+            return self.composite_cached(inst.op, spec);
+        }
         self.kernel.block = [row_threads(k), 1, 1];
         let op = inst.op;
         let call = |f: Func, args: Vec<Expr>| Expr::call(f, args);
@@ -968,7 +1069,9 @@ impl Builder<'_, '_> {
         })
     }
 
-    fn matmul(&mut self, inst: &Inst) -> R<()> {
+    /// A tiled matmul storing `root`: the matmul itself, or an elementwise chain over it
+    /// computed in the epilogue from the accumulator (see `plan_epilogues`).
+    fn matmul(&mut self, inst: &Inst, root: ValueId) -> R<()> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         let (ashape, bshape) = (self.ty(a).shape.clone(), self.ty(bv).shape.clone());
         let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
@@ -1037,6 +1140,36 @@ impl Builder<'_, '_> {
             dims_layout(&out_batch).map_err(internal)?,
         ])?;
         let batch: u64 = ms.batch.iter().product();
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            // Which dimension is contiguous is a property of the memory read, so look through
+            // views (a transposed operand is K-contiguous even though its logical N stride is 1).
+            let unit =
+                |s: &mut Self, v: ValueId, access: &Layout, mode: usize, logical: bool| match s
+                    .resolve(v, access)
+                {
+                    Some((_, l)) => l
+                        .modes()
+                        .get(mode)
+                        .and_then(|m| coalesce(m).ok())
+                        .is_some_and(|m| m.leaves().first().is_some_and(|&(_, d)| d == 1)),
+                    None => logical,
+                };
+            let a_k_fast = unit(self, a, &access_a, 1, ak_st == 1);
+            let b_n_fast = unit(self, bv, &access_b, 1, bn_st == 1);
+            let plan = TcPlan {
+                m,
+                n,
+                k,
+                batch,
+                dtype,
+                access_a,
+                access_b,
+                access_c,
+                a_k_fast,
+                b_n_fast,
+            };
+            return self.matmul_tc(inst, root, plan);
+        }
         let (gx, gy) = (n.div_ceil(BN), m.div_ceil(BM));
         if gy > 65535 {
             return Err(Retry::Fail(LowerError::Unsupported {
@@ -1046,7 +1179,8 @@ impl Builder<'_, '_> {
         }
         self.kernel.grid = [gx as u32, gy as u32, batch.min(65535) as u32];
         self.kernel.block = [THREADS, 1, 1];
-        let c = self.global(inst.result, access_c);
+        let c = self.global(root, access_c.clone());
+        let mm = inst.result;
         let tile = |d0: u64, d1: u64| {
             Layout::flat(&[d0 as i64, d1 as i64], &[d1 as i64 + 1, 1]).map_err(internal)
         };
@@ -1215,7 +1349,14 @@ impl Builder<'_, '_> {
                         let cond =
                             Expr::idx(IdxOp::And, lt(gm.clone(), int(m)), lt(gn.clone(), int(n)));
                         s.if_(cond, |s| {
-                            let v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
+                            let acc_v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
+                            let v = if root == mm {
+                                acc_v
+                            } else {
+                                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                s.overrides.insert(mm, (access_c.clone(), acc_v));
+                                s.compute_at(root, &access_c, false)?
+                            };
                             s.out.push(Stmt::Store {
                                 tensor: c2,
                                 coord: vec![gm, gn, bi],
@@ -1289,4 +1430,809 @@ fn lit(d: DType, v: f64) -> Expr {
 /// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
 fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
     if to == from { e } else { Expr::cast(to, e) }
+}
+
+/// Elementwise chains computed in a matmul's epilogue: a matmul used once, whose single consumer
+/// chain of same-shape elementwise ops (each used once) ends at a materialized value, is not
+/// stored; that value is computed from the accumulator instead. Returns root → matmul.
+fn plan_epilogues(
+    g: &Graph,
+    uses: &[usize],
+    materialized: &[bool],
+    forced: &HashSet<ValueId>,
+    results: &HashSet<ValueId>,
+) -> HashMap<ValueId, ValueId> {
+    let mut consumer: HashMap<ValueId, &Inst> = HashMap::new();
+    for inst in &g.insts {
+        for &o in &inst.operands {
+            consumer.insert(o, inst);
+        }
+    }
+    let mut out = HashMap::new();
+    for inst in &g.insts {
+        let m = inst.result;
+        if inst.op != OpKind::Matmul
+            || uses[m.index()] != 1
+            || results.contains(&m)
+            || forced.contains(&m)
+        {
+            continue;
+        }
+        let shape = &g.values[m.index()].ty.shape;
+        let mut v = m;
+        while let Some(c) = consumer.get(&v) {
+            let r = c.result;
+            if !is_elementwise(c.op) || &g.values[r.index()].ty.shape != shape {
+                break;
+            }
+            if materialized[r.index()] {
+                out.insert(r, m);
+                break;
+            }
+            if uses[r.index()] != 1 {
+                break;
+            }
+            v = r;
+        }
+    }
+    out
+}
+
+/// What the tensor-core matmul template needs to know about one matmul.
+struct TcPlan {
+    m: u64,
+    n: u64,
+    k: u64,
+    batch: u64,
+    dtype: DType,
+    /// `(m, k, batch)` → A's index, `(k, n, batch)` → B's, `(m, n, batch)` → C's.
+    access_a: Layout,
+    access_b: Layout,
+    access_c: Layout,
+    a_k_fast: bool,
+    b_n_fast: bool,
+}
+
+/// Tensor-core tiles: a block of 8 warps (2 x 4) computes 128 x 128 outputs in 32-deep K
+/// steps; each warp owns 64 x 32 outputs, 4 x 4 `mma.m16n8k16` atoms.
+const TC_BM: u64 = 128;
+const TC_BN: u64 = 128;
+const TC_BK: u64 = 32;
+const TC_WARPS_N: u64 = 4;
+const TC_MT: u64 = 4;
+const TC_NT: u64 = 4;
+/// Row pitch of the shared tiles, in elements: K plus 8 keeps fragment reads spread over banks.
+const TC_PITCH: i64 = 40;
+
+impl Builder<'_, '_> {
+    /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
+    ///
+    /// Every fragment access is a layout: the shared tiles are `(rows, k)` with pitch
+    /// [`TC_PITCH`]; a warp's A fragments are the view `composition(tile16x16, mma_a)` extended
+    /// with the atom, k-step and warp modes, and likewise for B; the accumulator's (row, col) per
+    /// value comes from the `mma_c` atom.
+    fn matmul_tc(&mut self, inst: &Inst, root: ValueId, p: TcPlan) -> R<()> {
+        use crate::layout::{mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        let (gx, gy) = (p.n.div_ceil(TC_BN), p.m.div_ceil(TC_BM));
+        if gy > 65535 {
+            return Err(Retry::Fail(LowerError::Unsupported {
+                op: "matmul".into(),
+                reason: format!(
+                    "M = {} needs {gy} row tiles; at most 65535 are supported",
+                    p.m
+                ),
+            }));
+        }
+        self.kernel.grid = [gx as u32, gy as u32, p.batch.min(65535) as u32];
+        self.kernel.block = [THREADS, 1, 1];
+        let dt = p.dtype;
+        let c = self.global(root, p.access_c.clone());
+        let mm = inst.result;
+        let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
+        // Shared tiles are (rows, k). The operand's contiguous dimension in global memory is
+        // contiguous in shared memory too, so tiles fill with 16-byte copies where they can.
+        let smem_strides = |k_fast: bool, rows: u64| -> (i64, i64) {
+            if k_fast {
+                (TC_PITCH, 1)
+            } else {
+                (1, rows as i64 + 8)
+            }
+        };
+        let (sa_r, sa_k) = smem_strides(p.a_k_fast, TC_BM);
+        let (sb_r, sb_k) = smem_strides(!p.b_n_fast, TC_BN);
+        let tile = |rows: u64, r: i64, k: i64| {
+            Layout::flat(&[rows as i64, TC_BK as i64], &[r, k]).map_err(internal)
+        };
+        let sa = self.tensor(Space::Shared, dt, tile(TC_BM, sa_r, sa_k)?);
+        let sb = self.tensor(Space::Shared, dt, tile(TC_BN, sb_r, sb_k)?);
+        // Fragment views: (lane, value, atom, k-step, warp) → shared offset, the composition of
+        // the (rows, k) sub-tile an atom reads with the atom's thread-value layout.
+        let atom_a = mma_m16n8k16_a().map_err(internal)?;
+        let atom_b = mma_m16n8k16_b().map_err(internal)?;
+        let atom_c = mma_m16n8k16_c().map_err(internal)?;
+        let tile_a = Layout::flat(&[16, 16], &[sa_r, sa_k]).map_err(internal)?;
+        let tile_b = Layout::flat(&[8, 16], &[sb_r, sb_k]).map_err(internal)?;
+        let tv_a = composition(&tile_a, atom_a.layout()).map_err(internal)?;
+        let tv_b = composition(&tile_b, atom_b.layout()).map_err(internal)?;
+        let frag_view = |tv: &Layout,
+                         atoms: i64,
+                         atom_rows: i64,
+                         warps: i64,
+                         warp_rows: i64,
+                         r: i64,
+                         k: i64|
+         -> R<Layout> {
+            let mut modes = tv.modes();
+            modes.push(li(atoms, atom_rows * r)?);
+            modes.push(li(TC_BK as i64 / 16, 16 * k)?);
+            modes.push(li(warps, warp_rows * r)?);
+            concat(&modes)
+        };
+        let warps_m = (THREADS as u64 / 32 / TC_WARPS_N) as i64;
+        let va = frag_view(
+            &tv_a,
+            TC_MT as i64,
+            16,
+            warps_m,
+            (TC_MT * 16) as i64,
+            sa_r,
+            sa_k,
+        )?;
+        let vb = frag_view(
+            &tv_b,
+            TC_NT as i64,
+            8,
+            TC_WARPS_N as i64,
+            (TC_NT * 8) as i64,
+            sb_r,
+            sb_k,
+        )?;
+        let fa_view = self.tensor(Space::View(sa.clone()), dt, va);
+        let fb_view = self.tensor(Space::View(sb.clone()), dt, vb);
+        let fa = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[8, TC_MT as i64], &[1, 8]).map_err(internal)?,
+        );
+        let fb = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[4, TC_NT as i64], &[1, 4]).map_err(internal)?,
+        );
+        let acc = self.tensor(
+            Space::Registers,
+            DType::F32,
+            Layout::flat(&[4, TC_MT as i64, TC_NT as i64], &[1, 4, 4 * TC_MT as i64])
+                .map_err(internal)?,
+        );
+        let lane = self.let_(
+            "lane",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let warp = self.let_(
+            "warp",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let wm = self.let_(
+            "wm",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, warp.clone(), int(TC_WARPS_N)),
+        );
+        let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(TC_WARPS_N)));
+        let unrolled =
+            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
+                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+                    f(s, i)
+                })
+            };
+        self.for_(
+            "b",
+            bx(Builtin::BidZ),
+            int(p.batch),
+            bx(Builtin::NctaidZ),
+            false,
+            |s, bi| {
+                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(TC_BM)));
+                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(TC_BN)));
+                unrolled(s, "v", 4, &mut |s, v| {
+                    unrolled(s, "i", TC_MT, &mut |s, i| {
+                        let v = v.clone();
+                        unrolled(s, "j", TC_NT, &mut |s, j| {
+                            s.out.push(Stmt::Store {
+                                tensor: acc.clone(),
+                                coord: vec![v.clone(), i.clone(), j],
+                                value: lit(DType::F32, 0.0),
+                            });
+                            Ok(())
+                        })
+                    })
+                })?;
+                s.for_("k0", Expr::Int(0), int(p.k), int(TC_BK), false, |s, k0| {
+                    let tiles = [
+                        TileLoad {
+                            v: a,
+                            access: p.access_a.clone(),
+                            rows: TC_BM,
+                            extent: p.m,
+                            row0: m0.clone(),
+                            row_pos: 0,
+                            k_fast: p.a_k_fast,
+                            smem: sa.clone(),
+                            strides: (sa_r, sa_k),
+                        },
+                        TileLoad {
+                            v: bv,
+                            access: p.access_b.clone(),
+                            rows: TC_BN,
+                            extent: p.n,
+                            row0: n0.clone(),
+                            row_pos: 1,
+                            k_fast: !p.b_n_fast,
+                            smem: sb.clone(),
+                            strides: (sb_r, sb_k),
+                        },
+                    ];
+                    for t in &tiles {
+                        s.tc_tile_load(t, &k0, &bi, p.k, dt)?;
+                    }
+                    s.out.push(Stmt::Sync);
+                    unrolled(s, "ks", TC_BK / 16, &mut |s, ks| {
+                        unrolled(s, "i", TC_MT, &mut |s, i| {
+                            let (ks, i2) = (ks.clone(), i.clone());
+                            unrolled(s, "v", 8, &mut |s, v| {
+                                let x = Expr::load(
+                                    &fa_view,
+                                    vec![
+                                        lane.clone(),
+                                        v.clone(),
+                                        i2.clone(),
+                                        ks.clone(),
+                                        wm.clone(),
+                                    ],
+                                );
+                                s.out.push(Stmt::Store {
+                                    tensor: fa.clone(),
+                                    coord: vec![v, i2.clone()],
+                                    value: x,
+                                });
+                                Ok(())
+                            })
+                        })?;
+                        unrolled(s, "j", TC_NT, &mut |s, j| {
+                            let (ks, j2) = (ks.clone(), j.clone());
+                            unrolled(s, "v", 4, &mut |s, v| {
+                                let x = Expr::load(
+                                    &fb_view,
+                                    vec![
+                                        lane.clone(),
+                                        v.clone(),
+                                        j2.clone(),
+                                        ks.clone(),
+                                        wn.clone(),
+                                    ],
+                                );
+                                s.out.push(Stmt::Store {
+                                    tensor: fb.clone(),
+                                    coord: vec![v, j2.clone()],
+                                    value: x,
+                                });
+                                Ok(())
+                            })
+                        })?;
+                        unrolled(s, "i", TC_MT, &mut |s, i| {
+                            unrolled(s, "j", TC_NT, &mut |s, j| {
+                                let f = |t: &str, at: Vec<Expr>| kir::Frag {
+                                    tensor: t.to_string(),
+                                    at,
+                                };
+                                s.out.push(Stmt::Mma {
+                                    d: f(&acc, vec![i.clone(), j.clone()]),
+                                    a: f(&fa, vec![i.clone()]),
+                                    b: f(&fb, vec![j]),
+                                });
+                                Ok(())
+                            })
+                        })
+                    })?;
+                    s.out.push(Stmt::Sync);
+                    Ok(())
+                })?;
+                // Epilogue: value v of atom (i, j) is at (row, col) = mma_c(lane, v) of that atom.
+                let atom_c_layout = atom_c.layout().clone();
+                unrolled(s, "i", TC_MT, &mut |s, i| {
+                    let i2 = i.clone();
+                    unrolled(s, "j", TC_NT, &mut |s, j| {
+                        let (i3, j2) = (i2.clone(), j.clone());
+                        unrolled(s, "v", 4, &mut |s, v| {
+                            let cidx = kir::offset_expr(&atom_c_layout, &[lane.clone(), v.clone()])
+                                .map_err(internal)?;
+                            let cidx = s.let_("ci", Ty::Idx, cidx);
+                            let row = Expr::idx(IdxOp::Rem, cidx.clone(), Expr::Int(16));
+                            let col = Expr::idx(IdxOp::Div, cidx, Expr::Int(16));
+                            let gm = s.let_(
+                                "cm",
+                                Ty::Idx,
+                                add(
+                                    add(m0.clone(), mul(wm.clone(), int(TC_MT * 16))),
+                                    add(mul(i3.clone(), Expr::Int(16)), row),
+                                ),
+                            );
+                            let gn = s.let_(
+                                "cn",
+                                Ty::Idx,
+                                add(
+                                    add(n0.clone(), mul(wn.clone(), int(TC_NT * 8))),
+                                    add(mul(j2.clone(), Expr::Int(8)), col),
+                                ),
+                            );
+                            let cond = Expr::idx(
+                                IdxOp::And,
+                                lt(gm.clone(), int(p.m)),
+                                lt(gn.clone(), int(p.n)),
+                            );
+                            let accv = Expr::load(&acc, vec![v, i3.clone(), j2.clone()]);
+                            let (c2, bi2, access_c) = (c.clone(), bi.clone(), p.access_c.clone());
+                            s.if_(cond, |s| {
+                                let acc_v = cast_to(dt, DType::F32, accv);
+                                let value = if root == mm {
+                                    acc_v
+                                } else {
+                                    s.coord = vec![gm.clone(), gn.clone(), bi2.clone()];
+                                    s.overrides.insert(mm, (access_c.clone(), acc_v));
+                                    s.compute_at(root, &access_c, false)?
+                                };
+                                s.out.push(Stmt::Store {
+                                    tensor: c2,
+                                    coord: vec![gm, gn, bi2],
+                                    value,
+                                });
+                                Ok(())
+                            })
+                        })
+                    })
+                })
+            },
+        )
+    }
+}
+
+/// One operand tile of the tensor-core matmul: `rows x TC_BK` elements of `v` into `smem`.
+struct TileLoad {
+    v: ValueId,
+    /// `(m, k, batch)` for A, `(k, n, batch)` for B → the operand's index.
+    access: Layout,
+    rows: u64,
+    /// M or N.
+    extent: u64,
+    row0: Expr,
+    /// Where the row coordinate sits in `access`'s coordinate (0 for A, 1 for B).
+    row_pos: usize,
+    /// Whether K is the operand's contiguous dimension.
+    k_fast: bool,
+    smem: String,
+    /// The shared tile's (row, k) strides.
+    strides: (i64, i64),
+}
+
+/// `layout` with mode `fast` (which must be `size:1`, size a multiple of `w`) split into a
+/// leading `w:1` vector mode and `(size/w):w`, when every other stride is a multiple of `w`.
+fn vector_layout(layout: &Layout, fast: usize, w: i64) -> Option<Layout> {
+    let modes = layout.modes();
+    let f = coalesce(modes.get(fast)?).ok()?;
+    let size = match f.leaves().as_slice() {
+        [(s, 1)] if s % w == 0 => *s,
+        _ => return None,
+    };
+    let aligned = modes
+        .iter()
+        .enumerate()
+        .all(|(i, m)| i == fast || m.leaves().iter().all(|&(s, d)| s == 1 || d % w == 0));
+    if !aligned {
+        return None;
+    }
+    let mut out = vec![Layout::int(w, 1).ok()?];
+    for (i, m) in modes.into_iter().enumerate() {
+        out.push(if i == fast {
+            Layout::int(size / w, w).ok()?
+        } else {
+            m
+        });
+    }
+    Layout::concat(&out).ok()
+}
+
+impl Builder<'_, '_> {
+    /// Fills one shared tile for K step `k0`: 16-byte copies when the operand is a buffer (or
+    /// views of one) whose contiguous dimension allows it, element by element otherwise; out of
+    /// range elements are zero.
+    fn tc_tile_load(&mut self, t: &TileLoad, k0: &Expr, bi: &Expr, kdim: u64, dt: DType) -> R<()> {
+        const W: u64 = 8;
+        let k_pos = 1 - t.row_pos;
+        let coord_of = |row: Expr, k: Expr| -> Vec<Expr> {
+            let mut c = vec![Expr::Int(0), Expr::Int(0), bi.clone()];
+            c[t.row_pos] = row;
+            c[k_pos] = k;
+            c
+        };
+        let fast_pos = if t.k_fast { k_pos } else { t.row_pos };
+        let (r_st, k_st) = t.strides;
+        let vector = if dt.size_bytes() * W == 16 {
+            self.resolve(t.v, &t.access)
+                .and_then(|(buf, l)| vector_layout(&l, fast_pos, W as i64).map(|vl| (buf, vl)))
+        } else {
+            None
+        };
+        let unrolled =
+            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
+                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+                    f(s, i)
+                })
+            };
+        let e_of = |s: &mut Self, l: Expr| {
+            s.let_(
+                "e",
+                Ty::Idx,
+                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+            )
+        };
+        let split = |s: &mut Self, e: &Expr, fast: u64| -> (Expr, Expr) {
+            let lo = s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
+            let hi = s.let_("hi", Ty::Idx, Expr::idx(IdxOp::Div, e.clone(), int(fast)));
+            (lo, hi)
+        };
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let Some((buf, gl)) = vector else {
+            let per_thread = t.rows * TC_BK / u64::from(THREADS);
+            return unrolled(self, "l", per_thread, &mut |s, l| {
+                let e = e_of(s, l);
+                // Consecutive threads walk the operand's contiguous dimension.
+                let (rr, kk) = if t.k_fast {
+                    let (kk, rr) = split(s, &e, TC_BK);
+                    (rr, kk)
+                } else {
+                    split(s, &e, t.rows)
+                };
+                let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr.clone()));
+                let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk.clone()));
+                let cond = Expr::idx(
+                    IdxOp::And,
+                    lt(grow.clone(), int(t.extent)),
+                    lt(gk.clone(), int(kdim)),
+                );
+                s.guarded_tile_load(
+                    t.v,
+                    &t.access,
+                    coord_of(grow, gk),
+                    cond,
+                    dt,
+                    dt,
+                    &t.smem,
+                    vec![rr, kk],
+                )
+            });
+        };
+        let g = self.global(buf, gl);
+        let sv_layout = if t.k_fast {
+            concat(&[
+                li(W, 1)?,
+                li(t.rows, r_st)?,
+                li(TC_BK / W, W as i64 * k_st)?,
+            ])?
+        } else {
+            concat(&[
+                li(W, 1)?,
+                li(t.rows / W, W as i64 * r_st)?,
+                li(TC_BK, k_st)?,
+            ])?
+        };
+        let sv = self.tensor(Space::View(t.smem.clone()), dt, sv_layout);
+        let per_thread = t.rows * TC_BK / W / u64::from(THREADS);
+        unrolled(self, "l", per_thread, &mut |s, l| {
+            let e = e_of(s, l);
+            let (rr, kk, scoord) = if t.k_fast {
+                let (kv, rr) = split(s, &e, TC_BK / W);
+                let kk = s.let_("kk", Ty::Idx, mul(kv.clone(), int(W)));
+                (rr.clone(), kk, vec![rr, kv])
+            } else {
+                let (rv, kk) = split(s, &e, t.rows / W);
+                let rr = s.let_("rr", Ty::Idx, mul(rv.clone(), int(W)));
+                (rr, kk.clone(), vec![rv, kk])
+            };
+            let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr.clone()));
+            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk.clone()));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(grow.clone(), int(t.extent)),
+                lt(gk.clone(), int(kdim)),
+            );
+            let mut gcoord = coord_of(grow, gk);
+            gcoord[fast_pos] = Expr::idx(IdxOp::Div, gcoord[fast_pos].clone(), int(W));
+            let body = vec![Stmt::Copy {
+                width: W as u32,
+                dst: kir::Frag {
+                    tensor: sv.clone(),
+                    at: scoord,
+                },
+                src: kir::Frag {
+                    tensor: g.clone(),
+                    at: gcoord,
+                },
+            }];
+            // Out of range: zeros, element by element.
+            let (smem, rr2, kk2) = (t.smem.clone(), rr.clone(), kk.clone());
+            let orelse = s.block(|s| {
+                unrolled(s, "z", W, &mut |s, z| {
+                    let coord = if t.k_fast {
+                        vec![rr2.clone(), add(kk2.clone(), z)]
+                    } else {
+                        vec![add(rr2.clone(), z), kk2.clone()]
+                    };
+                    s.out.push(Stmt::Store {
+                        tensor: smem.clone(),
+                        coord,
+                        value: lit(dt, 0.0),
+                    });
+                    Ok(())
+                })
+            })?;
+            s.out.push(Stmt::If { cond, body, orelse });
+            Ok(())
+        })
+    }
+}
+
+/// A row composite: `x` read at `access` (`(k, row)` → index), `rows` rows of `k` elements.
+struct RowSpec {
+    x: ValueId,
+    k: u64,
+    rows: u64,
+    access: Layout,
+    /// `(k, row)` → index of the weight and bias (`[k]`).
+    param_access: Layout,
+    math: DType,
+    dtype: DType,
+    eps: f64,
+    out: String,
+    w: Option<ValueId>,
+    bias: Option<ValueId>,
+}
+
+impl Builder<'_, '_> {
+    /// softmax / rmsnorm / layernorm with the row held in registers: `x` is read once. Rows of
+    /// up to 1024 elements take one warp each (8 rows per block, warp reductions only); longer
+    /// rows one block each. Each thread holds `ceil(k / threads per row)` <= 32 values.
+    fn composite_cached(&mut self, op: OpKind, r: RowSpec) -> R<()> {
+        let warp_mode = r.k <= 1024;
+        let group = if warp_mode { 32 } else { u64::from(THREADS) };
+        let per_thread = r.k.div_ceil(group);
+        let rows_per_block = if warp_mode {
+            u64::from(THREADS) / 32
+        } else {
+            1
+        };
+        self.kernel.block = [THREADS, 1, 1];
+        self.kernel.grid = [
+            r.rows.div_ceil(rows_per_block).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        let cache = self.tensor(
+            Space::Registers,
+            r.math,
+            Layout::int(per_thread as i64, 1).map_err(internal)?,
+        );
+        let (lane, start, step) = if warp_mode {
+            let lane = self.let_(
+                "lane",
+                Ty::Idx,
+                Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(32)),
+            );
+            let warp = self.let_(
+                "warp",
+                Ty::Idx,
+                Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
+            );
+            (
+                lane,
+                add(mul(bx(Builtin::BidX), int(rows_per_block)), warp),
+                mul(bx(Builtin::NctaidX), int(rows_per_block)),
+            )
+        } else {
+            (bx(Builtin::TidX), bx(Builtin::BidX), bx(Builtin::NctaidX))
+        };
+        let math = r.math;
+        let call = |f: Func, args: Vec<Expr>| Expr::call(f, args);
+        let n = lit(math, r.k as f64);
+        self.for_("row", start, int(r.rows), step, false, |s, row| {
+            // One pass over the cached values: `f(k index, j) -> statements`, guarded by k < K.
+            let pass = |s: &mut Self, f: &mut dyn FnMut(&mut Self, Expr, Expr) -> R<()>| -> R<()> {
+                s.for_(
+                    "j",
+                    Expr::Int(0),
+                    int(per_thread),
+                    Expr::Int(1),
+                    true,
+                    |s, j| {
+                        let kv =
+                            s.let_("kx", Ty::Idx, add(lane.clone(), mul(j.clone(), int(group))));
+                        s.if_(lt(kv.clone(), int(r.k)), |s| f(s, kv, j))
+                    },
+                )
+            };
+            let reduce = |s: &mut Self, op: ReduceOp, value: Expr| -> Expr {
+                let var = s.fresh("red");
+                let ty = Ty::Elem(math);
+                s.out.push(if warp_mode {
+                    Stmt::WarpReduce {
+                        var: var.clone(),
+                        ty,
+                        op,
+                        value,
+                    }
+                } else {
+                    Stmt::BlockReduce {
+                        var: var.clone(),
+                        ty,
+                        op,
+                        value,
+                    }
+                });
+                Expr::Var(var)
+            };
+            let accumulate = |s: &mut Self, init: f64| -> String {
+                let acc = s.fresh("acc");
+                s.out.push(Stmt::Var {
+                    var: acc.clone(),
+                    ty: Ty::Elem(math),
+                    init: lit(math, init),
+                });
+                acc
+            };
+            let cached = |j: &Expr| Expr::load(&cache, vec![j.clone()]);
+            // Pass 1: load the row, accumulating max (softmax), sum of squares (rmsnorm) or sum.
+            let (first_op, init) = if op == OpKind::Softmax {
+                (ReduceOp::Max, f64::NEG_INFINITY)
+            } else {
+                (ReduceOp::Sum, 0.0)
+            };
+            let acc1 = accumulate(s, init);
+            pass(s, &mut |s, kv, j| {
+                s.coord = vec![kv, row.clone()];
+                let e = s.value_at(r.x, &r.access)?;
+                let xv = s.let_("xv", Ty::Elem(math), cast_to(math, r.dtype, e));
+                s.out.push(Stmt::Store {
+                    tensor: cache.clone(),
+                    coord: vec![j],
+                    value: xv.clone(),
+                });
+                let contribution = if op == OpKind::Rmsnorm {
+                    call(Func::Mul, vec![xv.clone(), xv])
+                } else {
+                    xv
+                };
+                let f = if first_op == ReduceOp::Max {
+                    Func::Max
+                } else {
+                    Func::Add
+                };
+                s.out.push(Stmt::Assign {
+                    var: acc1.clone(),
+                    value: call(f, vec![Expr::var(&acc1), contribution]),
+                });
+                Ok(())
+            })?;
+            let r1 = reduce(s, first_op, Expr::var(&acc1));
+            let store = |s: &mut Self, kv: Expr, y: Expr| {
+                s.out.push(Stmt::Store {
+                    tensor: r.out.clone(),
+                    coord: vec![kv, row.clone()],
+                    value: cast_to(r.dtype, math, y),
+                });
+            };
+            let scale = |s: &mut Self, kv: &Expr, mut y: Expr| -> R<Expr> {
+                s.coord = vec![kv.clone(), row.clone()];
+                if let Some(w) = r.w {
+                    let wv = s.value_at(w, &r.param_access)?;
+                    y = call(Func::Mul, vec![y, cast_to(math, s.ty(w).dtype, wv)]);
+                }
+                if let Some(b) = r.bias {
+                    let bv = s.value_at(b, &r.param_access)?;
+                    y = call(Func::Add, vec![y, cast_to(math, s.ty(b).dtype, bv)]);
+                }
+                Ok(y)
+            };
+            match op {
+                OpKind::Softmax => {
+                    let mx = s.let_("max", Ty::Elem(math), r1);
+                    let acc2 = accumulate(s, 0.0);
+                    pass(s, &mut |s, _, j| {
+                        let e = s.let_(
+                            "ex",
+                            Ty::Elem(math),
+                            call(
+                                Func::Exp,
+                                vec![call(Func::Sub, vec![cached(&j), mx.clone()])],
+                            ),
+                        );
+                        s.out.push(Stmt::Store {
+                            tensor: cache.clone(),
+                            coord: vec![j],
+                            value: e.clone(),
+                        });
+                        s.out.push(Stmt::Assign {
+                            var: acc2.clone(),
+                            value: call(Func::Add, vec![Expr::var(&acc2), e]),
+                        });
+                        Ok(())
+                    })?;
+                    let sum = reduce(s, ReduceOp::Sum, Expr::var(&acc2));
+                    let sum = s.let_("sum", Ty::Elem(math), sum);
+                    pass(s, &mut |s, kv, j| {
+                        store(s, kv, call(Func::Div, vec![cached(&j), sum.clone()]));
+                        Ok(())
+                    })
+                }
+                OpKind::Rmsnorm => {
+                    let var = call(Func::Div, vec![r1, n.clone()]);
+                    let rstd = s.let_(
+                        "rstd",
+                        Ty::Elem(math),
+                        call(
+                            Func::Recip,
+                            vec![call(
+                                Func::Sqrt,
+                                vec![call(Func::Add, vec![var, lit(math, r.eps)])],
+                            )],
+                        ),
+                    );
+                    pass(s, &mut |s, kv, j| {
+                        let y = scale(s, &kv, call(Func::Mul, vec![cached(&j), rstd.clone()]))?;
+                        store(s, kv, y);
+                        Ok(())
+                    })
+                }
+                _ => {
+                    let mean = s.let_("mean", Ty::Elem(math), call(Func::Div, vec![r1, n.clone()]));
+                    let acc2 = accumulate(s, 0.0);
+                    pass(s, &mut |s, _, j| {
+                        let d = s.let_(
+                            "d",
+                            Ty::Elem(math),
+                            call(Func::Sub, vec![cached(&j), mean.clone()]),
+                        );
+                        s.out.push(Stmt::Assign {
+                            var: acc2.clone(),
+                            value: call(
+                                Func::Add,
+                                vec![Expr::var(&acc2), call(Func::Mul, vec![d.clone(), d])],
+                            ),
+                        });
+                        Ok(())
+                    })?;
+                    let q = reduce(s, ReduceOp::Sum, Expr::var(&acc2));
+                    let var = call(Func::Div, vec![q, n.clone()]);
+                    let rstd = s.let_(
+                        "rstd",
+                        Ty::Elem(math),
+                        call(
+                            Func::Recip,
+                            vec![call(
+                                Func::Sqrt,
+                                vec![call(Func::Add, vec![var, lit(math, r.eps)])],
+                            )],
+                        ),
+                    );
+                    pass(s, &mut |s, kv, j| {
+                        let centered = call(Func::Sub, vec![cached(&j), mean.clone()]);
+                        let y = scale(s, &kv, call(Func::Mul, vec![centered, rstd.clone()]))?;
+                        store(s, kv, y);
+                        Ok(())
+                    })
+                }
+            }
+        })
+    }
 }

@@ -32,10 +32,10 @@ use melior::{
     },
     ir::{
         Attribute, AttributeLike, Block, BlockLike, BlockRef, Identifier, Location, Module,
-        Operation, OperationRef, Region, RegionLike, Type, Value, ValueLike,
+        Operation, OperationRef, Region, RegionLike, Type, TypeLike, Value, ValueLike,
         attribute::{
-            ArrayAttribute, DenseElementsAttribute, DenseI32ArrayAttribute, DictionaryAttribute,
-            FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute,
+            ArrayAttribute, DenseElementsAttribute, DenseI32ArrayAttribute, DenseI64ArrayAttribute,
+            DictionaryAttribute, FloatAttribute, IntegerAttribute, StringAttribute, TypeAttribute,
         },
         operation::{OperationBuilder, OperationMutLike},
         r#type::{FunctionType, IntegerType, MemRefType, RankedTensorType},
@@ -214,7 +214,11 @@ fn collect_reduce_types(body: &[Stmt], into: &mut Vec<DType>) {
             Stmt::BlockReduce {
                 ty: Ty::Elem(d), ..
             } if !into.contains(d) => into.push(*d),
-            Stmt::For { body, .. } | Stmt::If { body, .. } => collect_reduce_types(body, into),
+            Stmt::For { body, .. } => collect_reduce_types(body, into),
+            Stmt::If { body, orelse, .. } => {
+                collect_reduce_types(body, into);
+                collect_reduce_types(orelse, into);
+            }
             _ => {}
         }
     }
@@ -569,6 +573,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             .collect::<R<_>>()?;
         for t in &k.tensors {
             let memref = match &t.space {
+                // Views share their base's storage: set after every base is.
+                Space::View(_) => continue,
                 Space::Global(p) => params[p.as_str()],
                 Space::Const(c) => {
                     let storage = const_storage(t.dtype);
@@ -591,6 +597,16 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             };
             ke.tensors
                 .insert(t.name.as_str(), TensorInfo { decl: t, memref });
+        }
+        for t in &k.tensors {
+            if let Space::View(base) = &t.space {
+                let Some(b) = ke.tensors.get(base.as_str()) else {
+                    return Err(ke.unsupported(format!("view %{} of undefined %{base}", t.name)));
+                };
+                let memref = b.memref;
+                ke.tensors
+                    .insert(t.name.as_str(), TensorInfo { decl: t, memref });
+            }
         }
         let mut mutables = Vec::new();
         collect_mutables(&k.body, &mut mutables);
@@ -877,9 +893,19 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 let op = scf::r#for(self.v(lb), self.v(ub), self.v(st), region, self.loc);
                 self.push0(Ok(op), "scf.for")?;
             }
-            Stmt::If { cond, body } => {
+            Stmt::If { cond, body, orelse } => {
                 let (c, _) = self.expr(cond)?;
-                self.scf_if(c, |this| this.block(body))?;
+                self.scf_if_else(c, body, orelse)?;
+            }
+            Stmt::Copy { width, dst, src } => self.copy(*width, dst, src)?,
+            Stmt::Mma { d, a, b } => self.mma(d, a, b)?,
+            Stmt::WarpReduce { var, ty, op, value } => {
+                let (v, _) = self.expr(value)?;
+                let Ty::Elem(d) = *ty else {
+                    return Err(self.unsupported("warp_reduce of an index"));
+                };
+                let r = self.warp_reduce(v, d, *op)?;
+                self.vars.insert(var.clone(), Binding::Value(r, *ty));
             }
             Stmt::Sync => self.barrier()?,
             Stmt::BlockReduce { var, ty, op, value } => {
@@ -912,6 +938,197 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         self.block = outer;
         let op = scf::r#if(self.v(c), &[], region, Region::new(), self.loc);
         self.push0(Ok(op), "scf.if")
+    }
+
+    /// `scf.if %c { body } else { orelse }` (no else region when `orelse` is empty).
+    fn scf_if_else(&mut self, c: MlirValue, body: &[Stmt], orelse: &[Stmt]) -> R<()> {
+        if orelse.is_empty() {
+            return self.scf_if(c, |this| this.block(body));
+        }
+        let outer = self.block;
+        let mut regions = Vec::new();
+        for stmts in [body, orelse] {
+            let region = Region::new();
+            self.block = region.append_block(Block::new(&[])).to_raw();
+            self.block(stmts)?;
+            self.push0(Ok(scf::r#yield(&[], self.loc)), "scf.yield")?;
+            regions.push(region);
+        }
+        self.block = outer;
+        let else_region = regions.pop().unwrap_or_default();
+        let then_region = regions.pop().unwrap_or_default();
+        let op = scf::r#if(self.v(c), &[], then_region, else_region, self.loc);
+        self.push0(Ok(op), "scf.if")
+    }
+
+    /// The CUDA prelude's `irc_warp_reduce`: the butterfly over the warp's 32 lanes.
+    fn warp_reduce(&mut self, v: MlirValue, d: DType, op: ReduceOp) -> R<MlirValue> {
+        let mut v = v;
+        for o in [16, 8, 4, 2, 1] {
+            let other = self.shfl_xor(v, d, o)?;
+            v = self.reduce_op(op, d, v, other)?;
+        }
+        Ok(v)
+    }
+
+    /// `vector<shape x elem>`.
+    fn vector_type(&self, shape: &[i64], elem: Type<'c>) -> Type<'c> {
+        // SAFETY: plain FFI constructor of a uniqued type; `shape` outlives the call.
+        unsafe {
+            Type::from_raw(mlir_sys::mlirVectorTypeGet(
+                shape.len() as isize,
+                shape.as_ptr(),
+                elem.to_raw(),
+            ))
+        }
+    }
+
+    /// `copy.N`: the N elements of mode 0 as one `vector.load` and one `vector.store`, aligned
+    /// to their size (mode 0 is `N:1` and every other stride a multiple of N).
+    fn copy(&mut self, width: u32, dst: &kir::Frag, src: &kir::Frag) -> R<()> {
+        let (sm, si, sd) = self.place(&src.tensor, &src.coord(0))?;
+        let (dm, di, dd) = self.place(&dst.tensor, &dst.coord(0))?;
+        if sd.dtype != dd.dtype || sd.dtype == DType::I1 {
+            return Err(self.unsupported(format!(
+                "copy of {} into {} (a vector copy moves 16-, 32- or 64-bit elements)",
+                sd.dtype, dd.dtype
+            )));
+        }
+        let vty = self.vector_type(&[i64::from(width)], self.e.elem_type(sd.dtype));
+        let align = i64::from(width) * sd.dtype.size_bytes() as i64;
+        let i64t = IntegerType::new(self.ctx(), 64).into();
+        let align_attr: Attribute = IntegerAttribute::new(i64t, align).into();
+        let load = OperationBuilder::new("vector.load", self.loc)
+            .add_operands(&[self.v(sm), self.v(si)])
+            .add_attributes(&[(self.e.id("alignment"), align_attr)])
+            .add_results(&[vty])
+            .build();
+        let v = self.push(load, "vector.load")?;
+        let store = OperationBuilder::new("vector.store", self.loc)
+            .add_operands(&[self.v(v), self.v(dm), self.v(di)])
+            .add_attributes(&[(self.e.id("alignment"), align_attr)])
+            .build();
+        self.push0(store, "vector.store")
+    }
+
+    fn load_at(&mut self, tensor: &str, coord: Vec<Expr>) -> R<MlirValue> {
+        let (v, _) = self.expr(&Expr::Load {
+            tensor: tensor.to_string(),
+            coord,
+        })?;
+        Ok(v)
+    }
+
+    /// `mma.m16n8k16`: `d += a * b` on one warp's fragments (a: 8 values, b: 4, d: 4, in the
+    /// PTX fragment order). f16 through `nvgpu.mma.sync`; bf16 through the NVVM intrinsic, as
+    /// MLIR 22's `nvgpu.mma.sync` does not lower bf16 operands.
+    fn mma(&mut self, d: &kir::Frag, a: &kir::Frag, b: &kir::Frag) -> R<()> {
+        let Some(ab) = self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) else {
+            return Err(self.unsupported(format!("undefined tensor %{}", a.tensor)));
+        };
+        let mut av = Vec::new();
+        for v in 0..8 {
+            av.push(self.load_at(&a.tensor, a.coord(v))?);
+        }
+        let mut bv = Vec::new();
+        let mut cv = Vec::new();
+        for v in 0..4 {
+            bv.push(self.load_at(&b.tensor, b.coord(v))?);
+            cv.push(self.load_at(&d.tensor, d.coord(v))?);
+        }
+        let f32t = self.e.elem_type(DType::F32);
+        let mut out = Vec::new();
+        match ab {
+            DType::F16 => {
+                let f16t = self.e.elem_type(DType::F16);
+                let va = self.from_elements(&av, self.vector_type(&[4, 2], f16t))?;
+                let vb = self.from_elements(&bv, self.vector_type(&[2, 2], f16t))?;
+                let vc = self.from_elements(&cv, self.vector_type(&[2, 2], f32t))?;
+                let i64t: Type = IntegerType::new(self.ctx(), 64).into();
+                let shape: Vec<Attribute> = [16, 8, 16]
+                    .iter()
+                    .map(|&n| IntegerAttribute::new(i64t, n).into())
+                    .collect();
+                let op = OperationBuilder::new("nvgpu.mma.sync", self.loc)
+                    .add_operands(&[self.v(va), self.v(vb), self.v(vc)])
+                    .add_attributes(&[(
+                        self.e.id("mmaShape"),
+                        ArrayAttribute::new(self.ctx(), &shape).into(),
+                    )])
+                    .add_results(&[self.vector_type(&[2, 2], f32t)])
+                    .build();
+                let r = self.push(op, "nvgpu.mma.sync")?;
+                for v in 0..4 {
+                    let op = OperationBuilder::new("vector.extract", self.loc)
+                        .add_operands(&[self.v(r)])
+                        .add_attributes(&[(
+                            self.e.id("static_position"),
+                            DenseI64ArrayAttribute::new(self.ctx(), &[v / 2, v % 2]).into(),
+                        )])
+                        .add_results(&[f32t])
+                        .build();
+                    out.push(self.push(op, "vector.extract")?);
+                }
+            }
+            DType::BF16 => {
+                let mut args = Vec::new();
+                for pair in av.chunks(2).chain(bv.chunks(2)) {
+                    args.push(self.pack_bf16(pair[0], pair[1])?);
+                }
+                args.extend(&cv);
+                let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
+                let s = self.intrinsic("llvm.nvvm.mma.m16n8k16.row.col.bf16", &args, st)?;
+                for v in 0..4 {
+                    let op = melior::dialect::llvm::extract_value(
+                        self.ctx(),
+                        self.v(s),
+                        DenseI64ArrayAttribute::new(self.ctx(), &[v]),
+                        f32t,
+                        self.loc,
+                    );
+                    out.push(self.push(Ok(op), "llvm.extractvalue")?);
+                }
+            }
+            other => return Err(self.unsupported(format!("mma of {other}"))),
+        }
+        for (v, x) in out.into_iter().enumerate() {
+            let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
+            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+            self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
+    fn from_elements(&mut self, elems: &[MlirValue], ty: Type<'c>) -> R<MlirValue> {
+        let operands: Vec<Value> = elems.iter().map(|&x| self.v(x)).collect();
+        let op = OperationBuilder::new("vector.from_elements", self.loc)
+            .add_operands(&operands)
+            .add_results(&[ty])
+            .build();
+        self.push(op, "vector.from_elements")
+    }
+
+    /// `irc_pack(lo, hi)` of two bf16 values: `lo` in the low 16 bits of an `i32`.
+    fn pack_bf16(&mut self, lo: MlirValue, hi: MlirValue) -> R<MlirValue> {
+        let i16t: Type = IntegerType::new(self.ctx(), 16).into();
+        let i32t: Type = IntegerType::new(self.ctx(), 32).into();
+        let mut halves = Vec::new();
+        for x in [lo, hi] {
+            let b = self.push(
+                Ok(arith::bitcast(self.v(x), i16t, self.loc)),
+                "arith.bitcast",
+            )?;
+            halves.push(self.push(Ok(arith::extui(self.v(b), i32t, self.loc)), "arith.extui")?);
+        }
+        let c16 = self.int_const(32, 16)?;
+        let hi = self.push(
+            Ok(arith::shli(self.v(halves[1]), self.v(c16), self.loc)),
+            "arith.shli",
+        )?;
+        self.push(
+            Ok(arith::ori(self.v(hi), self.v(halves[0]), self.loc)),
+            "arith.ori",
+        )
     }
 
     /// The CUDA backend's `irc_block_reduce`, step for step so that sums round identically:
@@ -1497,7 +1714,11 @@ fn collect_mutables<'k>(body: &'k [Stmt], into: &mut Vec<(&'k str, Ty)>) {
     for s in body {
         match s {
             Stmt::Var { var, ty, .. } => into.push((var.as_str(), *ty)),
-            Stmt::For { body, .. } | Stmt::If { body, .. } => collect_mutables(body, into),
+            Stmt::For { body, .. } => collect_mutables(body, into),
+            Stmt::If { body, orelse, .. } => {
+                collect_mutables(body, into);
+                collect_mutables(orelse, into);
+            }
             _ => {}
         }
     }
@@ -1509,7 +1730,14 @@ fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
             Stmt::Store { tensor, .. } => {
                 into.insert(tensor.as_str());
             }
-            Stmt::For { body, .. } | Stmt::If { body, .. } => collect_stores(body, into),
+            Stmt::For { body, .. } => collect_stores(body, into),
+            Stmt::If { body, orelse, .. } => {
+                collect_stores(body, into);
+                collect_stores(orelse, into);
+            }
+            Stmt::Copy { dst, .. } | Stmt::Mma { d: dst, .. } => {
+                into.insert(dst.tensor.as_str());
+            }
             _ => {}
         }
     }

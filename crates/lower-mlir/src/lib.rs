@@ -127,9 +127,10 @@ pub fn pipeline(opts: &PtxOptions) -> Result<Vec<String>, MlirError> {
         }
     }
     Ok(vec![
-        // Kernels: structured control flow to blocks, then everything to the NVVM/LLVM
-        // dialects; memref kernel parameters become bare pointers (one `.param .u64` each).
-        "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},\
+        // Kernels: tensor-core and vector ops to NVVM/LLVM, structured control flow to
+        // blocks, then everything else to the NVVM/LLVM dialects; memref kernel parameters become bare pointers (one `.param .u64` each).
+        "gpu.module(convert-nvgpu-to-nvvm,convert-vector-to-llvm,convert-scf-to-cf,\
+         convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},\
          canonicalize,cse,reconcile-unrealized-casts)"
             .to_string(),
         format!(

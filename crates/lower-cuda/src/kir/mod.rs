@@ -142,6 +142,9 @@ pub enum Space {
     Shared,
     /// Registers of each thread, `cosize(layout)` elements, indexed by constants only.
     Registers,
+    /// Another view of a shared or register tensor's storage (same dtype), through its own
+    /// layout: how a tile is partitioned among threads (CuTe's `partition`).
+    View(String),
 }
 
 /// A tensor: a memory space and a layout from coordinates to element offsets.
@@ -193,7 +196,16 @@ pub enum Stmt {
         body: Vec<Stmt>,
     },
     /// `if cond { ... }`.
-    If { cond: Expr, body: Vec<Stmt> },
+    If {
+        cond: Expr,
+        body: Vec<Stmt>,
+        /// `} else {`: run when `cond` is false (may be empty).
+        orelse: Vec<Stmt>,
+    },
+    /// `copy.N %dst[c..], %src[c..]`: copies the N elements of mode 0 of `src` to mode 0 of
+    /// `dst`, as one vector access. Mode 0 of both tensors is `N:1` and every other stride is a
+    /// multiple of N, so the access is N-element aligned whatever the coordinates.
+    Copy { width: u32, dst: Frag, src: Frag },
     /// `sync`: a barrier of the whole block.
     Sync,
     /// `%v : ty = block_reduce.OP expr`: every thread of the block contributes its value and
@@ -204,6 +216,36 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
+    /// `%v : ty = warp_reduce.OP expr`: as `block_reduce`, over the 32 threads of a warp;
+    /// every thread of the warp must reach it.
+    WarpReduce {
+        var: String,
+        ty: Ty,
+        op: ReduceOp,
+        value: Expr,
+    },
+    /// `mma.m16n8k16 %d[c..], %a[c..], %b[c..]`: one warp-wide tensor-core
+    /// `mma.sync.aligned.m16n8k16` (f16 or bf16 inputs, f32 accumulate), `d += a * b`. Each
+    /// operand is a register tensor whose mode 0 holds the thread's fragment values (d: 4, a: 8,
+    /// b: 4, ordered as the atoms `mma_m16n8k16_c/a/b` of the layout module), indexed at the
+    /// given coordinates of its other modes. Every thread of the warp must reach it.
+    Mma { d: Frag, a: Frag, b: Frag },
+}
+
+/// A register fragment: a tensor and the coordinates of its modes after mode 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frag {
+    pub tensor: String,
+    pub at: Vec<Expr>,
+}
+
+impl Frag {
+    /// The coordinate of value `v` of the fragment.
+    pub fn coord(&self, v: i64) -> Vec<Expr> {
+        let mut c = vec![Expr::Int(v)];
+        c.extend(self.at.iter().cloned());
+        c
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -255,6 +255,12 @@ impl<'a> Parser<'a> {
                     }
                     "shared" => Space::Shared,
                     "regs" => Space::Registers,
+                    "view" => {
+                        c.punct("(")?;
+                        let t = c.local()?;
+                        c.punct(")")?;
+                        Space::View(t)
+                    }
                     other => return Err(c.err(format!("unknown memory space `{other}`"))),
                 };
                 c.punct("=")?;
@@ -275,11 +281,33 @@ impl<'a> Parser<'a> {
 
     /// Statements up to and including the closing `}` line.
     fn block(&mut self) -> Result<Vec<Stmt>, ParseError> {
+        let (body, has_else) = self.block_or_else()?;
+        if has_else {
+            let line = self.lines[self.pos - 1].0;
+            return Err(ParseError {
+                line,
+                col: 1,
+                message: "`else` without `if`".into(),
+            });
+        }
+        Ok(body)
+    }
+
+    /// Statements up to a `}` line (false) or a `} else {` line (true), consumed.
+    fn block_or_else(&mut self) -> Result<(Vec<Stmt>, bool), ParseError> {
         let mut body = vec![];
         loop {
             if self.peek_is_close() {
                 self.pos += 1;
-                return Ok(body);
+                return Ok((body, false));
+            }
+            if self
+                .lines
+                .get(self.pos)
+                .is_some_and(|(_, l)| l.split_whitespace().eq(["}", "else", "{"]))
+            {
+                self.pos += 1;
+                return Ok((body, true));
             }
             let c = self.next_line()?;
             body.push(self.stmt(c)?);
@@ -299,8 +327,11 @@ impl<'a> Parser<'a> {
             let ty = c.ty()?;
             c.punct("=")?;
             c.skip_ws();
-            if c.rest().starts_with("block_reduce.") {
-                c.pos += "block_reduce.".len();
+            let scope = ["block_reduce.", "warp_reduce."]
+                .into_iter()
+                .find(|p| c.rest().starts_with(p));
+            if let Some(prefix) = scope {
+                c.pos += prefix.len();
                 let op = match c.word()?.as_str() {
                     "sum" => ReduceOp::Sum,
                     "max" => ReduceOp::Max,
@@ -309,7 +340,11 @@ impl<'a> Parser<'a> {
                 };
                 let value = c.expr()?;
                 c.end()?;
-                return Ok(Stmt::BlockReduce { var, ty, op, value });
+                return Ok(if prefix == "warp_reduce." {
+                    Stmt::WarpReduce { var, ty, op, value }
+                } else {
+                    Stmt::BlockReduce { var, ty, op, value }
+                });
             }
             let value = c.expr()?;
             c.end()?;
@@ -363,12 +398,32 @@ impl<'a> Parser<'a> {
                 let cond = c.expr()?;
                 c.punct("{")?;
                 c.end()?;
-                let body = self.block()?;
-                Ok(Stmt::If { cond, body })
+                let (body, has_else) = self.block_or_else()?;
+                let orelse = if has_else { self.block()? } else { vec![] };
+                Ok(Stmt::If { cond, body, orelse })
             }
             "sync" => {
                 c.end()?;
                 Ok(Stmt::Sync)
+            }
+            w if w.starts_with("copy.") => {
+                let width = w["copy.".len()..]
+                    .parse::<u32>()
+                    .map_err(|_| c.err_at(0, format!("bad copy width in `{w}`")))?;
+                let dst = c.frag()?;
+                c.punct(",")?;
+                let src = c.frag()?;
+                c.end()?;
+                Ok(Stmt::Copy { width, dst, src })
+            }
+            "mma.m16n8k16" => {
+                let d = c.frag()?;
+                c.punct(",")?;
+                let a = c.frag()?;
+                c.punct(",")?;
+                let b = c.frag()?;
+                c.end()?;
+                Ok(Stmt::Mma { d, a, b })
             }
             other => Err(c.err_at(0, format!("expected a statement, found `{other}`"))),
         }
@@ -605,6 +660,20 @@ impl<'a> Cursor<'a> {
             Expr::Int(i) => Ok(i as f64),
             _ => Err(self.err("expected a number".into())),
         }
+    }
+
+    fn frag(&mut self) -> Result<Frag, ParseError> {
+        let tensor = self.local()?;
+        self.punct("[")?;
+        let mut at = vec![];
+        if !self.try_punct("]") {
+            at.push(self.expr()?);
+            while self.try_punct(",") {
+                at.push(self.expr()?);
+            }
+            self.punct("]")?;
+        }
+        Ok(Frag { tensor, at })
     }
 
     fn coord(&mut self) -> Result<Vec<Expr>, ParseError> {

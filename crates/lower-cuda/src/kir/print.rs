@@ -71,6 +71,7 @@ fn print_kernel(out: &mut String, k: &Kernel) {
             Space::Const(c) => format!("const(@{c})"),
             Space::Shared => "shared".to_string(),
             Space::Registers => "regs".to_string(),
+            Space::View(t) => format!("view(%{t})"),
         };
         let _ = writeln!(
             out,
@@ -131,18 +132,35 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
             print_block(out, body, depth + 1);
             let _ = writeln!(out, "{pad}}}");
         }
-        Stmt::If { cond, body } => {
+        Stmt::If { cond, body, orelse } => {
             let _ = writeln!(out, "{pad}if {} {{", expr(cond));
             print_block(out, body, depth + 1);
+            if !orelse.is_empty() {
+                let _ = writeln!(out, "{pad}}} else {{");
+                print_block(out, orelse, depth + 1);
+            }
             let _ = writeln!(out, "{pad}}}");
+        }
+        Stmt::Copy { width, dst, src } => {
+            let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
+            let _ = writeln!(out, "{pad}copy.{width} {}, {}", f(dst), f(src));
         }
         Stmt::Sync => {
             let _ = writeln!(out, "{pad}sync");
         }
-        Stmt::BlockReduce { var, ty, op, value } => {
+        Stmt::Mma { d, a, b } => {
+            let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
+            let _ = writeln!(out, "{pad}mma.m16n8k16 {}, {}, {}", f(d), f(a), f(b));
+        }
+        Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
+            let scope = if matches!(s, Stmt::WarpReduce { .. }) {
+                "warp"
+            } else {
+                "block"
+            };
             let _ = writeln!(
                 out,
-                "{pad}%{var} : {} = block_reduce.{} {}",
+                "{pad}%{var} : {} = {scope}_reduce.{} {}",
                 ty.name(),
                 op.name(),
                 expr(value)

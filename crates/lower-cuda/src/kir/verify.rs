@@ -186,6 +186,24 @@ fn verify_kernel(k: &Kernel, consts: &HashMap<&str, &ConstDecl>) -> Result<(), V
                 shared_bytes =
                     shared_bytes.saturating_add(cosize.saturating_mul(t.dtype.size_bytes() as i64));
             }
+            Space::View(base) => {
+                let b = tensors
+                    .get(base.as_str())
+                    .filter(|b| matches!(b.space, Space::Shared | Space::Registers))
+                    .ok_or_else(|| {
+                        err(format!(
+                            "tensor %{} views %{base}, which is not a shared or register tensor declared before it",
+                            t.name
+                        ))
+                    })?;
+                let base_cosize = b.layout.cosize().map_err(|e| err(e.to_string()))?;
+                if b.dtype != t.dtype || cosize > base_cosize {
+                    return Err(err(format!(
+                        "view %{} must have the dtype of %{base} and stay inside its {base_cosize} elements",
+                        t.name
+                    )));
+                }
+            }
             Space::Registers => {
                 if size > MAX_REGISTER_ELEMS || cosize > MAX_REGISTER_ELEMS {
                     return Err(err(format!(
@@ -336,14 +354,55 @@ impl<'k> Checker<'k> {
                 self.scopes.pop();
                 Ok(())
             }
-            Stmt::If { cond, body } => {
+            Stmt::If { cond, body, orelse } => {
                 if self.expr(cond)? != Ty::Elem(DType::I1) {
                     return Err("the condition of `if` must be i1".into());
                 }
-                self.block(body)
+                self.block(body)?;
+                self.block(orelse)
+            }
+            Stmt::Copy { width, dst, src } => {
+                let w = i64::from(*width);
+                let (td, ts) = (self.vector(dst, w)?, self.vector(src, w)?);
+                if td.dtype != ts.dtype {
+                    return Err(format!(
+                        "copy between %{} ({}) and %{} ({})",
+                        dst.tensor, td.dtype, src.tensor, ts.dtype
+                    ));
+                }
+                if !matches!(w * td.dtype.size_bytes() as i64, 4 | 8 | 16) {
+                    return Err(format!(
+                        "copy.{w} of {} moves {} bytes; 4, 8 or 16 are supported",
+                        td.dtype,
+                        w * td.dtype.size_bytes() as i64
+                    ));
+                }
+                if matches!(td.space, Space::Const(_))
+                    || matches!(td.space, Space::Registers)
+                    || matches!(ts.space, Space::Registers)
+                {
+                    return Err(
+                        "copy moves between global and shared memory (or shared views)".into(),
+                    );
+                }
+                Ok(())
             }
             Stmt::Sync => Ok(()),
-            Stmt::BlockReduce { var, ty, value, .. } => {
+            Stmt::Mma { d, a, b } => {
+                let ta = self.frag(a, 8)?;
+                self.frag(b, 4).and_then(|tb| {
+                    if tb == ta && matches!(ta, DType::F16 | DType::BF16) {
+                        Ok(())
+                    } else {
+                        Err("mma takes f16 or bf16 fragments a and b of one dtype".into())
+                    }
+                })?;
+                if self.frag(d, 4)? != DType::F32 {
+                    return Err("mma accumulates into an f32 fragment".into());
+                }
+                Ok(())
+            }
+            Stmt::BlockReduce { var, ty, value, .. } | Stmt::WarpReduce { var, ty, value, .. } => {
                 let t = self.expr(value)?;
                 if t != *ty
                     || !matches!(
@@ -358,6 +417,63 @@ impl<'k> Checker<'k> {
                 self.define(var, *ty, VarKind::Let)
             }
         }
+    }
+
+    /// A vector operand of `copy.w`: mode 0 is `w:1`, every other stride a multiple of `w`.
+    fn vector(&mut self, f: &'k Frag, w: i64) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let mode0 = t.layout.mode(0).map_err(|e| e.to_string())?;
+        let aligned = mode0.leaves() == [(w, 1)]
+            && t.layout
+                .modes()
+                .iter()
+                .skip(1)
+                .all(|m| m.leaves().iter().all(|&(_, d)| d % w == 0));
+        if w < 1 || !aligned || f.at.len() + 1 != t.layout.rank() {
+            return Err(format!(
+                "copy.{w} operand %{} needs mode 0 = {w}:1, other strides multiples of {w}, and one coordinate per other mode",
+                f.tensor
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t)
+    }
+
+    /// A register fragment with `values` values in mode 0; returns its dtype.
+    fn frag(&mut self, f: &'k Frag, values: i64) -> Result<DType, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let in_regs = match &t.space {
+            Space::Registers => true,
+            Space::View(b) => self
+                .tensors
+                .get(b.as_str())
+                .is_some_and(|b| b.space == Space::Registers),
+            _ => false,
+        };
+        let mode0 = t.layout.mode(0).and_then(|m| m.size()).unwrap_or(0);
+        if !in_regs || mode0 != values || f.at.len() + 1 != t.layout.rank() {
+            return Err(format!(
+                "mma fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
+                f.tensor,
+                t.layout.rank().saturating_sub(1)
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t.dtype)
     }
 
     fn tensor(&mut self, name: &str, coord: &'k [Expr]) -> Result<&'k TensorDecl, String> {

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""The GPU benchmark suite: irc against PyTorch on MISSION.md's workloads, side by side in one run.
+
+Runs on a machine with a GPU, PyTorch and Triton (no Rust, no network needed). For every
+workload (one `examples/NAME.ir` each) it
+
+1. makes seeded inputs with torch, of the shapes and dtypes the .ir file declares, and saves them
+   as .npy (bf16 as float32 holding bf16-rounded values, which is what `irc run` reads);
+2. times PyTorch eager, torch.compile and, for attention, SDPA with `triton.testing.do_bench`
+   (median, L2 flushed before each run);
+3. runs `irc run FILE --device gpu --input ... --save-outputs DIR` and checks the results against
+   a float64 PyTorch reference (||out - ref|| / ||ref||, max abs error, NaN/Inf), and times irc
+   with `irc bench FILE --json --input ...` (the same inputs);
+4. prints a markdown table and writes it with a JSON file to
+   `$OUT/bench/results/<date>-<gpu>.{md,json}` (or `bench/results/` of the repository when OUT
+   is unset).
+
+A failing irc step is recorded in its row; the suite goes on.
+
+    python3 bench/gpu/suite.py [--only NAME]... [--quick] [--no-compile] [--irc PATH]
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import triton.testing
+
+REPO = Path(__file__).resolve().parents[2]
+
+# MISSION.md's table, in its order.
+WORKLOADS = [
+    "gemm",
+    "gemm_bt",
+    "gemm_bias_relu",
+    "matmul_divide_exp",
+    "softmax",
+    "rmsnorm",
+    "rmsnorm_gemm",
+    "attention",
+    "attention_long",
+]
+
+DTYPES = {
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+    "i32": torch.int32,
+    "i64": torch.int64,
+    "i1": torch.bool,
+}
+
+
+def signature(path):
+    """[(name, shape, dtype)] of the first graph's parameters and [(shape, dtype)] of its results."""
+    text = path.read_text()
+    head = text[text.index("graph @") : text.index("{")]
+    params = [
+        (name, parse_type(ty))
+        for name, ty in re.findall(r"%(\w+)\s*:\s*(tensor<[^>]*>)", head.split("->")[0])
+    ]
+    results = [parse_type(t) for t in re.findall(r"tensor<[^>]*>", head.split("->")[1])]
+    return [(n, s, d) for n, (s, d) in params], results
+
+
+def parse_type(ty):
+    parts = ty[len("tensor<") : -1].split("x")
+    return [int(p) for p in parts[:-1]], parts[-1]
+
+
+def attention_scale(path):
+    m = re.search(r"constant \{value = ([0-9.eE+-]+)\}", path.read_text())
+    return float(m.group(1))
+
+
+def rmsnorm_eps(path):
+    m = re.search(r"eps = ([0-9.eE+-]+)", path.read_text())
+    return float(m.group(1)) if m else 1e-6
+
+
+def workload_fns(name, path):
+    """(eager function, extra baselines {label: function}); each takes the inputs in order."""
+    if name == "gemm":
+        return (lambda a, b: a @ b), {}
+    if name == "gemm_bt":
+        return (lambda a, b: a @ b.t()), {}
+    if name == "gemm_bias_relu":
+        return (lambda a, b, bias: torch.relu(a @ b + bias)), {}
+    if name == "matmul_divide_exp":
+        return (lambda q, k: torch.exp(q @ k.transpose(-1, -2) / 8.0)), {}
+    if name == "softmax":
+        return (lambda x: torch.softmax(x, dim=-1)), {}
+    if name == "rmsnorm":
+        eps = rmsnorm_eps(path)
+        return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), {}
+    if name == "rmsnorm_gemm":
+        eps = rmsnorm_eps(path)
+        return (lambda x, g, w: F.rms_norm(x, (x.shape[-1],), g, eps) @ w), {}
+    if name in ("attention", "attention_long"):
+        scale = attention_scale(path)
+
+        def eager(q, k, v):
+            return torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1) @ v
+
+        def sdpa(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        return eager, {"sdpa": sdpa}
+    raise ValueError(f"no PyTorch version of workload {name}")
+
+
+def reference(name, path, xs):
+    """The float64 reference of a workload."""
+    d = [x.double() for x in xs]
+    if name in ("rmsnorm", "rmsnorm_gemm"):
+        eps = rmsnorm_eps(path)
+        n = d[0] * torch.rsqrt(d[0].pow(2).mean(-1, keepdim=True) + eps) * d[1]
+        return n if name == "rmsnorm" else n @ d[2]
+    eager, _ = workload_fns(name, path)
+    return eager(*d)
+
+
+def flops_and_bytes(name, params, results):
+    """The work the floor is computed from: flops (a multiply-add counts 2) and the bytes of
+    every input read once and every output written once."""
+    size = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "i64": 8, "i1": 1}
+    nbytes = sum(math.prod(s) * size[d] for _, s, d in params) + sum(
+        math.prod(s) * size[d] for s, d in results
+    )
+    shapes = {n: s for n, s, _ in params}
+    if name.startswith("gemm") or name == "rmsnorm_gemm":
+        a, b = list(shapes.values())[0], list(shapes.values())[-1]
+        if name == "gemm_bias_relu":
+            b = shapes["b"]
+        m, k = a[-2], a[-1]
+        n = b[-2] if name == "gemm_bt" else b[-1]
+        flops = 2 * m * n * k
+    elif name == "matmul_divide_exp":
+        b, h, s, dd = shapes["q"]
+        flops = 2 * b * h * s * s * dd
+    elif name.startswith("attention"):
+        b, h, s, dd = shapes["q"]
+        flops = 4 * b * h * s * s * dd
+    else:
+        flops = 0
+    return flops, nbytes
+
+
+def make_inputs(params, seed, folder):
+    """Seeded inputs on the GPU and their .npy files (bf16 as float32 of the rounded values)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    xs, specs = [], []
+    for name, shape, dtype in params:
+        tdt = DTYPES[dtype]
+        if tdt.is_floating_point:
+            x = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32).to(tdt)
+        elif tdt == torch.bool:
+            x = torch.randint(0, 2, shape, generator=gen, device="cuda").bool()
+        else:
+            x = torch.randint(-8, 9, shape, generator=gen, device="cuda", dtype=tdt)
+        host = x.float() if tdt == torch.bfloat16 else x
+        arr = host.cpu().numpy()
+        p = folder / f"{name}.npy"
+        np.save(p, arr)
+        xs.append(x)
+        specs.append(f"{name}={p}")
+    return xs, specs
+
+
+def errors(out, ref):
+    """(||out - ref|| / ||ref||, max abs error, count of NaN/Inf where ref is finite), in f64."""
+    o, r = out.double(), ref.double()
+    bad = int((~torch.isfinite(o) & torch.isfinite(r)).sum())
+    fin = torch.isfinite(o) & torch.isfinite(r)
+    diff = torch.where(fin, o - r, torch.zeros_like(o))
+    rn = torch.linalg.vector_norm(torch.where(fin, r, torch.zeros_like(r)))
+    rel = float(torch.linalg.vector_norm(diff) / rn) if rn > 0 else float(torch.linalg.vector_norm(diff))
+    return rel, float(diff.abs().max()), bad
+
+
+def bench_ms(fn, quick):
+    warmup, rep = (5, 20) if quick else (25, 100)
+    med, p20, p80 = triton.testing.do_bench(fn, warmup=warmup, rep=rep, quantiles=[0.5, 0.2, 0.8])
+    return med
+
+
+def run_cmd(cmd, timeout):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-12:]
+        raise RuntimeError(f"irc {cmd[1]} exited {p.returncode}: " + " | ".join(tail))
+    return p.stdout
+
+
+def load_npy(path, dtype):
+    arr = np.load(path)
+    t = torch.from_numpy(arr).cuda()
+    return t.to(DTYPES[dtype])
+
+
+def run_workload(name, args, tmp):
+    path = REPO / "examples" / f"{name}.ir"
+    params, results = signature(path)
+    flops, nbytes = flops_and_bytes(name, params, results)
+    floor = max(flops / (args.peak_tflops * 1e12), nbytes / (args.peak_gbps * 1e9)) * 1e3
+    row = {"workload": name, "floor_ms": floor, "flops": flops, "min_bytes": nbytes}
+    folder = tmp / name
+    folder.mkdir(parents=True, exist_ok=True)
+    xs, specs = make_inputs(params, args.seed, folder)
+    eager, extra = workload_fns(name, path)
+    ref = reference(name, path, xs)
+    with torch.no_grad():
+        out = eager(*xs)
+        row["eager_err"] = errors(out, ref)[0]
+        del out
+        row["eager_ms"] = bench_ms(lambda: eager(*xs), args.quick)
+        for label, fn in extra.items():
+            row[f"{label}_ms"] = bench_ms(lambda: fn(*xs), args.quick)
+        if not args.no_compile:
+            try:
+                compiled = torch.compile(eager)
+                compiled(*xs)
+                row["compile_ms"] = bench_ms(lambda: compiled(*xs), args.quick)
+            except Exception as e:  # a baseline failing is recorded, not fatal
+                row["compile_error"] = str(e).splitlines()[0][:200]
+    flags = [a for s in specs for a in ("--input", s)]
+    irc = str(args.irc)
+    try:
+        outdir = folder / "irc-out"
+        run_cmd([irc, "run", str(path), "--device", "gpu", "--arch", args.arch, *flags,
+                 "--save-outputs", str(outdir)], args.timeout)
+        got = load_npy(outdir / "out0.npy", results[0][1])
+        rel, mx, bad = errors(got, ref)
+        row.update(irc_err=rel, irc_max_abs=mx, irc_nonfinite=bad)
+        tol = 1e-2 if results[0][1] in ("f16", "bf16") else 1e-4
+        row["irc_correct"] = bad == 0 and rel <= tol
+    except Exception as e:
+        row["irc_run_error"] = str(e)[:600]
+    try:
+        rep = ["--warmup", "5", "--rep", "20"] if args.quick else []
+        text = run_cmd([irc, "bench", str(path), "--json", "--arch", args.arch, *flags, *rep,
+                        "--peak-tflops", str(args.peak_tflops), "--peak-gbps", str(args.peak_gbps)],
+                       args.timeout)
+        b = json.loads(text.strip().splitlines()[-1])
+        r = b["report"]
+        row.update(irc_ms=r["timing"]["median_ms"], irc_p20_ms=r["timing"]["p20_ms"],
+                   irc_p80_ms=r["timing"]["p80_ms"], irc_kernels=b["kernels"],
+                   irc_flops=r["flops"], irc_min_bytes=r["min_bytes"])
+    except Exception as e:
+        row["irc_bench_error"] = str(e)[:600]
+    baselines = [row[k] for k in ("eager_ms", "compile_ms", "sdpa_ms") if k in row]
+    row["best_baseline_ms"] = min(baselines)
+    if "irc_ms" in row:
+        row["ratio"] = row["irc_ms"] / row["best_baseline_ms"]
+        row["pct_of_floor"] = 100.0 * floor / row["irc_ms"]
+    del xs, ref
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(v, spec=".3f"):
+    return "–" if v is None else format(v, spec)
+
+
+def markdown(rows, meta):
+    lines = [
+        f"# irc GPU benchmark, {meta['date']}, {meta['gpu']}",
+        "",
+        f"torch {meta['torch']}, triton {meta['triton']}, irc `{meta['irc_version']}`, arch {meta['arch']}; "
+        f"`triton.testing.do_bench` medians in ms (L2 flushed); floor = max(flops / {meta['peak_tflops']} TFLOP/s, "
+        f"bytes / {meta['peak_gbps']} GB/s); error = ||out - ref|| / ||ref|| against float64 PyTorch.",
+        "",
+        "| workload | floor | eager | torch.compile | SDPA | irc | irc / best | % of floor | irc error | irc max abs | eager error | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        errs = [r[k] for k in ("irc_run_error", "irc_bench_error", "error") if k in r]
+        if errs:
+            status = "FAILED: " + errs[0].replace("|", "/")[:160]
+        elif not r.get("irc_correct", False):
+            status = "WRONG" + (f" ({r['irc_nonfinite']} NaN/Inf)" if r.get("irc_nonfinite") else "")
+        else:
+            ok = r["ratio"] <= 1.0 and r["irc_ms"] <= 1.15 * r["floor_ms"]
+            status = "goal met" if ok else "ok"
+        lines.append(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                r["workload"], fmt(r.get("floor_ms")), fmt(r.get("eager_ms")),
+                fmt(r.get("compile_ms")), fmt(r.get("sdpa_ms")), fmt(r.get("irc_ms")),
+                fmt(r.get("ratio"), ".2f"), fmt(r.get("pct_of_floor"), ".1f"),
+                fmt(r.get("irc_err"), ".2e"), fmt(r.get("irc_max_abs"), ".3g"),
+                fmt(r.get("eager_err"), ".2e"), status,
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", choices=WORKLOADS, help="run only this workload (repeatable)")
+    ap.add_argument("--quick", action="store_true", help="fewer timing repetitions")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--irc", type=Path, default=REPO / ".device-bin" / "irc")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=int, default=300, help="seconds for each irc command")
+    ap.add_argument("--peak-tflops", type=float, default=737.0)
+    ap.add_argument("--peak-gbps", type=float, default=3006.0)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA GPU visible to PyTorch")
+    try:
+        irc_version = run_cmd([str(args.irc), "--version"], 30).strip()
+    except Exception as e:
+        irc_version = f"unavailable ({e})"
+    gpu = torch.cuda.get_device_name()
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
+        "irc_version": irc_version, "arch": args.arch,
+        "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps,
+    }
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="irc-bench-") as tmp:
+        for name in args.only or WORKLOADS:
+            t0 = time.time()
+            try:
+                row = run_workload(name, args, Path(tmp))
+            except Exception as e:
+                traceback.print_exc()
+                row = {"workload": name, "error": f"{type(e).__name__}: {e}"[:600]}
+            rows.append(row)
+            print(f"{name}: {time.time() - t0:.1f} s " + json.dumps(row), flush=True)
+    md = markdown(rows, meta)
+    print(md)
+    base = Path(os.environ["OUT"]) if os.environ.get("OUT") else REPO
+    dest = base / "bench" / "results"
+    dest.mkdir(parents=True, exist_ok=True)
+    stem = f"{meta['date']}-{re.sub(r'[^A-Za-z0-9._-]+', '-', gpu)}"
+    (dest / f"{stem}.md").write_text(md)
+    (dest / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    print(f"written {dest / stem}.md and .json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+//! `irc run --device gpu`: the emitted CUDA on the GPU, optionally checked against the
+//! reference interpreter.
+
+use crate::run::{RunArgs, save_and_print};
+use anyhow::{Context, Result, bail};
+use half::{bf16, f16};
+use irc_interp::compare::{Comparison, compare};
+use irc_interp::sample::{RowPlan, gather, plan, sample_rows};
+use irc_interp::{Data, Tensor, run_graph};
+use irc_ir::{DType, Graph};
+use irc_lower_cuda::{CudaModule, compile_to_cuda};
+use irc_runtime::{Arch, Gpu, HostTensor, nvrtc};
+
+#[derive(clap::Args, Debug)]
+pub struct GpuArgs {
+    /// The GPU architecture to compile for (`sm_90a`, `sm_80`, ...).
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
+    /// Compare the GPU's results with the reference interpreter (exit 1 on a mismatch).
+    #[arg(long)]
+    pub check: bool,
+    /// For --check on large graphs: how many rows to sample for the reference.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub check_rows: u64,
+    /// For --check: run the reference on the whole graph, however large.
+    #[arg(long)]
+    pub full_check: bool,
+}
+
+/// The graph's emitted CUDA, compiled to PTX for `arch`.
+pub fn compile(graph: &Graph, arch: &str) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
+    let arch = Arch::parse(arch)?;
+    let module =
+        compile_to_cuda(graph).with_context(|| format!("cannot lower @{} to CUDA", graph.name))?;
+    let ptx = nvrtc::compile(&module.source, &format!("{}.cu", graph.name), &arch)
+        .with_context(|| format!("cannot compile the CUDA of @{}", graph.name))?;
+    Ok((module, ptx, arch))
+}
+
+/// Runs `graph` (the pipeline's output) on the GPU; `--check` compares with the interpreter
+/// running `reference` (the graph as written, same signature).
+pub fn run(graph: &Graph, reference: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
+    let (module, ptx, arch) = compile(graph, &args.gpu.arch)?;
+    let gpu = Gpu::new(0)?;
+    eprintln!(
+        "device: {} ({} SMs), compiled for {arch}",
+        gpu.info().name,
+        gpu.info().sm_count
+    );
+    let mut program = gpu.load(&ptx, &module.manifest)?;
+    let host: Vec<HostTensor> = inputs.iter().map(to_host).collect();
+    let raw = program.run(&host)?;
+    let outputs: Vec<Tensor> = raw
+        .into_iter()
+        .zip(&graph.result_types)
+        .map(|(h, ty)| from_host(h, ty.dtype))
+        .collect::<Result<_>>()?;
+    save_and_print(&outputs, args.save_outputs.as_deref())?;
+    if !args.gpu.check {
+        return Ok(true);
+    }
+    check(reference, inputs, &outputs, &module, args)
+}
+
+/// Compares the GPU's results with the reference, on sampled rows when the graph is large.
+fn check(
+    graph: &Graph,
+    inputs: Vec<Tensor>,
+    outputs: &[Tensor],
+    module: &CudaModule,
+    args: &RunArgs,
+) -> Result<bool> {
+    let m = &module.manifest;
+    let small = m.flops <= SMALL_FLOPS && m.min_bytes <= SMALL_BYTES;
+    let sliced = if small || args.gpu.full_check {
+        None
+    } else {
+        plan(graph)
+    };
+    let (refs, gots): (Vec<Tensor>, Vec<Tensor>) = match sliced {
+        None => {
+            println!("check: the reference interpreter on the whole graph");
+            (run_graph(graph, inputs)?, outputs.to_vec())
+        }
+        Some(p) => sampled(graph, inputs, outputs, &p, args)?,
+    };
+    let mut ok = true;
+    for (i, (got, want)) in gots.iter().zip(&refs).enumerate() {
+        let c = compare(got, want)?;
+        ok &= c.passed();
+        println!("{}", report_line(i, &c));
+    }
+    if !ok {
+        println!("check: MISMATCH");
+    }
+    Ok(ok)
+}
+
+/// Graphs under these sizes are checked whole.
+const SMALL_FLOPS: u64 = 4_000_000_000;
+const SMALL_BYTES: u64 = 256 << 20;
+/// The sampled reference aims at about this much work (elements plus multiply-adds).
+const SAMPLE_BUDGET: f64 = 4e9;
+
+fn sampled(
+    graph: &Graph,
+    inputs: Vec<Tensor>,
+    outputs: &[Tensor],
+    p: &RowPlan,
+    args: &RunArgs,
+) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+    let afford = ((SAMPLE_BUDGET - p.cost_full) / p.cost_per_row.max(1.0)).floor();
+    let k = (args.gpu.check_rows.max(1) as f64)
+        .min(afford.max(2.0))
+        .min(p.extent as f64) as u64;
+    let rows = sample_rows(p.extent, k, args.seed);
+    let small = p
+        .slice_graph(graph, k)
+        .map_err(|e| anyhow::anyhow!("cannot slice @{} for the check: {e}", graph.name))?;
+    let sliced_inputs: Vec<Tensor> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match p.param_axis(graph, i) {
+            Some(a) => gather(t, a, &rows),
+            None => Ok(t.clone()),
+        })
+        .collect::<Result<_, _>>()?;
+    drop(inputs);
+    let axes: Vec<String> = p.result_axes.iter().map(|a| a.to_string()).collect();
+    println!(
+        "check: the reference interpreter on {k} sampled rows of {} (axis {} of the results; seed {})",
+        p.extent,
+        axes.join(", "),
+        args.seed
+    );
+    let refs = run_graph(&small, sliced_inputs)?;
+    let gots = outputs
+        .iter()
+        .zip(&p.result_axes)
+        .map(|(t, &a)| gather(t, a, &rows))
+        .collect::<Result<_, _>>()?;
+    Ok((refs, gots))
+}
+
+fn report_line(i: usize, c: &Comparison) -> String {
+    let verdict = if c.passed() { "ok" } else { "MISMATCH" };
+    let nonfinite = if c.bad_nonfinite > 0 {
+        format!(
+            " ({} NaN/Inf where the reference is finite)",
+            c.bad_nonfinite
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "out{i}: rel_err={:.3e} max_abs_err={:.3e} tol={:.0e} over {} elements: {verdict}{nonfinite}",
+        c.rel_err, c.max_abs_err, c.tolerance, c.count
+    )
+}
+
+/// A tensor's little-endian bytes.
+pub fn to_host(t: &Tensor) -> HostTensor {
+    fn le<T, const N: usize>(v: &[T], f: impl Fn(&T) -> [u8; N]) -> Vec<u8> {
+        v.iter().flat_map(f).collect()
+    }
+    let bytes = match &t.data {
+        Data::F16(v) => le(v, |x| x.to_le_bytes()),
+        Data::BF16(v) => le(v, |x| x.to_le_bytes()),
+        Data::F32(v) => le(v, |x| x.to_le_bytes()),
+        Data::F64(v) => le(v, |x| x.to_le_bytes()),
+        Data::I32(v) => le(v, |x| x.to_le_bytes()),
+        Data::I64(v) => le(v, |x| x.to_le_bytes()),
+        Data::I1(v) => v.iter().map(|&b| u8::from(b)).collect(),
+    };
+    HostTensor {
+        dtype: t.ty.dtype.to_string(),
+        shape: t.ty.shape.clone(),
+        bytes,
+    }
+}
+
+/// A tensor from the GPU's bytes.
+pub fn from_host(h: HostTensor, dtype: DType) -> Result<Tensor> {
+    fn chunks<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+        b.chunks_exact(N)
+            .map(|c| f(c.try_into().expect("exact chunks")))
+            .collect()
+    }
+    let b = &h.bytes;
+    let data = match dtype {
+        DType::F16 => Data::F16(chunks(b, f16::from_le_bytes)),
+        DType::BF16 => Data::BF16(chunks(b, bf16::from_le_bytes)),
+        DType::F32 => Data::F32(chunks(b, f32::from_le_bytes)),
+        DType::F64 => Data::F64(chunks(b, f64::from_le_bytes)),
+        DType::I32 => Data::I32(chunks(b, i32::from_le_bytes)),
+        DType::I64 => Data::I64(chunks(b, i64::from_le_bytes)),
+        DType::I1 => {
+            if let Some(bad) = b.iter().find(|&&x| x > 1) {
+                bail!("an i1 result holds the byte {bad:#04x} (an element no kernel wrote?)");
+            }
+            Data::I1(b.iter().map(|&x| x == 1).collect())
+        }
+    };
+    let ty = irc_ir::TensorType::new(h.shape, dtype);
+    Ok(Tensor::new(ty, data)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use irc_ir::TensorType;
+
+    #[test]
+    fn host_bytes_round_trip() {
+        for dtype in [
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+            DType::I1,
+        ] {
+            let t = irc_interp::random_tensor(&TensorType::new([3, 5], dtype), 1, 0);
+            let h = to_host(&t);
+            assert_eq!(h.bytes.len() as u64, t.ty.size_bytes());
+            assert_eq!(from_host(h, dtype).unwrap(), t);
+        }
+        let bad = HostTensor {
+            dtype: "i1".into(),
+            shape: vec![1],
+            bytes: vec![0xFF],
+        };
+        assert!(from_host(bad, DType::I1).is_err());
+    }
+
+    fn examples(dir: &str) -> Vec<(String, Graph)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(dir);
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&root).unwrap().flatten() {
+            let path = e.path();
+            if path.extension().is_some_and(|x| x == "ir") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let m = irc_frontend::parse_module(&text).unwrap();
+                out.push((path.display().to_string(), m.graphs[0].clone()));
+            }
+        }
+        assert!(out.len() >= 9, "{}", root.display());
+        out
+    }
+
+    /// Every benchmark graph can be checked on sampled rows, cheaply.
+    #[test]
+    fn every_benchmark_graph_has_a_cheap_row_plan() {
+        for (path, g) in examples("examples") {
+            let p = plan(&g).unwrap_or_else(|| panic!("{path}: no row plan"));
+            let k = 8;
+            assert!(
+                p.cost_full + k as f64 * p.cost_per_row < SAMPLE_BUDGET,
+                "{path}: {p:?}"
+            );
+            p.slice_graph(&g, k)
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
+    }
+
+    /// On the small graphs, the sliced reference equals the sampled rows of the full one.
+    #[test]
+    fn sampled_reference_equals_rows_of_the_full_reference() {
+        for (path, g) in examples("examples/small") {
+            let p = plan(&g).unwrap_or_else(|| panic!("{path}: no row plan"));
+            let inputs: Vec<Tensor> = (0..g.params.len())
+                .map(|i| irc_interp::random_tensor(g.ty(g.params[i]), 3, i as u64))
+                .collect();
+            let full = run_graph(&g, inputs.clone()).unwrap();
+            let k = 5.min(p.extent);
+            let rows = sample_rows(p.extent, k, 11);
+            let small = p.slice_graph(&g, k).unwrap();
+            let sliced: Vec<Tensor> = inputs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| match p.param_axis(&g, i) {
+                    Some(a) => gather(t, a, &rows).unwrap(),
+                    None => t.clone(),
+                })
+                .collect();
+            let got = run_graph(&small, sliced).unwrap();
+            for (i, (o, &a)) in full.iter().zip(&p.result_axes).enumerate() {
+                let want = gather(o, a, &rows).unwrap();
+                let c = compare(&got[i], &want).unwrap();
+                // Row slicing changes no arithmetic; matmul blocking may reorder sums.
+                assert!(c.rel_err < 1e-6 && c.bad_nonfinite == 0, "{path}: {c:?}");
+            }
+        }
+    }
+}

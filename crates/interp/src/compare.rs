@@ -1,0 +1,105 @@
+//! Comparing a result with the reference: ‖out − ref‖ / ‖ref‖ in f64, with a tolerance by dtype.
+//!
+//! Tolerances: 1e-2 for f16 and bf16 (the mission's bar), 1e-4 for f32, 1e-10 for f64, exact
+//! for integers and i1. An element that is NaN or ±inf in the result where the reference has a
+//! finite value (or a different non-finite value) fails the comparison whatever the norm says;
+//! elements where both hold the same non-finite value are left out of the norms.
+
+use crate::{InterpError, Tensor};
+use irc_ir::DType;
+
+/// The default tolerance on the relative error for results of `dtype`.
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 | DType::BF16 => 1e-2,
+        DType::F32 => 1e-4,
+        DType::F64 => 1e-10,
+        DType::I32 | DType::I64 | DType::I1 => 0.0,
+    }
+}
+
+/// How a result compares with its reference.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// ‖out − ref‖₂ / ‖ref‖₂ over the elements finite in both (‖out − ref‖₂ when ‖ref‖ is 0).
+    pub rel_err: f64,
+    pub max_abs_err: f64,
+    /// Elements non-finite in the result but not (the same way) in the reference.
+    pub bad_nonfinite: usize,
+    /// Elements compared.
+    pub count: usize,
+    pub tolerance: f64,
+}
+
+impl Comparison {
+    pub fn passed(&self) -> bool {
+        self.bad_nonfinite == 0 && self.rel_err <= self.tolerance
+    }
+}
+
+/// Compares `out` with `reference` (same type) at `tolerance(dtype)`.
+pub fn compare(out: &Tensor, reference: &Tensor) -> Result<Comparison, InterpError> {
+    if out.ty != reference.ty {
+        return Err(InterpError::BadInput(format!(
+            "cannot compare {} with a reference of {}",
+            out.ty, reference.ty
+        )));
+    }
+    let (o, r) = (out.data.to_f64(), reference.data.to_f64());
+    let (mut diff2, mut ref2, mut max_abs, mut bad) = (0.0f64, 0.0f64, 0.0f64, 0usize);
+    for (&x, &y) in o.iter().zip(&r) {
+        if x.is_finite() && y.is_finite() {
+            let d = x - y;
+            diff2 += d * d;
+            ref2 += y * y;
+            max_abs = max_abs.max(d.abs());
+        } else if !(x.is_nan() && y.is_nan()) && x != y {
+            bad += 1;
+        }
+    }
+    let rel_err = if ref2 > 0.0 {
+        (diff2 / ref2).sqrt()
+    } else {
+        diff2.sqrt()
+    };
+    Ok(Comparison {
+        rel_err,
+        max_abs_err: max_abs,
+        bad_nonfinite: bad,
+        count: o.len(),
+        tolerance: tolerance(out.ty.dtype),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Data;
+    use irc_ir::TensorType;
+
+    fn t(v: Vec<f32>) -> Tensor {
+        Tensor::new(TensorType::new([v.len() as u64], DType::F32), Data::F32(v)).unwrap()
+    }
+
+    #[test]
+    fn relative_error_and_nonfinite() {
+        let c = compare(&t(vec![1.0, 2.0, 3.0]), &t(vec![1.0, 2.0, 3.0])).unwrap();
+        assert!(c.passed() && c.rel_err == 0.0);
+        let c = compare(&t(vec![1.0, 0.0]), &t(vec![0.0, 1.0])).unwrap();
+        assert!(!c.passed() && (c.rel_err - 2f64.sqrt()).abs() < 1e-12 && c.max_abs_err == 1.0);
+        let c = compare(&t(vec![f32::NAN, 1.0]), &t(vec![1.0, 1.0])).unwrap();
+        assert_eq!(c.bad_nonfinite, 1);
+        assert!(!c.passed());
+        let c = compare(
+            &t(vec![f32::NAN, f32::INFINITY]),
+            &t(vec![f32::NAN, f32::INFINITY]),
+        )
+        .unwrap();
+        assert!(c.passed());
+        let c = compare(&t(vec![f32::NEG_INFINITY]), &t(vec![f32::INFINITY])).unwrap();
+        assert!(!c.passed());
+        let i = |v: Vec<i32>| Tensor::new(TensorType::new([2], DType::I32), Data::I32(v)).unwrap();
+        assert!(!compare(&i(vec![1, 2]), &i(vec![1, 3])).unwrap().passed());
+        assert!(compare(&t(vec![1.0]), &i(vec![1, 2])).is_err());
+    }
+}

@@ -1,0 +1,392 @@
+//! DAG-aware extraction: choose one e-node per e-class so that the selected graph's
+//! [`dag_cost`] — where a shared producer is counted once — is as small as we can find.
+//!
+//! egg's `Extractor` minimizes tree cost: a producer feeding two consumers is paid twice, so it
+//! can prefer recomputing a value to sharing it, and on a residual stream the tree cost doubles
+//! per layer until it saturates. Here a cheap bottom-up pass only seeds the selection, the
+//! input graph's own nodes are laid over the seed (so the result is never worse than the
+//! input), and a local search swaps one class's node at a time, keeping a swap when the whole
+//! selected DAG gets cheaper, until a round changes nothing (or `max_rounds`).
+//!
+//! Every evaluation is exact on the DAG. The search is not exact in general: a gain that needs
+//! several classes to change at once (an rmsnorm shared by three matmuls, each of which could
+//! absorb it) is not found, and the input's choice stays. An exact ILP extractor would find it;
+//! at a few thousand classes single swaps are what fits the time budget.
+
+use crate::cost::{Cost, Dag, DagNode, INFINITY, Target, dag_cost};
+use crate::lang::{EGraph, Head, Node};
+use egg::{Id, Language};
+use std::collections::HashMap;
+
+/// A selection: one node per reachable class.
+pub type Choice = HashMap<Id, Node>;
+
+const NONE: u32 = u32::MAX;
+
+/// A selection as the search keeps it: for each class id, the index of the chosen node in
+/// the class (`NONE` for none). Cheap to copy and to look up.
+type Sel = Vec<u32>;
+
+/// The seed's local cost of a node: strictly positive, so a cyclic choice never wins.
+fn local_cost(eg: &EGraph, n: &Node) -> Cost {
+    let bytes = |id: Id| eg[id].data.ty.as_ref().map_or(0, |t| t.size_bytes());
+    match n.head {
+        Head::Param(_) => 1,
+        Head::Op(op) => match op.category() {
+            irc_ir::ops::Category::View => 1,
+            irc_ir::ops::Category::Constant => 1,
+            _ => 1 + n.children.iter().map(|&c| bytes(c)).sum::<u64>() / 64 + 1000,
+        },
+    }
+}
+
+fn id_bound(eg: &EGraph) -> usize {
+    eg.classes()
+        .map(|c| usize::from(c.id))
+        .max()
+        .map_or(0, |m| m + 1)
+}
+
+/// The seed: a fixed point of best costs per class, as egg's extractor computes, except that a
+/// node costs its own cost plus the *largest* of its children's, not their sum. A tree sum
+/// doubles at every shared value (a residual stream makes it exponential in depth and it
+/// saturates); the max stays finite, and a strictly positive own cost still rules out cycles.
+fn seed(eg: &EGraph) -> Sel {
+    let n = id_bound(eg);
+    let mut best: Vec<(Cost, u32)> = vec![(INFINITY, NONE); n];
+    loop {
+        let mut changed = false;
+        for class in eg.classes() {
+            if class.data.ty.is_none() {
+                continue;
+            }
+            for (i, node) in class.nodes.iter().enumerate() {
+                let mut c: Cost = 0;
+                for &ch in &node.children {
+                    c = c.max(best[usize::from(eg.find(ch))].0);
+                }
+                let c = c.saturating_add(local_cost(eg, node));
+                let slot = &mut best[usize::from(class.id)];
+                if c < slot.0 {
+                    *slot = (c, i as u32);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    best.into_iter().map(|(_, i)| i).collect()
+}
+
+fn chosen<'a>(eg: &'a EGraph, sel: &Sel, c: Id) -> Option<&'a Node> {
+    let i = *sel.get(usize::from(c))?;
+    if i == NONE {
+        None
+    } else {
+        eg[c].nodes.get(i as usize)
+    }
+}
+
+/// The selected DAG reachable from `roots`, or `None` if the selection has a cycle or a hole.
+fn sel_to_dag(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Option<Dag> {
+    let n = sel.len();
+    let mut index = vec![NONE; n];
+    let mut on_path = vec![false; n];
+    let mut d = Dag::default();
+    for &root in roots {
+        let root = eg.find(root);
+        let mut stack = vec![(root, false)];
+        while let Some((c, expanded)) = stack.pop() {
+            let ci = usize::from(c);
+            if index[ci] != NONE {
+                continue;
+            }
+            let node = chosen(eg, sel, c)?;
+            if !expanded {
+                if on_path[ci] {
+                    return None;
+                }
+                on_path[ci] = true;
+                stack.push((c, true));
+                for &ch in node.children.iter().rev() {
+                    let ch = eg.find(ch);
+                    if on_path[usize::from(ch)] && index[usize::from(ch)] == NONE {
+                        return None;
+                    }
+                    if index[usize::from(ch)] == NONE {
+                        stack.push((ch, false));
+                    }
+                }
+                continue;
+            }
+            on_path[ci] = false;
+            let children = node
+                .children
+                .iter()
+                .map(|&ch| {
+                    let k = index[usize::from(eg.find(ch))];
+                    (k != NONE).then_some(k as usize)
+                })
+                .collect::<Option<Vec<_>>>()?;
+            index[ci] = d.nodes.len() as u32;
+            d.nodes.push(DagNode {
+                node: node.clone(),
+                ty: eg[c].data.ty.clone(),
+                children,
+            });
+        }
+        d.results.push(index[usize::from(root)] as usize);
+    }
+    Some(d)
+}
+
+fn to_sel(eg: &EGraph, choice: &Choice) -> Sel {
+    let mut sel = vec![NONE; id_bound(eg)];
+    for (&c, n) in choice {
+        let c = eg.find(c);
+        let n = n.clone().map_children(|ch| eg.find(ch));
+        if let Some(i) = eg[c].nodes.iter().position(|m| *m == n) {
+            sel[usize::from(c)] = i as u32;
+        }
+    }
+    sel
+}
+
+fn to_choice(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Choice {
+    reachable_classes(eg, sel, roots)
+        .into_iter()
+        .filter_map(|c| chosen(eg, sel, c).map(|n| (c, n.clone())))
+        .collect()
+}
+
+/// The selected DAG reachable from `roots`, or `None` if the choice has a cycle or a hole.
+pub fn to_dag(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Option<Dag> {
+    sel_to_dag(eg, &to_sel(eg, choice), roots)
+}
+
+fn cost_of(t: &Target, eg: &EGraph, sel: &Sel, roots: &[Id]) -> Cost {
+    sel_to_dag(eg, sel, roots).map_or(INFINITY, |d| dag_cost(t, &d))
+}
+
+/// What extraction found.
+pub struct Extracted {
+    pub choice: Choice,
+    pub cost: Cost,
+    /// Swaps the local search kept.
+    pub improvements: usize,
+}
+
+/// Extracts the cheapest selection found for `roots`, starting from the seed with
+/// `initial`'s choices (the input graph's own nodes) laid over it: the result is never worse
+/// than `initial`.
+pub fn extract(
+    t: &Target,
+    eg: &EGraph,
+    roots: &[Id],
+    initial: &[(Id, Node)],
+    max_rounds: usize,
+) -> Extracted {
+    let mut sel = seed(eg);
+    let mut laid = vec![false; sel.len()];
+    for (c, n) in initial {
+        let c = eg.find(*c);
+        let n = n.clone().map_children(|ch| eg.find(ch));
+        if !std::mem::replace(&mut laid[usize::from(c)], true) {
+            if let Some(i) = eg[c].nodes.iter().position(|m| *m == n) {
+                sel[usize::from(c)] = i as u32;
+            }
+        }
+    }
+    if sel_to_dag(eg, &sel, roots).is_none() {
+        sel = seed(eg);
+    }
+    let mut cost = cost_of(t, eg, &sel, roots);
+    let mut improvements = 0;
+    for _ in 0..max_rounds {
+        let mut improved = false;
+        for c in reachable_classes(eg, &sel, roots) {
+            let ci = usize::from(c);
+            let count = eg[c].nodes.len();
+            if count < 2 {
+                continue;
+            }
+            for i in 0..count as u32 {
+                let n = &eg[c].nodes[i as usize];
+                if sel[ci] == i
+                    || n.children
+                        .iter()
+                        .any(|&ch| sel[usize::from(eg.find(ch))] == NONE)
+                {
+                    continue;
+                }
+                let old = std::mem::replace(&mut sel[ci], i);
+                let new_cost = cost_of(t, eg, &sel, roots);
+                if new_cost < cost {
+                    cost = new_cost;
+                    improvements += 1;
+                    improved = true;
+                } else {
+                    sel[ci] = old;
+                }
+            }
+        }
+        let unshared = unshare(t, eg, roots, &mut sel, &mut cost);
+        if unshared > 0 {
+            improvements += unshared;
+            improved = true;
+        }
+        if !improved {
+            break;
+        }
+    }
+    Extracted {
+        choice: to_choice(eg, &sel, roots),
+        cost,
+        improvements,
+    }
+}
+
+/// The one move single swaps cannot make: stop using a shared producer. For each selected
+/// class read by two or more selected classes, switch every reader to its cheapest
+/// alternative that does not read it (so the producer drops out of the DAG), and keep the
+/// result if the whole DAG got cheaper. This is what lets one `rmsnorm` feeding three matmuls
+/// be absorbed by all three at once. Returns how many such moves it kept.
+fn unshare(t: &Target, eg: &EGraph, roots: &[Id], sel: &mut Sel, cost: &mut Cost) -> usize {
+    let mut kept = 0;
+    let mut readers: HashMap<Id, Vec<Id>> = HashMap::new();
+    for c in reachable_classes(eg, sel, roots) {
+        let Some(n) = chosen(eg, sel, c) else {
+            continue;
+        };
+        for &ch in &n.children {
+            let list = readers.entry(eg.find(ch)).or_default();
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
+    }
+    let root_set: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
+    let mut shared: Vec<(Id, Vec<Id>)> = readers
+        .into_iter()
+        .filter(|(p, users)| users.len() >= 2 && !root_set.contains(p))
+        .collect();
+    shared.sort();
+    for (p, users) in shared {
+        let mut trial = sel.clone();
+        let mut ok = true;
+        for &u in &users {
+            let ui = usize::from(u);
+            let mut best: Option<(Cost, u32)> = None;
+            for (i, n) in eg[u].nodes.iter().enumerate() {
+                if n.children.iter().any(|&ch| {
+                    let ch = eg.find(ch);
+                    ch == p || trial[usize::from(ch)] == NONE
+                }) {
+                    continue;
+                }
+                let old = std::mem::replace(&mut trial[ui], i as u32);
+                let c = cost_of(t, eg, &trial, roots);
+                trial[ui] = old;
+                if best.is_none_or(|(bc, _)| c < bc) {
+                    best = Some((c, i as u32));
+                }
+            }
+            match best {
+                Some((_, i)) => trial[ui] = i,
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            let c = cost_of(t, eg, &trial, roots);
+            if c < *cost {
+                *sel = trial;
+                *cost = c;
+                kept += 1;
+            }
+        }
+    }
+    kept
+}
+
+fn reachable_classes(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Vec<Id> {
+    let mut seen = vec![false; sel.len()];
+    let mut order = vec![];
+    let mut stack: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
+    while let Some(c) = stack.pop() {
+        if std::mem::replace(&mut seen[usize::from(c)], true) {
+            continue;
+        }
+        order.push(c);
+        if let Some(n) = chosen(eg, sel, c) {
+            stack.extend(n.children.iter().map(|&ch| eg.find(ch)));
+        }
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::{Node, TypeAnalysis};
+    use irc_ir::{Attrs, DType, OpKind, TensorType};
+
+    fn op(eg: &mut EGraph, k: OpKind, kids: &[Id]) -> Id {
+        eg.add(Node::op(k, &Attrs::new(), kids.to_vec()))
+    }
+
+    /// One producer feeding two consumers: `e = exp(x)` is a result, and the second result's
+    /// class holds `relu(e)` (reads e, already paid for) and `add(x, y)` (reads two other
+    /// tensors). Tree cost counts `exp` again under `relu(e)` and prefers `add`; the DAG cost
+    /// counts it once and keeps `relu(e)`.
+    #[test]
+    fn shared_producer_is_counted_once() {
+        let t = TensorType::new([1024, 1024], DType::F32);
+        let mut eg = EGraph::new(TypeAnalysis {
+            params: vec![t.clone(), t],
+        });
+        let param = |i| Node {
+            head: Head::Param(i),
+            attrs: vec![],
+            const_ty: None,
+            children: vec![],
+        };
+        let x = eg.add(param(0));
+        let y = eg.add(param(1));
+        let e = op(&mut eg, OpKind::Exp, &[x]);
+        let r = op(&mut eg, OpKind::Relu, &[e]);
+        let a = op(&mut eg, OpKind::Add, &[x, y]);
+        eg.union(r, a);
+        eg.rebuild();
+        let roots = [eg.find(e), eg.find(r)];
+        // What a tree-cost extractor (egg's, with the same local costs) picks:
+        let tree = egg::Extractor::new(&eg, TreeCost(&eg))
+            .find_best(roots[1])
+            .1;
+        assert!(
+            tree.as_ref().iter().any(|n| n.is(OpKind::Add)),
+            "tree cost prefers add: {tree:?}"
+        );
+        let ex = extract(&Target::h100(), &eg, &roots, &[], 4);
+        assert!(
+            ex.choice[&roots[1]].is(OpKind::Relu),
+            "DAG cost keeps relu(e)"
+        );
+        let d = to_dag(&eg, &ex.choice, &roots).expect("acyclic");
+        assert_eq!(d.nodes.iter().filter(|n| n.node.is(OpKind::Exp)).count(), 1);
+    }
+
+    struct TreeCost<'a>(&'a EGraph);
+    impl egg::CostFunction<Node> for TreeCost<'_> {
+        type Cost = Cost;
+        fn cost<C: FnMut(Id) -> Cost>(&mut self, n: &Node, mut costs: C) -> Cost {
+            n.children.iter().fold(local_cost(self.0, n), |acc, &c| {
+                acc.saturating_add(costs(c))
+            })
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The GPU: a context on one device, modules loaded from PTX, a manifest's buffers and its
+//! launch sequence.
+//!
+//! Buffers are plain `cuMemAlloc` allocations owned by [`Program`] and freed when it drops;
+//! launches go straight to `cuLaunchKernel` on the context's default stream with the buffers'
+//! device pointers as the kernels' parameters, so a timed launch sequence carries no
+//! bookkeeping of the host's.
+
+use crate::RuntimeError;
+use crate::nvrtc::Ptx;
+use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError, result};
+use irc_lower_cuda::{BufferKind, Manifest};
+use serde::Serialize;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// What the runtime read off the device.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: u32,
+    pub l2_bytes: u64,
+    pub total_memory_bytes: u64,
+    /// The most dynamic shared memory one block may opt in to.
+    pub max_shared_per_block_optin: u32,
+}
+
+/// A context on one GPU and its default stream.
+pub struct Gpu {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    info: DeviceInfo,
+}
+
+pub(crate) fn driver(what: impl Into<String>) -> impl FnOnce(DriverError) -> RuntimeError {
+    let what = what.into();
+    move |e| RuntimeError::Driver {
+        what,
+        error: format!("{e:?}"),
+    }
+}
+
+impl Gpu {
+    /// Opens device `ordinal` (libcuda is loaded here; its absence or no device is an error).
+    pub fn new(ordinal: usize) -> Result<Gpu, RuntimeError> {
+        // SAFETY: only dlopens candidate names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(RuntimeError::NoDevice(
+                "the CUDA driver library (libcuda.so) is not installed".into(),
+            ));
+        }
+        let count = CudaContext::device_count().map_err(driver("cuDeviceGetCount"))?;
+        if count <= 0 || ordinal >= count as usize {
+            return Err(RuntimeError::NoDevice(format!(
+                "device {ordinal} requested, {count} present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver("creating a context"))?;
+        let attr = |a| ctx.attribute(a).map_err(driver("cuDeviceGetAttribute"));
+        let info = DeviceInfo {
+            ordinal,
+            name: ctx.name().map_err(driver("cuDeviceGetName"))?,
+            compute_capability: ctx
+                .compute_capability()
+                .map_err(driver("compute capability"))?,
+            sm_count: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            l2_bytes: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
+            total_memory_bytes: ctx.total_mem().map_err(driver("cuDeviceTotalMem"))? as u64,
+            max_shared_per_block_optin: attr(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )? as u32,
+        };
+        let stream = ctx.default_stream();
+        Ok(Gpu { ctx, stream, info })
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The architecture name of this device, `sm_90a` for compute capability 9.0 (the `a`
+    /// features are what irc's Hopper kernels use), `sm_80` for 8.0.
+    pub fn arch_name(&self) -> String {
+        let (maj, min) = self.info.compute_capability;
+        let suffix = if maj >= 9 { "a" } else { "" };
+        format!("sm_{maj}{min}{suffix}")
+    }
+
+    /// Loads `ptx`, resolves every kernel the manifest launches and allocates its buffers.
+    pub fn load(&self, ptx: &Ptx, manifest: &Manifest) -> Result<Program<'_>, RuntimeError> {
+        manifest.check()?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx.text.clone()))
+            .map_err(driver("cuModuleLoadData (PTX JIT)"))?;
+        let mut functions: Vec<CudaFunction> = Vec::with_capacity(manifest.launches.len());
+        for l in &manifest.launches {
+            let f = module
+                .load_function(&l.kernel)
+                .map_err(driver(format!("kernel `{}` in the module", l.kernel)))?;
+            if l.shared_bytes > 48 * 1024 {
+                if l.shared_bytes > self.info.max_shared_per_block_optin {
+                    return Err(RuntimeError::Launch(format!(
+                        "kernel `{}` asks for {} bytes of dynamic shared memory; the device allows {}",
+                        l.kernel, l.shared_bytes, self.info.max_shared_per_block_optin
+                    )));
+                }
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    l.shared_bytes as i32,
+                )
+                .map_err(driver(format!(
+                    "raising `{}`'s shared memory limit",
+                    l.kernel
+                )))?;
+            }
+            functions.push(f);
+        }
+        let mut buffers = Vec::with_capacity(manifest.buffers.len());
+        for b in &manifest.buffers {
+            buffers.push(DeviceBuffer::new(self, b.bytes.max(1) as usize, &b.name)?);
+        }
+        Ok(Program {
+            gpu: self,
+            manifest: manifest.clone(),
+            functions,
+            buffers,
+        })
+    }
+
+    pub(crate) fn bind(&self) -> Result<(), RuntimeError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))
+    }
+}
+
+/// One `cuMemAlloc` allocation, freed on drop.
+pub(crate) struct DeviceBuffer<'g> {
+    gpu: &'g Gpu,
+    pub(crate) ptr: sys::CUdeviceptr,
+    pub(crate) bytes: usize,
+}
+
+impl<'g> DeviceBuffer<'g> {
+    pub(crate) fn new(gpu: &'g Gpu, bytes: usize, what: &str) -> Result<Self, RuntimeError> {
+        gpu.bind()?;
+        // SAFETY: the context is current; the pointer is freed once, on drop.
+        let ptr = unsafe { result::malloc_sync(bytes) }
+            .map_err(driver(format!("allocating {bytes} bytes for `{what}`")))?;
+        Ok(DeviceBuffer { gpu, ptr, bytes })
+    }
+
+    pub(crate) fn fill(&self, byte: u8) -> Result<(), RuntimeError> {
+        // SAFETY: `ptr` holds `bytes` bytes; the stream belongs to the current context.
+        unsafe { result::memset_d8_async(self.ptr, byte, self.bytes, self.gpu.stream.cu_stream()) }
+            .map_err(driver("cuMemsetD8Async"))
+    }
+}
+
+impl Drop for DeviceBuffer<'_> {
+    fn drop(&mut self) {
+        if self.gpu.bind().is_ok() {
+            // SAFETY: allocated by `new`, freed once; work using it was synchronized by its owner.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// A tensor's bytes on the host: little-endian elements, row-major (`i1` one byte each).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    pub bytes: Vec<u8>,
+}
+
+/// A loaded module with a manifest's buffers allocated: copy in, launch, copy out.
+pub struct Program<'g> {
+    gpu: &'g Gpu,
+    manifest: Manifest,
+    functions: Vec<CudaFunction>,
+    buffers: Vec<DeviceBuffer<'g>>,
+}
+
+impl<'g> Program<'g> {
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+
+    /// Copies the graph's inputs in, in parameter order, checking dtype, shape and size.
+    pub fn write_inputs(&mut self, inputs: &[HostTensor]) -> Result<(), RuntimeError> {
+        let m = &self.manifest;
+        if inputs.len() != m.inputs.len() {
+            return Err(RuntimeError::Input(format!(
+                "{} inputs given, graph @{} takes {}",
+                inputs.len(),
+                m.graph,
+                m.inputs.len()
+            )));
+        }
+        for (i, (t, &id)) in inputs.iter().zip(&m.inputs).enumerate() {
+            let b = &m.buffers[id];
+            if t.dtype != b.dtype || t.shape != b.shape || t.bytes.len() as u64 != b.bytes {
+                return Err(RuntimeError::Input(format!(
+                    "input {i} (`{}`): got {} {:?} ({} bytes), the manifest wants {} {:?} ({} bytes)",
+                    b.name,
+                    t.dtype,
+                    t.shape,
+                    t.bytes.len(),
+                    b.dtype,
+                    b.shape,
+                    b.bytes
+                )));
+            }
+        }
+        self.gpu.bind()?;
+        for (t, &id) in inputs.iter().zip(&m.inputs) {
+            if t.bytes.is_empty() {
+                continue;
+            }
+            // SAFETY: the buffer holds at least `t.bytes.len()` bytes (checked above).
+            unsafe { result::memcpy_htod_sync(self.buffers[id].ptr, &t.bytes) }.map_err(driver(
+                format!("copying input `{}` to the device", m.buffers[id].name),
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// Fills every output and temporary buffer that is not also an input with 0xFF bytes (NaN
+    /// for every float type), so an element no kernel writes shows up in the results.
+    pub fn poison_outputs(&self) -> Result<(), RuntimeError> {
+        self.gpu.bind()?;
+        for (id, b) in self.manifest.buffers.iter().enumerate() {
+            if b.kind != BufferKind::Input && !self.manifest.inputs.contains(&id) {
+                self.buffers[id].fill(0xFF)?;
+            }
+        }
+        self.sync()
+    }
+
+    /// Enqueues the whole launch sequence on the stream (no synchronization).
+    pub fn enqueue(&self) -> Result<(), RuntimeError> {
+        self.gpu.bind()?;
+        let stream = self.gpu.stream.cu_stream();
+        for (l, f) in self.manifest.launches.iter().zip(&self.functions) {
+            let mut ptrs: Vec<sys::CUdeviceptr> =
+                l.args.iter().map(|&a| self.buffers[a].ptr).collect();
+            let mut params: Vec<*mut c_void> = ptrs
+                .iter_mut()
+                .map(|p| p as *mut sys::CUdeviceptr as *mut c_void)
+                .collect();
+            // SAFETY: the function is live in this context; each parameter points at a device
+            // pointer that outlives the call (cuLaunchKernel copies parameters at enqueue).
+            unsafe {
+                result::launch_kernel(
+                    f.cu_function(),
+                    (l.grid[0], l.grid[1], l.grid[2]),
+                    (l.block[0], l.block[1], l.block[2]),
+                    l.shared_bytes,
+                    stream,
+                    &mut params,
+                )
+            }
+            .map_err(driver(format!(
+                "launching `{}` grid {:?} block {:?} shared {}",
+                l.kernel, l.grid, l.block, l.shared_bytes
+            )))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the stream; a kernel fault surfaces here.
+    pub fn sync(&self) -> Result<(), RuntimeError> {
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(driver("synchronizing (a kernel may have faulted)"))
+    }
+
+    /// Runs the launch sequence once and waits for it.
+    pub fn launch(&self) -> Result<(), RuntimeError> {
+        self.enqueue()?;
+        self.sync()
+    }
+
+    /// Copies the graph's results out, in `return` order.
+    pub fn read_outputs(&self) -> Result<Vec<HostTensor>, RuntimeError> {
+        self.gpu.bind()?;
+        let m = &self.manifest;
+        let mut out = Vec::with_capacity(m.outputs.len());
+        for &id in &m.outputs {
+            let b = &m.buffers[id];
+            let mut bytes = vec![0u8; b.bytes as usize];
+            if !bytes.is_empty() {
+                // SAFETY: the buffer holds `b.bytes` bytes.
+                unsafe { result::memcpy_dtoh_sync(&mut bytes, self.buffers[id].ptr) }
+                    .map_err(driver(format!("copying output `{}` to the host", b.name)))?;
+            }
+            out.push(HostTensor {
+                dtype: b.dtype.clone(),
+                shape: b.shape.clone(),
+                bytes,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Copies inputs in, poisons the outputs, runs once and copies the results out.
+    pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        self.write_inputs(inputs)?;
+        self.poison_outputs()?;
+        self.launch()?;
+        self.read_outputs()
+    }
+}

@@ -1,0 +1,144 @@
+//! CI's compile test: the CUDA irc emits for every benchmark graph (`examples/*.ir` and
+//! `examples/small/*.ir`) compiles with NVRTC and assembles with ptxas for sm_90a and sm_80,
+//! with no register spills. Prints the registers of every kernel and writes them to
+//! `target/cuda-registers.md`.
+//!
+//! A graph `compile_to_cuda` cannot lower is a failure, not a skip. A missing toolchain is a
+//! failure under `CI=true` and a printed SKIPPED elsewhere (scripts/test.sh installs it).
+
+use irc_runtime::{Arch, KernelResources, compile_and_assemble, nvrtc, toolkit};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+const ARCHS: [&str; 2] = ["sm_90a", "sm_80"];
+
+fn toolchain_or_skip() -> bool {
+    let missing = nvrtc::ensure_nvrtc()
+        .and_then(|_| toolkit::find_cuda_include())
+        .and_then(|_| toolkit::find_ptxas());
+    match missing {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("the CUDA toolchain is required under CI=true: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED emitted_cuda_compiles_without_spills: no CUDA toolchain ({e})");
+            false
+        }
+    }
+}
+
+fn workspace() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    p.canonicalize().unwrap_or(p)
+}
+
+fn example_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in ["examples", "examples/small"] {
+        let mut here: Vec<PathBuf> = std::fs::read_dir(workspace().join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "ir"))
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
+    files
+}
+
+#[test]
+fn emitted_cuda_compiles_without_spills() {
+    if !toolchain_or_skip() {
+        return;
+    }
+    let mut failures: Vec<String> = Vec::new();
+    let mut table = String::from(
+        "# Registers of irc's emitted kernels\n\nWritten by `crates/runtime/tests/emitted_cuda.rs` \
+         (NVRTC + ptxas -v).\n\n| graph | file | arch | kernel | registers | spill stores | spill loads | stack | smem |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for path in example_files() {
+        let rel = path
+            .strip_prefix(workspace())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let module = match irc_frontend::parse_module(&text) {
+            Ok(m) => m,
+            Err(d) => {
+                failures.push(format!("{rel}: does not parse: {d:?}"));
+                continue;
+            }
+        };
+        for graph in &module.graphs {
+            let cuda = match irc_lower_cuda::compile_to_cuda(graph) {
+                Ok(c) => c,
+                Err(e) => {
+                    failures.push(format!(
+                        "{rel} @{}: compile_to_cuda failed: {e}",
+                        graph.name
+                    ));
+                    continue;
+                }
+            };
+            for arch in ARCHS {
+                let arch = Arch::parse(arch).unwrap();
+                let name = format!("{}.cu", graph.name);
+                let kernels: Vec<KernelResources> =
+                    match compile_and_assemble(&cuda.source, &name, &arch) {
+                        Ok((_, k)) => k,
+                        Err(e) => {
+                            failures.push(format!("{rel} @{} for {arch}: {e}", graph.name));
+                            continue;
+                        }
+                    };
+                for l in &cuda.manifest.launches {
+                    if !kernels.iter().any(|k| k.name == l.kernel) {
+                        failures.push(format!(
+                            "{rel} @{} for {arch}: the manifest launches `{}`, which ptxas did not see",
+                            graph.name, l.kernel
+                        ));
+                    }
+                }
+                for k in &kernels {
+                    println!(
+                        "{rel:<40} {arch:<7} {:<40} {:>3} regs  spill {}/{}  stack {}  smem {}",
+                        k.name, k.registers, k.spill_stores, k.spill_loads, k.stack_frame, k.shared
+                    );
+                    let _ = writeln!(
+                        table,
+                        "| @{} | {rel} | {arch} | `{}` | {} | {} | {} | {} | {} |",
+                        graph.name,
+                        k.name,
+                        k.registers,
+                        k.spill_stores,
+                        k.spill_loads,
+                        k.stack_frame,
+                        k.shared
+                    );
+                    if k.spills() {
+                        failures.push(format!(
+                            "{rel} @{} for {arch}: kernel `{}` spills ({} bytes stored, {} loaded)",
+                            graph.name, k.name, k.spill_stores, k.spill_loads
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let out = target.join("cuda-registers.md");
+    if std::fs::create_dir_all(&target).is_ok() && std::fs::write(&out, &table).is_ok() {
+        println!("register table written to {}", out.display());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
