@@ -5,6 +5,10 @@
 
 use crate::opt::{Backend, Emit, OptArgs};
 
+const NOT_BUILT: &str = "irc was built without the `mlir` feature, so `--emit=mlir`, `--emit=ptx` \
+     and `--backend=mlir` are not available; rebuild with `cargo build --release --features mlir` \
+     (the README's \"MLIR backend\" section lists the LLVM/MLIR 22 packages it needs)";
+
 /// Why an MLIR request cannot be served by this build, if it cannot.
 pub fn unavailable(args: &OptArgs) -> Option<String> {
     if args.emit == Emit::Ptx && args.backend != Backend::Mlir {
@@ -16,12 +20,7 @@ pub fn unavailable(args: &OptArgs) -> Option<String> {
     }
     let wants_mlir = matches!(args.emit, Emit::Mlir | Emit::Ptx);
     if wants_mlir && !cfg!(feature = "mlir") {
-        return Some(
-            "irc was built without the `mlir` feature, so `--emit=mlir` and `--emit=ptx` are \
-             not available; rebuild with `cargo build --release --features mlir` (the README's \
-             \"MLIR backend\" section lists the LLVM/MLIR 22 packages it needs)"
-                .into(),
-        );
+        return Some(NOT_BUILT.into());
     }
     None
 }
@@ -39,4 +38,17 @@ pub fn emit(m: &irc_lower_cuda::kir::Module, args: &OptArgs) -> Result<String, S
 #[cfg(not(feature = "mlir"))]
 pub fn emit(_: &irc_lower_cuda::kir::Module, args: &OptArgs) -> Result<String, String> {
     Err(unavailable(args).unwrap_or_default())
+}
+
+/// PTX of a graph through the MLIR backend, for `irc run --device gpu --backend=mlir` and
+/// `irc bench --backend=mlir` (the CUDA backend's launch manifest runs it).
+#[cfg(feature = "mlir")]
+pub fn graph_ptx(graph: &irc_ir::Graph, arch: &str) -> anyhow::Result<String> {
+    let m = irc_lower_cuda::lower_graph(graph, irc_lower_cuda::SourceInfo::default())?;
+    Ok(irc_lower_mlir::compile_to_ptx(&m, arch)?)
+}
+
+#[cfg(not(feature = "mlir"))]
+pub fn graph_ptx(_: &irc_ir::Graph, _: &str) -> anyhow::Result<String> {
+    anyhow::bail!(NOT_BUILT)
 }

@@ -45,6 +45,15 @@ pub enum Backend {
     Mlir,
 }
 
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cuda => "cuda",
+            Backend::Mlir => "mlir",
+        }
+    }
+}
+
 /// The pass-manager flags, shared by `irc FILE` and `irc run`.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct PassArgs {
