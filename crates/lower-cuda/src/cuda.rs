@@ -188,6 +188,16 @@ __device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi)
   return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
 }
 
+// The two 16-bit halves of a 32-bit register (ldmatrix results), low half first.
+__device__ __forceinline__ void irc_unpack(unsigned r, __half& lo, __half& hi) {
+  lo = __ushort_as_half((unsigned short)(r & 0xffffu));
+  hi = __ushort_as_half((unsigned short)(r >> 16));
+}
+__device__ __forceinline__ void irc_unpack(unsigned r, __nv_bfloat16& lo, __nv_bfloat16& hi) {
+  lo = __ushort_as_bfloat16((unsigned short)(r & 0xffffu));
+  hi = __ushort_as_bfloat16((unsigned short)(r >> 16));
+}
+
 // Block-wide reduction: every thread of the block passes its value and gets the result.
 // Blocks are a multiple of 32 threads.
 struct irc_sum_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
@@ -452,6 +462,24 @@ impl KernelEmitter<'_> {
             }
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
+            }
+            Stmt::Ldmatrix { trans, dst, src } => {
+                let ts = self.tensors[src.tensor.as_str()];
+                let addr = self.place(ts, &src.at);
+                let td = self.tensors[dst.tensor.as_str()];
+                let t = if *trans { ".trans" } else { "" };
+                let _ = writeln!(self.out, "{pad}{{");
+                let _ = writeln!(self.out, "{pad}  unsigned r0, r1, r2, r3;");
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"((unsigned)__cvta_generic_to_shared(&{addr})));"
+                );
+                for j in 0..4i64 {
+                    let lo = self.place(td, &dst.coord(2 * j));
+                    let hi = self.place(td, &dst.coord(2 * j + 1));
+                    let _ = writeln!(self.out, "{pad}  irc_unpack(r{j}, {lo}, {hi});");
+                }
+                let _ = writeln!(self.out, "{pad}}}");
             }
             Stmt::Mma { d, a, b } => {
                 let at = |f: &kir::Frag, v: i64| {

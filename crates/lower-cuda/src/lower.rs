@@ -1033,14 +1033,7 @@ impl Builder<'_, '_> {
                 Ok(call(Func::Mul, vec![d.clone(), d]))
             })?;
             let var = call(Func::Div, vec![sq, n]);
-            let rstd = call(
-                Func::Recip,
-                vec![call(
-                    Func::Sqrt,
-                    vec![call(Func::Add, vec![var, lit(math, eps)])],
-                )],
-            );
-            let rstd = b.let_("rstd", Ty::Elem(math), rstd);
+            let rstd = b.let_("rstd", Ty::Elem(math), rstd_of(var, eps, math));
             let row2 = row.clone();
             b.row_loop(k, |b, kv| {
                 b.coord = vec![kv.clone(), row2.clone()];
@@ -1170,14 +1163,7 @@ impl Builder<'_, '_> {
             };
             return self.matmul_tc(inst, root, plan);
         }
-        let (gx, gy) = (n.div_ceil(BN), m.div_ceil(BM));
-        if gy > 65535 {
-            return Err(Retry::Fail(LowerError::Unsupported {
-                op: "matmul".into(),
-                reason: format!("M = {m} needs {gy} row tiles; at most 65535 are supported"),
-            }));
-        }
-        self.kernel.grid = [gx as u32, gy as u32, batch.min(65535) as u32];
+        self.kernel.grid = matmul_grid(m, n, batch, BM, BN)?;
         self.kernel.block = [THREADS, 1, 1];
         let c = self.global(root, access_c.clone());
         let mm = inst.result;
@@ -1478,6 +1464,42 @@ fn plan_epilogues(
     out
 }
 
+/// The rows whose starts the 32 lanes give `ldmatrix.x4`, as a layout from the lane to an
+/// element of a 16x16 tile (column-major index `row + 16*col`, rows being M for A and N for B,
+/// columns K). The four 8x8 matrices are the mma fragment registers in order: for A
+/// (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15); for B the two
+/// registers of atom 0 then of atom 1: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+/// (n 8-15, k 8-15). Lane `i` gives row `i % 8` of matrix `i / 8`; with `trans` the tile is stored
+/// K-major-by-rows (each 8x8 matrix's stored rows are K), so the lane's row is a K row.
+fn ldmatrix_x4_rows(b_operand: bool, trans: bool) -> Result<Layout, LayoutError> {
+    // Lane bits: (i % 8, (i / 8) % 2, i / 16). Without trans the first walks rows (stride 1);
+    // with trans it walks K (stride 16).
+    let s0 = if trans { 16 } else { 1 };
+    let (s1, s2) = match (b_operand, trans) {
+        // A: matrix bit 0 is rows + 8, bit 1 is k + 8.
+        (false, false) => (8, 128),
+        (false, true) => (8, 128),
+        // B: matrix bit 0 is k + 8, bit 1 is n + 8.
+        (true, _) => (128, 8),
+    };
+    Layout::flat(&[8, 2, 2], &[s0, s1, s2])
+}
+
+/// The grid of a tiled matmul: N tiles on x, M tiles on y, batches on z (a grid-stride loop
+/// covers batches beyond 65535).
+fn matmul_grid(m: u64, n: u64, batch: u64, bm: u64, bn: u64) -> R<[u32; 3]> {
+    let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
+    if gy > 65535 || gx > i32::MAX as u64 {
+        return Err(Retry::Fail(LowerError::Unsupported {
+            op: "matmul".into(),
+            reason: format!(
+                "{m}x{n} needs {gy}x{gx} tiles of {bm}x{bn}; at most 65535 row tiles and 2^31-1 column tiles are supported"
+            ),
+        }));
+    }
+    Ok([gx as u32, gy as u32, batch.clamp(1, 65535) as u32])
+}
+
 /// What the tensor-core matmul template needs to know about one matmul.
 struct TcPlan {
     m: u64,
@@ -1512,19 +1534,9 @@ impl Builder<'_, '_> {
     /// with the atom, k-step and warp modes, and likewise for B; the accumulator's (row, col) per
     /// value comes from the `mma_c` atom.
     fn matmul_tc(&mut self, inst: &Inst, root: ValueId, p: TcPlan) -> R<()> {
-        use crate::layout::{mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
+        use crate::layout::mma_m16n8k16_c;
         let (a, bv) = (inst.operands[0], inst.operands[1]);
-        let (gx, gy) = (p.n.div_ceil(TC_BN), p.m.div_ceil(TC_BM));
-        if gy > 65535 {
-            return Err(Retry::Fail(LowerError::Unsupported {
-                op: "matmul".into(),
-                reason: format!(
-                    "M = {} needs {gy} row tiles; at most 65535 are supported",
-                    p.m
-                ),
-            }));
-        }
-        self.kernel.grid = [gx as u32, gy as u32, p.batch.min(65535) as u32];
+        self.kernel.grid = matmul_grid(p.m, p.n, p.batch, TC_BM, TC_BN)?;
         self.kernel.block = [THREADS, 1, 1];
         let dt = p.dtype;
         let c = self.global(root, p.access_c.clone());
@@ -1546,50 +1558,39 @@ impl Builder<'_, '_> {
         };
         let sa = self.tensor(Space::Shared, dt, tile(TC_BM, sa_r, sa_k)?);
         let sb = self.tensor(Space::Shared, dt, tile(TC_BN, sb_r, sb_k)?);
-        // Fragment views: (lane, value, atom, k-step, warp) → shared offset, the composition of
-        // the (rows, k) sub-tile an atom reads with the atom's thread-value layout.
-        let atom_a = mma_m16n8k16_a().map_err(internal)?;
-        let atom_b = mma_m16n8k16_b().map_err(internal)?;
+        // Fragments come from shared memory by `ldmatrix.x4`: each lane names the start of one
+        // 8-element row of a 16x16 tile (`ldmatrix_x4_rows`, composed with the tile's layout),
+        // extended with modes for the atom, the k-step and the warp. `.trans` where the tile's
+        // contiguous dimension is M (A) or N (B). `tests::ldmatrix_feeds_the_mma_atoms` checks
+        // that what each lane receives is the mma atom's fragment.
         let atom_c = mma_m16n8k16_c().map_err(internal)?;
-        let tile_a = Layout::flat(&[16, 16], &[sa_r, sa_k]).map_err(internal)?;
-        let tile_b = Layout::flat(&[8, 16], &[sb_r, sb_k]).map_err(internal)?;
-        let tv_a = composition(&tile_a, atom_a.layout()).map_err(internal)?;
-        let tv_b = composition(&tile_b, atom_b.layout()).map_err(internal)?;
-        let frag_view = |tv: &Layout,
-                         atoms: i64,
-                         atom_rows: i64,
-                         warps: i64,
-                         warp_rows: i64,
-                         r: i64,
-                         k: i64|
-         -> R<Layout> {
-            let mut modes = tv.modes();
-            modes.push(li(atoms, atom_rows * r)?);
-            modes.push(li(TC_BK as i64 / 16, 16 * k)?);
-            modes.push(li(warps, warp_rows * r)?);
-            concat(&modes)
-        };
+        let (trans_a, trans_b) = (!p.a_k_fast, p.b_n_fast);
+        let tile16 = |r: i64, k: i64| Layout::flat(&[16, 16], &[r, k]).map_err(internal);
+        let lanes_a = composition(
+            &tile16(sa_r, sa_k)?,
+            &ldmatrix_x4_rows(false, trans_a).map_err(internal)?,
+        )
+        .map_err(internal)?;
+        let lanes_b = composition(
+            &tile16(sb_r, sb_k)?,
+            &ldmatrix_x4_rows(true, trans_b).map_err(internal)?,
+        )
+        .map_err(internal)?;
         let warps_m = (THREADS as u64 / 32 / TC_WARPS_N) as i64;
-        let va = frag_view(
-            &tv_a,
-            TC_MT as i64,
-            16,
-            warps_m,
-            (TC_MT * 16) as i64,
-            sa_r,
-            sa_k,
-        )?;
-        let vb = frag_view(
-            &tv_b,
-            TC_NT as i64,
-            8,
-            TC_WARPS_N as i64,
-            (TC_NT * 8) as i64,
-            sb_r,
-            sb_k,
-        )?;
-        let fa_view = self.tensor(Space::View(sa.clone()), dt, va);
-        let fb_view = self.tensor(Space::View(sb.clone()), dt, vb);
+        let va = concat(&[
+            lanes_a,
+            li(TC_MT as i64, 16 * sa_r)?,
+            li(TC_BK as i64 / 16, 16 * sa_k)?,
+            li(warps_m, (TC_MT * 16) as i64 * sa_r)?,
+        ])?;
+        let vb = concat(&[
+            lanes_b,
+            li(TC_NT as i64 / 2, 16 * sb_r)?,
+            li(TC_BK as i64 / 16, 16 * sb_k)?,
+            li(TC_WARPS_N as i64, (TC_NT * 8) as i64 * sb_r)?,
+        ])?;
+        let rows_a = self.tensor(Space::View(sa.clone()), dt, va);
+        let rows_b = self.tensor(Space::View(sb.clone()), dt, vb);
         let fa = self.tensor(
             Space::Registers,
             dt,
@@ -1599,6 +1600,12 @@ impl Builder<'_, '_> {
             Space::Registers,
             dt,
             Layout::flat(&[4, TC_NT as i64], &[1, 4]).map_err(internal)?,
+        );
+        // One ldmatrix.x4 fills the B fragments of two atoms: 8 values, atom pairs.
+        let fb_pairs = self.tensor(
+            Space::View(fb.clone()),
+            dt,
+            Layout::flat(&[8, TC_NT as i64 / 2], &[1, 8]).map_err(internal)?,
         );
         let acc = self.tensor(
             Space::Registers,
@@ -1680,47 +1687,25 @@ impl Builder<'_, '_> {
                     }
                     s.out.push(Stmt::Sync);
                     unrolled(s, "ks", TC_BK / 16, &mut |s, ks| {
+                        let frag = |t: &str, at: Vec<Expr>| kir::Frag {
+                            tensor: t.to_string(),
+                            at,
+                        };
                         unrolled(s, "i", TC_MT, &mut |s, i| {
-                            let (ks, i2) = (ks.clone(), i.clone());
-                            unrolled(s, "v", 8, &mut |s, v| {
-                                let x = Expr::load(
-                                    &fa_view,
-                                    vec![
-                                        lane.clone(),
-                                        v.clone(),
-                                        i2.clone(),
-                                        ks.clone(),
-                                        wm.clone(),
-                                    ],
-                                );
-                                s.out.push(Stmt::Store {
-                                    tensor: fa.clone(),
-                                    coord: vec![v, i2.clone()],
-                                    value: x,
-                                });
-                                Ok(())
-                            })
+                            s.out.push(Stmt::Ldmatrix {
+                                trans: trans_a,
+                                dst: frag(&fa, vec![i.clone()]),
+                                src: frag(&rows_a, vec![lane.clone(), i, ks.clone(), wm.clone()]),
+                            });
+                            Ok(())
                         })?;
-                        unrolled(s, "j", TC_NT, &mut |s, j| {
-                            let (ks, j2) = (ks.clone(), j.clone());
-                            unrolled(s, "v", 4, &mut |s, v| {
-                                let x = Expr::load(
-                                    &fb_view,
-                                    vec![
-                                        lane.clone(),
-                                        v.clone(),
-                                        j2.clone(),
-                                        ks.clone(),
-                                        wn.clone(),
-                                    ],
-                                );
-                                s.out.push(Stmt::Store {
-                                    tensor: fb.clone(),
-                                    coord: vec![v, j2.clone()],
-                                    value: x,
-                                });
-                                Ok(())
-                            })
+                        unrolled(s, "j", TC_NT / 2, &mut |s, j| {
+                            s.out.push(Stmt::Ldmatrix {
+                                trans: trans_b,
+                                dst: frag(&fb_pairs, vec![j.clone()]),
+                                src: frag(&rows_b, vec![lane.clone(), j, ks.clone(), wn.clone()]),
+                            });
+                            Ok(())
                         })?;
                         unrolled(s, "i", TC_MT, &mut |s, i| {
                             unrolled(s, "j", TC_NT, &mut |s, j| {
@@ -1984,6 +1969,18 @@ impl Builder<'_, '_> {
     }
 }
 
+/// `1 / sqrt(var + eps)`, as the reference interpreter computes it.
+fn rstd_of(var: Expr, eps: f64, math: DType) -> Expr {
+    let call = Expr::call;
+    call(
+        Func::Recip,
+        vec![call(
+            Func::Sqrt,
+            vec![call(Func::Add, vec![var, lit(math, eps)])],
+        )],
+    )
+}
+
 /// A row composite: `x` read at `access` (`(k, row)` → index), `rows` rows of `k` elements.
 struct RowSpec {
     x: ValueId,
@@ -2177,17 +2174,7 @@ impl Builder<'_, '_> {
                 }
                 OpKind::Rmsnorm => {
                     let var = call(Func::Div, vec![r1, n.clone()]);
-                    let rstd = s.let_(
-                        "rstd",
-                        Ty::Elem(math),
-                        call(
-                            Func::Recip,
-                            vec![call(
-                                Func::Sqrt,
-                                vec![call(Func::Add, vec![var, lit(math, r.eps)])],
-                            )],
-                        ),
-                    );
+                    let rstd = s.let_("rstd", Ty::Elem(math), rstd_of(var, r.eps, math));
                     pass(s, &mut |s, kv, j| {
                         let y = scale(s, &kv, call(Func::Mul, vec![cached(&j), rstd.clone()]))?;
                         store(s, kv, y);
@@ -2214,17 +2201,7 @@ impl Builder<'_, '_> {
                     })?;
                     let q = reduce(s, ReduceOp::Sum, Expr::var(&acc2));
                     let var = call(Func::Div, vec![q, n.clone()]);
-                    let rstd = s.let_(
-                        "rstd",
-                        Ty::Elem(math),
-                        call(
-                            Func::Recip,
-                            vec![call(
-                                Func::Sqrt,
-                                vec![call(Func::Add, vec![var, lit(math, r.eps)])],
-                            )],
-                        ),
-                    );
+                    let rstd = s.let_("rstd", Ty::Elem(math), rstd_of(var, r.eps, math));
                     pass(s, &mut |s, kv, j| {
                         let centered = call(Func::Sub, vec![cached(&j), mean.clone()]);
                         let y = scale(s, &kv, call(Func::Mul, vec![centered, rstd.clone()]))?;
@@ -2234,5 +2211,53 @@ impl Builder<'_, '_> {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_b};
+
+    /// What `ldmatrix.x4` hands lane `t` as value `v` (register `v / 2`, half `v % 2`), as a
+    /// shared offset, given the row starts `rows(lane)` and the tile's contiguous stride 1:
+    /// without `.trans` element `2(t%4) + v%2` of the row of lane `8(v/2) + t/4`; with it,
+    /// element `t/4` of the row of lane `8(v/2) + 2(t%4) + v%2`.
+    fn delivered(rows: &Layout, trans: bool, t: i64, v: i64) -> i64 {
+        let j = v / 2;
+        if trans {
+            rows.eval(8 * j + 2 * (t % 4) + v % 2).unwrap() + t / 4
+        } else {
+            rows.eval(8 * j + t / 4).unwrap() + 2 * (t % 4) + v % 2
+        }
+    }
+
+    #[test]
+    fn ldmatrix_feeds_the_mma_atoms() {
+        // (row stride, k stride) of the shared tile: K-contiguous (pitch 40), or rows contiguous
+        // (pitch 136).
+        for (r, k, trans) in [(40, 1, false), (1, 136, true)] {
+            let tile16 = Layout::flat(&[16, 16], &[r, k]).unwrap();
+            // A: 8 values of one 16x16 atom.
+            let rows = composition(&tile16, &ldmatrix_x4_rows(false, trans).unwrap()).unwrap();
+            let atom = composition(&tile16, mma_m16n8k16_a().unwrap().layout()).unwrap();
+            for t in 0..32 {
+                for v in 0..8 {
+                    let want = atom.crd2idx(&IntTuple::ints(&[t, v])).unwrap();
+                    assert_eq!(delivered(&rows, trans, t, v), want, "A r={r} t={t} v={v}");
+                }
+            }
+            // B: values 0-3 are atom 0 (n 0-7), values 4-7 atom 1 (n 8-15).
+            let rows = composition(&tile16, &ldmatrix_x4_rows(true, trans).unwrap()).unwrap();
+            let tile8 = Layout::flat(&[8, 16], &[r, k]).unwrap();
+            let atom = composition(&tile8, mma_m16n8k16_b().unwrap().layout()).unwrap();
+            for t in 0..32 {
+                for v in 0..8 {
+                    let want =
+                        atom.crd2idx(&IntTuple::ints(&[t, v % 4])).unwrap() + (v / 4) * 8 * r;
+                    assert_eq!(delivered(&rows, trans, t, v), want, "B r={r} t={t} v={v}");
+                }
+            }
+        }
     }
 }

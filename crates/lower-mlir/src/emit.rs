@@ -899,6 +899,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             }
             Stmt::Copy { width, dst, src } => self.copy(*width, dst, src)?,
             Stmt::Mma { d, a, b } => self.mma(d, a, b)?,
+            Stmt::Ldmatrix { trans, dst, src } => self.ldmatrix(*trans, dst, src)?,
             Stmt::WarpReduce { var, ty, op, value } => {
                 let (v, _) = self.expr(value)?;
                 let Ty::Elem(d) = *ty else {
@@ -1093,6 +1094,48 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         }
         for (v, x) in out.into_iter().enumerate() {
             let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
+            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+            self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
+    /// `ldmatrix.x4[.trans]` as `nvgpu.ldmatrix` from the shared row this thread provides
+    /// (`src` at its full coordinate); register j (row j of the `vector<4x2>`) holds values 2j
+    /// and 2j + 1 of the destination fragment.
+    fn ldmatrix(&mut self, trans: bool, dst: &kir::Frag, src: &kir::Frag) -> R<()> {
+        let (sm, si, sd) = self.place(&src.tensor, &src.at)?;
+        if !matches!(sd.dtype, DType::F16 | DType::BF16) {
+            return Err(self.unsupported(format!("ldmatrix of {}", sd.dtype)));
+        }
+        let et = self.e.elem_type(sd.dtype);
+        let vty = self.vector_type(&[4, 2], et);
+        let op = OperationBuilder::new("nvgpu.ldmatrix", self.loc)
+            .add_operands(&[self.v(sm), self.v(si)])
+            .add_attributes(&[
+                (
+                    self.e.id("transpose"),
+                    melior::ir::attribute::BoolAttribute::new(self.ctx(), trans).into(),
+                ),
+                (
+                    self.e.id("numTiles"),
+                    IntegerAttribute::new(IntegerType::new(self.ctx(), 32).into(), 4).into(),
+                ),
+            ])
+            .add_results(&[vty])
+            .build();
+        let r = self.push(op, "nvgpu.ldmatrix")?;
+        for v in 0..8 {
+            let op = OperationBuilder::new("vector.extract", self.loc)
+                .add_operands(&[self.v(r)])
+                .add_attributes(&[(
+                    self.e.id("static_position"),
+                    DenseI64ArrayAttribute::new(self.ctx(), &[v / 2, v % 2]).into(),
+                )])
+                .add_results(&[et])
+                .build();
+            let x = self.push(op, "vector.extract")?;
+            let (memref, index, _) = self.place(&dst.tensor, &dst.coord(v))?;
             let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
             self.push0(Ok(op), "memref.store")?;
         }
@@ -1735,7 +1778,7 @@ fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
                 collect_stores(body, into);
                 collect_stores(orelse, into);
             }
-            Stmt::Copy { dst, .. } | Stmt::Mma { d: dst, .. } => {
+            Stmt::Copy { dst, .. } | Stmt::Mma { d: dst, .. } | Stmt::Ldmatrix { dst, .. } => {
                 into.insert(dst.tensor.as_str());
             }
             _ => {}

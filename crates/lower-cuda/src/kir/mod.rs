@@ -224,6 +224,12 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
+    /// `ldmatrix.x4[.trans] %dst[c..], %src[c..]`: the warp-wide
+    /// `ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16`. `src` is a shared tensor (or view)
+    /// giving, at the full coordinate `src[c..]`, the start of the 8-element row this thread
+    /// provides (every stride a multiple of 16 bytes); `dst` is a register fragment whose mode 0
+    /// receives the 8 values (register j of the instruction is values 2j, 2j+1).
+    Ldmatrix { trans: bool, dst: Frag, src: Frag },
     /// `mma.m16n8k16 %d[c..], %a[c..], %b[c..]`: one warp-wide tensor-core
     /// `mma.sync.aligned.m16n8k16` (f16 or bf16 inputs, f32 accumulate), `d += a * b`. Each
     /// operand is a register tensor whose mode 0 holds the thread's fragment values (d: 4, a: 8,

@@ -416,6 +416,17 @@ impl<'a> Parser<'a> {
                 c.end()?;
                 Ok(Stmt::Copy { width, dst, src })
             }
+            "ldmatrix.x4" | "ldmatrix.x4.trans" => {
+                let dst = c.frag()?;
+                c.punct(",")?;
+                let src = c.frag()?;
+                c.end()?;
+                Ok(Stmt::Ldmatrix {
+                    trans: word.ends_with(".trans"),
+                    dst,
+                    src,
+                })
+            }
             "mma.m16n8k16" => {
                 let d = c.frag()?;
                 c.punct(",")?;

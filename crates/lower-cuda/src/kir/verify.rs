@@ -388,6 +388,43 @@ impl<'k> Checker<'k> {
                 Ok(())
             }
             Stmt::Sync => Ok(()),
+            Stmt::Ldmatrix { dst, src, .. } => {
+                let td = self.frag(dst, 8)?;
+                let ts = *self
+                    .tensors
+                    .get(src.tensor.as_str())
+                    .ok_or_else(|| format!("undefined tensor %{}", src.tensor))?;
+                let shared = match &ts.space {
+                    Space::Shared => true,
+                    Space::View(b) => self
+                        .tensors
+                        .get(b.as_str())
+                        .is_some_and(|b| b.space == Space::Shared),
+                    _ => false,
+                };
+                let aligned = ts
+                    .layout
+                    .leaves()
+                    .iter()
+                    .all(|&(s, d)| s == 1 || (d * 2) % 16 == 0);
+                if !shared
+                    || ts.dtype != td
+                    || td.size_bytes() != 2
+                    || !aligned
+                    || src.at.len() != ts.layout.rank()
+                {
+                    return Err(format!(
+                        "ldmatrix reads 16-bit rows of a shared tensor of the fragment's dtype at 16-byte aligned offsets, one coordinate per mode (%{})",
+                        src.tensor
+                    ));
+                }
+                for c in &src.at {
+                    if self.expr(c)? != Ty::Idx {
+                        return Err(format!("coordinates of %{} must be idx", src.tensor));
+                    }
+                }
+                Ok(())
+            }
             Stmt::Mma { d, a, b } => {
                 let ta = self.frag(a, 8)?;
                 self.frag(b, 4).and_then(|tb| {
