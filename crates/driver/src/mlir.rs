@@ -29,7 +29,7 @@ pub fn unavailable(args: &OptArgs) -> Option<String> {
 #[cfg(feature = "mlir")]
 pub fn emit(m: &irc_lower_cuda::kir::Module, args: &OptArgs) -> Result<String, String> {
     let r = match args.emit {
-        Emit::Ptx => irc_lower_mlir::compile_to_ptx(m, &args.arch),
+        Emit::Ptx => irc_lower_mlir::compile_to_ptx_with(m, &ptx_options(&args.arch)),
         _ => irc_lower_mlir::emit_mlir(m),
     };
     r.map_err(|e| e.to_string())
@@ -40,12 +40,29 @@ pub fn emit(_: &irc_lower_cuda::kir::Module, args: &OptArgs) -> Result<String, S
     Err(unavailable(args).unwrap_or_default())
 }
 
+/// The PTX pipeline's options: libdevice from `irc_lower_mlir::find_cuda_toolkit`, else beside
+/// the `ptxas` the runtime finds (a CUDA install or the `nvidia-cuda-nvcc` wheel).
+#[cfg(feature = "mlir")]
+fn ptx_options(arch: &str) -> irc_lower_mlir::PtxOptions {
+    use std::path::Path;
+    let mut opts = irc_lower_mlir::PtxOptions::new(arch);
+    if opts.toolkit.is_none() {
+        opts.toolkit = irc_runtime::toolkit::find_ptxas().ok().and_then(|ptxas| {
+            let root = ptxas.parent().and_then(Path::parent)?;
+            root.join("nvvm/libdevice/libdevice.10.bc")
+                .is_file()
+                .then(|| root.to_path_buf())
+        });
+    }
+    opts
+}
+
 /// PTX of a graph through the MLIR backend, for `irc run --device gpu --backend=mlir` and
 /// `irc bench --backend=mlir` (the CUDA backend's launch manifest runs it).
 #[cfg(feature = "mlir")]
 pub fn graph_ptx(graph: &irc_ir::Graph, arch: &str) -> anyhow::Result<String> {
     let m = irc_lower_cuda::lower_graph(graph, irc_lower_cuda::SourceInfo::default())?;
-    Ok(irc_lower_mlir::compile_to_ptx(&m, arch)?)
+    Ok(irc_lower_mlir::compile_to_ptx_with(&m, &ptx_options(arch))?)
 }
 
 #[cfg(not(feature = "mlir"))]
