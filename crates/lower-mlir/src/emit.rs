@@ -1042,9 +1042,9 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         match ab {
             DType::F16 => {
                 let f16t = self.e.elem_type(DType::F16);
-                let va = self.from_elements(&av, self.vector_type(&[4, 2], f16t))?;
-                let vb = self.from_elements(&bv, self.vector_type(&[2, 2], f16t))?;
-                let vc = self.from_elements(&cv, self.vector_type(&[2, 2], f32t))?;
+                let va = self.vector_from_elements(&av, self.vector_type(&[4, 2], f16t))?;
+                let vb = self.vector_from_elements(&bv, self.vector_type(&[2, 2], f16t))?;
+                let vc = self.vector_from_elements(&cv, self.vector_type(&[2, 2], f32t))?;
                 let i64t: Type = IntegerType::new(self.ctx(), 64).into();
                 let shape: Vec<Attribute> = [16, 8, 16]
                     .iter()
@@ -1142,7 +1142,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         Ok(())
     }
 
-    fn from_elements(&mut self, elems: &[MlirValue], ty: Type<'c>) -> R<MlirValue> {
+    fn vector_from_elements(&mut self, elems: &[MlirValue], ty: Type<'c>) -> R<MlirValue> {
         let operands: Vec<Value> = elems.iter().map(|&x| self.v(x)).collect();
         let op = OperationBuilder::new("vector.from_elements", self.loc)
             .add_operands(&operands)
