@@ -50,6 +50,9 @@ pub const GPU_MODULE: &str = "kernels";
 /// NVVM's address space for shared (workgroup) memory.
 const SHARED_SPACE: i64 = 3;
 
+/// `unroll` loops of at most this many iterations are unrolled (`affine.for`).
+const MAX_UNROLL: i64 = 64;
+
 /// Builds the MLIR module for a kernel IR module. The caller verifies it.
 pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>, MlirError> {
     kir::verify_module(m).map_err(|e| MlirError::KernelIr(e.to_string()))?;
@@ -865,11 +868,19 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 start,
                 end,
                 step,
+                unroll,
                 body,
-                ..
             } => {
-                // `unroll` is left to LLVM: its full unroller takes the constant-trip-count
-                // loops the kernel IR marks, and SROA then keeps register tensors in registers.
+                // `unroll` loops with constant bounds are `affine.for`, which the PTX pipeline
+                // unrolls fully (as `#pragma unroll` for the CUDA backend): register tensors are
+                // indexed by their variables, and only constant indices keep them in registers.
+                if let (true, Expr::Int(a), Expr::Int(b), Expr::Int(st)) =
+                    (*unroll, start, end, step)
+                    && *st > 0
+                    && (b - a) / st <= MAX_UNROLL
+                {
+                    return self.affine_for(var, *a, *b, *st, body);
+                }
                 let (lb, _) = self.expr(start)?;
                 let (ub, _) = self.expr(end)?;
                 let (st, _) = self.expr(step)?;
@@ -919,6 +930,58 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             }
         }
         Ok(())
+    }
+
+    /// `affine.for %i = a to b step s` over `index`, the kernel IR variable being its
+    /// `arith.index_cast` to the index type.
+    fn affine_for(&mut self, var: &str, a: i64, b: i64, st: i64, body: &[Stmt]) -> R<()> {
+        let ctx = self.ctx();
+        let map = |v: i64| -> Attribute<'c> {
+            let m = melior::ir::AffineMap::constant(ctx, v);
+            // SAFETY: plain FFI constructor of a uniqued attribute in `ctx`.
+            unsafe { Attribute::from_raw(mlir_sys::mlirAffineMapAttrGet(m.to_raw())) }
+        };
+        let region = Region::new();
+        let inner = region
+            .append_block(Block::new(&[(Type::index(ctx), self.loc)]))
+            .to_raw();
+        // SAFETY: as in the module doc.
+        let inner_ref: BlockRef<'c, 'c> = unsafe { BlockRef::from_raw(inner) };
+        let iv = inner_ref
+            .argument(0)
+            .map_err(|err| build_err("affine.for", err))?
+            .to_raw();
+        let outer = self.block;
+        self.block = inner;
+        let idx_ty = self.ty(Ty::Idx);
+        let i = self.push(
+            Ok(arith::index_cast(self.v(iv), idx_ty, self.loc)),
+            "arith.index_cast",
+        )?;
+        self.vars
+            .insert(var.to_string(), Binding::Value(i, Ty::Idx));
+        self.block(body)?;
+        self.push0(
+            OperationBuilder::new("affine.yield", self.loc).build(),
+            "affine.yield",
+        )?;
+        self.block = outer;
+        let op = OperationBuilder::new("affine.for", self.loc)
+            .add_attributes(&[
+                (self.e.id("lowerBoundMap"), map(a)),
+                (self.e.id("upperBoundMap"), map(b)),
+                (
+                    self.e.id("step"),
+                    IntegerAttribute::new(Type::index(ctx), st).into(),
+                ),
+                (
+                    self.e.id("operandSegmentSizes"),
+                    DenseI32ArrayAttribute::new(ctx, &[0, 0, 0]).into(),
+                ),
+            ])
+            .add_regions([region])
+            .build();
+        self.push0(op, "affine.for")
     }
 
     fn barrier(&mut self) -> R<()> {

@@ -5,12 +5,13 @@
 //! this crate produces runs with the same [`Manifest`](irc_lower_cuda::Manifest).
 //!
 //! - [`emit_mlir`]: the module as text (`irc --emit=mlir`): a `gpu.container_module` with one
-//!   `gpu.module` of `gpu.func` kernels (`arith`, `math`, `memref`, `scf`, `gpu`, `nvvm` and
-//!   `llvm` intrinsic ops) and a host `func.func` that allocates the temporaries and calls
-//!   `gpu.launch_func` in launch order. Every kernel's location is the graph ops it computes,
+//!   `gpu.module` of `gpu.func` kernels (`arith`, `math`, `memref`, `scf`, `affine`, `vector`,
+//!   `gpu`, `nvgpu`, `nvvm` and `llvm` intrinsic ops) and a host `func.func` that allocates the
+//!   temporaries and calls `gpu.launch_func` in launch order. Every kernel's location is the graph ops it computes,
 //!   with their source locations. The module is verified before it is printed.
-//! - [`compile_to_ptx`]: the same module through the pass pipeline of [`pipeline`] (SCF to CF,
-//!   GPU to NVVM with bare-pointer kernel parameters, the NVVM target, module to binary as PTX),
+//! - [`compile_to_ptx`]: the same module through the pass pipeline of [`pipeline`] (`unroll`
+//!   loops fully unrolled, NVGPU/vector/SCF/GPU to NVVM with bare-pointer kernel parameters, the
+//!   NVVM target, module to binary as PTX),
 //!   run by MLIR's pass manager in this process. Math functions come from libdevice, which
 //!   [`find_cuda_toolkit`] locates.
 //!
@@ -126,7 +127,15 @@ pub fn pipeline(opts: &PtxOptions) -> Result<Vec<String>, MlirError> {
             return Err(MlirError::Options(format!("bad NVVM {what} `{v}`")));
         }
     }
+    // `affine-loop-unroll` fully unrolls innermost loops; nests of `unroll` loops need one run
+    // per level. Only the kernel IR's `unroll` loops are `affine.for` (up to 64 iterations).
+    let unroll = "affine-loop-unroll{unroll-factor=-1}";
     Ok(vec![
+        // The kernel IR's `unroll` loops (`affine.for`), fully unrolled, then lowered.
+        format!(
+            "gpu.module(gpu.func({}),lower-affine)",
+            [unroll; UNROLL_DEPTH].join(",")
+        ),
         // Kernels: tensor-core and vector ops to NVVM/LLVM, structured control flow to
         // blocks, then everything else to the NVVM/LLVM dialects; memref kernel parameters become bare pointers (one `.param .u64` each).
         "gpu.module(convert-nvgpu-to-nvvm,convert-vector-to-llvm,convert-scf-to-cf,\
@@ -140,6 +149,9 @@ pub fn pipeline(opts: &PtxOptions) -> Result<Vec<String>, MlirError> {
         binary,
     ])
 }
+
+/// The deepest nest of `unroll` loops the pipeline unrolls completely.
+const UNROLL_DEPTH: usize = 4;
 
 static REGISTER_PASSES: Once = Once::new();
 
@@ -364,7 +376,7 @@ mod tests {
         assert!(matches!(pipeline(&opts), Err(MlirError::Options(_))));
         opts.chip = "sm_80".into();
         let stages = pipeline(&opts).unwrap();
-        assert_eq!(stages.len(), 3);
-        assert!(stages[1].contains("chip=sm_80 features=+ptx80"));
+        assert_eq!(stages.len(), 4);
+        assert!(stages[2].contains("chip=sm_80 features=+ptx80"));
     }
 }
