@@ -188,15 +188,11 @@ __device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi)
   return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
 }
 
-// The two 16-bit halves of a 32-bit register (ldmatrix results), low half first.
-__device__ __forceinline__ void irc_unpack(unsigned r, __half& lo, __half& hi) {
-  lo = __ushort_as_half((unsigned short)(r & 0xffffu));
-  hi = __ushort_as_half((unsigned short)(r >> 16));
-}
-__device__ __forceinline__ void irc_unpack(unsigned r, __nv_bfloat16& lo, __nv_bfloat16& hi) {
-  lo = __ushort_as_bfloat16((unsigned short)(r & 0xffffu));
-  hi = __ushort_as_bfloat16((unsigned short)(r >> 16));
-}
+// The low and high 16-bit halves of a 32-bit register (ldmatrix results).
+__device__ __forceinline__ __half irc_lo_f16(unsigned r) { return __ushort_as_half((unsigned short)(r & 0xffffu)); }
+__device__ __forceinline__ __half irc_hi_f16(unsigned r) { return __ushort_as_half((unsigned short)(r >> 16)); }
+__device__ __forceinline__ __nv_bfloat16 irc_lo_bf16(unsigned r) { return __ushort_as_bfloat16((unsigned short)(r & 0xffffu)); }
+__device__ __forceinline__ __nv_bfloat16 irc_hi_bf16(unsigned r) { return __ushort_as_bfloat16((unsigned short)(r >> 16)); }
 
 // Block-wide reduction: every thread of the block passes its value and gets the result.
 // Blocks are a multiple of 32 threads.
@@ -312,9 +308,17 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
         })
         .collect();
     let threads = k.block.iter().map(|&b| u64::from(b)).product::<u64>();
+    // Tensor-core kernels hold large fragments: with no occupancy target ptxas may use every
+    // register it needs rather than spill to fit two blocks. Other kernels keep the default,
+    // which favours occupancy (they are memory-bound).
+    let bounds = if has_mma(&k.body) {
+        format!("{threads}, 1")
+    } else {
+        threads.to_string()
+    };
     let _ = writeln!(
         out,
-        "extern \"C\" __global__ void __launch_bounds__({threads}) {}({}) {{",
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {}({}) {{",
         k.name,
         params.join(", ")
     );
@@ -343,6 +347,15 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
     e.block(&k.body, 1);
     out.push_str(&e.out);
     out.push_str("}\n\n");
+}
+
+fn has_mma(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Mma { .. } => true,
+        Stmt::For { body, .. } => has_mma(body),
+        Stmt::If { body, orelse, .. } => has_mma(body) || has_mma(orelse),
+        _ => false,
+    })
 }
 
 fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
@@ -474,10 +487,14 @@ impl KernelEmitter<'_> {
                     self.out,
                     "{pad}  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"((unsigned)__cvta_generic_to_shared(&{addr})));"
                 );
+                let dt = td.dtype.name();
                 for j in 0..4i64 {
                     let lo = self.place(td, &dst.coord(2 * j));
                     let hi = self.place(td, &dst.coord(2 * j + 1));
-                    let _ = writeln!(self.out, "{pad}  irc_unpack(r{j}, {lo}, {hi});");
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}  {lo} = irc_lo_{dt}(r{j}); {hi} = irc_hi_{dt}(r{j});"
+                    );
                 }
                 let _ = writeln!(self.out, "{pad}}}");
             }

@@ -1686,42 +1686,57 @@ impl Builder<'_, '_> {
                         s.tc_tile_load(t, &k0, &bi, p.k, dt)?;
                     }
                     s.out.push(Stmt::Sync);
-                    unrolled(s, "ks", TC_BK / 16, &mut |s, ks| {
-                        let frag = |t: &str, at: Vec<Expr>| kir::Frag {
-                            tensor: t.to_string(),
-                            at,
-                        };
-                        unrolled(s, "i", TC_MT, &mut |s, i| {
-                            s.out.push(Stmt::Ldmatrix {
-                                trans: trans_a,
-                                dst: frag(&fa, vec![i.clone()]),
-                                src: frag(&rows_a, vec![lane.clone(), i, ks.clone(), wm.clone()]),
-                            });
-                            Ok(())
-                        })?;
-                        unrolled(s, "j", TC_NT / 2, &mut |s, j| {
-                            s.out.push(Stmt::Ldmatrix {
-                                trans: trans_b,
-                                dst: frag(&fb_pairs, vec![j.clone()]),
-                                src: frag(&rows_b, vec![lane.clone(), j, ks.clone(), wn.clone()]),
-                            });
-                            Ok(())
-                        })?;
-                        unrolled(s, "i", TC_MT, &mut |s, i| {
-                            unrolled(s, "j", TC_NT, &mut |s, j| {
-                                let f = |t: &str, at: Vec<Expr>| kir::Frag {
-                                    tensor: t.to_string(),
-                                    at,
-                                };
-                                s.out.push(Stmt::Mma {
-                                    d: f(&acc, vec![i.clone(), j.clone()]),
-                                    a: f(&fa, vec![i.clone()]),
-                                    b: f(&fb, vec![j]),
+                    // The k-steps of a tile stay a loop: fragment registers are indexed by the
+                    // unrolled atom loops inside, and two interleaved k-steps cost registers.
+                    s.for_(
+                        "ks",
+                        Expr::Int(0),
+                        int(TC_BK / 16),
+                        Expr::Int(1),
+                        false,
+                        |s, ks| {
+                            let frag = |t: &str, at: Vec<Expr>| kir::Frag {
+                                tensor: t.to_string(),
+                                at,
+                            };
+                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                                s.out.push(Stmt::Ldmatrix {
+                                    trans: trans_a,
+                                    dst: frag(&fa, vec![i.clone()]),
+                                    src: frag(
+                                        &rows_a,
+                                        vec![lane.clone(), i, ks.clone(), wm.clone()],
+                                    ),
                                 });
                                 Ok(())
+                            })?;
+                            unrolled(s, "j", TC_NT / 2, &mut |s, j| {
+                                s.out.push(Stmt::Ldmatrix {
+                                    trans: trans_b,
+                                    dst: frag(&fb_pairs, vec![j.clone()]),
+                                    src: frag(
+                                        &rows_b,
+                                        vec![lane.clone(), j, ks.clone(), wn.clone()],
+                                    ),
+                                });
+                                Ok(())
+                            })?;
+                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                                unrolled(s, "j", TC_NT, &mut |s, j| {
+                                    let f = |t: &str, at: Vec<Expr>| kir::Frag {
+                                        tensor: t.to_string(),
+                                        at,
+                                    };
+                                    s.out.push(Stmt::Mma {
+                                        d: f(&acc, vec![i.clone(), j.clone()]),
+                                        a: f(&fa, vec![i.clone()]),
+                                        b: f(&fb, vec![j]),
+                                    });
+                                    Ok(())
+                                })
                             })
-                        })
-                    })?;
+                        },
+                    )?;
                     s.out.push(Stmt::Sync);
                     Ok(())
                 })?;

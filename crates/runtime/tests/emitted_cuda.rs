@@ -1,5 +1,7 @@
 //! CI's compile test: the CUDA irc emits for every benchmark graph (`examples/*.ir` and
-//! `examples/small/*.ir`) compiles with NVRTC and assembles with ptxas for sm_90a and sm_80,
+//! `examples/small/*.ir`) and every held-in GPU test graph (`tests/gpu/*.ir`), as written and
+//! after the `-O` pipeline (what `irc run` executes), compiles with NVRTC and assembles with
+//! ptxas for sm_90a and sm_80,
 //! with no register spills. Prints the registers of every kernel and writes them to
 //! `target/cuda-registers.md`.
 //!
@@ -35,7 +37,7 @@ fn workspace() -> PathBuf {
 
 fn example_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for dir in ["examples", "examples/small"] {
+    for dir in ["examples", "examples/small", "tests/gpu"] {
         let mut here: Vec<PathBuf> = std::fs::read_dir(workspace().join(dir))
             .unwrap_or_else(|e| panic!("{dir}: {e}"))
             .flatten()
@@ -72,14 +74,22 @@ fn emitted_cuda_compiles_without_spills() {
                 continue;
             }
         };
+        let mut graphs: Vec<(String, irc_ir::Graph)> = Vec::new();
         for graph in &module.graphs {
+            graphs.push((graph.name.clone(), graph.clone()));
+            match irc_passes::manager::PassManager::default_pipeline().run(graph) {
+                Ok(out) if out.graph != *graph => {
+                    graphs.push((format!("{} (-O)", graph.name), out.graph));
+                }
+                Ok(_) => {}
+                Err(e) => failures.push(format!("{rel} @{}: -O failed: {e}", graph.name)),
+            }
+        }
+        for (label, graph) in &graphs {
             let cuda = match irc_lower_cuda::compile_to_cuda(graph) {
                 Ok(c) => c,
                 Err(e) => {
-                    failures.push(format!(
-                        "{rel} @{}: compile_to_cuda failed: {e}",
-                        graph.name
-                    ));
+                    failures.push(format!("{rel} @{}: compile_to_cuda failed: {e}", label));
                     continue;
                 }
             };
@@ -90,7 +100,7 @@ fn emitted_cuda_compiles_without_spills() {
                     match compile_and_assemble(&cuda.source, &name, &arch) {
                         Ok((_, k)) => k,
                         Err(e) => {
-                            failures.push(format!("{rel} @{} for {arch}: {e}", graph.name));
+                            failures.push(format!("{rel} @{} for {arch}: {e}", label));
                             continue;
                         }
                     };
@@ -98,7 +108,7 @@ fn emitted_cuda_compiles_without_spills() {
                     if !kernels.iter().any(|k| k.name == l.kernel) {
                         failures.push(format!(
                             "{rel} @{} for {arch}: the manifest launches `{}`, which ptxas did not see",
-                            graph.name, l.kernel
+                            label, l.kernel
                         ));
                     }
                 }
@@ -110,7 +120,7 @@ fn emitted_cuda_compiles_without_spills() {
                     let _ = writeln!(
                         table,
                         "| @{} | {rel} | {arch} | `{}` | {} | {} | {} | {} | {} |",
-                        graph.name,
+                        label,
                         k.name,
                         k.registers,
                         k.spill_stores,
@@ -121,7 +131,7 @@ fn emitted_cuda_compiles_without_spills() {
                     if k.spills() {
                         failures.push(format!(
                             "{rel} @{} for {arch}: kernel `{}` spills ({} bytes stored, {} loaded)",
-                            graph.name, k.name, k.spill_stores, k.spill_loads
+                            label, k.name, k.spill_stores, k.spill_loads
                         ));
                     }
                 }
