@@ -8,6 +8,10 @@
 #   compile test of the emitted CUDA (crates/runtime/tests/emitted_cuda.rs); IRC_NVRTC_LIB_DIR,
 #   LD_LIBRARY_PATH, IRC_CUDA_INCLUDE and IRC_PTXAS point the tests at them. No GPU is needed.
 #   GPU tests run only with IRC_GPU_TESTS=1.
+# - The MLIR backend (crates/lower-mlir, the driver's `mlir` feature) builds against Debian's
+#   LLVM/MLIR 22 packages, installed here when missing; its tests use mlir-opt-22 and, for PTX,
+#   ptxas and libdevice from the nvidia-cuda-nvcc wheel in .venv-cuda (IRC_PTXAS and
+#   IRC_CUDA_TOOLKIT point the tests at them).
 # - Tests run under cargo-nextest when it is installed, else under cargo test; doctests always
 #   run under cargo test (nextest does not run them).
 set -euo pipefail
@@ -63,18 +67,41 @@ setup_cuda() {
     export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export IRC_CUDA_INCLUDE="$root/include"
     export IRC_PTXAS="$root/bin/ptxas"
+    # libdevice (nvvm/libdevice/libdevice.10.bc) for the MLIR backend's PTX.
+    export IRC_CUDA_TOOLKIT="$root"
     say "CUDA toolchain: $("$IRC_PTXAS" --version | tail -1) in $root"
+}
+
+
+MLIR_PACKAGES=(libmlir-22-dev mlir-22-tools llvm-22-dev libclang-22-dev libzstd-dev libz3-dev
+    libxml2-dev zlib1g-dev libpolly-22-dev)
+
+setup_mlir() {
+    if ! dpkg -s "${MLIR_PACKAGES[@]}" >/dev/null 2>&1; then
+        say "installing LLVM/MLIR 22 (apt): ${MLIR_PACKAGES[*]}"
+        local sudo=""
+        [ "$(id -u)" = 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${MLIR_PACKAGES[@]}" >/dev/null
+    fi
+    export MLIR_SYS_220_PREFIX=/usr/lib/llvm-22 TABLEGEN_220_PREFIX=/usr/lib/llvm-22
+    export LIBCLANG_PATH=/usr/lib/llvm-22/lib
+    export IRC_MLIR_OPT=/usr/lib/llvm-22/bin/mlir-opt
+    say "MLIR: $("$IRC_MLIR_OPT" --version | grep -i version | head -1)"
 }
 
 setup_pycute
 setup_cuda
+setup_mlir
 
-say "doctests: cargo test --workspace --doc"
-cargo test --workspace --doc
+# The driver's `mlir` feature compiles the MLIR backend into `irc` and its CLI tests.
+FEATURES=(--features irc-driver/mlir)
+say "doctests: cargo test --workspace --doc ${FEATURES[*]}"
+cargo test --workspace --doc "${FEATURES[@]}"
 if cargo nextest --version >/dev/null 2>&1; then
-    say "cargo nextest run --workspace"
-    cargo nextest run --workspace --no-fail-fast
+    say "cargo nextest run --workspace ${FEATURES[*]}"
+    cargo nextest run --workspace --no-fail-fast "${FEATURES[@]}"
 else
     say "cargo-nextest is not installed; running cargo test instead"
-    cargo test --workspace --no-fail-fast --tests --bins --lib
+    cargo test --workspace --no-fail-fast --tests --bins --lib "${FEATURES[@]}"
 fi

@@ -238,29 +238,34 @@ def run_workload(name, args, tmp):
                 row["compile_error"] = str(e).splitlines()[0][:200]
     flags = [a for s in specs for a in ("--input", s)]
     irc = str(args.irc)
-    try:
-        outdir = folder / "irc-out"
-        run_cmd([irc, "run", str(path), "--device", "gpu", "--arch", args.arch, *flags,
-                 "--save-outputs", str(outdir)], args.timeout)
-        got = load_npy(outdir / "out0.npy", results[0][1])
-        rel, mx, bad = errors(got, ref)
-        row.update(irc_err=rel, irc_max_abs=mx, irc_nonfinite=bad)
-        tol = 1e-2 if results[0][1] in ("f16", "bf16") else 1e-4
-        row["irc_correct"] = bad == 0 and rel <= tol
-    except Exception as e:
-        row["irc_run_error"] = str(e)[:600]
-    try:
-        rep = ["--warmup", "5", "--rep", "20"] if args.quick else []
-        text = run_cmd([irc, "bench", str(path), "--json", "--arch", args.arch, *flags, *rep,
-                        "--peak-tflops", str(args.peak_tflops), "--peak-gbps", str(args.peak_gbps)],
-                       args.timeout)
-        b = json.loads(text.strip().splitlines()[-1])
-        r = b["report"]
-        row.update(irc_ms=r["timing"]["median_ms"], irc_p20_ms=r["timing"]["p20_ms"],
-                   irc_p80_ms=r["timing"]["p80_ms"], irc_kernels=b["kernels"],
-                   irc_flops=r["flops"], irc_min_bytes=r["min_bytes"])
-    except Exception as e:
-        row["irc_bench_error"] = str(e)[:600]
+    # The CUDA backend's columns are `irc_*`; with --mlir, the MLIR backend's are `mlir_*`.
+    backends = [("irc", "cuda")] + ([("mlir", "mlir")] if args.mlir else [])
+    for key, backend in backends:
+        try:
+            outdir = folder / f"{key}-out"
+            run_cmd([irc, "run", str(path), "--device", "gpu", "--arch", args.arch,
+                     "--backend", backend, *flags, "--save-outputs", str(outdir)], args.timeout)
+            got = load_npy(outdir / "out0.npy", results[0][1])
+            rel, mx, bad = errors(got, ref)
+            row.update({f"{key}_err": rel, f"{key}_max_abs": mx, f"{key}_nonfinite": bad})
+            tol = 1e-2 if results[0][1] in ("f16", "bf16") else 1e-4
+            row[f"{key}_correct"] = bad == 0 and rel <= tol
+        except Exception as e:
+            row[f"{key}_run_error"] = str(e)[:600]
+        try:
+            rep = ["--warmup", "5", "--rep", "20"] if args.quick else []
+            text = run_cmd([irc, "bench", str(path), "--json", "--arch", args.arch,
+                            "--backend", backend, *flags, *rep,
+                            "--peak-tflops", str(args.peak_tflops),
+                            "--peak-gbps", str(args.peak_gbps)],
+                           args.timeout)
+            b = json.loads(text.strip().splitlines()[-1])
+            r = b["report"]
+            row.update({f"{key}_ms": r["timing"]["median_ms"], f"{key}_p20_ms": r["timing"]["p20_ms"],
+                        f"{key}_p80_ms": r["timing"]["p80_ms"], f"{key}_kernels": b["kernels"],
+                        f"{key}_flops": r["flops"], f"{key}_min_bytes": r["min_bytes"]})
+        except Exception as e:
+            row[f"{key}_bench_error"] = str(e)[:600]
     baselines = [row[k] for k in ("eager_ms", "compile_ms", "sdpa_ms") if k in row]
     row["best_baseline_ms"] = min(baselines)
     if "irc_ms" in row:
@@ -304,6 +309,29 @@ def markdown(rows, meta):
                 fmt(r.get("eager_err"), ".2e"), status,
             )
         )
+    if any("mlir_ms" in r or "mlir_run_error" in r for r in rows):
+        lines += [
+            "",
+            "MLIR backend (`--backend mlir`: the same kernels through MLIR, side by side with the CUDA backend):",
+            "",
+            "| workload | irc CUDA | irc MLIR | MLIR / CUDA | MLIR error | MLIR max abs | status |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            errs = [r[k] for k in ("mlir_run_error", "mlir_bench_error") if k in r]
+            if errs:
+                status = "FAILED: " + errs[0].replace("|", "/")[:160]
+            elif not r.get("mlir_correct", False):
+                status = "WRONG" + (f" ({r['mlir_nonfinite']} NaN/Inf)" if r.get("mlir_nonfinite") else "")
+            else:
+                status = "ok"
+            ratio = r["mlir_ms"] / r["irc_ms"] if "mlir_ms" in r and "irc_ms" in r else None
+            lines.append(
+                "| {} | {} | {} | {} | {} | {} | {} |".format(
+                    r["workload"], fmt(r.get("irc_ms")), fmt(r.get("mlir_ms")), fmt(ratio, ".2f"),
+                    fmt(r.get("mlir_err"), ".2e"), fmt(r.get("mlir_max_abs"), ".3g"), status,
+                )
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -314,6 +342,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--irc", type=Path, default=REPO / ".device-bin" / "irc")
     ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--mlir", action="store_true",
+                    help="also run and time the MLIR backend (irc built by bench/gpu/build.sh --mlir)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=int, default=300, help="seconds for each irc command")
     ap.add_argument("--peak-tflops", type=float, default=737.0)

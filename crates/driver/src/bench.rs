@@ -28,6 +28,9 @@ pub struct BenchArgs {
     /// The GPU architecture to compile for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
+    /// The emitter whose PTX is timed: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
+    #[arg(long, value_enum, default_value_t = crate::opt::Backend::Cuda)]
+    pub backend: crate::opt::Backend,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -98,7 +101,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
         args.passes.run_on(pm, &mut module)?;
     }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
-    let (cuda, ptx, arch) = compile(graph, &args.arch)?;
+    let (cuda, ptx, arch) = compile(graph, &args.arch, args.backend)?;
     let inputs = load_inputs(graph, &args.inputs, true, args.seed, None)?;
     let host: Vec<HostTensor> = inputs.iter().map(to_host).collect();
     drop(inputs);
@@ -124,6 +127,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             "graph": report.graph,
             "device": info,
             "arch": arch.sm(),
+            "backend": args.backend.name(),
             "kernels": m.launches.len(),
             "warmup": args.warmup,
             "report": report,
@@ -132,9 +136,10 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     } else {
         let t = &report.timing;
         println!(
-            "@{} on {} ({arch}): {} kernel launch(es), {} reps after {} warm-up, L2 flushed ({} MiB) before each",
+            "@{} on {} ({arch}, {} backend): {} kernel launch(es), {} reps after {} warm-up, L2 flushed ({} MiB) before each",
             report.graph,
             info.name,
+            args.backend.name(),
             m.launches.len(),
             t.count,
             args.warmup,

@@ -1,6 +1,7 @@
 //! `irc run --device gpu`: the emitted CUDA on the GPU, optionally checked against the
 //! reference interpreter.
 
+use crate::opt::Backend;
 use crate::run::{RunArgs, save_and_print};
 use anyhow::{Context, Result, bail};
 use half::{bf16, f16};
@@ -25,22 +26,38 @@ pub struct GpuArgs {
     /// For --check: run the reference on the whole graph, however large.
     #[arg(long)]
     pub full_check: bool,
+    /// The emitter whose PTX runs: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
+    #[arg(long, value_enum, default_value_t = Backend::Cuda)]
+    pub backend: Backend,
 }
 
-/// The graph's emitted CUDA, compiled to PTX for `arch`.
-pub fn compile(graph: &Graph, arch: &str) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
+/// The graph's PTX for `arch`: its emitted CUDA through NVRTC, or (`Backend::Mlir`) its MLIR
+/// through MLIR's pipeline; the CUDA module's launch manifest runs either.
+pub fn compile(
+    graph: &Graph,
+    arch: &str,
+    backend: Backend,
+) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
     let arch = Arch::parse(arch)?;
     let module =
         compile_to_cuda(graph).with_context(|| format!("cannot lower @{} to CUDA", graph.name))?;
-    let ptx = nvrtc::compile(&module.source, &format!("{}.cu", graph.name), &arch)
-        .with_context(|| format!("cannot compile the CUDA of @{}", graph.name))?;
+    let ptx = match backend {
+        Backend::Cuda => nvrtc::compile(&module.source, &format!("{}.cu", graph.name), &arch)
+            .with_context(|| format!("cannot compile the CUDA of @{}", graph.name))?,
+        Backend::Mlir => irc_runtime::Ptx {
+            text: crate::mlir::graph_ptx(graph, &arch.to_string())
+                .with_context(|| format!("cannot compile the MLIR of @{}", graph.name))?,
+            arch: arch.clone(),
+            log: String::new(),
+        },
+    };
     Ok((module, ptx, arch))
 }
 
 /// Runs `graph` (the pipeline's output) on the GPU; `--check` compares with the interpreter
 /// running `reference` (the graph as written, same signature).
 pub fn run(graph: &Graph, reference: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
-    let (module, ptx, arch) = compile(graph, &args.gpu.arch)?;
+    let (module, ptx, arch) = compile(graph, &args.gpu.arch, args.gpu.backend)?;
     let gpu = Gpu::new(0)?;
     eprintln!(
         "device: {} ({} SMs), compiled for {arch}",

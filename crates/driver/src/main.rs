@@ -8,6 +8,7 @@ mod diag;
 mod gpu;
 mod input;
 mod layout;
+mod mlir;
 mod npy;
 mod opt;
 mod run;

@@ -27,8 +27,31 @@ pub struct OptArgs {
     /// Decompose softmax, rmsnorm and layernorm into primitive ops before printing.
     #[arg(long)]
     pub decompose: bool,
+    /// The emitter behind `--emit=ptx`: `mlir` (needs the `mlir` feature).
+    #[arg(long, value_enum, default_value_t = Backend::Cuda)]
+    pub backend: Backend,
+    /// The GPU `--emit=ptx` compiles for.
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
     #[command(flatten)]
     pub passes: PassArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// CUDA C++ (`--emit=cuda`), compiled by NVRTC.
+    Cuda,
+    /// MLIR (gpu, nvvm, arith, math, memref, scf) lowered in-process to PTX.
+    Mlir,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cuda => "cuda",
+            Backend::Mlir => "mlir",
+        }
+    }
 }
 
 /// The pass-manager flags, shared by `irc FILE` and `irc run`.
@@ -147,10 +170,17 @@ pub enum Emit {
     Layout,
     /// CUDA C++: one self-contained file per graph, with its launch manifest embedded.
     Cuda,
+    /// MLIR: a verified gpu.container_module (needs the `mlir` feature).
+    Mlir,
+    /// PTX through the MLIR pipeline (`--backend=mlir`, needs the `mlir` feature).
+    Ptx,
 }
 
 /// Runs the command; `Ok(false)` when errors were reported (exit code 1).
 pub fn run(args: &OptArgs) -> Result<bool> {
+    if let Some(why) = crate::mlir::unavailable(args) {
+        anyhow::bail!(why);
+    }
     if args.passes.list_passes {
         print!("{}", list_passes());
         return Ok(true);
@@ -255,6 +285,16 @@ fn compile(
                 let m =
                     irc_lower_cuda::compile_to_cuda_with(g, info).map_err(|e| lower_err(g, e))?;
                 files.push(m.source);
+            }
+            Ok(files.join(&format!("{SPLIT_MARKER}\n")))
+        }
+        Emit::Mlir | Emit::Ptx => {
+            let mut files = Vec::new();
+            for g in &module.graphs {
+                let m = irc_lower_cuda::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
+                let text = crate::mlir::emit(&m, args)
+                    .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e)])?;
+                files.push(text);
             }
             Ok(files.join(&format!("{SPLIT_MARKER}\n")))
         }

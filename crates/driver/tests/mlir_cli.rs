@@ -1,0 +1,79 @@
+//! `--emit=mlir` and `--emit=ptx --backend=mlir` through the binary, with and without the `mlir`
+//! feature.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn irc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_irc"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("irc runs")
+}
+
+/// `--emit=ptx` names the backend that produces it.
+#[test]
+fn ptx_needs_the_mlir_backend() {
+    let o = irc(&["--emit=ptx", "examples/small/gemm.ir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--backend=mlir"));
+}
+
+#[cfg(not(feature = "mlir"))]
+#[test]
+fn mlir_without_the_feature_is_a_clear_error() {
+    for args in [
+        &["--emit=mlir", "examples/small/gemm.ir"][..],
+        &["--emit=ptx", "--backend=mlir", "examples/small/gemm.ir"][..],
+    ] {
+        let o = irc(args);
+        assert_eq!(o.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("built without the `mlir` feature"), "{err}");
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[cfg(feature = "mlir")]
+#[test]
+fn emit_mlir_prints_a_verified_container_module() {
+    let o = irc(&["--emit=mlir", "examples/small/attention.ir"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("module attributes {gpu.container_module}"),
+        "{out}"
+    );
+    for k in [
+        "attention_k0_matmul",
+        "attention_k1_softmax",
+        "attention_k2_matmul",
+    ] {
+        assert!(out.contains(&format!("gpu.func @{k}(")), "{k}");
+        assert!(
+            out.contains(&format!("gpu.launch_func  @kernels::@{k} ")),
+            "{k}"
+        );
+    }
+}
+
+#[cfg(feature = "mlir")]
+#[test]
+fn emit_ptx_through_mlir() {
+    // A kernel without math functions needs no libdevice.
+    let o = irc(&[
+        "--emit=ptx",
+        "--backend=mlir",
+        "--arch=sm_80",
+        "examples/small/gemm.ir",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(".target sm_80"), "{out}");
+    assert!(out.contains(".visible .entry gemm_k0_matmul("), "{out}");
+}
