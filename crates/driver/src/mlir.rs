@@ -11,14 +11,8 @@ const NOT_BUILT: &str = "irc was built without the `mlir` feature, so `--emit=ml
 
 /// Why an MLIR request cannot be served by this build, if it cannot.
 pub fn unavailable(args: &OptArgs) -> Option<String> {
-    if args.emit == Emit::Ptx && args.backend != Backend::Mlir {
-        return Some(
-            "--emit=ptx is produced by the MLIR backend: pass --backend=mlir (the CUDA \
-             backend's C++ is compiled to PTX by NVRTC when it runs)"
-                .into(),
-        );
-    }
-    let wants_mlir = matches!(args.emit, Emit::Mlir | Emit::Ptx);
+    let wants_mlir =
+        args.emit == Emit::Mlir || (args.emit == Emit::Ptx && args.backend == Backend::Mlir);
     if wants_mlir && !cfg!(feature = "mlir") {
         return Some(NOT_BUILT.into());
     }

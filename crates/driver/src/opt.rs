@@ -27,7 +27,7 @@ pub struct OptArgs {
     /// Decompose softmax, rmsnorm and layernorm into primitive ops before printing.
     #[arg(long)]
     pub decompose: bool,
-    /// The emitter behind `--emit=ptx`: `mlir` (needs the `mlir` feature).
+    /// The emitter behind `--emit=ptx`: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
     /// The GPU `--emit=ptx` compiles for.
@@ -172,7 +172,8 @@ pub enum Emit {
     Cuda,
     /// MLIR: a verified gpu.container_module (needs the `mlir` feature).
     Mlir,
-    /// PTX through the MLIR pipeline (`--backend=mlir`, needs the `mlir` feature).
+    /// PTX: the CUDA C++ compiled by NVRTC (`--backend=cuda`, the default), or the MLIR
+    /// pipeline's (`--backend=mlir`, needs the `mlir` feature).
     Ptx,
 }
 
@@ -285,6 +286,20 @@ fn compile(
                 let m =
                     irc_lower_cuda::compile_to_cuda_with(g, info).map_err(|e| lower_err(g, e))?;
                 files.push(m.source);
+            }
+            Ok(files.join(&format!("{SPLIT_MARKER}\n")))
+        }
+        Emit::Ptx if args.backend == Backend::Cuda => {
+            // The CUDA backend's PTX: the emitted C++ compiled by NVRTC (as `irc run` does).
+            let arch = irc_runtime::Arch::parse(&args.arch)
+                .map_err(|e| vec![irc_ir::Diagnostic::error(None, e.to_string())])?;
+            let mut files = Vec::new();
+            for g in &module.graphs {
+                let m =
+                    irc_lower_cuda::compile_to_cuda_with(g, info).map_err(|e| lower_err(g, e))?;
+                let ptx = irc_runtime::nvrtc::compile(&m.source, &format!("{}.cu", g.name), &arch)
+                    .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
+                files.push(ptx.text);
             }
             Ok(files.join(&format!("{SPLIT_MARKER}\n")))
         }
