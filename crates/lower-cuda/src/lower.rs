@@ -1515,16 +1515,16 @@ struct TcPlan {
     b_n_fast: bool,
 }
 
-/// Tensor-core tiles: a block of 8 warps (2 x 4) computes 128 x 128 outputs in 32-deep K
+/// Tensor-core tiles: a block of 8 warps (2 x 4) computes 128 x 128 outputs in 64-deep K
 /// steps; each warp owns 64 x 32 outputs, 4 x 4 `mma.m16n8k16` atoms.
 const TC_BM: u64 = 128;
 const TC_BN: u64 = 128;
-const TC_BK: u64 = 32;
+const TC_BK: u64 = 64;
 const TC_WARPS_N: u64 = 4;
 const TC_MT: u64 = 4;
 const TC_NT: u64 = 4;
 /// Row pitch of the shared tiles, in elements: K plus 8 keeps fragment reads spread over banks.
-const TC_PITCH: i64 = 40;
+const TC_PITCH: i64 = 72;
 
 impl Builder<'_, '_> {
     /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
@@ -1542,23 +1542,6 @@ impl Builder<'_, '_> {
         let c = self.global(root, p.access_c.clone());
         let mm = inst.result;
         let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
-        // The epilogue's staging tile: half the block's rows, pitch 136 (16-byte rows; the
-        // accumulator pairs a warp stores land in distinct banks).
-        let stage = self.tensor(
-            Space::Shared,
-            dt,
-            Layout::flat(&[TC_BM as i64 / 2, TC_BN as i64], &[TC_BN as i64 + 8, 1])
-                .map_err(internal)?,
-        );
-        let stage_v = self.tensor(
-            Space::View(stage.clone()),
-            dt,
-            Layout::flat(
-                &[8, TC_BM as i64 / 2, TC_BN as i64 / 8],
-                &[1, TC_BN as i64 + 8, 8],
-            )
-            .map_err(internal)?,
-        );
         // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
         // the matmul's dtype.
         let c_vec = match vector_layout(&p.access_c, 1, 8) {
@@ -1581,6 +1564,24 @@ impl Builder<'_, '_> {
         };
         let sa = self.tensor(Space::Shared, dt, tile(TC_BM, sa_r, sa_k)?);
         let sb = self.tensor(Space::Shared, dt, tile(TC_BN, sb_r, sb_k)?);
+        // The epilogue's staging tile reuses A's shared tile once the main loop is done: half
+        // the block's rows, pitch 136 (16-byte rows; the accumulator pairs a warp stores land
+        // in distinct banks).
+        let stage = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            Layout::flat(&[TC_BM as i64 / 2, TC_BN as i64], &[TC_BN as i64 + 8, 1])
+                .map_err(internal)?,
+        );
+        let stage_v = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            Layout::flat(
+                &[8, TC_BM as i64 / 2, TC_BN as i64 / 8],
+                &[1, TC_BN as i64 + 8, 8],
+            )
+            .map_err(internal)?,
+        );
         // Fragments come from shared memory by `ldmatrix.x4`: each lane names the start of one
         // 8-element row of a 16x16 tile (`ldmatrix_x4_rows`, composed with the tile's layout),
         // extended with modes for the atom, the k-step and the warp. `.trans` where the tile's
