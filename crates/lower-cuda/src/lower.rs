@@ -181,7 +181,6 @@ struct Lowering<'g> {
     g: &'g Graph,
     src: SourceInfo<'g>,
     names: Vec<String>,
-    uses: Vec<usize>,
     /// Materialized value → buffer name.
     buffer_of: HashMap<ValueId, String>,
     module: kir::Module,
@@ -296,7 +295,6 @@ impl<'g> Lowering<'g> {
             g,
             src,
             names,
-            uses,
             buffer_of,
             module,
             index,
@@ -305,7 +303,6 @@ impl<'g> Lowering<'g> {
     }
 
     fn run(mut self) -> R<kir::Module> {
-        let _ = &self.uses;
         self.module.flops = graph_flops(self.g);
         self.module.min_bytes = {
             let mut seen = HashSet::new();
