@@ -275,8 +275,7 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
     for o in &k.origins {
         let _ = writeln!(out, "//   from: {}  ({})", o.op.replace('\n', " "), o.loc);
     }
-    let mut written = HashSet::new();
-    collect_stores(&k.body, &mut written);
+    let written = kir::written_tensors(&k.body);
     let tensors: HashMap<&str, &kir::TensorDecl> =
         k.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
     let written_params: HashSet<&str> = k
@@ -350,31 +349,9 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
 }
 
 fn has_mma(body: &[Stmt]) -> bool {
-    body.iter().any(|s| match s {
-        Stmt::Mma { .. } => true,
-        Stmt::For { body, .. } => has_mma(body),
-        Stmt::If { body, orelse, .. } => has_mma(body) || has_mma(orelse),
-        _ => false,
-    })
-}
-
-fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
-    for s in body {
-        match s {
-            Stmt::Store { tensor, .. } => {
-                into.insert(tensor.as_str());
-            }
-            Stmt::For { body, .. } => collect_stores(body, into),
-            Stmt::If { body, orelse, .. } => {
-                collect_stores(body, into);
-                collect_stores(orelse, into);
-            }
-            Stmt::Copy { dst, .. } => {
-                into.insert(dst.tensor.as_str());
-            }
-            _ => {}
-        }
-    }
+    let mut found = false;
+    kir::walk(body, &mut |s| found |= matches!(s, Stmt::Mma { .. }));
+    found
 }
 
 impl KernelEmitter<'_> {

@@ -42,7 +42,7 @@ use melior::{
     },
 };
 use mlir_sys::{MlirBlock, MlirValue};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// The name of the `gpu.module` every kernel lives in.
 pub const GPU_MODULE: &str = "kernels";
@@ -624,8 +624,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             "gpu.return",
         )?;
 
-        let mut written = HashSet::new();
-        collect_stores(&k.body, &mut written);
+        let written = irc_lower_cuda::kir::written_tensors(&k.body);
         let arg_attrs: Vec<Attribute> = k
             .params
             .iter()
@@ -1824,25 +1823,6 @@ fn collect_mutables<'k>(body: &'k [Stmt], into: &mut Vec<(&'k str, Ty)>) {
             Stmt::If { body, orelse, .. } => {
                 collect_mutables(body, into);
                 collect_mutables(orelse, into);
-            }
-            _ => {}
-        }
-    }
-}
-
-fn collect_stores<'a>(body: &'a [Stmt], into: &mut HashSet<&'a str>) {
-    for s in body {
-        match s {
-            Stmt::Store { tensor, .. } => {
-                into.insert(tensor.as_str());
-            }
-            Stmt::For { body, .. } => collect_stores(body, into),
-            Stmt::If { body, orelse, .. } => {
-                collect_stores(body, into);
-                collect_stores(orelse, into);
-            }
-            Stmt::Copy { dst, .. } | Stmt::Mma { d: dst, .. } | Stmt::Ldmatrix { dst, .. } => {
-                into.insert(dst.tensor.as_str());
             }
             _ => {}
         }

@@ -518,6 +518,37 @@ impl Expr {
     }
 }
 
+/// Visits every statement of a body, nested ones included, in program order.
+pub fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::For { body, .. } => walk(body, f),
+            Stmt::If { body, orelse, .. } => {
+                walk(body, f);
+                walk(orelse, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The tensors a body writes: stores, copies, `ldmatrix` and `mma` destinations (emitters use
+/// it to declare read-only parameters `const`).
+pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
+    let mut out = std::collections::HashSet::new();
+    walk(body, &mut |s| match s {
+        Stmt::Store { tensor, .. } => {
+            out.insert(tensor.as_str());
+        }
+        Stmt::Copy { dst, .. } | Stmt::Mma { d: dst, .. } | Stmt::Ldmatrix { dst, .. } => {
+            out.insert(dst.tensor.as_str());
+        }
+        _ => {}
+    });
+    out
+}
+
 /// One leaf of an offset computation: `((c / div) % modulo) * stride`, where `modulo` is `None`
 /// when the coordinate never reaches the leaf's size (the last leaf of a mode).
 #[derive(Clone, Debug, PartialEq, Eq)]
