@@ -229,15 +229,7 @@ mod tests {
 
     #[test]
     fn host_bytes_round_trip() {
-        for dtype in [
-            DType::F16,
-            DType::BF16,
-            DType::F32,
-            DType::F64,
-            DType::I32,
-            DType::I64,
-            DType::I1,
-        ] {
+        for dtype in DType::ALL {
             let t = irc_interp::random_tensor(&TensorType::new([3, 5], dtype), 1, 0);
             let h = to_host(&t);
             assert_eq!(h.bytes.len() as u64, t.ty.size_bytes());

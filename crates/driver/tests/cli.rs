@@ -1,20 +1,10 @@
 //! The `irc` binary end to end: exit codes, located errors, verify-diagnostics files, `run`.
 
+mod common;
+use common::{irc, root};
 use npyz::WriterBuilder;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn irc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_irc"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("irc runs")
-}
+use std::path::PathBuf;
+use std::process::Output;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

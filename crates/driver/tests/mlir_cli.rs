@@ -1,20 +1,8 @@
 //! `--emit=mlir` and `--emit=ptx --backend=mlir` through the binary, with and without the `mlir`
 //! feature.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn irc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_irc"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("irc runs")
-}
+mod common;
+use common::irc;
 
 /// `--emit=ptx` with the default CUDA backend is the emitted C++ compiled by NVRTC: PTX for the
 /// requested chip whose entry points are the manifest's kernels, or (without an NVRTC toolchain)

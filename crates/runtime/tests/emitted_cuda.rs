@@ -8,27 +8,13 @@
 //! A graph `compile_to_cuda` cannot lower is a failure, not a skip. A missing toolchain is a
 //! failure under `CI=true` and a printed SKIPPED elsewhere (scripts/test.sh installs it).
 
-use irc_runtime::{Arch, KernelResources, compile_and_assemble, nvrtc, toolkit};
+mod common;
+use common::toolchain_or_skip;
+use irc_runtime::{Arch, KernelResources, compile_and_assemble};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 const ARCHS: [&str; 2] = ["sm_90a", "sm_80"];
-
-fn toolchain_or_skip() -> bool {
-    let missing = nvrtc::ensure_nvrtc()
-        .and_then(|_| toolkit::find_cuda_include())
-        .and_then(|_| toolkit::find_ptxas());
-    match missing {
-        Ok(_) => true,
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("the CUDA toolchain is required under CI=true: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED emitted_cuda_compiles_without_spills: no CUDA toolchain ({e})");
-            false
-        }
-    }
-}
 
 fn workspace() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -52,7 +38,7 @@ fn example_files() -> Vec<PathBuf> {
 
 #[test]
 fn emitted_cuda_compiles_without_spills() {
-    if !toolchain_or_skip() {
+    if !toolchain_or_skip("emitted_cuda_compiles_without_spills") {
         return;
     }
     let mut failures: Vec<String> = Vec::new();

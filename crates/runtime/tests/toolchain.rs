@@ -4,6 +4,8 @@
 //! Needs libnvrtc, the CUDA headers and ptxas (scripts/test.sh installs them from PyPI into
 //! `.venv-cuda`). Without them the test prints SKIPPED, except under `CI=true`, where it fails.
 
+mod common;
+use common::toolchain_or_skip;
 use irc_runtime::{Arch, RuntimeError, compile_and_assemble, nvrtc, ptxas, toolkit};
 
 const KERNEL: &str = r#"
@@ -20,23 +22,6 @@ extern "C" __global__ void scale_add(const __half* x, const __nv_bfloat16* y, fl
     out[i] = tile[127 - threadIdx.x] + __bfloat162float(y[i]);
 }
 "#;
-
-/// The toolchain, or why it is missing (a failure under CI=true).
-fn toolchain_or_skip(test: &str) -> bool {
-    let missing = nvrtc::ensure_nvrtc()
-        .and_then(|_| toolkit::find_cuda_include())
-        .and_then(|_| toolkit::find_ptxas());
-    match missing {
-        Ok(_) => true,
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{test}: the CUDA toolchain is required under CI=true: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED {test}: no CUDA toolchain ({e})");
-            false
-        }
-    }
-}
 
 #[test]
 fn hand_written_kernel_compiles_for_both_archs() {
