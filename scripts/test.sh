@@ -26,17 +26,22 @@ need_python() {
     fi
 }
 
+# A new, empty virtualenv in $1 (installing python3-venv when `python3 -m venv` cannot).
+fresh_venv() {
+    rm -rf "$1"
+    if ! python3 -m venv "$1" 2>/dev/null; then
+        say "python3 -m venv failed; installing python3-venv (apt)"
+        apt-get update -qq && apt-get install -y -qq python3-venv
+        python3 -m venv "$1"
+    fi
+}
+
 setup_pycute() {
     local venv=.venv-pycute
     if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import pycute' 2>/dev/null; then
         need_python
         say "creating $venv with pycute (nvidia-cutlass==4.2.0.0)"
-        rm -rf "$venv"
-        if ! python3 -m venv "$venv" 2>/dev/null; then
-            say "python3 -m venv failed; installing python3-venv (apt)"
-            apt-get update -qq && apt-get install -y -qq python3-venv
-            python3 -m venv "$venv"
-        fi
+        fresh_venv "$venv"
         "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0
     fi
     IRC_PYCUTE_PYTHON="$PWD/$venv/bin/python"
@@ -52,12 +57,7 @@ setup_cuda() {
     if ! ls $nv/lib/libnvrtc.so.* $nv/include/cuda_bf16.h $nv/bin/ptxas >/dev/null 2>&1; then
         need_python
         say "creating $venv with NVRTC, the CUDA headers and ptxas (${pins[*]})"
-        rm -rf "$venv"
-        if ! python3 -m venv "$venv" 2>/dev/null; then
-            say "python3 -m venv failed; installing python3-venv (apt)"
-            apt-get update -qq && apt-get install -y -qq python3-venv
-            python3 -m venv "$venv"
-        fi
+        fresh_venv "$venv"
         "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
     fi
     local root
