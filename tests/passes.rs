@@ -381,11 +381,11 @@ fn kernels_of_optimized_examples_keep_source_locations() {
             let out = irc_passes::manager::PassManager::default_pipeline()
                 .run(g)
                 .unwrap();
-            let info = irc_lower_cuda::SourceInfo {
+            let info = irc_lower::SourceInfo {
                 name: &name,
                 text: &src,
             };
-            let k = irc_lower_cuda::lower_graph(&out.graph, info).unwrap();
+            let k = irc_lower::lower_graph(&out.graph, info).unwrap();
             for kernel in &k.kernels {
                 for o in &kernel.origins {
                     assert!(o.loc.starts_with(&name), "{name}: {} at {}", o.op, o.loc);

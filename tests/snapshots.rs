@@ -33,12 +33,12 @@ fn layout_ir_of_examples() {
             let name = path.file_name().unwrap().to_string_lossy();
             let mut out = String::new();
             for g in &module.graphs {
-                let info = irc_lower_cuda::SourceInfo {
+                let info = irc_lower::SourceInfo {
                     name: &name,
                     text: &src,
                 };
-                let m = irc_lower_cuda::lower_graph(g, info).unwrap();
-                out.push_str(&irc_lower_cuda::kir::print_module(&m));
+                let m = irc_lower::lower_graph(g, info).unwrap();
+                out.push_str(&irc_kir::print_module(&m));
             }
             insta::assert_snapshot!(out);
         });
@@ -52,11 +52,11 @@ fn cuda_of_small_examples() {
         let src = std::fs::read_to_string(path).unwrap();
         let module = irc_frontend::parse_module(&src).unwrap();
         let name = path.file_name().unwrap().to_string_lossy();
-        let info = irc_lower_cuda::SourceInfo {
+        let info = irc_lower::SourceInfo {
             name: &name,
             text: &src,
         };
-        let cu = irc_lower_cuda::compile_to_cuda_with(&module.graphs[0], info).unwrap();
+        let cu = irc_emit_cuda::emit(&irc_lower::lower_graph(&module.graphs[0], info).unwrap());
         insta::assert_snapshot!(cu.source);
     });
 }

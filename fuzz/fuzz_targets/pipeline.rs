@@ -16,15 +16,15 @@ fuzz_target!(|data: &[u8]| {
             .graph;
         irc_ir::verify_graph(&optimized).expect("-O output verifies");
         for graph in [g, &optimized] {
-            let Ok(k) = irc_lower_cuda::lower_graph(graph, irc_lower_cuda::SourceInfo::default())
+            let Ok(k) = irc_lower::lower_graph(graph, irc_lower::SourceInfo::default())
             else {
                 continue;
             };
-            irc_lower_cuda::kir::verify_module(&k).expect("lowered kernel IR verifies");
-            let printed = irc_lower_cuda::kir::print_module(&k);
-            let back = irc_lower_cuda::kir::parse_module(&printed).expect("kernel IR re-parses");
+            irc_kir::verify_module(&k).expect("lowered kernel IR verifies");
+            let printed = irc_kir::print_module(&k);
+            let back = irc_kir::parse_module(&printed).expect("kernel IR re-parses");
             assert_eq!(back, k);
-            let cu = irc_lower_cuda::cuda::emit(&k);
+            let cu = irc_emit_cuda::emit(&k);
             cu.manifest.check().expect("valid manifest");
         }
     }

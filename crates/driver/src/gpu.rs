@@ -5,11 +5,11 @@ use crate::opt::Backend;
 use crate::run::{RunArgs, save_and_print};
 use anyhow::{Context, Result, bail};
 use half::{bf16, f16};
+use irc_emit_cuda::CudaModule;
 use irc_interp::compare::{Comparison, compare};
 use irc_interp::sample::{RowPlan, gather, plan, sample_rows};
 use irc_interp::{Data, Tensor, run_graph};
 use irc_ir::{DType, Graph};
-use irc_lower_cuda::{CudaModule, compile_to_cuda};
 use irc_runtime::{Arch, Gpu, HostTensor, nvrtc};
 
 #[derive(clap::Args, Debug)]
@@ -39,8 +39,9 @@ pub fn compile(
     backend: Backend,
 ) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
     let arch = Arch::parse(arch)?;
-    let module =
-        compile_to_cuda(graph).with_context(|| format!("cannot lower @{} to CUDA", graph.name))?;
+    let module = irc_lower::lower_graph(graph, Default::default())
+        .map(|m| irc_emit_cuda::emit(&m))
+        .with_context(|| format!("cannot lower @{} to CUDA", graph.name))?;
     let ptx = match backend {
         Backend::Cuda => nvrtc::compile(&module.source, &format!("{}.cu", graph.name), &arch)
             .with_context(|| format!("cannot compile the CUDA of @{}", graph.name))?,

@@ -263,11 +263,11 @@ fn compile(
             .run_on(pm, &mut module)
             .map_err(|e| vec![irc_ir::Diagnostic::error(None, format!("{e:#}"))])?;
     }
-    let info = irc_lower_cuda::SourceInfo {
+    let info = irc_lower::SourceInfo {
         name: src.name,
         text: src.text,
     };
-    let lower_err = |g: &irc_ir::Graph, e: irc_lower_cuda::LowerError| {
+    let lower_err = |g: &irc_ir::Graph, e: irc_lower::LowerError| {
         vec![irc_ir::Diagnostic::error(g.span, e.to_string())]
     };
     match args.emit {
@@ -275,16 +275,17 @@ fn compile(
         Emit::Layout => {
             let mut out = String::new();
             for g in &module.graphs {
-                let m = irc_lower_cuda::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
-                out.push_str(&irc_lower_cuda::kir::print_module(&m));
+                let m = irc_lower::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
+                out.push_str(&irc_kir::print_module(&m));
             }
             Ok(out)
         }
         Emit::Cuda => {
             let mut files = Vec::new();
             for g in &module.graphs {
-                let m =
-                    irc_lower_cuda::compile_to_cuda_with(g, info).map_err(|e| lower_err(g, e))?;
+                let m = irc_lower::lower_graph(g, info)
+                    .map(|m| irc_emit_cuda::emit(&m))
+                    .map_err(|e| lower_err(g, e))?;
                 files.push(m.source);
             }
             Ok(files.join(&format!("{SPLIT_MARKER}\n")))
@@ -295,8 +296,9 @@ fn compile(
                 .map_err(|e| vec![irc_ir::Diagnostic::error(None, e.to_string())])?;
             let mut files = Vec::new();
             for g in &module.graphs {
-                let m =
-                    irc_lower_cuda::compile_to_cuda_with(g, info).map_err(|e| lower_err(g, e))?;
+                let m = irc_lower::lower_graph(g, info)
+                    .map(|m| irc_emit_cuda::emit(&m))
+                    .map_err(|e| lower_err(g, e))?;
                 let ptx = irc_runtime::nvrtc::compile(&m.source, &format!("{}.cu", g.name), &arch)
                     .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
                 files.push(ptx.text);
@@ -306,7 +308,7 @@ fn compile(
         Emit::Mlir | Emit::Ptx => {
             let mut files = Vec::new();
             for g in &module.graphs {
-                let m = irc_lower_cuda::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
+                let m = irc_lower::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
                 let text = crate::mlir::emit(&m, args)
                     .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e)])?;
                 files.push(text);
