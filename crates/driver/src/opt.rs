@@ -27,6 +27,10 @@ pub struct OptArgs {
     /// Decompose softmax, rmsnorm and layernorm into primitive ops before printing.
     #[arg(long)]
     pub decompose: bool,
+    /// With `--emit=fused`: say for each kernel what was fused into it and why each value it
+    /// stores is kept in memory (as `// remark:` lines, which the parser skips).
+    #[arg(long)]
+    pub explain: bool,
     /// The emitter behind `--emit=ptx`: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
@@ -166,6 +170,8 @@ pub fn list_passes() -> String {
 pub enum Emit {
     /// The graph IR, canonically printed.
     Graph,
+    /// The Fused IR: one group per kernel (anchor, prologue, epilogue tree, loads and stores).
+    Fused,
     /// The kernel IR (layout level): kernels, their tensors' CuTe layouts, loops and launches.
     Layout,
     /// CUDA C++: one self-contained file per graph, with its launch manifest embedded.
@@ -272,6 +278,15 @@ fn compile(
     };
     match args.emit {
         Emit::Graph => Ok(irc_ir::print_module(&module)),
+        Emit::Fused => {
+            let mut out = String::new();
+            for g in &module.graphs {
+                let p = irc_lower::plan_and_lower(g, info).map_err(|e| lower_err(g, e))?;
+                let remarks: &[irc_fused::Remark] = if args.explain { &p.remarks } else { &[] };
+                out.push_str(&irc_fused::print_with_remarks(&p.fused, remarks));
+            }
+            Ok(out)
+        }
         Emit::Layout => {
             let mut out = String::new();
             for g in &module.graphs {

@@ -22,7 +22,7 @@ use crate::MlirError;
 use irc_ir::DType;
 use irc_kir::manifest::BufferKind;
 use irc_kir::{
-    self, Builtin, Expr, Func, IdxOp, IndexWidth, ReduceOp, Space, Stmt, TensorDecl, Ty,
+    self as kir, Builtin, Expr, Func, IdxOp, IndexWidth, ReduceOp, Space, Stmt, TensorDecl, Ty,
 };
 use melior::{
     Context,

@@ -15,4 +15,4 @@ pub enum LowerError {
     Internal(String),
 }
 
-pub use lower::{SourceInfo, lower_graph};
+pub use lower::{Planned, SourceInfo, lower_fused, lower_graph, plan_and_lower};

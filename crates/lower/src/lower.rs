@@ -20,22 +20,16 @@
 //! CuTe's colexicographic 1-D coordinate is the row-major linear index.
 
 use crate::LowerError;
+use irc_fused::policy::splat_value;
 use irc_ir::infer::{flatten_value, matmul_shape, normalize_axis, reduction_axes};
 use irc_ir::print::value_names;
-use irc_ir::{Attr, Category, DType, Graph, Inst, OpKind, Span, ValueDef, ValueId};
+use irc_ir::{Attr, Category, DType, Graph, GraphBuilder, Inst, OpKind, ValueDef, ValueId};
 use irc_kir::BufferKind;
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, TensorDecl, Ty};
 use irc_layout::{Layout, LayoutError, coalesce, composition};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-/// Where graph statements came from, for the origin line of each kernel.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SourceInfo<'a> {
-    /// The file name to print (`attention.ir`).
-    pub name: &'a str,
-    /// The text the graph was parsed from, to turn spans into line:col.
-    pub text: &'a str,
-}
+pub use irc_fused::SourceInfo;
 
 const THREADS: u32 = 256;
 /// Grid-stride loops launch at most this many blocks.
@@ -43,27 +37,121 @@ const MAX_BLOCKS: u64 = 1 << 20;
 /// Kernels whose buffers all have fewer elements index with 32-bit integers.
 const I32_LIMIT: u64 = 1 << 30;
 
-/// Lowers a verified graph to a verified kernel IR module.
-pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerError> {
-    let mut forced = HashSet::new();
-    // Each retry materializes one more view, so this ends within the number of values.
+/// A planned graph: its Fused IR (with the planner's remarks) and the kernel IR lowered from it.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub fused: irc_fused::Module,
+    pub remarks: Vec<irc_fused::Remark>,
+    pub kernels: kir::Module,
+}
+
+/// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
+/// reader's access is forced into memory and the graph planned again, so the returned Fused IR
+/// is exactly what the kernel IR was lowered from.
+pub fn plan_and_lower(g: &Graph, src: SourceInfo<'_>) -> Result<Planned, LowerError> {
+    let names = value_names(g);
+    let mut forced: Vec<ValueId> = vec![];
+    // Each retry forces one more view, so this ends within the number of values.
     for _ in 0..=g.values.len() {
-        match Lowering::new(g, src, &forced).run() {
-            Err(Retry::Materialize(v)) => {
-                forced.insert(v);
+        let (fused, remarks) = irc_fused::plan_graph(g, src, &forced);
+        irc_fused::verify_module(&fused)
+            .map_err(|e| LowerError::Internal(format!("the fusion planner: {e}")))?;
+        match lower(&fused) {
+            Err(Retry::Materialize(name)) => {
+                let v = names.iter().position(|n| *n == name).ok_or_else(|| {
+                    LowerError::Internal(format!("lowering forced an unknown value %{name}"))
+                })?;
+                forced.push(ValueId(v as u32));
             }
             Err(Retry::Fail(e)) => return Err(e),
-            Ok(m) => {
-                kir::verify_module(&m).map_err(|e| LowerError::Internal(e.to_string()))?;
-                return Ok(m);
+            Ok(kernels) => {
+                return Ok(Planned {
+                    fused,
+                    remarks,
+                    kernels,
+                });
             }
         }
     }
     Err(LowerError::Internal("the planner did not converge".into()))
 }
 
+/// Lowers a verified graph to a verified kernel IR module.
+pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerError> {
+    plan_and_lower(g, src).map(|p| p.kernels)
+}
+
+/// Lowers a verified Fused IR module to a verified kernel IR module.
+pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
+    lower(m).map_err(|r| match r {
+        Retry::Fail(e) => e,
+        Retry::Materialize(v) => LowerError::Unsupported {
+            op: format!("%{v}"),
+            reason: "its view cannot be composed with its reader's access layout; plan the graph \
+                     again with the view stored"
+                .into(),
+        },
+    })
+}
+
+fn lower(m: &irc_fused::Module) -> R<kir::Module> {
+    let (g, locs) = rebuild(m)?;
+    let k = Lowering::new(&g, m, locs)?.run(m)?;
+    kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
+    Ok(k)
+}
+
+/// The graph a Fused IR module computes: its input buffers' values as parameters and each
+/// group's ops as statements (a view recomputed by several groups once), with the source
+/// location of each statement.
+fn rebuild(m: &irc_fused::Module) -> R<(Graph, HashMap<ValueId, String>)> {
+    let bad =
+        |e: irc_ir::OpError| Retry::Fail(LowerError::Internal(format!("Fused IR: {}", e.message)));
+    let mut b = GraphBuilder::new(m.name.clone());
+    let mut id: HashMap<&str, ValueId> = HashMap::new();
+    let mut locs = HashMap::new();
+    for buf in m
+        .buffers
+        .iter()
+        .filter(|b| b.kind == irc_fused::BufferKind::Input)
+    {
+        id.insert(&buf.value, b.param(&buf.value, buf.ty.clone()));
+    }
+    for o in m.groups.iter().flat_map(|g| g.ops()) {
+        if id.contains_key(o.value.as_str()) {
+            continue;
+        }
+        let operands = o
+            .operands
+            .iter()
+            .map(|a| {
+                id.get(a.as_str()).copied().ok_or_else(|| {
+                    Retry::Fail(LowerError::Internal(format!("Fused IR: %{a} is undefined")))
+                })
+            })
+            .collect::<R<Vec<_>>>()?;
+        let v = b
+            .op_typed(o.op, &operands, o.attrs.clone(), Some(&o.ty))
+            .map_err(bad)?;
+        b.name(v, &o.value);
+        if let Some(l) = &o.loc {
+            locs.insert(v, l.clone());
+        }
+        id.insert(&o.value, v);
+    }
+    let mut results = vec![];
+    for r in &m.results {
+        let buf = m.buffer(r).ok_or_else(|| {
+            Retry::Fail(LowerError::Internal(format!("Fused IR: no buffer @{r}")))
+        })?;
+        results.push(id[buf.value.as_str()]);
+    }
+    Ok((b.finish(&results).map_err(bad)?, locs))
+}
+
 enum Retry {
-    Materialize(ValueId),
+    /// The view with this name cannot be read through a layout: store it.
+    Materialize(String),
     Fail(LowerError),
 }
 
@@ -131,24 +219,6 @@ fn is_view(op: OpKind) -> bool {
     op.category() == Category::View
 }
 
-fn is_elementwise(op: OpKind) -> bool {
-    matches!(
-        op.category(),
-        Category::Unary | Category::Binary | Category::Cast
-    )
-}
-
-/// The value of a constant whose elements are all equal, if so.
-fn splat_value(inst: &Inst) -> Option<f64> {
-    let mut flat = vec![];
-    flatten_value(inst.attrs.get("value").unwrap_or(&Attr::Int(0)), &mut flat);
-    let vals: Vec<f64> = flat.iter().map(attr_f64).collect();
-    let first = *vals.first()?;
-    vals.iter()
-        .all(|v| v.to_bits() == first.to_bits())
-        .then_some(first)
-}
-
 fn attr_f64(a: &Attr) -> f64 {
     match a {
         Attr::Bool(b) => f64::from(u8::from(*b)),
@@ -165,23 +235,12 @@ fn math_dtype(d: DType) -> DType {
     }
 }
 
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 struct Lowering<'g> {
     g: &'g Graph,
-    src: SourceInfo<'g>,
     names: Vec<String>,
-    /// Materialized value → buffer name.
+    /// Source location of each statement.
+    locs: HashMap<ValueId, String>,
+    /// Value held in a buffer → the buffer's name.
     buffer_of: HashMap<ValueId, String>,
     module: kir::Module,
     index: kir::IndexWidth,
@@ -190,150 +249,89 @@ struct Lowering<'g> {
 }
 
 impl<'g> Lowering<'g> {
-    fn new(g: &'g Graph, src: SourceInfo<'g>, forced: &HashSet<ValueId>) -> Lowering<'g> {
-        // Uses by distinct statements: `mul %x, %x` reads %x once (the kernel computes it once).
-        let mut uses = vec![0usize; g.values.len()];
-        for inst in &g.insts {
-            let mut seen: Vec<ValueId> = Vec::with_capacity(inst.operands.len());
-            for &o in &inst.operands {
-                if !seen.contains(&o) {
-                    seen.push(o);
-                    uses[o.index()] += 1;
-                }
-            }
-        }
-        for &r in &g.results {
-            uses[r.index()] += 1;
-        }
-        let results: HashSet<ValueId> = g.results.iter().copied().collect();
+    fn new(g: &'g Graph, m: &irc_fused::Module, locs: HashMap<ValueId, String>) -> R<Lowering<'g>> {
         let names = value_names(g);
-        let mut module = kir::Module {
-            name: sanitize(&g.name),
-            flops: 0,
-            min_bytes: 0,
-            buffers: vec![],
-            constants: vec![],
-            kernels: vec![],
-            launches: vec![],
-            results: vec![],
+        let id: HashMap<&str, ValueId> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), ValueId(i as u32)))
+            .collect();
+        let value = |name: &str| {
+            id.get(name).copied().ok_or_else(|| {
+                Retry::Fail(LowerError::Internal(format!(
+                    "Fused IR: %{name} is undefined"
+                )))
+            })
         };
         let mut buffer_of = HashMap::new();
-        let mut taken = HashSet::new();
-        let mut add_buffer = |v: ValueId, kind: BufferKind, module: &mut kir::Module| {
-            let base = sanitize(&names[v.index()]);
-            let mut name = base.clone();
-            let mut n = 1;
-            while !taken.insert(name.clone()) {
-                name = format!("{base}_{n}");
-                n += 1;
-            }
-            let ty = &g.values[v.index()].ty;
-            module.buffers.push(kir::BufferDecl {
-                name: name.clone(),
-                dtype: ty.dtype,
-                shape: ty.shape.clone(),
-                kind,
+        let mut buffers = vec![];
+        for b in &m.buffers {
+            buffer_of.insert(value(&b.value)?, b.name.clone());
+            buffers.push(kir::BufferDecl {
+                name: b.name.clone(),
+                dtype: b.ty.dtype,
+                shape: b.ty.shape.clone(),
+                kind: match b.kind {
+                    irc_fused::BufferKind::Input => BufferKind::Input,
+                    irc_fused::BufferKind::Output => BufferKind::Output,
+                    irc_fused::BufferKind::Temp => BufferKind::Temp,
+                },
             });
-            buffer_of.insert(v, name);
-        };
-        for &p in &g.params {
-            add_buffer(p, BufferKind::Input, &mut module);
         }
-        let mut materialized = vec![false; g.values.len()];
-        for inst in &g.insts {
-            let v = inst.result;
-            let scalar_const = inst.op == OpKind::Constant && splat_value(inst).is_some();
-            materialized[v.index()] = forced.contains(&v)
-                || results.contains(&v)
-                || matches!(
-                    inst.op.category(),
-                    Category::Matmul | Category::Reduction | Category::Composite
-                )
-                || (is_elementwise(inst.op) && uses[v.index()] > 1)
-                || (inst.op == OpKind::Constant && !scalar_const && results.contains(&v));
-        }
-        // A computed matmul operand (an elementwise op, possibly behind views) would be
-        // recomputed by every tile that loads it: store it once instead.
-        for inst in g.insts.iter().filter(|i| i.op == OpKind::Matmul) {
-            for &o in &inst.operands {
-                let mut v = o;
-                while let ValueDef::Inst(i) = g.values[v.index()].def {
-                    let def = &g.insts[i];
-                    if is_view(def.op) {
-                        v = def.operands[0];
-                        continue;
-                    }
-                    if is_elementwise(def.op) {
-                        materialized[v.index()] = true;
-                    }
-                    break;
+        let mut epilogues = HashMap::new();
+        for grp in &m.groups {
+            if grp.anchor() != irc_fused::Anchor::Matmul {
+                continue;
+            }
+            let anchor = grp.ops().find(|o| o.op == OpKind::Matmul).map(|o| &o.value);
+            for (v, _) in grp.stores() {
+                if Some(v) != anchor.map(String::as_str) {
+                    epilogues.insert(value(v)?, value(anchor.map_or("", |a| a))?);
                 }
             }
         }
-        let epilogues = plan_epilogues(g, &uses, &materialized, forced, &results);
-        for m in epilogues.values() {
-            materialized[m.index()] = false;
-        }
-        for inst in &g.insts {
-            let v = inst.result;
-            if materialized[v.index()] {
-                let kind = if results.contains(&v) {
-                    BufferKind::Output
-                } else {
-                    BufferKind::Temp
-                };
-                add_buffer(v, kind, &mut module);
-            }
-        }
-        module.results = g.results.iter().map(|r| buffer_of[r].clone()).collect();
-        let index = if module.buffers.iter().all(|b| b.elements() < I32_LIMIT) {
+        let index = if buffers.iter().all(|b| b.elements() < I32_LIMIT) {
             kir::IndexWidth::I32
         } else {
             kir::IndexWidth::I64
         };
-        Lowering {
+        let module = kir::Module {
+            name: m.name.clone(),
+            flops: m.flops,
+            min_bytes: m.min_bytes,
+            buffers,
+            constants: vec![],
+            kernels: vec![],
+            launches: vec![],
+            results: m.results.clone(),
+        };
+        Ok(Lowering {
             g,
-            src,
             names,
+            locs,
             buffer_of,
             module,
             index,
             epilogues,
-        }
+        })
     }
 
-    fn run(mut self) -> R<kir::Module> {
-        self.module.flops = graph_flops(self.g);
-        self.module.min_bytes = {
-            let mut seen = HashSet::new();
-            let mut bytes = 0u64;
-            for &v in self.g.params.iter().chain(&self.g.results) {
-                if seen.insert(v) {
-                    bytes = bytes.saturating_add(self.g.values[v.index()].ty.size_bytes());
-                }
-            }
-            bytes
-        };
-        for (i, inst) in self.g.insts.iter().enumerate() {
-            let v = inst.result;
-            if !self.buffer_of.contains_key(&v) {
+    fn run(mut self, m: &irc_fused::Module) -> R<kir::Module> {
+        for grp in &m.groups {
+            let Some((root, _)) = grp.stores().next() else {
                 continue;
-            }
-            // A root whose chain starts at a matmul is that matmul's epilogue.
-            let (inst, i) = match self.epilogues.get(&v) {
-                Some(m) => match self.g.values[m.index()].def {
-                    ValueDef::Inst(mi) => (&self.g.insts[mi], mi),
-                    ValueDef::Param(_) => (inst, i),
-                },
-                None => (inst, i),
             };
-            let name = format!(
-                "{}_k{}_{}",
-                self.module.name,
-                self.module.kernels.len(),
-                inst.op.name()
-            );
-            let mut b = Builder::new(&self, name, i);
+            let v = ValueId(self.names.iter().position(|n| n == root).unwrap_or(0) as u32);
+            // A root whose chain starts at a matmul is that matmul's epilogue.
+            let at = self.epilogues.get(&v).copied().unwrap_or(v);
+            let ValueDef::Inst(i) = self.g.values[at.index()].def else {
+                return Err(Retry::Fail(LowerError::Internal(format!(
+                    "group @{} stores a parameter",
+                    grp.name
+                ))));
+            };
+            let inst = &self.g.insts[i];
+            let mut b = Builder::new(&self, grp.name.clone(), i);
             match inst.op.category() {
                 Category::Matmul => b.matmul(inst, v)?,
                 Category::Reduction => b.reduction(inst)?,
@@ -364,61 +362,16 @@ impl<'g> Lowering<'g> {
             inst.op.name(),
             operands.join(", ")
         );
-        let loc = if let Some(p) = &inst.loc {
-            format!("{}:{}:{}", p.file, p.line, p.col)
-        } else if let Some(span) = inst.span {
-            let (line, col) = line_col(self.src.text, span);
-            format!(
-                "{}:{line}:{col}",
-                if self.src.name.is_empty() {
-                    "<input>"
-                } else {
-                    self.src.name
-                }
-            )
-        } else {
-            "<builder>".to_string()
-        };
+        let loc = self
+            .locs
+            .get(&inst.result)
+            .cloned()
+            .unwrap_or_else(|| "<builder>".to_string());
         kir::Origin {
             op: op.trim_end().to_string(),
             loc,
         }
     }
-}
-
-fn line_col(text: &str, span: Span) -> (usize, usize) {
-    let start = span.range().start.min(text.len());
-    let before = text.get(..start).unwrap_or("");
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
-/// Floating-point work: 2·M·N·K per matmul, one per element per elementwise op or reduction
-/// input, a handful per element for composites.
-fn graph_flops(g: &Graph) -> u64 {
-    let mut flops = 0u64;
-    for inst in &g.insts {
-        let out = &g.values[inst.result.index()].ty;
-        let f = match inst.op.category() {
-            Category::Matmul => {
-                let (a, b) = (
-                    &g.values[inst.operands[0].index()].ty,
-                    &g.values[inst.operands[1].index()].ty,
-                );
-                let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
-                matmul_shape(&a.shape, &b.shape, flag("transpose_a"), flag("transpose_b"))
-                    .map(|s| 2 * s.m * s.n * s.k * s.batch.iter().product::<u64>())
-                    .unwrap_or(0)
-            }
-            Category::Unary | Category::Binary => out.numel(),
-            Category::Reduction => g.values[inst.operands[0].index()].ty.numel(),
-            Category::Composite => 5 * out.numel(),
-            _ => 0,
-        };
-        flops = flops.saturating_add(f);
-    }
-    flops
 }
 
 /// Builds one kernel.
@@ -684,12 +637,13 @@ impl<'l, 'g> Builder<'l, 'g> {
             let view = self.view_layout(inst).map_err(internal)?;
             // The view's layout maps v's coordinate to the source's index; composing with the
             // access maps the iteration coordinate there.
-            let composed = composition(&view, access).map_err(|_| Retry::Materialize(v))?;
+            let composed = composition(&view, access)
+                .map_err(|_| Retry::Materialize(self.l.names[v.index()].clone()))?;
             return self.value_at(src, &composed);
         }
         match inst.op.category() {
             Category::Constant => {
-                if let Some(x) = splat_value(inst) {
+                if let Some(x) = splat_value(&inst.attrs) {
                     return Ok(Expr::lit(dtype, x));
                 }
                 let name = format!("{}_c{}", self.kernel.name, self.constants.len());
@@ -1413,52 +1367,6 @@ fn lit(d: DType, v: f64) -> Expr {
 /// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
 fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
     if to == from { e } else { Expr::cast(to, e) }
-}
-
-/// Elementwise chains computed in a matmul's epilogue: a matmul used once, whose single consumer
-/// chain of same-shape elementwise ops (each used once) ends at a materialized value, is not
-/// stored; that value is computed from the accumulator instead. Returns root → matmul.
-fn plan_epilogues(
-    g: &Graph,
-    uses: &[usize],
-    materialized: &[bool],
-    forced: &HashSet<ValueId>,
-    results: &HashSet<ValueId>,
-) -> HashMap<ValueId, ValueId> {
-    let mut consumer: HashMap<ValueId, &Inst> = HashMap::new();
-    for inst in &g.insts {
-        for &o in &inst.operands {
-            consumer.insert(o, inst);
-        }
-    }
-    let mut out = HashMap::new();
-    for inst in &g.insts {
-        let m = inst.result;
-        if inst.op != OpKind::Matmul
-            || uses[m.index()] != 1
-            || results.contains(&m)
-            || forced.contains(&m)
-        {
-            continue;
-        }
-        let shape = &g.values[m.index()].ty.shape;
-        let mut v = m;
-        while let Some(c) = consumer.get(&v) {
-            let r = c.result;
-            if !is_elementwise(c.op) || &g.values[r.index()].ty.shape != shape {
-                break;
-            }
-            if materialized[r.index()] {
-                out.insert(r, m);
-                break;
-            }
-            if uses[r.index()] != 1 {
-                break;
-            }
-            v = r;
-        }
-    }
-    out
 }
 
 /// The rows whose starts the 32 lanes give `ldmatrix.x4`, as a layout from the lane to an
