@@ -58,8 +58,13 @@ pub fn is_splat(attrs: &Attrs) -> bool {
 
 /// The value of a constant whose elements are all equal.
 pub fn splat_value(attrs: &Attrs) -> Option<f64> {
+    splat_of(attrs.get("value").unwrap_or(&Attr::Int(0)))
+}
+
+/// The element of a constant `value` attribute whose elements are all equal.
+pub fn splat_of(value: &Attr) -> Option<f64> {
     let mut flat = vec![];
-    flatten_value(attrs.get("value").unwrap_or(&Attr::Int(0)), &mut flat);
+    flatten_value(value, &mut flat);
     let num = |a: &Attr| match a {
         Attr::Bool(b) => f64::from(u8::from(*b)),
         other => other.as_f64().unwrap_or(0.0),

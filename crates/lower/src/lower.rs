@@ -43,6 +43,8 @@ pub struct Planned {
     pub fused: irc_fused::Module,
     pub remarks: Vec<irc_fused::Remark>,
     pub kernels: kir::Module,
+    /// Views lowering found it could not read through a layout, stored by the final plan.
+    pub forced: Vec<ValueId>,
 }
 
 /// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
@@ -69,6 +71,7 @@ pub fn plan_and_lower(g: &Graph, src: SourceInfo<'_>) -> Result<Planned, LowerEr
                     fused,
                     remarks,
                     kernels,
+                    forced,
                 });
             }
         }
