@@ -4,6 +4,7 @@
 //! and `irc-emit-mlir`.
 
 pub mod lower;
+pub mod templates;
 
 /// Why a graph could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
