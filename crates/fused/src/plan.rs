@@ -122,7 +122,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
     }
     let is_result = |v: ValueId| g.results.contains(&v);
     for inst in &g.insts {
-        if matches!(home[inst.result.index()], Home::Stored(_)) {
+        if home[inst.result.index()].kernel().is_some() {
             let kind = if is_result(inst.result) {
                 BufferKind::Output
             } else {
@@ -153,34 +153,32 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
 
     let mut groups = vec![];
     let mut remarks = vec![];
-    for (i, inst) in g.insts.iter().enumerate() {
-        let root = inst.result.index();
-        let Home::Stored(why) = &home[root] else {
+    let mut member = vec![usize::MAX; g.values.len()];
+    for (leader, stores) in policy::kernels(&dag, &home) {
+        let Some(lead_inst) = inst_of(leader) else {
             continue;
         };
-        let anchor = (0..g.values.len()).find(|&m| home[m] == Home::Epilogue { root });
-        let anchor_inst = anchor.and_then(inst_of).unwrap_or(i);
         let name = format!(
             "{module_name}_k{}_{}",
             groups.len(),
-            g.insts[anchor_inst].op.name()
+            g.insts[lead_inst].op.name()
         );
-        // The ops computed in this kernel: everything reached from the root through values
-        // that are not in memory.
-        let mut member = vec![false; g.values.len()];
+        // The ops computed in this kernel: everything reached from its stores through values
+        // that are not in memory (or are stored by this kernel).
         let mut loads: Vec<usize> = vec![];
-        let mut stack = vec![root];
+        let mut stack = stores.clone();
         while let Some(v) = stack.pop() {
-            if member[v] {
+            if member[v] == leader {
                 continue;
             }
-            if v != root && buffer_of[v].is_some() {
+            let own = home[v].kernel() == Some(leader);
+            if !own && buffer_of[v].is_some() {
                 if !loads.contains(&v) {
                     loads.push(v);
                 }
                 continue;
             }
-            member[v] = true;
+            member[v] = leader;
             stack.extend(dag.operands(v).iter().copied());
         }
         loads.sort_by_key(|&v| buffer_of[v]);
@@ -194,10 +192,11 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         let mut fused = vec![];
         for (j, x) in g.insts.iter().enumerate() {
             let v = x.result.index();
-            if !member[v] {
+            if member[v] != leader {
                 continue;
             }
-            if v != root && !matches!(x.op.category(), Category::Constant) {
+            if v != leader && !stores.contains(&v) && !matches!(x.op.category(), Category::Constant)
+            {
                 fused.push(format!("%{} ({})", names[v], x.op.name()));
             }
             stmts.push(Stmt::Op(OpStmt {
@@ -213,37 +212,45 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 loc: loc(j),
             }));
         }
-        stmts.push(Stmt::Store {
-            value: names[root].clone(),
-            buffer: buffers[buffer_of[root].unwrap_or(0)].name.clone(),
-        });
-        let reason = match why {
-            Why::Result => "it is a graph result".to_string(),
-            Why::Anchor => format!(
-                "{} ends a kernel: its readers need the whole result (a reduction boundary)",
-                inst.op.name()
-            ),
-            Why::SharedBy(n) => {
-                format!("{n} statements read it; each would recompute it")
-            }
-            Why::MatmulOperand(m) => format!(
-                "it is an operand of the matmul %{}, whose every tile would recompute it",
-                names[*m]
-            ),
-            Why::Forced => {
-                "its layout cannot be composed with its reader's access, so it is copied".into()
-            }
-        };
-        remarks.push(Remark {
-            group: name.clone(),
-            text: format!("%{} is kept in memory: {reason}", names[root]),
-        });
-        if let Some(m) = anchor {
+        for &v in &stores {
+            stmts.push(Stmt::Store {
+                value: names[v].clone(),
+                buffer: buffers[buffer_of[v].unwrap_or(0)].name.clone(),
+            });
+            let Home::Stored { why, .. } = &home[v] else {
+                continue;
+            };
+            let reason = match why {
+                Why::Result => "it is a graph result".to_string(),
+                Why::Anchor => format!(
+                    "{} ends a kernel: its readers need the whole result (a reduction boundary)",
+                    g.insts[inst_of(v).unwrap_or(0)].op.name()
+                ),
+                Why::SharedBy(n) => {
+                    format!("{n} statements read it; each would recompute it")
+                }
+                Why::MatmulOperand(m) => format!(
+                    "it is an operand of the matmul %{}, whose every tile would recompute it",
+                    names[*m]
+                ),
+                Why::Forced => {
+                    "its layout cannot be composed with its reader's access, so it is copied".into()
+                }
+                Why::ReadOutsideEpilogue => {
+                    "a statement outside this kernel's epilogue reads it".into()
+                }
+            };
+            remarks.push(Remark {
+                group: name.clone(),
+                text: format!("%{} is kept in memory: {reason}", names[v]),
+            });
+        }
+        if home[leader] == Home::Epilogue {
             remarks.push(Remark {
                 group: name.clone(),
                 text: format!(
-                    "the matmul %{} is not stored: its single reader chain is this kernel's epilogue",
-                    names[m]
+                    "the matmul %{} is not stored: only its epilogue reads it",
+                    names[leader]
                 ),
             });
         }

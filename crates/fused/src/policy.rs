@@ -12,9 +12,11 @@
 //! 4. An elementwise value read by two or more statements is stored (no recomputation).
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
 //!    tile would otherwise recompute it.
-//! 6. A matmul read once, whose single chain of same-shape elementwise consumers (each read
-//!    once) reaches a stored value, is not stored: it is that value's kernel, the chain its
-//!    epilogue.
+//! 6. A matmul's **epilogue** is the closure of its same-shape elementwise readers whose other
+//!    operands do not depend on it. The whole closure runs in the matmul's kernel; a member is
+//!    stored only if it is a result or read outside the closure (so one kernel may store several
+//!    values, the matmul's own result among them), and the matmul itself is stored only if it
+//!    must be. A node belongs to one closure (the first matmul's, in order).
 //! 7. A view is read through a layout; a view that cannot be composed with its reader's access
 //!    is *forced* into memory by lowering (the caller passes it in `forced`).
 //!
@@ -98,6 +100,8 @@ pub enum Why {
     MatmulOperand(usize),
     /// A view that lowering could not compose with its reader's access layout.
     Forced,
+    /// Computed in a matmul's epilogue and read by a statement outside it.
+    ReadOutsideEpilogue,
 }
 
 /// Where a node's value lives.
@@ -109,17 +113,85 @@ pub enum Home {
     Immediate,
     /// Computed inside the kernels that read it.
     Inline,
-    /// Stored to a buffer by its own kernel.
-    Stored(Why),
-    /// A matmul computed in the kernel of the stored node `root`, its epilogue.
-    Epilogue { root: usize },
+    /// Stored to a buffer by the kernel led by node `kernel` (itself, or the matmul whose
+    /// epilogue computes it).
+    Stored { why: Why, kernel: usize },
+    /// A matmul that is not stored: computed only by its own kernel, for its epilogue.
+    Epilogue,
 }
 
 impl Home {
     /// Whether reading the node reads memory (it is a buffer or a constant array).
     pub fn in_memory(&self) -> bool {
-        matches!(self, Home::Memory | Home::Stored(_))
+        matches!(self, Home::Memory | Home::Stored { .. })
     }
+
+    /// The node leading the kernel that stores this one, if it is stored.
+    pub fn kernel(&self) -> Option<usize> {
+        match self {
+            Home::Stored { kernel, .. } => Some(*kernel),
+            _ => None,
+        }
+    }
+}
+
+/// Every kernel, as its leading node and the nodes it stores, in an order that runs each kernel
+/// after the kernels whose results it reads.
+pub fn kernels(d: &impl Dag, home: &[Home]) -> Vec<(usize, Vec<usize>)> {
+    let n = d.len();
+    let mut stores: Vec<Vec<usize>> = vec![vec![]; n];
+    for i in 0..n {
+        if let Some(k) = home[i].kernel() {
+            stores[k].push(i);
+        }
+    }
+    // Kernels in the order of their first store, then moved after the kernels they read
+    // (a depth-first topological sort; the kernel graph is acyclic by rule 6).
+    let mut order: Vec<usize> = (0..n).filter(|&k| !stores[k].is_empty()).collect();
+    order.sort_by_key(|&k| stores[k][0]);
+    let mut reads: Vec<Vec<usize>> = vec![vec![]; n];
+    let mut seen = vec![usize::MAX; n];
+    for &k in &order {
+        let mut stack: Vec<usize> = stores[k]
+            .iter()
+            .flat_map(|&s| d.operands(s).to_vec())
+            .collect();
+        while let Some(j) = stack.pop() {
+            if std::mem::replace(&mut seen[j], k) == k {
+                continue;
+            }
+            match home[j].kernel() {
+                Some(o) if o != k => {
+                    if !reads[k].contains(&o) {
+                        reads[k].push(o);
+                    }
+                }
+                _ if home[j] == Home::Memory => {}
+                _ => stack.extend(d.operands(j).iter().copied()),
+            }
+        }
+    }
+    let mut done = vec![false; n];
+    let mut out = vec![];
+    fn visit(
+        k: usize,
+        reads: &[Vec<usize>],
+        done: &mut [bool],
+        stores: &mut [Vec<usize>],
+        out: &mut Vec<(usize, Vec<usize>)>,
+    ) {
+        if std::mem::replace(&mut done[k], true) {
+            return;
+        }
+        for &o in &reads[k] {
+            visit(o, reads, done, stores, out);
+        }
+        out.push((k, std::mem::take(&mut stores[k])));
+    }
+    for k in order {
+        visit(k, &reads, &mut done, &mut stores, &mut out);
+    }
+    out
 }
 
 /// Decides the home of every node; `forced[i]` marks views lowering must store (rule 7).
@@ -141,15 +213,16 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
         is_result[r] = true;
     }
     let forced_at = |i: usize| forced.get(i).copied().unwrap_or(false);
+    let stored = |why: Why, kernel: usize| Home::Stored { why, kernel };
     let mut home: Vec<Home> = (0..n)
         .map(|i| match d.kind(i) {
             NodeKind::Param => Home::Memory,
-            _ if is_result[i] => Home::Stored(Why::Result),
-            _ if forced_at(i) => Home::Stored(Why::Forced),
+            _ if is_result[i] => stored(Why::Result, i),
+            _ if forced_at(i) => stored(Why::Forced, i),
             NodeKind::Constant { splat: true } => Home::Immediate,
             NodeKind::Constant { splat: false } => Home::Memory,
-            NodeKind::Anchor(_) => Home::Stored(Why::Anchor),
-            NodeKind::Elementwise if uses[i] > 1 => Home::Stored(Why::SharedBy(uses[i])),
+            NodeKind::Anchor(_) => stored(Why::Anchor, i),
+            NodeKind::Elementwise if uses[i] > 1 => stored(Why::SharedBy(uses[i]), i),
             NodeKind::Elementwise | NodeKind::View => Home::Inline,
         })
         .collect();
@@ -164,7 +237,7 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
                 match d.kind(v) {
                     NodeKind::View if home[v] == Home::Inline => v = d.operands(v)[0],
                     NodeKind::Elementwise if home[v] == Home::Inline => {
-                        home[v] = Home::Stored(Why::MatmulOperand(i));
+                        home[v] = stored(Why::MatmulOperand(i), v);
                         break;
                     }
                     _ => break,
@@ -172,39 +245,70 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             }
         }
     }
-    // Rule 6: epilogues. The single reader of each node, where there is one.
-    let mut reader = vec![usize::MAX; n];
+    // Rule 6: epilogues.
+    let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
     for i in 0..n {
         for &o in d.operands(i) {
-            reader[o] = i;
+            if !readers[o].contains(&i) {
+                readers[o].push(i);
+            }
         }
     }
     let mut claimed = vec![false; n];
+    let mut desc = vec![usize::MAX; n];
     for m in 0..n {
-        if d.kind(m) != NodeKind::Anchor(OpKind::Matmul)
-            || uses[m] != 1
-            || is_result[m]
-            || forced_at(m)
-        {
+        if d.kind(m) != NodeKind::Anchor(OpKind::Matmul) || forced_at(m) {
             continue;
         }
-        let mut v = m;
-        while reader[v] != usize::MAX {
-            let r = reader[v];
-            if d.kind(r) != NodeKind::Elementwise || d.shape(r) != d.shape(m) {
-                break;
+        // What depends on m: an epilogue node may not read it except through the epilogue.
+        let mut stack = vec![m];
+        while let Some(x) = stack.pop() {
+            if std::mem::replace(&mut desc[x], m) != m {
+                stack.extend(readers[x].iter().copied());
             }
-            if matches!(home[r], Home::Stored(_)) {
-                // One mainloop per kernel: a second matmul reaching the same root stays stored.
-                if !std::mem::replace(&mut claimed[r], true) {
-                    home[m] = Home::Epilogue { root: r };
+        }
+        let desc = |x: usize| desc[x] == m;
+        let mut member = vec![false; n];
+        member[m] = true;
+        let mut closure = vec![m];
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for ci in 0..closure.len() {
+                for &r in &readers[closure[ci]] {
+                    let joins = !member[r]
+                        && !claimed[r]
+                        && !forced_at(r)
+                        && d.kind(r) == NodeKind::Elementwise
+                        && d.shape(r) == d.shape(m)
+                        && d.operands(r).iter().all(|&o| member[o] || !desc(o));
+                    if joins {
+                        member[r] = true;
+                        closure.push(r);
+                        grew = true;
+                    }
                 }
-                break;
             }
-            if uses[r] != 1 {
-                break;
-            }
-            v = r;
+        }
+        if closure.len() == 1 {
+            continue;
+        }
+        for &x in &closure {
+            claimed[x] = true;
+            let outside = readers[x].iter().any(|&r| !member[r]);
+            home[x] = if is_result[x] {
+                stored(Why::Result, m)
+            } else if outside {
+                let why = match &home[x] {
+                    Home::Stored { why, .. } if x == m => why.clone(),
+                    _ => Why::ReadOutsideEpilogue,
+                };
+                stored(why, m)
+            } else if x == m {
+                Home::Epilogue
+            } else {
+                Home::Inline
+            };
         }
     }
     home

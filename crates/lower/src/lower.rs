@@ -247,8 +247,6 @@ pub(crate) struct Lowering<'g> {
     pub(crate) buffer_of: HashMap<ValueId, String>,
     pub(crate) module: kir::Module,
     pub(crate) index: kir::IndexWidth,
-    /// Elementwise roots computed in a matmul's epilogue: root → the matmul it reads.
-    pub(crate) epilogues: HashMap<ValueId, ValueId>,
 }
 
 impl<'g> Lowering<'g> {
@@ -285,18 +283,6 @@ impl<'g> Lowering<'g> {
                 },
             });
         }
-        let mut epilogues = HashMap::new();
-        for grp in &m.groups {
-            if grp.anchor() != irc_fused::Anchor::Matmul {
-                continue;
-            }
-            let anchor = grp.ops().find(|o| o.op == OpKind::Matmul).map(|o| &o.value);
-            for (v, _) in grp.stores() {
-                if Some(v) != anchor.map(String::as_str) {
-                    epilogues.insert(value(v)?, value(anchor.map_or("", |a| a))?);
-                }
-            }
-        }
         let index = if buffers.iter().all(|b| b.elements() < I32_LIMIT) {
             kir::IndexWidth::I32
         } else {
@@ -319,31 +305,55 @@ impl<'g> Lowering<'g> {
             buffer_of,
             module,
             index,
-            epilogues,
         })
     }
 
     pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<kir::Module> {
+        let id =
+            |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
         for grp in &m.groups {
-            let Some((root, _)) = grp.stores().next() else {
-                continue;
+            let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
+            // The statement the kernel is built around: the anchor, or the stored value.
+            let lead = match grp.anchor_index().map(|i| &grp.stmts[i]) {
+                Some(irc_fused::Stmt::Op(o)) => id(&o.value),
+                _ => roots[0],
             };
-            let v = ValueId(self.names.iter().position(|n| n == root).unwrap_or(0) as u32);
-            // A root whose chain starts at a matmul is that matmul's epilogue.
-            let at = self.epilogues.get(&v).copied().unwrap_or(v);
-            let ValueDef::Inst(i) = self.g.values[at.index()].def else {
+            let ValueDef::Inst(i) = self.g.values[lead.index()].def else {
                 return Err(Retry::Fail(LowerError::Internal(format!(
                     "group @{} stores a parameter",
                     grp.name
                 ))));
             };
             let inst = &self.g.insts[i];
+            let single = |what: &str| {
+                if roots.len() == 1 {
+                    Ok(())
+                } else {
+                    Err(Retry::Fail(LowerError::Unsupported {
+                        op: inst.op.name().into(),
+                        reason: format!(
+                            "a {what} kernel stores one value; @{} stores {}",
+                            grp.name,
+                            roots.len()
+                        ),
+                    }))
+                }
+            };
             let mut b = Builder::new(&self, grp.name.clone(), i);
             match inst.op.category() {
-                Category::Matmul => b.matmul(inst, v)?,
-                Category::Reduction => b.reduction(inst)?,
-                Category::Composite => b.composite(inst)?,
-                _ => b.elementwise(v)?,
+                Category::Matmul => b.matmul(inst, &roots)?,
+                Category::Reduction => {
+                    single("reduction")?;
+                    b.reduction(inst)?
+                }
+                Category::Composite => {
+                    single("row")?;
+                    b.composite(inst)?
+                }
+                _ => {
+                    single("pointwise")?;
+                    b.elementwise(roots[0])?
+                }
             }
             let (kernel, args, constants) = b.finish();
             self.module.constants.extend(constants);

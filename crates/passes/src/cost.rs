@@ -253,24 +253,29 @@ pub struct KernelCost {
 /// reached from it that is not in memory.
 pub fn kernels(d: &Dag, home: &[Home]) -> Vec<KernelCost> {
     let size = |j: usize| d.nodes[j].ty.as_ref().map_or(0, |t| t.size_bytes());
+    let Some(p) = PolicyDag::new(d) else {
+        return vec![];
+    };
     let mut out = vec![];
     let mut seen = vec![usize::MAX; d.nodes.len()];
-    for i in 0..d.nodes.len() {
-        if !matches!(home[i], Home::Stored(_)) {
-            continue;
+    for (k, stores) in policy::kernels(&p, home) {
+        let (mut tf, mut cf) = (0.0, 0.0);
+        let mut bytes = 0u64;
+        let mut stack: Vec<usize> = vec![];
+        for &s in &stores {
+            bytes = bytes.saturating_add(size(s));
+            // A constant array stored as a result is read, then written.
+            if d.nodes[s].node.is(OpKind::Constant) && home_is_array(d, s) {
+                bytes = bytes.saturating_add(size(s));
+            }
+            stack.push(s);
         }
-        let (mut tf, mut cf) = flops(d, i);
-        let mut bytes = size(i);
-        // A constant array stored as a result is read, then written.
-        if d.nodes[i].node.is(OpKind::Constant) && home_is_array(d, i) {
-            bytes = bytes.saturating_add(size(i));
-        }
-        let mut stack: Vec<usize> = d.nodes[i].children.clone();
         while let Some(j) = stack.pop() {
-            if std::mem::replace(&mut seen[j], i) == i {
+            if std::mem::replace(&mut seen[j], k) == k {
                 continue;
             }
-            if home[j].in_memory() {
+            let own = home[j].kernel() == Some(k);
+            if home[j].in_memory() && !own {
                 bytes = bytes.saturating_add(size(j));
             } else {
                 let (a, b) = flops(d, j);
@@ -280,7 +285,7 @@ pub fn kernels(d: &Dag, home: &[Home]) -> Vec<KernelCost> {
             }
         }
         out.push(KernelCost {
-            root: i,
+            root: k,
             bytes,
             tensor_flops: tf,
             cuda_flops: cf,

@@ -77,19 +77,23 @@ impl Builder<'_, '_> {
     /// [`TC_PITCH`]; a warp's A fragments are the view `composition(tile16x16, mma_a)` extended
     /// with the atom, k-step and warp modes, and likewise for B; the accumulator's (row, col) per
     /// value comes from the `mma_c` atom.
-    pub(crate) fn matmul_tc(&mut self, inst: &Inst, root: ValueId, p: TcPlan) -> R<()> {
+    pub(crate) fn matmul_tc(&mut self, inst: &Inst, roots: &[ValueId], p: TcPlan) -> R<()> {
         use irc_layout::mma_m16n8k16_c;
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         self.kernel.grid = matmul_grid(p.m, p.n, p.batch, TC_BM, TC_BN)?;
         self.kernel.block = [THREADS, 1, 1];
         let dt = p.dtype;
-        let c = self.global(root, p.access_c.clone());
+        let cs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, p.access_c.clone()))
+            .collect();
+        let root = roots[0];
         let mm = inst.result;
         let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
         // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
         // the matmul's dtype.
         let c_vec = match vector_layout(&p.access_c, 1, 8) {
-            Some(l) if self.ty(root).dtype == dt => Some(self.global(root, l)),
+            Some(l) if roots.len() == 1 && self.ty(root).dtype == dt => Some(self.global(root, l)),
             _ => None,
         };
         // Shared tiles are (rows, k). The operand's contiguous dimension in global memory is
@@ -455,13 +459,19 @@ impl Builder<'_, '_> {
                                         lt(gn, int(p.n)),
                                     );
                                     s.if_(cond, |s| {
-                                        let (gn, _, value) = element(s, z.clone())?;
-                                        s.out.push(Stmt::Store {
-                                            tensor: c.clone(),
-                                            coord: vec![gm.clone(), gn, bi.clone()],
-                                            value,
-                                        });
-                                        Ok(())
+                                        let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                                        let col = add(col0.clone(), z.clone());
+                                        let staged =
+                                            Expr::load(&stage, vec![r.clone(), col.clone()]);
+                                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                        s.epilogue_stores(
+                                            mm,
+                                            staged,
+                                            &p.access_c,
+                                            roots,
+                                            &cs,
+                                            vec![gm.clone(), gn, bi.clone()],
+                                        )
                                     })
                                 }),
                             }

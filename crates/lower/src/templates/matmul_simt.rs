@@ -19,9 +19,9 @@ pub(crate) const TM: u64 = 4;
 pub(crate) const TN: u64 = 4;
 
 impl Builder<'_, '_> {
-    /// A tiled matmul storing `root`: the matmul itself, or an elementwise chain over it
-    /// computed in the epilogue from the accumulator (see `plan_epilogues`).
-    pub(crate) fn matmul(&mut self, inst: &Inst, root: ValueId) -> R<()> {
+    /// A tiled matmul storing `roots`: the matmul itself and/or values of its epilogue, computed
+    /// from the accumulator ([`Builder::epilogue_stores`]).
+    pub(crate) fn matmul(&mut self, inst: &Inst, roots: &[ValueId]) -> R<()> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         let (ashape, bshape) = (self.ty(a).shape.clone(), self.ty(bv).shape.clone());
         let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
@@ -118,11 +118,14 @@ impl Builder<'_, '_> {
                 a_k_fast,
                 b_n_fast,
             };
-            return self.matmul_tc(inst, root, plan);
+            return self.matmul_tc(inst, roots, plan);
         }
         self.kernel.grid = matmul_grid(m, n, batch, BM, BN)?;
         self.kernel.block = [THREADS, 1, 1];
-        let c = self.global(root, access_c.clone());
+        let cs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, access_c.clone()))
+            .collect();
         let mm = inst.result;
         let tile = |d0: u64, d1: u64| {
             Layout::flat(&[d0 as i64, d1 as i64], &[d1 as i64 + 1, 1]).map_err(internal)
@@ -275,7 +278,7 @@ impl Builder<'_, '_> {
                     s.out.push(Stmt::Sync);
                     Ok(())
                 })?;
-                let (acc5, c2) = (acc.clone(), c.clone());
+                let acc5 = acc.clone();
                 let (tx4, ty4) = (tx.clone(), ty.clone());
                 s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
                     s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
@@ -293,19 +296,8 @@ impl Builder<'_, '_> {
                             Expr::idx(IdxOp::And, lt(gm.clone(), int(m)), lt(gn.clone(), int(n)));
                         s.if_(cond, |s| {
                             let acc_v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
-                            let v = if root == mm {
-                                acc_v
-                            } else {
-                                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                                s.overrides.insert(mm, (access_c.clone(), acc_v));
-                                s.compute_at(root, &access_c, false)?
-                            };
-                            s.out.push(Stmt::Store {
-                                tensor: c2,
-                                coord: vec![gm, gn, bi],
-                                value: v,
-                            });
-                            Ok(())
+                            s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                            s.epilogue_stores(mm, acc_v, &access_c, roots, &cs, vec![gm, gn, bi])
                         })
                     })
                 })
@@ -348,6 +340,40 @@ impl Builder<'_, '_> {
             coord: tile_coord,
             value: Expr::var(&x),
         });
+        Ok(())
+    }
+
+    /// The epilogue at one output element: with the matmul's value `acc` (at `access`, the
+    /// builder's coordinate set to the element), computes each of `roots` and stores it to the
+    /// matching tensor of `outs` at `coord`. A root computed earlier is reused by later ones,
+    /// never re-read from memory.
+    pub(crate) fn epilogue_stores(
+        &mut self,
+        mm: ValueId,
+        acc: Expr,
+        access: &Layout,
+        roots: &[ValueId],
+        outs: &[String],
+        coord: Vec<Expr>,
+    ) -> R<()> {
+        self.overrides.insert(mm, (access.clone(), acc.clone()));
+        for (&root, out) in roots.iter().zip(outs) {
+            let v = if root == mm {
+                acc.clone()
+            } else {
+                let e = self.compute_at(root, access, false)?;
+                self.overrides.insert(root, (access.clone(), e.clone()));
+                e
+            };
+            self.out.push(Stmt::Store {
+                tensor: out.clone(),
+                coord: coord.clone(),
+                value: v,
+            });
+        }
+        for &root in roots {
+            self.overrides.remove(&root);
+        }
         Ok(())
     }
 }
