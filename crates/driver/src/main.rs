@@ -8,7 +8,6 @@ mod diag;
 mod gpu;
 mod input;
 mod layout;
-mod mlir;
 mod npy;
 mod opt;
 mod run;

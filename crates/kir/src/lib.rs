@@ -46,7 +46,7 @@ pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError, manifest
 
 pub use parse::{ParseError, parse_module};
 pub use print::print_module;
-pub use verify::{VerifyError, verify_module};
+pub use verify::{VerifyError, verify_module, verify_module_for};
 
 use irc_ir::DType;
 use irc_layout::{Layout, LayoutError, coalesce};

@@ -18,6 +18,7 @@
 //!   single index; constants are never stored to.
 
 use super::*;
+use irc_target::Target;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -37,10 +38,12 @@ impl fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
-const MAX_SHARED_BYTES: i64 = 48 * 1024;
-const MAX_REGISTER_ELEMS: i64 = 256;
-
 pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
+    verify_module_for(m, &Target::default())
+}
+
+/// [`verify_module`] against the limits of `target`.
+pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError> {
     let merr = |message: String| VerifyError {
         location: "module".into(),
         message,
@@ -65,7 +68,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         if kernels.insert(k.name.as_str(), k).is_some() {
             return Err(merr(format!("kernel @{} is declared twice", k.name)));
         }
-        verify_kernel(k, &consts)?;
+        verify_kernel(k, &consts, target)?;
     }
     for l in &m.launches {
         let k = kernels
@@ -118,7 +121,13 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
     Ok(())
 }
 
-fn verify_kernel(k: &Kernel, consts: &HashMap<&str, &ConstDecl>) -> Result<(), VerifyError> {
+fn verify_kernel(
+    k: &Kernel,
+    consts: &HashMap<&str, &ConstDecl>,
+    target: &Target,
+) -> Result<(), VerifyError> {
+    let max_register_elems = target.max_register_elems as i64;
+    let max_shared_bytes = target.max_shared_bytes as i64;
     let err = |message: String| VerifyError {
         location: format!("@{}", k.name),
         message,
@@ -205,18 +214,18 @@ fn verify_kernel(k: &Kernel, consts: &HashMap<&str, &ConstDecl>) -> Result<(), V
                 }
             }
             Space::Registers => {
-                if size > MAX_REGISTER_ELEMS || cosize > MAX_REGISTER_ELEMS {
+                if size > max_register_elems || cosize > max_register_elems {
                     return Err(err(format!(
-                        "register tensor %{} has more than {MAX_REGISTER_ELEMS} elements",
+                        "register tensor %{} has more than {max_register_elems} elements",
                         t.name
                     )));
                 }
             }
         }
     }
-    if shared_bytes > MAX_SHARED_BYTES {
+    if shared_bytes > max_shared_bytes {
         return Err(err(format!(
-            "{shared_bytes} bytes of shared memory exceed {MAX_SHARED_BYTES}"
+            "{shared_bytes} bytes of shared memory exceed {max_shared_bytes}"
         )));
     }
     let mut cx = Checker {

@@ -23,7 +23,8 @@
 //! where bytes are the kernel's output plus each distinct materialized tensor it reads. The
 //! graph's cost is the sum over kernels: kernels run one after the other.
 //!
-//! The target's numbers default to MISSION.md's H100 ceilings ([`Target::h100`]).
+//! The target's numbers are `irc_target`'s (MISSION.md's H100 ceilings by default,
+//! [`Target::h100`]), the same the benchmark's roofline and the verifier's limits use.
 
 use crate::lang::{Head, Node};
 use irc_fused::policy::{self, Home, NodeKind, splat_of};
@@ -35,39 +36,7 @@ pub type Cost = u64;
 /// The cost of what cannot be lowered.
 pub const INFINITY: Cost = u64::MAX;
 
-/// A machine description: the rates the cost model divides by.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Target {
-    pub name: &'static str,
-    /// Global memory bandwidth, bytes per second (read + write).
-    pub bandwidth: f64,
-    /// Tensor-core rate for 16-bit matmuls, flop/s.
-    pub tensor_flops: f64,
-    /// CUDA-core rate for everything else (f32), flop/s.
-    pub cuda_flops: f64,
-    /// Fixed cost of one kernel launch, picoseconds.
-    pub launch: Cost,
-}
-
-impl Target {
-    /// H100 80GB HBM3: 3006 GB/s copy bandwidth and 737 TFLOP/s bf16 matmul (MISSION.md's
-    /// measured ceilings), 67 TFLOP/s f32 on CUDA cores (the data sheet), 3 µs per launch.
-    pub fn h100() -> Target {
-        Target {
-            name: "h100",
-            bandwidth: 3006e9,
-            tensor_flops: 737e12,
-            cuda_flops: 67e12,
-            launch: 3_000_000,
-        }
-    }
-}
-
-impl Default for Target {
-    fn default() -> Target {
-        Target::h100()
-    }
-}
+pub use irc_target::Target;
 
 /// One statement of a selected graph; children index earlier entries.
 #[derive(Clone, Debug)]
@@ -230,10 +199,13 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         .count();
     let mut total: Cost = (statements + flaggable) as Cost;
     for k in kernels(d, &home) {
-        let mem = k.bytes as f64 / t.bandwidth;
-        let compute = k.tensor_flops / t.tensor_flops + k.cuda_flops / t.cuda_flops;
+        let mem = k.bytes as f64 / (t.peak_gbps * 1e9);
+        let compute =
+            k.tensor_flops / (t.peak_tflops * 1e12) + k.cuda_flops / (t.cuda_tflops * 1e12);
         let ps = (mem.max(compute) * 1e12) as Cost;
-        total = total.saturating_add(t.launch).saturating_add(ps);
+        total = total
+            .saturating_add((t.launch_us * 1e6) as Cost)
+            .saturating_add(ps);
     }
     total
 }
