@@ -22,7 +22,8 @@ use crate::MlirError;
 use irc_ir::DType;
 use irc_kir::manifest::BufferKind;
 use irc_kir::{
-    self as kir, Builtin, Expr, Func, IdxOp, IndexWidth, ReduceOp, Space, Stmt, TensorDecl, Ty,
+    self as kir, Builtin, Expr, Func, IdxOp, IndexWidth, Intrinsic, ReduceOp, Space, Stmt,
+    TensorDecl, Ty,
 };
 use melior::{
     Context,
@@ -908,8 +909,17 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 self.scf_if_else(c, body, orelse)?;
             }
             Stmt::Copy { width, dst, src } => self.copy(*width, dst, src)?,
-            Stmt::Mma { d, a, b } => self.mma(d, a, b)?,
-            Stmt::Ldmatrix { trans, dst, src } => self.ldmatrix(*trans, dst, src)?,
+            Stmt::Intrinsic { op, args } => {
+                let f = |i: usize| match args.get(i) {
+                    Some(kir::Arg::Frag(f)) => Ok(f),
+                    _ => Err(MlirError::KernelIr(format!("{} operand {i}", op.name()))),
+                };
+                match op {
+                    Intrinsic::LdmatrixX4 => self.ldmatrix(false, f(0)?, f(1)?)?,
+                    Intrinsic::LdmatrixX4Trans => self.ldmatrix(true, f(0)?, f(1)?)?,
+                    Intrinsic::MmaM16n8k16 => self.mma(f(0)?, f(1)?, f(2)?)?,
+                }
+            }
             Stmt::WarpReduce { var, ty, op, value } => {
                 let (v, _) = self.expr(value)?;
                 let Ty::Elem(d) = *ty else {

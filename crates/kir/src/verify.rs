@@ -397,56 +397,39 @@ impl<'k> Checker<'k> {
                 Ok(())
             }
             Stmt::Sync => Ok(()),
-            Stmt::Ldmatrix { dst, src, .. } => {
-                let td = self.frag(dst, 8)?;
-                let ts = *self
-                    .tensors
-                    .get(src.tensor.as_str())
-                    .ok_or_else(|| format!("undefined tensor %{}", src.tensor))?;
-                let shared = match &ts.space {
-                    Space::Shared => true,
-                    Space::View(b) => self
-                        .tensors
-                        .get(b.as_str())
-                        .is_some_and(|b| b.space == Space::Shared),
-                    _ => false,
-                };
-                let aligned = ts
-                    .layout
-                    .leaves()
-                    .iter()
-                    .all(|&(s, d)| s == 1 || (d * 2) % 16 == 0);
-                if !shared
-                    || ts.dtype != td
-                    || td.size_bytes() != 2
-                    || !aligned
-                    || src.at.len() != ts.layout.rank()
-                {
+            Stmt::Intrinsic { op, args } => {
+                let info = op.info();
+                if args.len() != info.args.len() {
                     return Err(format!(
-                        "ldmatrix reads 16-bit rows of a shared tensor of the fragment's dtype at 16-byte aligned offsets, one coordinate per mode (%{})",
-                        src.tensor
+                        "{} takes {} operands, got {}",
+                        info.name,
+                        info.args.len(),
+                        args.len()
                     ));
                 }
-                for c in &src.at {
-                    if self.expr(c)? != Ty::Idx {
-                        return Err(format!("coordinates of %{} must be idx", src.tensor));
-                    }
+                let mut tensors = vec![];
+                for ((name, kind), arg) in info.args.iter().zip(args) {
+                    tensors.push(match (kind, arg) {
+                        (ArgKind::Index, Arg::Expr(e)) => {
+                            if self.expr(e)? != Ty::Idx {
+                                return Err(format!("{} operand {name} must be idx", info.name));
+                            }
+                            None
+                        }
+                        (
+                            ArgKind::RegIn(n) | ArgKind::RegOut(n) | ArgKind::RegInOut(n),
+                            Arg::Frag(f),
+                        ) => {
+                            self.frag(f, *n)?;
+                            self.tensors.get(f.tensor.as_str()).copied()
+                        }
+                        (ArgKind::SharedIn, Arg::Frag(f)) => Some(self.shared_at(f)?),
+                        _ => {
+                            return Err(format!("{} operand {name} has the wrong kind", info.name));
+                        }
+                    });
                 }
-                Ok(())
-            }
-            Stmt::Mma { d, a, b } => {
-                let ta = self.frag(a, 8)?;
-                self.frag(b, 4).and_then(|tb| {
-                    if tb == ta && matches!(ta, DType::F16 | DType::BF16) {
-                        Ok(())
-                    } else {
-                        Err("mma takes f16 or bf16 fragments a and b of one dtype".into())
-                    }
-                })?;
-                if self.frag(d, 4)? != DType::F32 {
-                    return Err("mma accumulates into an f32 fragment".into());
-                }
-                Ok(())
+                (info.check)(&tensors).map_err(|e| format!("{e} (%{})", first_tensor(args)))
             }
             Stmt::BlockReduce { var, ty, value, .. } | Stmt::WarpReduce { var, ty, value, .. } => {
                 let t = self.expr(value)?;
@@ -463,6 +446,34 @@ impl<'k> Checker<'k> {
                 self.define(var, *ty, VarKind::Let)
             }
         }
+    }
+
+    /// A shared tensor (or a view of one) read at a full coordinate of idx expressions.
+    fn shared_at(&mut self, f: &'k Frag) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let shared = match &t.space {
+            Space::Shared => true,
+            Space::View(b) => self
+                .tensors
+                .get(b.as_str())
+                .is_some_and(|b| b.space == Space::Shared),
+            _ => false,
+        };
+        if !shared || f.at.len() != t.layout.rank() {
+            return Err(format!(
+                "%{} must be a shared tensor (or a view of one) at one coordinate per mode",
+                f.tensor
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t)
     }
 
     /// A vector operand of `copy.w`: mode 0 is `w:1`, every other stride a multiple of `w`.
@@ -509,7 +520,7 @@ impl<'k> Checker<'k> {
         let mode0 = t.layout.mode(0).and_then(|m| m.size()).unwrap_or(0);
         if !in_regs || mode0 != values || f.at.len() + 1 != t.layout.rank() {
             return Err(format!(
-                "mma fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
+                "fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
                 f.tensor,
                 t.layout.rank().saturating_sub(1)
             ));
@@ -608,4 +619,10 @@ impl<'k> Checker<'k> {
             }
         }
     }
+}
+
+fn first_tensor(args: &[Arg]) -> &str {
+    args.iter()
+        .find_map(Arg::frag)
+        .map_or("", |f| f.tensor.as_str())
 }

@@ -5,6 +5,7 @@
 use crate::LowerError;
 use crate::lower::*;
 use irc_ir::{DType, Inst, ValueId};
+use irc_kir::Intrinsic;
 use irc_kir::{self as kir, Builtin, Expr, IdxOp, Space, Stmt, Ty};
 use irc_layout::{Layout, LayoutError, coalesce, composition};
 
@@ -267,42 +268,54 @@ impl Builder<'_, '_> {
                         Expr::Int(1),
                         false,
                         |s, ks| {
-                            let frag = |t: &str, at: Vec<Expr>| kir::Frag {
-                                tensor: t.to_string(),
-                                at,
+                            let frag = |t: &str, at: Vec<Expr>| {
+                                kir::Arg::Frag(kir::Frag {
+                                    tensor: t.to_string(),
+                                    at,
+                                })
+                            };
+                            let ldmatrix = |trans: bool| {
+                                if trans {
+                                    Intrinsic::LdmatrixX4Trans
+                                } else {
+                                    Intrinsic::LdmatrixX4
+                                }
                             };
                             unrolled(s, "i", TC_MT, &mut |s, i| {
-                                s.out.push(Stmt::Ldmatrix {
-                                    trans: trans_a,
-                                    dst: frag(&fa, vec![i.clone()]),
-                                    src: frag(
-                                        &rows_a,
-                                        vec![lane.clone(), i, ks.clone(), wm.clone()],
-                                    ),
+                                s.out.push(Stmt::Intrinsic {
+                                    op: ldmatrix(trans_a),
+                                    args: vec![
+                                        frag(&fa, vec![i.clone()]),
+                                        frag(
+                                            &rows_a,
+                                            vec![lane.clone(), i, ks.clone(), wm.clone()],
+                                        ),
+                                    ],
                                 });
                                 Ok(())
                             })?;
                             unrolled(s, "j", TC_NT / 2, &mut |s, j| {
-                                s.out.push(Stmt::Ldmatrix {
-                                    trans: trans_b,
-                                    dst: frag(&fb_pairs, vec![j.clone()]),
-                                    src: frag(
-                                        &rows_b,
-                                        vec![lane.clone(), j, ks.clone(), wn.clone()],
-                                    ),
+                                s.out.push(Stmt::Intrinsic {
+                                    op: ldmatrix(trans_b),
+                                    args: vec![
+                                        frag(&fb_pairs, vec![j.clone()]),
+                                        frag(
+                                            &rows_b,
+                                            vec![lane.clone(), j, ks.clone(), wn.clone()],
+                                        ),
+                                    ],
                                 });
                                 Ok(())
                             })?;
                             unrolled(s, "i", TC_MT, &mut |s, i| {
                                 unrolled(s, "j", TC_NT, &mut |s, j| {
-                                    let f = |t: &str, at: Vec<Expr>| kir::Frag {
-                                        tensor: t.to_string(),
-                                        at,
-                                    };
-                                    s.out.push(Stmt::Mma {
-                                        d: f(&acc, vec![i.clone(), j.clone()]),
-                                        a: f(&fa, vec![i.clone()]),
-                                        b: f(&fb, vec![j]),
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::MmaM16n8k16,
+                                        args: vec![
+                                            frag(&acc, vec![i.clone(), j.clone()]),
+                                            frag(&fa, vec![i.clone()]),
+                                            frag(&fb, vec![j]),
+                                        ],
                                     });
                                     Ok(())
                                 })
