@@ -13,10 +13,12 @@
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
 //!    tile would otherwise recompute it.
 //! 6. A matmul's **epilogue** is the closure of its same-shape elementwise readers whose other
-//!    operands do not depend on it. The whole closure runs in the matmul's kernel; a member is
+//!    operands do not depend on it. When a member would be stored anyway (a result, a value read
+//!    twice, a matmul operand), the whole closure runs in the matmul's kernel; a member is then
 //!    stored only if it is a result or read outside the closure (so one kernel may store several
-//!    values, the matmul's own result among them), and the matmul itself is stored only if it
-//!    must be. A node belongs to one closure (the first matmul's, in order).
+//!    values, the matmul's own result among them), and the matmul itself only if it must be.
+//!    Otherwise the matmul is stored and its readers compute the chain inline (the same bytes,
+//!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
 //! 7. A view is read through a layout; a view that cannot be composed with its reader's access
 //!    is *forced* into memory by lowering (the caller passes it in `forced`).
 //!
@@ -290,7 +292,13 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
                 }
             }
         }
-        if closure.len() == 1 {
+        // Worth it only if some member would be stored anyway (a result, a value read twice,
+        // a matmul operand): otherwise the readers outside compute the members inline from the
+        // stored matmul, which moves the same bytes without an extra pass in the epilogue.
+        let worth = closure
+            .iter()
+            .any(|&x| x != m && matches!(home[x], Home::Stored { .. }));
+        if !worth {
             continue;
         }
         for &x in &closure {
