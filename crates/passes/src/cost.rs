@@ -25,6 +25,10 @@
 //!   kernels;
 //! - elementwise ops and casts fuse into their single consumer (prologue) or producer
 //!   (epilogue) and are not materialized;
+//! - a `slice` with unit steps is a view too (an offset into its operand's layout); a strided
+//!   slice, a `concat` and a `gather` move elements by a rule no layout states and are copy
+//!   kernels of their own, always materialized; comparisons, `select` and `iota` are
+//!   elementwise;
 //! - anchors (matmul, reductions, composites) end a kernel when read by another anchor; read
 //!   by an elementwise op they keep going (an epilogue). A matmul's operands may carry fused
 //!   elementwise prologues, but an anchor feeding a matmul operand is materialized: its result
@@ -104,6 +108,14 @@ enum Kind {
     View,
     Elementwise,
     Anchor,
+    /// Moves elements by a rule that is no layout (a strided slice, a concat, a gather): a
+    /// copy kernel of its own, always materialized.
+    Copy,
+}
+
+/// A `slice` whose every step is 1.
+fn unit_slice(n: &Node) -> bool {
+    n.ints("steps").is_none_or(|s| s.iter().all(|&s| s == 1))
 }
 
 fn kind(n: &Node) -> Kind {
@@ -118,8 +130,16 @@ fn kind(n: &Node) -> Kind {
                 }
             }
             Category::View => Kind::View,
-            Category::Unary | Category::Binary | Category::Cast => Kind::Elementwise,
+            // A slice with unit steps reads its operand at an offset: a layout view.
+            Category::Slice if unit_slice(n) => Kind::View,
+            Category::Unary
+            | Category::Binary
+            | Category::Cast
+            | Category::Compare
+            | Category::Select
+            | Category::Iota => Kind::Elementwise,
             Category::Matmul | Category::Reduction | Category::Composite => Kind::Anchor,
+            Category::Slice | Category::Concat | Category::Gather => Kind::Copy,
         },
     }
 }
@@ -177,8 +197,12 @@ fn flops(d: &Dag, i: usize) -> (f64, f64) {
                 1.0
             } * out,
         ),
-        Category::Cast => (0.0, out),
-        Category::View | Category::Constant => (0.0, 0.0),
+        Category::Cast | Category::Compare | Category::Select | Category::Iota => (0.0, out),
+        Category::View
+        | Category::Constant
+        | Category::Slice
+        | Category::Concat
+        | Category::Gather => (0.0, 0.0),
     }
 }
 
@@ -223,6 +247,7 @@ pub fn materialized(d: &Dag) -> Vec<bool> {
             Kind::View => is_result[i] || (moves_last_axis(&d.nodes[i].node) && read_by_matmul[i]),
             Kind::Elementwise => is_result[i] || readers[i] >= 2,
             Kind::Anchor => is_result[i] || readers[i] >= 2 || read_by_anchor[i],
+            Kind::Copy => true,
         };
     }
     // An anchor reached from a matmul operand through fused prologue ops is materialized.
