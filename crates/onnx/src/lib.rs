@@ -1,0 +1,213 @@
+//! The ONNX importer: an ONNX model (protobuf bytes) in, a verified irc [`Graph`] and its
+//! weights out.
+//!
+//! - [`proto`]: the ONNX schema's messages the importer reads (prost derive, the schema's
+//!   field numbers);
+//! - [`ops`]: the one table of supported ONNX ops, each mapped to irc ops or a decomposition;
+//! - [`import_model`]: decodes, checks the opset, fixes dynamic dims from [`Options::dims`],
+//!   and walks the nodes in order, building the graph with [`irc_ir::GraphBuilder`];
+//! - [`weights`]: the side file (safetensors) the weights travel in.
+//!
+//! # Values, constants and weights
+//!
+//! Every ONNX value is either computed (an irc value) or known at import time (a host tensor:
+//! initializers, `Constant` nodes, `Shape` of a static shape, and any op whose operands are all
+//! known and whose result is small, which the importer folds by running the reference
+//! interpreter on it). Known tensors stay on the host until a computed op reads one: then a
+//! small one (at most [`Options::inline_limit`] elements) is written into the graph as a
+//! `constant`, and a larger one becomes a graph **parameter** named after the initializer,
+//! after the model's own inputs; [`Imported::weights`] holds its value by that name. Shape
+//! inputs (`Reshape`'s shape, `Slice`'s starts, ...) must be known: irc shapes are static.
+//!
+//! Architecture Invariant: no IO (bytes in, graph and bytes out) and no panic on any input:
+//! every failure is an [`ImportError`] naming the node, its op and the opset.
+
+mod ctx;
+pub mod ops;
+pub mod proto;
+mod tensor;
+pub mod weights;
+
+pub use tensor::decode_tensor;
+
+use ctx::{Ctx, Val};
+use irc_interp::Tensor;
+use irc_ir::Graph;
+use prost::Message;
+use std::collections::BTreeMap;
+
+/// The oldest and newest `ai.onnx` opset versions the importer accepts.
+pub const MIN_OPSET: i64 = 13;
+pub const MAX_OPSET: i64 = 25;
+
+/// How to import.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Sizes for named dynamic dims (`--dim batch=16`).
+    pub dims: BTreeMap<String, u64>,
+    /// Known tensors with at most this many elements are inlined as `constant`s; larger ones
+    /// become weight parameters.
+    pub inline_limit: u64,
+    /// The graph's name (`@name`); default the ONNX graph's name.
+    pub name: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            dims: BTreeMap::new(),
+            inline_limit: 64,
+            name: None,
+        }
+    }
+}
+
+/// An imported model.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// The graph: the model's inputs first, then one parameter per weight.
+    pub graph: Graph,
+    /// The value of each weight parameter, by parameter name, in parameter order.
+    pub weights: Vec<(String, Tensor)>,
+    /// The `ai.onnx` opset the model declares.
+    pub opset: i64,
+}
+
+impl Imported {
+    /// How many of the graph's parameters are the model's own inputs (the rest are weights).
+    pub fn num_inputs(&self) -> usize {
+        self.graph.params.len() - self.weights.len()
+    }
+}
+
+/// Why a model could not be imported.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ImportError {
+    /// The bytes are not an ONNX protobuf (truncated, corrupt, not ONNX at all).
+    #[error("not a valid ONNX model: {0}")]
+    Decode(String),
+    /// The model as a whole: no graph, an unsupported opset or domain.
+    #[error("{0}")]
+    Model(String),
+    /// A graph input or output.
+    #[error("graph {what} '{name}': {message}")]
+    Value {
+        what: &'static str,
+        name: String,
+        message: String,
+    },
+    /// One node.
+    #[error("node #{index} '{name}' ({op}, opset {opset}): {message}")]
+    Node {
+        index: usize,
+        name: String,
+        op: String,
+        opset: i64,
+        message: String,
+    },
+}
+
+/// Imports an ONNX model from its protobuf bytes.
+pub fn import_model(bytes: &[u8], opts: &Options) -> Result<Imported, ImportError> {
+    let model = proto::ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
+    let opset = model_opset(&model)?;
+    let graph = model.graph.as_ref().ok_or_else(|| {
+        ImportError::Model("the model has no graph (ModelProto.graph is empty)".into())
+    })?;
+    let name = opts.name.clone().unwrap_or_else(|| {
+        let n = ctx::sanitize(&graph.name);
+        if n.is_empty() { "model".into() } else { n }
+    });
+    let mut cx = Ctx::new(&name, opset, opts);
+    for init in &graph.initializer {
+        let t = decode_initializer(init)?;
+        cx.define_known(&init.name, t);
+    }
+    for input in &graph.input {
+        if cx.is_defined(&input.name) {
+            continue; // an initializer listed as an input too (IR version < 4): a weight.
+        }
+        let ty = tensor::value_type(input, &opts.dims).map_err(|message| ImportError::Value {
+            what: "input",
+            name: input.name.clone(),
+            message,
+        })?;
+        cx.define_input(&input.name, ty);
+    }
+    for (index, node) in graph.node.iter().enumerate() {
+        let err = |message: String| ImportError::Node {
+            index,
+            name: node.name.clone(),
+            op: node.op_type.clone(),
+            opset,
+            message,
+        };
+        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+            return Err(err(format!(
+                "domain '{}' is not supported (only the default ai.onnx domain is)",
+                node.domain
+            )));
+        }
+        let inputs = node
+            .input
+            .iter()
+            .map(|n| {
+                if n.is_empty() {
+                    Ok(None)
+                } else {
+                    cx.lookup(n)
+                        .map(Some)
+                        .ok_or_else(|| err(format!("input '{n}' is not defined before this node")))
+                }
+            })
+            .collect::<Result<Vec<Option<Val>>, _>>()?;
+        let outs = ops::import_node(&mut cx, index, node, inputs).map_err(err)?;
+        for (name, v) in node.output.iter().zip(outs) {
+            if !name.is_empty() {
+                cx.define(name, v, index);
+            }
+        }
+    }
+    let mut results = Vec::new();
+    for out in &graph.output {
+        let v = cx.lookup(&out.name).ok_or_else(|| ImportError::Value {
+            what: "output",
+            name: out.name.clone(),
+            message: "no node computes it".into(),
+        })?;
+        let id = cx.value(&v).map_err(|message| ImportError::Value {
+            what: "output",
+            name: out.name.clone(),
+            message,
+        })?;
+        results.push(id);
+    }
+    cx.finish(&results, opset).map_err(ImportError::Model)
+}
+
+fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportError> {
+    let default = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx");
+    let Some(op) = default else {
+        return Err(ImportError::Model(
+            "the model imports no ai.onnx opset (ModelProto.opset_import)".into(),
+        ));
+    };
+    if !(MIN_OPSET..=MAX_OPSET).contains(&op.version) {
+        return Err(ImportError::Model(format!(
+            "ai.onnx opset {} is not supported: irc imports opsets {MIN_OPSET} to {MAX_OPSET} (convert older models with onnx.version_converter)",
+            op.version
+        )));
+    }
+    Ok(op.version)
+}
+
+fn decode_initializer(t: &proto::TensorProto) -> Result<Tensor, ImportError> {
+    tensor::from_proto(t).map_err(|message| ImportError::Value {
+        what: "initializer",
+        name: t.name.clone(),
+        message,
+    })
+}
