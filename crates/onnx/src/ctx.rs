@@ -38,8 +38,9 @@ pub struct Ctx<'o> {
     env: HashMap<String, Val>,
     weights: Vec<(String, Tensor)>,
     param_names: HashSet<String>,
-    /// Known tensors already written into the graph, by address.
-    materialized: HashMap<*const Tensor, ValueId>,
+    /// Known tensors already written into the graph, by address (the tensor is kept alive,
+    /// so its address is never reused by another).
+    materialized: HashMap<*const Tensor, (Rc<Tensor>, ValueId)>,
     pub opset: i64,
     opts: &'o Options,
     /// The node being imported: its name becomes the provenance of what it adds.
@@ -158,8 +159,8 @@ impl<'o> Ctx<'o> {
             Val::Known(t, name) => (t, name),
         };
         let key = Rc::as_ptr(t);
-        if let Some(&id) = self.materialized.get(&key) {
-            return Ok(id);
+        if let Some((_, id)) = self.materialized.get(&key) {
+            return Ok(*id);
         }
         let id = if t.ty.numel() <= self.opts.inline_limit {
             let value = constant_attr(&t.data, t.ty.rank() == 0);
@@ -178,7 +179,7 @@ impl<'o> Ctx<'o> {
             self.weights.push((p.clone(), (**t).clone()));
             self.b.param(&p, t.ty.clone())
         };
-        self.materialized.insert(key, id);
+        self.materialized.insert(key, (t.clone(), id));
         Ok(id)
     }
 

@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 /// The oldest and newest `ai.onnx` opset versions the importer accepts.
 pub const MIN_OPSET: i64 = 13;
-pub const MAX_OPSET: i64 = 25;
+pub const MAX_OPSET: i64 = 28;
 
 /// How to import.
 #[derive(Clone, Debug)]
@@ -50,6 +50,10 @@ pub struct Options {
     pub inline_limit: u64,
     /// The graph's name (`@name`); default the ONNX graph's name.
     pub name: Option<String>,
+    /// Values of graph inputs fixed at import time, by ONNX name: such an input is no
+    /// parameter but a known tensor (for inputs that decide shapes, such as `Reshape`'s shape
+    /// or a reduction's axes fed as graph inputs).
+    pub known: BTreeMap<String, Tensor>,
 }
 
 impl Default for Options {
@@ -58,6 +62,7 @@ impl Default for Options {
             dims: BTreeMap::new(),
             inline_limit: 64,
             name: None,
+            known: BTreeMap::new(),
         }
     }
 }
@@ -126,6 +131,10 @@ pub fn import_model(bytes: &[u8], opts: &Options) -> Result<Imported, ImportErro
     for input in &graph.input {
         if cx.is_defined(&input.name) {
             continue; // an initializer listed as an input too (IR version < 4): a weight.
+        }
+        if let Some(t) = opts.known.get(&input.name) {
+            cx.define_known(&input.name, t.clone());
+            continue;
         }
         let ty = tensor::value_type(input, &opts.dims).map_err(|message| ImportError::Value {
             what: "input",
@@ -210,4 +219,20 @@ fn decode_initializer(t: &proto::TensorProto) -> Result<Tensor, ImportError> {
         name: t.name.clone(),
         message,
     })
+}
+
+/// The names of a model's graph inputs that are not initializers, in order: the inputs a
+/// caller feeds (or fixes with [`Options::known`]).
+pub fn input_names(bytes: &[u8]) -> Result<Vec<String>, ImportError> {
+    let model = proto::ModelProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
+    let g = model
+        .graph
+        .ok_or_else(|| ImportError::Model("the model has no graph".into()))?;
+    let inits: std::collections::HashSet<&str> =
+        g.initializer.iter().map(|t| t.name.as_str()).collect();
+    Ok(g.input
+        .iter()
+        .filter(|i| !inits.contains(i.name.as_str()))
+        .map(|i| i.name.clone())
+        .collect())
 }

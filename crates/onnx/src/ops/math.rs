@@ -101,6 +101,22 @@ fn variadic(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Val> {
     Ok(acc)
 }
 
+/// A decomposition's input in op math: 16-bit floats computed in f32 and rounded once at the
+/// end ([`down`]), as ONNX's reference and PyTorch's fused kernels do.
+fn up(cx: &mut Ctx, x: &Val) -> R<(Val, DType)> {
+    let d = cx.ty(x).dtype;
+    if matches!(d, DType::F16 | DType::BF16) {
+        Ok((cast_to(cx, x, DType::F32)?, d))
+    } else {
+        Ok((x.clone(), d))
+    }
+}
+
+/// The result of a decomposition begun with [`up`], in the input's dtype.
+fn down(cx: &mut Ctx, d: DType, y: Val) -> R<Vec<Val>> {
+    one(cast_to(cx, &y, d)?)
+}
+
 // ---- elementwise ----------------------------------------------------------------------------
 
 pub fn abs(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
@@ -303,13 +319,14 @@ fn expm1_scaled(cx: &mut Ctx, x: &Val, alpha: f64) -> R<Val> {
 }
 
 pub fn elu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let e = expm1_scaled(cx, &x, n.float("alpha", 1.0) as f64)?;
-    one(negative_branch(cx, &x, &e)?)
+    let y = negative_branch(cx, &x, &e)?;
+    down(cx, d0, y)
 }
 
 pub fn selu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let alpha = n.float("alpha", 1.673_263_2) as f64;
     let gamma = n.float("gamma", 1.050_701) as f64;
     let e = expm1_scaled(cx, &x, alpha)?;
@@ -317,11 +334,12 @@ pub fn selu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let le = bin(cx, OpKind::Le, &x, &z)?;
     let s = select(cx, &le, &e, &x)?;
     let g = sc(cx, gamma, &x);
-    one(bin(cx, OpKind::Mul, &s, &g)?)
+    let y = bin(cx, OpKind::Mul, &s, &g)?;
+    down(cx, d0, y)
 }
 
 pub fn celu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let alpha = n.float("alpha", 1.0) as f64;
     let a = sc(cx, alpha, &x);
     let xa = bin(cx, OpKind::Div, &x, &a)?;
@@ -329,7 +347,8 @@ pub fn celu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let z = sc(cx, 0.0, &x);
     let pos = bin(cx, OpKind::Max, &x, &z)?;
     let neg = bin(cx, OpKind::Min, &e, &z)?;
-    one(bin(cx, OpKind::Add, &pos, &neg)?)
+    let y = bin(cx, OpKind::Add, &pos, &neg)?;
+    down(cx, d0, y)
 }
 
 pub fn thresholded_relu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
@@ -350,15 +369,17 @@ fn hard_sigmoid_of(cx: &mut Ctx, x: &Val, alpha: f64, beta: f64) -> R<Val> {
 }
 
 pub fn hard_sigmoid(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let (alpha, beta) = (n.float("alpha", 0.2) as f64, n.float("beta", 0.5) as f64);
-    one(hard_sigmoid_of(cx, &x, alpha, beta)?)
+    let y = hard_sigmoid_of(cx, &x, alpha, beta)?;
+    down(cx, d0, y)
 }
 
 pub fn hard_swish(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let h = hard_sigmoid_of(cx, &x, 1.0 / 6.0, 0.5)?;
-    one(bin(cx, OpKind::Mul, &x, &h)?)
+    let y = bin(cx, OpKind::Mul, &x, &h)?;
+    down(cx, d0, y)
 }
 
 fn softplus_of(cx: &mut Ctx, x: &Val) -> R<Val> {
@@ -369,23 +390,26 @@ fn softplus_of(cx: &mut Ctx, x: &Val) -> R<Val> {
 }
 
 pub fn softplus(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
-    one(softplus_of(cx, &x)?)
+    let (x, d0) = up(cx, &n.x(0)?)?;
+    let y = softplus_of(cx, &x)?;
+    down(cx, d0, y)
 }
 
 pub fn softsign(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let a = un(cx, OpKind::Abs, &x)?;
     let o = sc(cx, 1.0, &x);
     let d = bin(cx, OpKind::Add, &a, &o)?;
-    one(bin(cx, OpKind::Div, &x, &d)?)
+    let y = bin(cx, OpKind::Div, &x, &d)?;
+    down(cx, d0, y)
 }
 
 pub fn mish(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let s = softplus_of(cx, &x)?;
     let t = un(cx, OpKind::Tanh, &s)?;
-    one(bin(cx, OpKind::Mul, &x, &t)?)
+    let y = bin(cx, OpKind::Mul, &x, &t)?;
+    down(cx, d0, y)
 }
 
 pub fn gelu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
@@ -394,6 +418,7 @@ pub fn gelu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         "none" => one(un(cx, OpKind::Gelu, &x)?),
         "tanh" => {
             // 0.5 · x · (1 + tanh(sqrt(2/π) · (x + 0.044715 · x³)))
+            let (x, d0) = up(cx, &x)?;
             let x3 = bin(cx, OpKind::Mul, &x, &x)?;
             let x3 = bin(cx, OpKind::Mul, &x3, &x)?;
             let c = sc(cx, 0.044715, &x);
@@ -406,7 +431,8 @@ pub fn gelu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             let t = bin(cx, OpKind::Add, &t, &o)?;
             let h = sc(cx, 0.5, &x);
             let hx = bin(cx, OpKind::Mul, &x, &h)?;
-            one(bin(cx, OpKind::Mul, &hx, &t)?)
+            let y = bin(cx, OpKind::Mul, &hx, &t)?;
+            down(cx, d0, y)
         }
         other => Err(format!(
             "approximate='{other}' is not one of 'none', 'tanh'"
@@ -484,7 +510,19 @@ fn reduction(
         return one(x);
     }
     let p = pre(cx, &x)?;
+    // Max and min of booleans (any, all) through i32.
+    let boolean = cx.ty(&p).dtype == DType::I1;
+    let p = if boolean {
+        cast_to(cx, &p, DType::I32)?
+    } else {
+        p
+    };
     let r = reduce(cx, op, &p, &axes, keep)?;
+    let r = if boolean {
+        cast_to(cx, &r, DType::I1)?
+    } else {
+        r
+    };
     one(post(cx, &r)?)
 }
 
@@ -573,22 +611,20 @@ pub fn softmax(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 }
 
 pub fn log_softmax(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let x = n.x(0)?;
+    let (x, d0) = up(cx, &n.x(0)?)?;
     let a = n.int("axis", -1);
     let m = reduce(cx, OpKind::ReduceMax, &x, &[a], true)?;
     let s = bin(cx, OpKind::Sub, &x, &m)?;
     let e = un(cx, OpKind::Exp, &s)?;
     let z = reduce(cx, OpKind::ReduceSum, &e, &[a], true)?;
     let l = un(cx, OpKind::Log, &z)?;
-    one(bin(cx, OpKind::Sub, &s, &l)?)
+    let y = bin(cx, OpKind::Sub, &s, &l)?;
+    down(cx, d0, y)
 }
 
 /// LayerNormalization / RMSNormalization over the axes `axis..rank`: irc's composites
 /// normalize one axis, so the trailing axes are flattened into one around them.
 fn norm(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Vec<Val>> {
-    if n.proto.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err("only the first output (Y) is supported".into());
-    }
     let x = n.x(0)?;
     let ty = cx.ty(&x);
     let a = axis(n.int("axis", -1), ty.rank())?;
@@ -621,7 +657,35 @@ fn norm(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Vec<Val>> {
         .with("eps", Attr::Float(n.float("epsilon", 1e-5) as f64));
     let refs: Vec<&Val> = operands.iter().collect();
     let y = cx.op(op, &refs, attrs)?;
-    one(reshape_to(cx, &y, &ty.shape)?)
+    let mut outs = vec![reshape_to(cx, &y, &ty.shape)?];
+    if n.n_out() > 1 {
+        outs.extend(norm_stats(cx, n, &x, a, op)?);
+    }
+    Ok(outs)
+}
+
+/// LayerNormalization's optional outputs Mean and InvStdDev (RMSNormalization has only the
+/// latter), over the axes `a..`, kept as dims of size 1, in the stash type (f32 by default).
+fn norm_stats(cx: &mut Ctx, n: &Node, x: &Val, a: usize, op: OpKind) -> R<Vec<Val>> {
+    let stash = if n.int("stash_type", 1) == 1 {
+        DType::F32
+    } else {
+        cx.ty(x).dtype
+    };
+    let xs = cast_to(cx, x, stash)?;
+    let axes: Vec<i64> = (a as i64..cx.ty(x).rank() as i64).collect();
+    let eps = cx.scalar(n.float("epsilon", 1e-5) as f64, stash);
+    let (mean, sq) = if op == OpKind::Layernorm {
+        let m = reduce(cx, OpKind::ReduceMean, &xs, &axes, true)?;
+        let c = bin(cx, OpKind::Sub, &xs, &m)?;
+        (Some(m), bin(cx, OpKind::Mul, &c, &c)?)
+    } else {
+        (None, bin(cx, OpKind::Mul, &xs, &xs)?)
+    };
+    let var = reduce(cx, OpKind::ReduceMean, &sq, &axes, true)?;
+    let ve = bin(cx, OpKind::Add, &var, &eps)?;
+    let inv = un(cx, OpKind::Rsqrt, &ve)?;
+    Ok(mean.into_iter().chain([inv]).collect())
 }
 
 pub fn layernorm(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {

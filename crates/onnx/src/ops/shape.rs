@@ -399,13 +399,13 @@ pub fn space_to_depth(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         return Err(format!("blocksize {k} does not divide H = {h} and W = {w}"));
     }
     let split = [b, c, h / k, k, w / k, k];
-    one(permute(
-        cx,
-        &x,
-        &split,
-        &[0, 3, 5, 1, 2, 4],
-        &[b, c * k * k, h / k, w / k],
-    )?)
+    let out = [b, c * k * k, h / k, w / k];
+    let perm = if n.string("mode").as_deref() == Some("CRD") {
+        [0, 1, 3, 5, 2, 4]
+    } else {
+        [0, 3, 5, 1, 2, 4]
+    };
+    one(permute(cx, &x, &split, &perm, &out)?)
 }
 
 /// `col - row` over the last two dims of `shape`, as i64.
