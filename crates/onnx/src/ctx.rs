@@ -162,7 +162,14 @@ impl<'o> Ctx<'o> {
         if let Some((_, id)) = self.materialized.get(&key) {
             return Ok(*id);
         }
-        let id = if t.ty.numel() <= self.opts.inline_limit {
+        // Initializers are weights (but scalars); what the model computes or writes as a
+        // Constant node is inlined when small.
+        let limit = if name.is_some() {
+            1
+        } else {
+            self.opts.inline_limit
+        };
+        let id = if t.ty.numel() <= limit {
             let value = constant_attr(&t.data, t.ty.rank() == 0);
             let attrs = Attrs::new().with("value", value);
             let id = self

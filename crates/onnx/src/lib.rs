@@ -14,8 +14,9 @@
 //! initializers, `Constant` nodes, `Shape` of a static shape, and any op whose operands are all
 //! known and whose result is small, which the importer folds by running the reference
 //! interpreter on it). Known tensors stay on the host until a computed op reads one: then a
-//! small one (at most [`Options::inline_limit`] elements) is written into the graph as a
-//! `constant`, and a larger one becomes a graph **parameter** named after the initializer,
+//! small one (an initializer's scalar, or at most [`Options::inline_limit`] elements of what
+//! the model computes or writes as a `Constant` node) is written into the graph as a
+//! `constant`, and any other becomes a graph **parameter** named after the initializer,
 //! after the model's own inputs; [`Imported::weights`] holds its value by that name. Shape
 //! inputs (`Reshape`'s shape, `Slice`'s starts, ...) must be known: irc shapes are static.
 //!
@@ -45,8 +46,8 @@ pub const MAX_OPSET: i64 = 28;
 pub struct Options {
     /// Sizes for named dynamic dims (`--dim batch=16`).
     pub dims: BTreeMap<String, u64>,
-    /// Known tensors with at most this many elements are inlined as `constant`s; larger ones
-    /// become weight parameters.
+    /// Known tensors with at most this many elements that are no initializer (those are
+    /// weights, but scalars) are inlined as `constant`s; larger ones become weight parameters.
     pub inline_limit: u64,
     /// The graph's name (`@name`); default the ONNX graph's name.
     pub name: Option<String>,
