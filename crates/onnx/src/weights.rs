@@ -92,3 +92,37 @@ pub fn from_safetensors(bytes: &[u8]) -> Result<Vec<(String, Tensor)>, WeightsEr
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_dtype() {
+        let ts: Vec<(String, Tensor)> = [
+            Data::F16(vec![f16::from_f32(1.5), f16::from_f32(-2.0)]),
+            Data::BF16(vec![bf16::from_f32(0.25), bf16::from_f32(3.0)]),
+            Data::F32(vec![1.0, f32::NAN]),
+            Data::F64(vec![-1e300, 2.0]),
+            Data::I32(vec![i32::MIN, 7]),
+            Data::I64(vec![i64::MAX, -1]),
+            Data::I1(vec![true, false]),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let ty = TensorType::new([2], d.dtype());
+            (format!("w{i}"), Tensor::new(ty, d).unwrap())
+        })
+        .collect();
+        let bytes = to_safetensors(&ts).unwrap();
+        let back = from_safetensors(&bytes).unwrap();
+        assert_eq!(back.len(), ts.len());
+        for ((n, a), (m, b)) in ts.iter().zip(&back) {
+            assert_eq!(n, m);
+            assert_eq!(a.ty, b.ty);
+            assert_eq!(le_bytes(&a.data), le_bytes(&b.data));
+        }
+        assert!(from_safetensors(&bytes[..bytes.len() / 2]).is_err());
+    }
+}
