@@ -1,8 +1,8 @@
 //! The reference of the v2 ops that move or choose elements rather than compute them
 //! (`slice`, `concat`, `gather`, `select`, `iota`) and of the comparisons.
 //!
-//! Every data-moving op is one gather: a list of (operand, element offset) pairs, one per
-//! result element, read out of the operands' vectors ([`pick`]). Offsets are computed from the
+//! Every data-moving op is one gather: for each result element, an (operand, element offset)
+//! pair computed from its index and read out of the operands' vectors ([`pick`]). Offsets are computed from the
 //! verified types, and `gather`'s indices are range-checked before any read, so no op reads out
 //! of bounds.
 
@@ -18,9 +18,15 @@ fn bad(msg: String) -> InterpError {
     InterpError::BadInput(msg)
 }
 
-/// Reads, for each `(operand, offset)` of `src`, that element of `parts[operand]`. Every part
-/// has the same dtype (the verifier guarantees it for the ops that call this).
-fn pick(parts: &[&Data], src: &[(u32, usize)]) -> Result<Data, InterpError> {
+/// Builds a result of `n` elements whose `k`-th is element `src(k).1` of `parts[src(k).0]`,
+/// without materializing the index list. Every part has the same dtype (the verifier
+/// guarantees it for the ops that call this) and every offset is in range (the callers derive
+/// them from verified types and range-checked indices).
+fn pick(
+    parts: &[&Data],
+    n: usize,
+    src: impl Fn(usize) -> (usize, usize) + Sync,
+) -> Result<Data, InterpError> {
     macro_rules! variant {
         ($V:ident) => {{
             let vs = parts
@@ -31,7 +37,15 @@ fn pick(parts: &[&Data], src: &[(u32, usize)]) -> Result<Data, InterpError> {
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| bad("operands of one dtype expected".into()))?;
-            Data::$V(src.par_iter().map(|&(p, o)| vs[p as usize][o]).collect())
+            Data::$V(
+                (0..n)
+                    .into_par_iter()
+                    .map(|k| {
+                        let (p, o) = src(k);
+                        vs[p][o]
+                    })
+                    .collect(),
+            )
         }};
     }
     Ok(match parts.first() {
@@ -46,37 +60,19 @@ fn pick(parts: &[&Data], src: &[(u32, usize)]) -> Result<Data, InterpError> {
     })
 }
 
-/// Visits every coordinate of `shape` in row-major order.
-fn for_each_coord(shape: &[u64], mut f: impl FnMut(&[u64])) {
-    let n: u64 = shape.iter().product();
-    let mut idx = vec![0u64; shape.len()];
-    for _ in 0..n {
-        f(&idx);
-        for d in (0..shape.len()).rev() {
-            idx[d] += 1;
-            if idx[d] < shape[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
-    }
-}
-
 pub fn slice(x: &Tensor, attrs: &Attrs) -> Result<Data, InterpError> {
     let windows = slice_windows(&x.ty.shape, attrs).map_err(|e| bad(e.message))?;
     let strides = contiguous_strides(&x.ty.shape);
-    let out: Vec<u64> = windows.iter().map(|w| w.len).collect();
-    let mut src = Vec::with_capacity(out.iter().product::<u64>() as usize);
-    for_each_coord(&out, |c| {
-        let off = c
-            .iter()
-            .zip(&windows)
-            .zip(&strides)
-            .map(|((&i, w), &s)| w.index(i) as usize * s)
-            .sum();
-        src.push((0, off));
-    });
-    pick(&[&x.data], &src)
+    let out: Vec<usize> = windows.iter().map(|w| w.len as usize).collect();
+    let n = out.iter().product();
+    pick(&[&x.data], n, |k| {
+        let (mut rem, mut off) = (k, 0);
+        for d in (0..out.len()).rev() {
+            off += windows[d].index((rem % out[d]) as u64) as usize * strides[d];
+            rem /= out[d];
+        }
+        (0, off)
+    })
 }
 
 /// The sizes before, along and after `axis` of `shape`.
@@ -93,17 +89,22 @@ fn axis_attr(attrs: &Attrs, default: i64, rank: usize) -> Result<usize, InterpEr
 
 pub fn concat(xs: &[&Tensor], attrs: &Attrs) -> Result<Data, InterpError> {
     let axis = axis_attr(attrs, 0, xs[0].ty.rank())?;
-    let (outer, _, inner) = split3(&xs[0].ty.shape, axis);
-    let total: usize = xs.iter().map(|x| x.numel()).sum();
-    let mut src = Vec::with_capacity(total);
-    for o in 0..outer {
-        for (p, x) in xs.iter().enumerate() {
-            let run = x.ty.shape[axis] as usize * inner;
-            src.extend((o * run..(o + 1) * run).map(|k| (p as u32, k)));
-        }
+    let (_, _, inner) = split3(&xs[0].ty.shape, axis);
+    // Where each operand starts along the axis.
+    let mut starts = vec![0usize];
+    for x in xs {
+        starts.push(starts[starts.len() - 1] + x.ty.shape[axis] as usize);
     }
+    let total = starts[xs.len()];
+    let n: usize = xs.iter().map(|x| x.numel()).sum();
     let parts: Vec<&Data> = xs.iter().map(|x| &x.data).collect();
-    pick(&parts, &src)
+    pick(&parts, n, |k| {
+        let (o, r) = (k / (total * inner), k % (total * inner));
+        let (a, i) = (r / inner, r % inner);
+        let p = starts.partition_point(|&s| s <= a) - 1;
+        let len = starts[p + 1] - starts[p];
+        (p, (o * len + a - starts[p]) * inner + i)
+    })
 }
 
 pub fn gather(x: &Tensor, indices: &Tensor, attrs: &Attrs) -> Result<Data, InterpError> {
@@ -120,14 +121,11 @@ pub fn gather(x: &Tensor, indices: &Tensor, attrs: &Attrs) -> Result<Data, Inter
         }
         rows.push(wrapped as usize);
     }
-    let mut src = Vec::with_capacity(outer * rows.len() * inner);
-    for o in 0..outer {
-        for &r in &rows {
-            let base = (o * n + r) * inner;
-            src.extend((base..base + inner).map(|k| (0, k)));
-        }
-    }
-    pick(&[&x.data], &src)
+    let m = rows.len();
+    pick(&[&x.data], outer * m * inner, |k| {
+        let (o, j, i) = (k / (m * inner), (k / inner) % m, k % inner);
+        (0, (o * n + rows[j]) * inner + i)
+    })
 }
 
 pub fn select(c: &Tensor, a: &Tensor, b: &Tensor, out: &TensorType) -> Result<Data, InterpError> {
@@ -136,9 +134,9 @@ pub fn select(c: &Tensor, a: &Tensor, b: &Tensor, out: &TensorType) -> Result<Da
     let sa = broadcast_strides(&a.ty.shape, &out.shape);
     let sb = broadcast_strides(&b.ty.shape, &out.shape);
     let src = par_map(&out.shape, [&sc, &sa, &sb], |[i, j, k]| {
-        if cond[i] { (0u32, j) } else { (1u32, k) }
+        if cond[i] { (0usize, j) } else { (1usize, k) }
     });
-    pick(&[&a.data, &b.data], &src)
+    pick(&[&a.data, &b.data], src.len(), |k| src[k])
 }
 
 pub fn iota(ty: &TensorType, attrs: &Attrs) -> Result<Data, InterpError> {

@@ -102,8 +102,8 @@ pub enum ImportError {
         name: String,
         message: String,
     },
-    /// One node.
-    #[error("node #{index} '{name}' ({op}, opset {opset}): {message}")]
+    /// One node (its index in the graph, and its name when it has one).
+    #[error("node #{index}{} ({op}, opset {opset}): {message}", quoted(.name))]
     Node {
         index: usize,
         name: String,
@@ -111,6 +111,15 @@ pub enum ImportError {
         opset: i64,
         message: String,
     },
+}
+
+/// ` 'name'`, or nothing for an unnamed node.
+fn quoted(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!(" '{name}'")
+    }
 }
 
 /// Imports an ONNX model from its protobuf bytes.
