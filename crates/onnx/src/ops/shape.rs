@@ -124,9 +124,9 @@ pub fn range(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         return Err("start, limit and delta must be known at import time".into());
     };
     let count = ((limit - start) / delta).ceil();
-    if !(count >= 1.0 && count < (1u64 << 40) as f64) {
+    if !(count >= 1.0 && count <= (1u64 << 24) as f64) {
         return Err(format!(
-            "Range({start}, {limit}, {delta}) is empty or too large"
+            "Range({start}, {limit}, {delta}) is empty or has more than 2^24 elements"
         ));
     }
     let dtype = cx.ty(&s).dtype;
