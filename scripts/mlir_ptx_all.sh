@@ -19,4 +19,4 @@ specs=()
 for f in examples/*.ir; do specs+=("$(basename "$f" .ir)=$f"); done
 for f in examples/small/*.ir; do specs+=("small_$(basename "$f" .ir)=$f"); done
 for f in tests/gpu/*.ir; do specs+=("gpu_$(basename "$f" .ir)=$f"); done
-cargo run --quiet -p irc-lower-mlir --example ptx_folder -- "$out" "$arch" "${specs[@]}"
+cargo run --quiet -p irc-emit-mlir --example ptx_folder -- "$out" "$arch" "${specs[@]}"

@@ -4,7 +4,7 @@
 Reads one expression per line on stdin (plain text, or a JSON object with an "expr" field per
 line) and prints one line per input line: the value in our notation (CuTe notation without
 spaces, e.g. `(2,3):(2,8)`), or `error: <reason>`. The Rust differential test
-(crates/lower-cuda/tests/pycute_diff.rs) runs this once per batch and compares line by line.
+(crates/layout/tests/pycute_diff.rs) runs this once per batch and compares line by line.
 
 pycute ships in the `nvidia-cutlass` wheel (`pip install --no-deps nvidia-cutlass==4.2.0.0`).
 This is a translator only: it parses our expression language and calls pycute's functions by

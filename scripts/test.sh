@@ -8,7 +8,7 @@
 #   compile test of the emitted CUDA (crates/runtime/tests/emitted_cuda.rs); IRC_NVRTC_LIB_DIR,
 #   LD_LIBRARY_PATH, IRC_CUDA_INCLUDE and IRC_PTXAS point the tests at them. No GPU is needed.
 #   GPU tests run only with IRC_GPU_TESTS=1.
-# - The MLIR backend (crates/lower-mlir, the driver's `mlir` feature) builds against Debian's
+# - The MLIR backend (crates/emit-mlir, the driver's `mlir` feature) builds against Debian's
 #   LLVM/MLIR 22 packages, installed here when missing; its tests use mlir-opt-22 and, for PTX,
 #   ptxas and libdevice from the nvidia-cuda-nvcc wheel in .venv-cuda (IRC_PTXAS and
 #   IRC_CUDA_TOOLKIT point the tests at them).

@@ -315,14 +315,15 @@ proptest! {
     #[test]
     fn random_graphs_lower_to_verified_kernels(m in arb_module()) {
         let g = &m.graphs[0];
-        let k = irc_lower_cuda::lower_graph(g, irc_lower_cuda::SourceInfo::default())
+        let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default())
             .map_err(|e| TestCaseError::fail(format!("{e}\n{}", irc_ir::print_module(&m))))?;
-        irc_lower_cuda::kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let text = irc_lower_cuda::kir::print_module(&k);
-        let back = irc_lower_cuda::kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        irc_kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let text = irc_kir::print_module(&k);
+        let back = irc_kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         prop_assert_eq!(&back, &k);
-        let cu = irc_lower_cuda::cuda::emit(&k);
+        let cu = irc_emit_cuda::emit(&k);
         cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
+        irc_tests::check_fusion_agrees(g).map_err(TestCaseError::fail)?;
     }
 }

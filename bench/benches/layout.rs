@@ -3,7 +3,7 @@
 //! `cargo bench -p irc-bench --bench layout`.
 
 use divan::{Bencher, black_box};
-use irc_lower_cuda::layout::{
+use irc_layout::{
     Layout, Tiler, composition, eval_expr, logical_divide, parse_layout, zipped_divide,
 };
 

@@ -1,7 +1,7 @@
-//! `irc layout`: the CuTe layout-algebra calculator over `irc_lower_cuda::layout`.
+//! `irc layout`: the CuTe layout-algebra calculator over `irc_layout`.
 
 use anyhow::{Context, Result, bail};
-use irc_lower_cuda::layout::{LayoutError, Value, eval_expr, render_svg, render_table};
+use irc_layout::{LayoutError, Value, eval_expr, render_svg, render_table};
 use std::io::BufRead;
 use std::path::PathBuf;
 

@@ -9,7 +9,6 @@ mod gpu;
 mod import;
 mod input;
 mod layout;
-mod mlir;
 mod npy;
 mod opt;
 mod run;

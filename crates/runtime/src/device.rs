@@ -10,7 +10,7 @@ use crate::RuntimeError;
 use crate::nvrtc::Ptx;
 use cudarc::driver::sys::{self, CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError, result};
-use irc_lower_cuda::{BufferKind, Manifest};
+use irc_kir::{BufferKind, Manifest};
 use serde::Serialize;
 use std::ffi::c_void;
 use std::sync::Arc;

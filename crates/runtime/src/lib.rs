@@ -12,7 +12,7 @@
 //! compile-only paths on a machine without a GPU.
 //!
 //! API Boundary: this is the only crate that touches CUDA. It takes CUDA C++ text and a
-//! manifest (from `irc-lower-cuda`) and raw tensor bytes, and returns bytes, reports and
+//! manifest (from `irc-kir`) and raw tensor bytes, and returns bytes, reports and
 //! typed errors; it never panics on bad input.
 
 pub mod bench;
@@ -23,7 +23,7 @@ pub mod toolkit;
 
 pub use bench::{BenchOptions, Report, Target, Timing};
 pub use device::{DeviceInfo, Gpu, HostTensor, Program};
-pub use irc_lower_cuda::Manifest;
+pub use irc_kir::Manifest;
 pub use nvrtc::{Arch, Ptx};
 pub use ptxas::KernelResources;
 
@@ -58,7 +58,7 @@ pub enum RuntimeError {
     #[error("{0}")]
     Input(String),
     #[error(transparent)]
-    Manifest(#[from] irc_lower_cuda::ManifestError),
+    Manifest(#[from] irc_kir::ManifestError),
 }
 
 fn list(paths: &[PathBuf]) -> String {

@@ -72,7 +72,9 @@ fn emitted_cuda_compiles_without_spills() {
             }
         }
         for (label, graph) in &graphs {
-            let cuda = match irc_lower_cuda::compile_to_cuda(graph) {
+            let cuda = match irc_lower::lower_graph(graph, Default::default())
+                .map(|m| irc_emit_cuda::emit(&m))
+            {
                 Ok(c) => c,
                 Err(e) => {
                     failures.push(format!("{rel} @{}: compile_to_cuda failed: {e}", label));

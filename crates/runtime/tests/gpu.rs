@@ -2,7 +2,7 @@
 //! `IRC_GPU_TESTS=1` (and the CUDA toolchain, as for `toolchain.rs`); otherwise each test prints
 //! that it was skipped.
 
-use irc_lower_cuda::{Buffer, BufferKind, Launch, Manifest};
+use irc_kir::{Buffer, BufferKind, Launch, Manifest};
 use irc_runtime::{Arch, BenchOptions, Gpu, HostTensor, Report, Target, nvrtc};
 
 const N: usize = 1 << 20;

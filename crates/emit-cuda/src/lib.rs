@@ -1,0 +1,576 @@
+//! CUDA C++ emission from the kernel IR.
+//!
+//! One self-contained file: CUDA's own `cuda_fp16.h`/`cuda_bf16.h`, a small prelude of
+//! `irc_*` device helpers (conversions with the spec's rounding and saturation, NaN-propagating
+//! max/min, the composite activations, a block reduction), constant arrays, and one
+//! `extern "C"` kernel per kernel IR kernel, each headed by a comment naming the graph ops and
+//! source locations it computes. The launch manifest is embedded as JSON between
+//! `BEGIN IRC MANIFEST` / `END IRC MANIFEST` comment lines.
+//!
+//! Every load and store offset is [`kir::offset_expr`] of the tensor's layout: this file writes
+//! no index arithmetic of its own.
+
+use irc_ir::DType;
+use irc_kir::{
+    self as kir, Expr, Func, IndexWidth, Intrinsic, Manifest, Module, Space, Stmt, Ty, manifest_of,
+};
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+/// An emitted CUDA C++ file and how to launch it.
+#[derive(Clone, Debug)]
+pub struct CudaModule {
+    /// One self-contained `.cu` file (`extern "C"` kernels, no includes beyond CUDA's own
+    /// `cuda_fp16.h` / `cuda_bf16.h`).
+    pub source: String,
+    pub manifest: Manifest,
+}
+
+/// Emits CUDA C++ and the launch manifest for a verified kernel IR module.
+pub fn emit(m: &Module) -> CudaModule {
+    let manifest = manifest_of(m);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// irc {}: CUDA C++ for graph @{}.\n// Self-contained: compiles with nvcc or NVRTC alone. Kernels are extern \"C\"; run them as the\n// launch manifest below says (buffers, then launches in order, each kernel's parameters being\n// the device pointers of the buffers it names).",
+        env!("CARGO_PKG_VERSION"),
+        m.name
+    );
+    out.push_str("// BEGIN IRC MANIFEST\n");
+    for line in manifest.to_json().lines() {
+        let _ = writeln!(out, "// {line}");
+    }
+    out.push_str("// END IRC MANIFEST\n\n");
+    out.push_str(PRELUDE);
+    for c in &m.constants {
+        let (cty, vals): (&str, Vec<String>) = match c.dtype {
+            DType::F64 => (
+                "double",
+                c.values.iter().map(|&v| float_lit(v, DType::F64)).collect(),
+            ),
+            d if d.is_float() => (
+                "float",
+                c.values.iter().map(|&v| float_lit(v, DType::F32)).collect(),
+            ),
+            _ => (
+                "long long",
+                c.values
+                    .iter()
+                    .map(|&v| format!("{}LL", v as i64))
+                    .collect(),
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "__device__ const {cty} c_{}[{}] = {{{}}};",
+            c.name,
+            vals.len().max(1),
+            vals.join(", ")
+        );
+    }
+    if !m.constants.is_empty() {
+        out.push('\n');
+    }
+    for k in &m.kernels {
+        emit_kernel(&mut out, k);
+    }
+    CudaModule {
+        source: out,
+        manifest,
+    }
+}
+
+const PRELUDE: &str = r#"#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+// Conversions, as the graph IR's `cast`: floats round to nearest even (16-bit floats through
+// f32, as the reference interpreter), float to integer truncates and saturates with NaN -> 0.
+__device__ __forceinline__ float irc_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float irc_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ float irc_f32(T x) { return (float)x; }
+__device__ __forceinline__ double irc_f64(__half x) { return (double)__half2float(x); }
+__device__ __forceinline__ double irc_f64(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
+template <typename T> __device__ __forceinline__ double irc_f64(T x) { return (double)x; }
+template <typename T> __device__ __forceinline__ __half irc_f16(T x) { return __float2half_rn(irc_f32(x)); }
+template <typename T> __device__ __forceinline__ __nv_bfloat16 irc_bf16(T x) { return __float2bfloat16_rn(irc_f32(x)); }
+__device__ __forceinline__ long long irc_i64(float x) { return __float2ll_rz(x); }
+__device__ __forceinline__ long long irc_i64(double x) { return __double2ll_rz(x); }
+__device__ __forceinline__ long long irc_i64(__half x) { return __float2ll_rz(__half2float(x)); }
+__device__ __forceinline__ long long irc_i64(__nv_bfloat16 x) { return __float2ll_rz(__bfloat162float(x)); }
+template <typename T> __device__ __forceinline__ long long irc_i64(T x) { return (long long)x; }
+__device__ __forceinline__ int irc_i32(float x) { return __float2int_rz(x); }
+__device__ __forceinline__ int irc_i32(double x) { return __double2int_rz(x); }
+__device__ __forceinline__ int irc_i32(__half x) { return __float2int_rz(__half2float(x)); }
+__device__ __forceinline__ int irc_i32(__nv_bfloat16 x) { return __float2int_rz(__bfloat162float(x)); }
+template <typename T> __device__ __forceinline__ int irc_i32(T x) { return (int)x; }
+__device__ __forceinline__ bool irc_i1(__half x) { return __half2float(x) != 0.0f; }
+__device__ __forceinline__ bool irc_i1(__nv_bfloat16 x) { return __bfloat162float(x) != 0.0f; }
+template <typename T> __device__ __forceinline__ bool irc_i1(T x) { return x != (T)0; }
+
+// Math on f32/f64 (and integers where defined), matching the reference interpreter.
+template <typename T> __device__ __forceinline__ T irc_max(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a > b ? a : b); }
+template <typename T> __device__ __forceinline__ T irc_min(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a < b ? a : b); }
+__device__ __forceinline__ long long irc_max(long long a, long long b) { return a > b ? a : b; }
+__device__ __forceinline__ long long irc_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long irc_abs(long long x) { return x < 0 ? -x : x; }
+__device__ __forceinline__ long long irc_relu(long long x) { return x > 0 ? x : 0; }
+__device__ __forceinline__ float irc_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double irc_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float irc_exp(float x) { return expf(x); }
+__device__ __forceinline__ double irc_exp(double x) { return exp(x); }
+__device__ __forceinline__ float irc_log(float x) { return logf(x); }
+__device__ __forceinline__ double irc_log(double x) { return log(x); }
+__device__ __forceinline__ float irc_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double irc_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float irc_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double irc_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float irc_erf(float x) { return erff(x); }
+__device__ __forceinline__ double irc_erf(double x) { return erf(x); }
+__device__ __forceinline__ float irc_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double irc_pow(double a, double b) { return pow(a, b); }
+template <typename T> __device__ __forceinline__ T irc_rsqrt(T x) { return (T)1 / irc_sqrt(x); }
+template <typename T> __device__ __forceinline__ T irc_recip(T x) { return (T)1 / x; }
+template <typename T> __device__ __forceinline__ T irc_sigmoid(T x) { return (T)1 / ((T)1 + irc_exp(-x)); }
+template <typename T> __device__ __forceinline__ T irc_silu(T x) { return x / ((T)1 + irc_exp(-x)); }
+template <typename T> __device__ __forceinline__ T irc_relu(T x) { return x != x ? x : irc_max(x, (T)0); }
+template <typename T> __device__ __forceinline__ T irc_gelu(T x) {
+  return x * (T)0.5 * ((T)1 + irc_erf(x * (T)0.70710678118654752440));
+}
+
+// Two 16-bit values in one 32-bit register, the first in the low half (mma fragments).
+__device__ __forceinline__ unsigned irc_pack(__half lo, __half hi) {
+  return (unsigned)__half_as_ushort(lo) | ((unsigned)__half_as_ushort(hi) << 16);
+}
+__device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
+}
+
+// The low and high 16-bit halves of a 32-bit register (ldmatrix results).
+__device__ __forceinline__ __half irc_lo_f16(unsigned r) { return __ushort_as_half((unsigned short)(r & 0xffffu)); }
+__device__ __forceinline__ __half irc_hi_f16(unsigned r) { return __ushort_as_half((unsigned short)(r >> 16)); }
+__device__ __forceinline__ __nv_bfloat16 irc_lo_bf16(unsigned r) { return __ushort_as_bfloat16((unsigned short)(r & 0xffffu)); }
+__device__ __forceinline__ __nv_bfloat16 irc_hi_bf16(unsigned r) { return __ushort_as_bfloat16((unsigned short)(r >> 16)); }
+
+// Block-wide reduction: every thread of the block passes its value and gets the result.
+// Blocks are a multiple of 32 threads.
+struct irc_sum_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
+struct irc_max_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_max(a, b); } };
+struct irc_min_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_min(a, b); } };
+template <typename T, typename F> __device__ __forceinline__ T irc_warp_reduce(T v, F f) {
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <typename T, typename F> __device__ __forceinline__ T irc_block_reduce(T v, F f) {
+  __shared__ T scratch[32];
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T r = scratch[0];
+  for (int w = 1; w < warps; ++w) r = f(r, scratch[w]);
+  return r;
+}
+
+"#;
+
+fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "__half",
+        DType::BF16 => "__nv_bfloat16",
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::I32 => "int",
+        DType::I64 => "long long",
+        DType::I1 => "bool",
+    }
+}
+
+/// The element type in global memory (`i1` is a byte).
+fn c_storage_type(d: DType) -> &'static str {
+    if d == DType::I1 {
+        "unsigned char"
+    } else {
+        c_type(d)
+    }
+}
+
+fn float_lit(v: f64, d: DType) -> String {
+    let bits = if v.is_nan() {
+        Some("0x7ff8000000000000LL")
+    } else if v.is_infinite() {
+        Some("0x7ff0000000000000LL")
+    } else {
+        None
+    };
+    let body = match bits {
+        Some(b) => {
+            let sign = if v < 0.0 { "-" } else { "" };
+            format!("{sign}__longlong_as_double({b})")
+        }
+        None => format!("{v:?}"),
+    };
+    if d == DType::F32 && bits.is_none() {
+        format!("{body}f")
+    } else {
+        body
+    }
+}
+
+struct KernelEmitter<'k> {
+    k: &'k kir::Kernel,
+    tensors: HashMap<&'k str, &'k kir::TensorDecl>,
+    out: String,
+}
+
+fn emit_kernel(out: &mut String, k: &kir::Kernel) {
+    let _ = writeln!(
+        out,
+        "// kernel @{}: grid ({}, {}, {}), block ({}, {}, {})",
+        k.name, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2]
+    );
+    for o in &k.origins {
+        let _ = writeln!(out, "//   from: {}  ({})", o.op.replace('\n', " "), o.loc);
+    }
+    let written = kir::written_tensors(&k.body);
+    let tensors: HashMap<&str, &kir::TensorDecl> =
+        k.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let written_params: HashSet<&str> = k
+        .tensors
+        .iter()
+        .filter(|t| written.contains(t.name.as_str()))
+        .filter_map(|t| {
+            if let Space::Global(p) = &t.space {
+                Some(p.as_str())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let params: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| {
+            let constness = if written_params.contains(p.name.as_str()) {
+                ""
+            } else {
+                "const "
+            };
+            format!(
+                "{constness}{}* __restrict__ p_{}",
+                c_storage_type(p.dtype),
+                p.name
+            )
+        })
+        .collect();
+    let threads = k.block.iter().map(|&b| u64::from(b)).product::<u64>();
+    // Tensor-core kernels hold large fragments: with no occupancy target ptxas may use every
+    // register it needs rather than spill to fit two blocks. Other kernels keep the default,
+    // which favours occupancy (they are memory-bound).
+    let bounds = if has_mma(&k.body) {
+        format!("{threads}, 1")
+    } else {
+        threads.to_string()
+    };
+    let _ = writeln!(
+        out,
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {}({}) {{",
+        k.name,
+        params.join(", ")
+    );
+    for t in &k.tensors {
+        let size = t.layout.cosize().unwrap_or(1).max(1);
+        match t.space {
+            Space::Shared => {
+                let _ = writeln!(
+                    out,
+                    "  __shared__ __align__(16) {} t_{}[{size}];",
+                    c_type(t.dtype),
+                    t.name
+                );
+            }
+            Space::Registers => {
+                let _ = writeln!(out, "  {} t_{}[{size}];", c_type(t.dtype), t.name);
+            }
+            _ => {}
+        }
+    }
+    let mut e = KernelEmitter {
+        k,
+        tensors,
+        out: String::new(),
+    };
+    e.block(&k.body, 1);
+    out.push_str(&e.out);
+    out.push_str("}\n\n");
+}
+
+fn has_mma(body: &[Stmt]) -> bool {
+    let mut found = false;
+    kir::walk(body, &mut |s| {
+        found |= matches!(
+            s,
+            Stmt::Intrinsic {
+                op: Intrinsic::MmaM16n8k16,
+                ..
+            }
+        )
+    });
+    found
+}
+
+impl KernelEmitter<'_> {
+    fn idx_type(&self) -> &'static str {
+        match self.k.index {
+            IndexWidth::I32 => "int",
+            IndexWidth::I64 => "long long",
+        }
+    }
+
+    fn ty(&self, t: Ty) -> &'static str {
+        match t {
+            Ty::Idx => self.idx_type(),
+            Ty::Elem(d) => c_type(d),
+        }
+    }
+
+    fn block(&mut self, body: &[Stmt], depth: usize) {
+        for s in body {
+            self.stmt(s, depth);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, depth: usize) {
+        let pad = "  ".repeat(depth);
+        match s {
+            Stmt::Let { var, ty, value } => {
+                let v = self.expr(value);
+                let _ = writeln!(self.out, "{pad}const {} v_{var} = {v};", self.ty(*ty));
+            }
+            Stmt::Var { var, ty, init } => {
+                let v = self.expr(init);
+                let _ = writeln!(self.out, "{pad}{} v_{var} = {v};", self.ty(*ty));
+            }
+            Stmt::Assign { var, value } => {
+                let v = self.expr(value);
+                let _ = writeln!(self.out, "{pad}v_{var} = {v};");
+            }
+            Stmt::Store {
+                tensor,
+                coord,
+                value,
+            } => {
+                let t = self.tensors[tensor.as_str()];
+                let place = self.place(t, coord);
+                let v = self.expr(value);
+                let v = if t.dtype == DType::I1 && matches!(t.space, Space::Global(_)) {
+                    format!("(unsigned char)({v})")
+                } else {
+                    v
+                };
+                let _ = writeln!(self.out, "{pad}{place} = {v};");
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                unroll,
+                body,
+            } => {
+                if *unroll {
+                    let _ = writeln!(self.out, "{pad}#pragma unroll");
+                }
+                let (s0, e0, st) = (self.expr(start), self.expr(end), self.expr(step));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}for ({} v_{var} = {s0}; v_{var} < {e0}; v_{var} += {st}) {{",
+                    self.idx_type()
+                );
+                self.block(body, depth + 1);
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            Stmt::If { cond, body, orelse } => {
+                let c = self.expr(cond);
+                let _ = writeln!(self.out, "{pad}if ({c}) {{");
+                self.block(body, depth + 1);
+                if !orelse.is_empty() {
+                    let _ = writeln!(self.out, "{pad}}} else {{");
+                    self.block(orelse, depth + 1);
+                }
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            Stmt::Copy { width, dst, src } => {
+                let td = self.tensors[dst.tensor.as_str()];
+                let bytes = u64::from(*width) * td.dtype.size_bytes();
+                let vt = match bytes {
+                    16 => "uint4",
+                    8 => "uint2",
+                    _ => "unsigned",
+                };
+                let d = self.place(td, &dst.coord(0));
+                let s = self.place(self.tensors[src.tensor.as_str()], &src.coord(0));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}*reinterpret_cast<{vt}*>(&{d}) = *reinterpret_cast<const {vt}*>(&{s});"
+                );
+            }
+            Stmt::Sync => {
+                let _ = writeln!(self.out, "{pad}__syncthreads();");
+            }
+            Stmt::Intrinsic { op, args } => self.intrinsic(*op, args, &pad),
+            Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
+                let v = self.expr(value);
+                let scope = if matches!(s, Stmt::WarpReduce { .. }) {
+                    "warp"
+                } else {
+                    "block"
+                };
+                let _ = writeln!(
+                    self.out,
+                    "{pad}const {} v_{var} = irc_{scope}_reduce({v}, irc_{}_op());",
+                    self.ty(*ty),
+                    op.name()
+                );
+            }
+        }
+    }
+
+    /// `base[offset]` of a tensor at a coordinate, the offset from the tensor's layout.
+    fn place(&self, t: &kir::TensorDecl, coord: &[Expr]) -> String {
+        let off = kir::offset_expr(&t.layout, coord).unwrap_or(Expr::Int(0));
+        let off = self.expr(&off);
+        match &t.space {
+            Space::Global(p) => format!("p_{p}[{off}]"),
+            Space::Const(c) => format!("c_{c}[{off}]"),
+            Space::Shared | Space::Registers => format!("t_{}[{off}]", t.name),
+            Space::View(base) => format!("t_{base}[{off}]"),
+        }
+    }
+
+    fn expr(&self, e: &Expr) -> String {
+        match e {
+            Expr::Int(i) => match self.k.index {
+                IndexWidth::I64 if *i == i64::MIN => "(-9223372036854775807LL - 1)".to_string(),
+                IndexWidth::I64 => format!("{i}LL"),
+                IndexWidth::I32 if *i > i64::from(i32::MAX) || *i < i64::from(i32::MIN) => {
+                    if *i == i64::MIN {
+                        "(-9223372036854775807LL - 1)".to_string()
+                    } else {
+                        format!("{i}LL")
+                    }
+                }
+                IndexWidth::I32 => i.to_string(),
+            },
+            Expr::Float(x) => float_lit(*x, DType::F64),
+            Expr::Var(v) => format!("v_{v}"),
+            Expr::Builtin(b) => {
+                let s = match b {
+                    kir::Builtin::TidX => "threadIdx.x",
+                    kir::Builtin::BidX => "blockIdx.x",
+                    kir::Builtin::BidY => "blockIdx.y",
+                    kir::Builtin::BidZ => "blockIdx.z",
+                    kir::Builtin::NtidX => "blockDim.x",
+                    kir::Builtin::NctaidX => "gridDim.x",
+                    kir::Builtin::NctaidY => "gridDim.y",
+                    kir::Builtin::NctaidZ => "gridDim.z",
+                };
+                format!("(({}){s})", self.idx_type())
+            }
+            Expr::Load { tensor, coord } => {
+                let t = self.tensors[tensor.as_str()];
+                let place = self.place(t, coord);
+                match (&t.space, t.dtype) {
+                    (Space::Global(_), DType::I1) => format!("({place} != 0)"),
+                    (Space::Const(_), d) => format!("irc_{}({place})", d.name()),
+                    _ => place,
+                }
+            }
+            Expr::Idx(op, a, b) => format!("({} {} {})", self.expr(a), op.symbol(), self.expr(b)),
+            Expr::Call(f, args) => {
+                let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
+                match f {
+                    Func::Add => format!("({} + {})", a[0], a[1]),
+                    Func::Sub => format!("({} - {})", a[0], a[1]),
+                    Func::Mul => format!("({} * {})", a[0], a[1]),
+                    Func::Div => format!("({} / {})", a[0], a[1]),
+                    Func::Neg => format!("(-{})", a[0]),
+                    Func::Select => format!("({} ? {} : {})", a[0], a[1], a[2]),
+                    Func::Cast(d) => format!("irc_{}({})", d.name(), a[0]),
+                    other => format!("irc_{}({})", other.name(), a.join(", ")),
+                }
+            }
+        }
+    }
+}
+
+impl KernelEmitter<'_> {
+    /// One intrinsic of the kernel IR's table, as inline PTX.
+    fn intrinsic(&mut self, op: Intrinsic, args: &[kir::Arg], pad: &str) {
+        let frag = |i: usize| match &args[i] {
+            kir::Arg::Frag(f) => f.clone(),
+            kir::Arg::Expr(_) => kir::Frag {
+                tensor: String::new(),
+                at: vec![],
+            },
+        };
+        match op {
+            Intrinsic::LdmatrixX4 | Intrinsic::LdmatrixX4Trans => {
+                let (dst, src) = (frag(0), frag(1));
+                let ts = self.tensors[src.tensor.as_str()];
+                let addr = self.place(ts, &src.at);
+                let td = self.tensors[dst.tensor.as_str()];
+                let t = if op == Intrinsic::LdmatrixX4Trans {
+                    ".trans"
+                } else {
+                    ""
+                };
+                let _ = writeln!(self.out, "{pad}{{");
+                let _ = writeln!(self.out, "{pad}  unsigned r0, r1, r2, r3;");
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"((unsigned)__cvta_generic_to_shared(&{addr})));"
+                );
+                let dt = td.dtype.name();
+                for j in 0..4i64 {
+                    let lo = self.place(td, &dst.coord(2 * j));
+                    let hi = self.place(td, &dst.coord(2 * j + 1));
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}  {lo} = irc_lo_{dt}(r{j}); {hi} = irc_hi_{dt}(r{j});"
+                    );
+                }
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            Intrinsic::MmaM16n8k16 => {
+                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
+                let at = |f: &kir::Frag, v: i64| {
+                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
+                };
+                let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
+                    "bf16"
+                } else {
+                    "f16"
+                };
+                let pack = |f: &kir::Frag, pairs: i64| -> Vec<String> {
+                    (0..pairs)
+                        .map(|p| format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1)))
+                        .collect()
+                };
+                let (ra, rb) = (pack(a, 4), pack(b, 2));
+                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
+                let ins: Vec<String> = ra
+                    .iter()
+                    .chain(&rb)
+                    .map(|r| format!("\"r\"({r})"))
+                    .collect();
+                let _ = writeln!(
+                    self.out,
+                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
+                    rd.join(", "),
+                    ins.join(", ")
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The MLIR backend on every example: snapshots of the emitted module, `mlir-opt-22`'s
+//! verification and round trip, PTX that `ptxas` assembles without spills for sm_90a and sm_80,
+//! with the launch manifest's entry points.
+
+mod common;
+
+use common::*;
+use irc_emit_mlir::{MlirError, compile_to_ptx, emit_mlir, find_cuda_toolkit};
+use std::process::Command;
+
+/// One insta snapshot of the MLIR of each graph file.
+#[test]
+fn mlir_snapshots() {
+    for rel in graph_files() {
+        let text = emit_mlir(&lower(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        insta::assert_snapshot!(snapshot_name(&rel), text);
+    }
+}
+
+/// `mlir-opt-22` verifies every emitted module, and printing what it parsed gives our text back.
+#[test]
+fn mlir_opt_verifies_and_round_trips() {
+    let Some(opt) = tool(
+        "IRC_MLIR_OPT",
+        &["mlir-opt-22", "/usr/lib/llvm-22/bin/mlir-opt"],
+    ) else {
+        return skip_or_fail("mlir-opt-22 (Debian package mlir-22-tools)");
+    };
+    let dir = scratch("roundtrip");
+    for rel in graph_files() {
+        let text = emit_mlir(&lower(&rel)).unwrap();
+        let f = dir.join(format!("{}.mlir", snapshot_name(&rel)));
+        std::fs::write(&f, &text).unwrap();
+        let o = Command::new(&opt)
+            .arg("--mlir-print-debuginfo")
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{rel}: mlir-opt rejects the module:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let back = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            back.trim_end() == text.trim_end(),
+            "{rel}: mlir-opt's round trip differs from the emitted text (see {})",
+            f.display()
+        );
+    }
+}
+
+/// Kernels allowed to spill, with the bytes stored (none today: since the tensor-core epilogue
+/// goes through shared memory no kernel does). The test fails when a listed kernel spills more
+/// or less than listed, or when any other kernel spills.
+const KNOWN_SPILLS: &[(&str, &str, &str, u32)] = &[];
+
+/// Every example's PTX assembles with ptxas for sm_90a and sm_80, without register spills
+/// (except `KNOWN_SPILLS`) and without local memory, and its entry points are the manifest's
+/// kernels with one 64-bit pointer per parameter.
+#[test]
+fn ptx_assembles_without_spills() {
+    let Some(ptxas) = tool("IRC_PTXAS", &["ptxas"]) else {
+        return skip_or_fail("ptxas (the nvidia-cuda-nvcc==13.0.* wheel; set IRC_PTXAS)");
+    };
+    if find_cuda_toolkit().is_none() {
+        return skip_or_fail(
+            "libdevice (set IRC_CUDA_TOOLKIT to the nvidia-cuda-nvcc wheel's nvidia/cu13)",
+        );
+    }
+    let dir = scratch("ptx");
+    let mut problems = Vec::new();
+    let mut seen_known = 0;
+    for rel in graph_files() {
+        let m = lower(&rel);
+        let manifest = irc_kir::manifest_of(&m);
+        for arch in ["sm_90a", "sm_80"] {
+            let ptx = compile_to_ptx(&m, arch).unwrap_or_else(|e| panic!("{rel} {arch}: {e}"));
+            assert!(ptx.contains(".version 8.0"), "{rel}: PTX ISA is not 8.0");
+            for l in &manifest.launches {
+                let k = m.kernels.iter().find(|k| k.name == l.kernel).unwrap();
+                let head = format!(".entry {}(", l.kernel);
+                let at = ptx
+                    .find(&head)
+                    .unwrap_or_else(|| panic!("{rel}: no entry {}", l.kernel));
+                let sig = &ptx[at..at + ptx[at..].find(')').unwrap()];
+                assert_eq!(
+                    sig.matches(".param .u64").count(),
+                    k.params.len(),
+                    "{rel}: entry {} takes one pointer per parameter: {sig}",
+                    l.kernel
+                );
+            }
+            let f = dir.join(format!("{}_{arch}.ptx", snapshot_name(&rel)));
+            std::fs::write(&f, &ptx).unwrap();
+            let o = Command::new(&ptxas)
+                .args(["-v", &format!("-arch={arch}"), "-o", "/dev/null"])
+                .arg(&f)
+                .output()
+                .unwrap();
+            let log = String::from_utf8_lossy(&o.stderr);
+            if !o.status.success() {
+                problems.push(format!("{rel} {arch}: ptxas fails:\n{log}"));
+            }
+            let mut kernel = "";
+            for line in log.lines() {
+                if let Some(k) = line.split("Compiling entry function '").nth(1) {
+                    kernel = k.split('\'').next().unwrap_or("");
+                }
+                let Some(frame) = line.trim().strip_suffix(" bytes spill loads") else {
+                    continue;
+                };
+                // "F bytes stack frame, S bytes spill stores, L"
+                let nums: Vec<u32> = frame
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                let (stack, stores) = (nums[0], nums[1]);
+                let known = KNOWN_SPILLS
+                    .iter()
+                    .find(|(f, a, k, _)| *f == rel && *a == arch && *k == kernel);
+                match known {
+                    Some(&(_, _, _, bytes)) if stores == bytes => seen_known += 1,
+                    Some(&(_, _, _, bytes)) => problems.push(format!(
+                        "{rel} {arch} {kernel}: spills {stores} bytes, KNOWN_SPILLS says {bytes}"
+                    )),
+                    None if stores > 0 => {
+                        problems.push(format!("{rel} {arch} {kernel}: {}", line.trim()))
+                    }
+                    // No spill, and no local memory: register tensors stay in registers.
+                    None if stack > 0 => problems.push(format!(
+                        "{rel} {arch} {kernel}: {stack} bytes of stack frame (a register tensor in local memory)"
+                    )),
+                    None => {}
+                }
+            }
+        }
+    }
+    if seen_known != KNOWN_SPILLS.len() {
+        problems.push(format!(
+            "{} of the {} KNOWN_SPILLS no longer spill as listed: update the table",
+            KNOWN_SPILLS.len() - seen_known,
+            KNOWN_SPILLS.len()
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A kernel IR module that does not verify is an internal error, not a panic.
+#[test]
+fn bad_kernel_ir_is_an_error() {
+    let mut m = lower("examples/small/softmax.ir");
+    m.launches[0].kernel = "nowhere".into();
+    match emit_mlir(&m) {
+        Err(MlirError::KernelIr(msg)) => assert!(msg.contains("nowhere"), "{msg}"),
+        other => panic!("expected a kernel IR error, got {other:?}"),
+    }
+}
+
+/// Kernel locations name the graph ops and their source lines.
+#[test]
+fn kernels_carry_graph_locations() {
+    let text = emit_mlir(&lower("examples/small/softmax.ir")).unwrap();
+    assert!(text.contains("softmax"), "{text}");
+    assert!(text.contains("\"examples/small/softmax.ir\":"), "{text}");
+}

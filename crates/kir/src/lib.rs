@@ -1,0 +1,616 @@
+//! The kernel IR: the layout level of the pipeline.
+//!
+//! A [`Module`] is what runs on the GPU for one graph: device buffers, kernels, and the launch
+//! sequence between them. A [`Kernel`] has a grid and a block, pointer parameters, tensors (each
+//! a memory space plus a CuTe [`Layout`] from coordinates to element offsets), and a body of
+//! structured statements: loops, guards, scalar definitions, loads and stores through tensors,
+//! barriers and block reductions.
+//!
+//! The one rule that makes this a *layout* IR: a load or store names a tensor and a coordinate;
+//! the element offset is the tensor's layout applied to that coordinate, and emitters compute it
+//! from the layout ([`offset_terms`]), never by hand. A coordinate is either one index per
+//! top-level mode of the layout, or a single index read colexicographically over the whole
+//! layout (CuTe's 1-D coordinate).
+//!
+//! Text form (`irc --emit=layout`), one statement per line, described in `spec/layout-ir.md`:
+//!
+//! ```text
+//! module @axpy flops=2048 min_bytes=12288 {
+//!   buffer %x : tensor<1024xf32> input
+//!   buffer %y : tensor<1024xf32> input
+//!   buffer %out : tensor<1024xf32> output
+//!   kernel @k0_add grid(4, 1, 1) block(256, 1, 1) index(i32) {
+//!     origin "%out = add %x, %y" at "axpy.ir:2:3"
+//!     param %p0 : f32
+//!     param %p1 : f32
+//!     param %p2 : f32
+//!     tensor %t0 : f32 global(%p0) = 1024:1
+//!     tensor %t1 : f32 global(%p1) = 1024:1
+//!     tensor %t2 : f32 global(%p2) = 1024:1
+//!     for %i = ((bid.x * ntid.x) + tid.x) to 1024 step (nctaid.x * ntid.x) {
+//!       %v0 : f32 = add(load %t0[%i], load %t1[%i])
+//!       store %t2[%i], %v0
+//!     }
+//!   }
+//!   launch @k0_add(%x, %y, %out)
+//!   return %out
+//! }
+//! ```
+
+pub mod intrinsic;
+pub mod manifest;
+mod parse;
+pub mod print;
+mod verify;
+
+pub use intrinsic::{Arg, ArgKind, INTRINSICS, Intrinsic, IntrinsicInfo};
+pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError, manifest_of};
+
+pub use parse::{ParseError, parse_module};
+pub use print::print_module;
+pub use verify::{VerifyError, verify_module, verify_module_for};
+
+use irc_ir::DType;
+use irc_layout::{Layout, LayoutError, coalesce};
+
+/// A whole GPU program for one graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    /// The graph's name, without `@`.
+    pub name: String,
+    /// Floating-point operations of the graph (a multiply-add is 2).
+    pub flops: u64,
+    /// Bytes every implementation must move: inputs read once, outputs written once.
+    pub min_bytes: u64,
+    pub buffers: Vec<BufferDecl>,
+    pub constants: Vec<ConstDecl>,
+    pub kernels: Vec<Kernel>,
+    /// Launches in order; each names a kernel and the buffers bound to its parameters.
+    pub launches: Vec<LaunchStmt>,
+    /// Buffers holding the graph's results, in order.
+    pub results: Vec<String>,
+}
+
+/// A device buffer: contiguous, row-major, of one tensor type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferDecl {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub kind: BufferKind,
+}
+
+impl BufferDecl {
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+}
+
+/// Constant data compiled into the program (a `__device__` array in CUDA).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConstDecl {
+    pub name: String,
+    pub dtype: DType,
+    pub values: Vec<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchStmt {
+    pub kernel: String,
+    pub args: Vec<String>,
+}
+
+/// Integer width of index arithmetic in a kernel (32 when every offset fits).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum IndexWidth {
+    I32,
+    I64,
+}
+
+/// One GPU kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub index: IndexWidth,
+    /// The graph ops this kernel computes, with their source locations.
+    pub origins: Vec<Origin>,
+    pub params: Vec<Param>,
+    pub tensors: Vec<TensorDecl>,
+    pub body: Vec<Stmt>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Origin {
+    /// The graph statement, as printed.
+    pub op: String,
+    /// `file:line:col` of the statement, or of its upstream `loc(...)`.
+    pub loc: String,
+}
+
+/// A pointer parameter (to one element type).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub dtype: DType,
+}
+
+/// Where a tensor's elements live.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Space {
+    /// Global memory, through a pointer parameter.
+    Global(String),
+    /// A constant array of the module.
+    Const(String),
+    /// Shared memory of the block, `cosize(layout)` elements.
+    Shared,
+    /// Registers of each thread, `cosize(layout)` elements, indexed by constants only.
+    Registers,
+    /// Another view of a shared or register tensor's storage (same dtype), through its own
+    /// layout: how a tile is partitioned among threads (CuTe's `partition`).
+    View(String),
+}
+
+/// A tensor: a memory space and a layout from coordinates to element offsets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorDecl {
+    pub name: String,
+    pub dtype: DType,
+    pub space: Space,
+    pub layout: Layout,
+}
+
+/// A scalar type: an index or an element type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Ty {
+    Idx,
+    Elem(DType),
+}
+
+impl Ty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::Idx => "idx",
+            Ty::Elem(d) => d.name(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `%v : ty = expr`: an immutable scalar.
+    Let { var: String, ty: Ty, value: Expr },
+    /// `var %v : ty = expr`: a mutable scalar.
+    Var { var: String, ty: Ty, init: Expr },
+    /// `%v <- expr`: assigns a mutable scalar.
+    Assign { var: String, value: Expr },
+    /// `store %t[coord], expr`.
+    Store {
+        tensor: String,
+        coord: Vec<Expr>,
+        value: Expr,
+    },
+    /// `for %i = start to end step s [unroll] { ... }`: `i = start; i < end; i += s`.
+    For {
+        var: String,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        unroll: bool,
+        body: Vec<Stmt>,
+    },
+    /// `if cond { ... }`.
+    If {
+        cond: Expr,
+        body: Vec<Stmt>,
+        /// `} else {`: run when `cond` is false (may be empty).
+        orelse: Vec<Stmt>,
+    },
+    /// `copy.N %dst[c..], %src[c..]`: copies the N elements of mode 0 of `src` to mode 0 of
+    /// `dst`, as one vector access. Mode 0 of both tensors is `N:1` and every other stride is a
+    /// multiple of N, so the access is N-element aligned whatever the coordinates.
+    Copy { width: u32, dst: Frag, src: Frag },
+    /// `sync`: a barrier of the whole block.
+    Sync,
+    /// `%v : ty = block_reduce.OP expr`: every thread of the block contributes its value and
+    /// receives the block's result. Every thread must reach it.
+    BlockReduce {
+        var: String,
+        ty: Ty,
+        op: ReduceOp,
+        value: Expr,
+    },
+    /// `%v : ty = warp_reduce.OP expr`: as `block_reduce`, over the 32 threads of a warp;
+    /// every thread of the warp must reach it.
+    WarpReduce {
+        var: String,
+        ty: Ty,
+        op: ReduceOp,
+        value: Expr,
+    },
+    /// `MNEMONIC args..`: a target instruction of the [`INTRINSICS`] table.
+    Intrinsic { op: Intrinsic, args: Vec<Arg> },
+}
+
+/// A register fragment: a tensor and the coordinates of its modes after mode 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frag {
+    pub tensor: String,
+    pub at: Vec<Expr>,
+}
+
+impl Frag {
+    /// The coordinate of value `v` of the fragment.
+    pub fn coord(&self, v: i64) -> Vec<Expr> {
+        let mut c = vec![Expr::Int(v)];
+        c.extend(self.at.iter().cloned());
+        c
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+}
+
+/// Thread and block coordinates.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    TidX,
+    BidX,
+    BidY,
+    BidZ,
+    NtidX,
+    NctaidX,
+    NctaidY,
+    NctaidZ,
+}
+
+impl Builtin {
+    pub const ALL: [Builtin; 8] = [
+        Builtin::TidX,
+        Builtin::BidX,
+        Builtin::BidY,
+        Builtin::BidZ,
+        Builtin::NtidX,
+        Builtin::NctaidX,
+        Builtin::NctaidY,
+        Builtin::NctaidZ,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::TidX => "tid.x",
+            Builtin::BidX => "bid.x",
+            Builtin::BidY => "bid.y",
+            Builtin::BidZ => "bid.z",
+            Builtin::NtidX => "ntid.x",
+            Builtin::NctaidX => "nctaid.x",
+            Builtin::NctaidY => "nctaid.y",
+            Builtin::NctaidZ => "nctaid.z",
+        }
+    }
+}
+
+/// Index arithmetic and comparisons (on `idx`; comparisons give `i1`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum IdxOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Lt,
+    Le,
+    Eq,
+    And,
+}
+
+impl IdxOp {
+    pub const ALL: [IdxOp; 9] = [
+        IdxOp::Add,
+        IdxOp::Sub,
+        IdxOp::Mul,
+        IdxOp::Div,
+        IdxOp::Rem,
+        IdxOp::Lt,
+        IdxOp::Le,
+        IdxOp::Eq,
+        IdxOp::And,
+    ];
+    pub fn symbol(self) -> &'static str {
+        match self {
+            IdxOp::Add => "+",
+            IdxOp::Sub => "-",
+            IdxOp::Mul => "*",
+            IdxOp::Div => "/",
+            IdxOp::Rem => "%",
+            IdxOp::Lt => "<",
+            IdxOp::Le => "<=",
+            IdxOp::Eq => "==",
+            IdxOp::And => "&&",
+        }
+    }
+    pub fn is_compare(self) -> bool {
+        matches!(self, IdxOp::Lt | IdxOp::Le | IdxOp::Eq)
+    }
+}
+
+/// Scalar functions on element values. Math is defined on `f32`, `f64` and (where it makes
+/// sense) integers; 16-bit floats are converted to `f32` first by an explicit cast.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Func {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Gelu,
+    Silu,
+    Recip,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Max,
+    Min,
+    Pow,
+    /// `select(cond, a, b)`.
+    Select,
+    /// Conversion to a dtype: `f32(x)`. Float to integer truncates and saturates, NaN is 0.
+    Cast(DType),
+}
+
+impl Func {
+    pub const NAMED: [Func; 20] = [
+        Func::Neg,
+        Func::Abs,
+        Func::Exp,
+        Func::Log,
+        Func::Sqrt,
+        Func::Rsqrt,
+        Func::Tanh,
+        Func::Sigmoid,
+        Func::Relu,
+        Func::Gelu,
+        Func::Silu,
+        Func::Recip,
+        Func::Add,
+        Func::Sub,
+        Func::Mul,
+        Func::Div,
+        Func::Max,
+        Func::Min,
+        Func::Pow,
+        Func::Select,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Neg => "neg",
+            Func::Abs => "abs",
+            Func::Exp => "exp",
+            Func::Log => "log",
+            Func::Sqrt => "sqrt",
+            Func::Rsqrt => "rsqrt",
+            Func::Tanh => "tanh",
+            Func::Sigmoid => "sigmoid",
+            Func::Relu => "relu",
+            Func::Gelu => "gelu",
+            Func::Silu => "silu",
+            Func::Recip => "recip",
+            Func::Add => "add",
+            Func::Sub => "sub",
+            Func::Mul => "mul",
+            Func::Div => "div",
+            Func::Max => "max",
+            Func::Min => "min",
+            Func::Pow => "pow",
+            Func::Select => "select",
+            Func::Cast(d) => d.name(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Func> {
+        if let Ok(d) = name.parse::<DType>() {
+            return Some(Func::Cast(d));
+        }
+        Func::NAMED.into_iter().find(|f| f.name() == name)
+    }
+
+    pub fn arity(self) -> usize {
+        match self {
+            Func::Add | Func::Sub | Func::Mul | Func::Div | Func::Max | Func::Min | Func::Pow => 2,
+            Func::Select => 3,
+            _ => 1,
+        }
+    }
+
+    /// Whether the function is defined on integers (beside floats).
+    pub fn int_ok(self) -> bool {
+        matches!(
+            self,
+            Func::Neg
+                | Func::Abs
+                | Func::Relu
+                | Func::Add
+                | Func::Sub
+                | Func::Mul
+                | Func::Max
+                | Func::Min
+        )
+    }
+
+    /// The function for a graph op of the same name, if any.
+    pub fn from_op(op: irc_ir::OpKind) -> Option<Func> {
+        Func::from_name(op.name()).filter(|f| !matches!(f, Func::Cast(_) | Func::Select))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// An index literal.
+    Int(i64),
+    /// A float literal: only as the argument of a cast (`f32(1.5)`, `f32(-inf)`).
+    Float(f64),
+    Var(String),
+    Builtin(Builtin),
+    Load {
+        tensor: String,
+        coord: Vec<Expr>,
+    },
+    Idx(IdxOp, Box<Expr>, Box<Expr>),
+    Call(Func, Vec<Expr>),
+}
+
+impl Expr {
+    pub fn var(name: &str) -> Expr {
+        Expr::Var(name.to_string())
+    }
+    pub fn idx(op: IdxOp, a: Expr, b: Expr) -> Expr {
+        // Fold the trivial cases so that lowering writes no `x * 1` or `x + 0`.
+        match (op, &a, &b) {
+            (IdxOp::Add, Expr::Int(0), _) | (IdxOp::Mul, Expr::Int(1), _) => b,
+            (IdxOp::Add | IdxOp::Sub, _, Expr::Int(0))
+            | (IdxOp::Mul | IdxOp::Div, _, Expr::Int(1)) => a,
+            (IdxOp::Mul, Expr::Int(0), _) | (IdxOp::Mul, _, Expr::Int(0)) => Expr::Int(0),
+            (IdxOp::Rem, _, Expr::Int(1)) => Expr::Int(0),
+            (IdxOp::Add, Expr::Int(x), Expr::Int(y)) => Expr::Int(x + y),
+            (IdxOp::Mul, Expr::Int(x), Expr::Int(y)) => Expr::Int(x * y),
+            _ => Expr::Idx(op, Box::new(a), Box::new(b)),
+        }
+    }
+    pub fn call(f: Func, args: Vec<Expr>) -> Expr {
+        Expr::Call(f, args)
+    }
+    pub fn cast(d: DType, e: Expr) -> Expr {
+        Expr::Call(Func::Cast(d), vec![e])
+    }
+    pub fn lit(d: DType, v: f64) -> Expr {
+        Expr::Call(Func::Cast(d), vec![Expr::Float(v)])
+    }
+    pub fn load(tensor: &str, coord: Vec<Expr>) -> Expr {
+        Expr::Load {
+            tensor: tensor.to_string(),
+            coord,
+        }
+    }
+}
+
+/// Visits every statement of a body, nested ones included, in program order.
+pub fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::For { body, .. } => walk(body, f),
+            Stmt::If { body, orelse, .. } => {
+                walk(body, f);
+                walk(orelse, f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The tensors a body writes: stores, copies and the operands intrinsics write (emitters use
+/// it to declare read-only parameters `const`).
+pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
+    let mut out = std::collections::HashSet::new();
+    walk(body, &mut |s| match s {
+        Stmt::Store { tensor, .. } => {
+            out.insert(tensor.as_str());
+        }
+        Stmt::Copy { dst, .. } => {
+            out.insert(dst.tensor.as_str());
+        }
+        Stmt::Intrinsic { op, args } => {
+            for ((_, kind), arg) in op.info().args.iter().zip(args) {
+                if let (true, Some(f)) = (kind.writes(), arg.frag()) {
+                    out.insert(f.tensor.as_str());
+                }
+            }
+        }
+        _ => {}
+    });
+    out
+}
+
+/// One leaf of an offset computation: `((c / div) % modulo) * stride`, where `modulo` is `None`
+/// when the coordinate never reaches the leaf's size (the last leaf of a mode).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffsetTerm {
+    /// Which coordinate (index into the coordinate list) the term reads.
+    pub coord: usize,
+    pub div: i64,
+    pub modulo: Option<i64>,
+    pub stride: i64,
+}
+
+/// The element offset of `layout` at a coordinate, as a sum of terms over the coordinate's
+/// components: CuTe's `crd2idx` with each mode coalesced first and stride-0 leaves dropped.
+///
+/// With `coord_rank == 1` the single coordinate is read colexicographically over the whole
+/// layout; otherwise `coord_rank` must equal the layout's rank and each coordinate indexes one
+/// top-level mode.
+pub fn offset_terms(layout: &Layout, coord_rank: usize) -> Result<Vec<OffsetTerm>, LayoutError> {
+    let modes: Vec<Layout> = if coord_rank == 1 {
+        vec![coalesce(layout)?]
+    } else {
+        layout
+            .modes()
+            .iter()
+            .map(coalesce)
+            .collect::<Result<_, _>>()?
+    };
+    let mut terms = Vec::new();
+    for (c, mode) in modes.iter().enumerate() {
+        let leaves = mode.leaves();
+        let mut div = 1i64;
+        for (k, &(size, stride)) in leaves.iter().enumerate() {
+            if size != 1 && stride != 0 {
+                let last = k + 1 == leaves.len();
+                terms.push(OffsetTerm {
+                    coord: c,
+                    div,
+                    modulo: (!last).then_some(size),
+                    stride,
+                });
+            }
+            div = div.saturating_mul(size);
+        }
+    }
+    Ok(terms)
+}
+
+/// The offset as an [`Expr`] over the coordinate expressions.
+pub fn offset_expr(layout: &Layout, coord: &[Expr]) -> Result<Expr, LayoutError> {
+    let mut sum: Option<Expr> = None;
+    for t in offset_terms(layout, coord.len())? {
+        let mut e = Expr::idx(IdxOp::Div, coord[t.coord].clone(), Expr::Int(t.div));
+        if let Some(m) = t.modulo {
+            e = Expr::idx(IdxOp::Rem, e, Expr::Int(m));
+        }
+        e = Expr::idx(IdxOp::Mul, e, Expr::Int(t.stride));
+        sum = Some(match sum {
+            None => e,
+            Some(s) => Expr::idx(IdxOp::Add, s, e),
+        });
+    }
+    Ok(sum.unwrap_or(Expr::Int(0)))
+}

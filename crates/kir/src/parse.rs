@@ -1,0 +1,846 @@
+//! Parser of the kernel IR's text form (line-oriented: one statement per line).
+//!
+//! Lines whose first non-blank characters are `//` are comments. Every error carries the line
+//! and column it was found at; nothing here panics on any input.
+
+use super::*;
+use crate::manifest::BufferKind;
+use irc_layout::parse_layout;
+use std::fmt;
+
+/// A located syntax error in kernel IR text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub col: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.col, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Expression nesting beyond this is refused (the printer never writes it for real kernels).
+const MAX_DEPTH: usize = 128;
+
+/// Parses a module printed by [`super::print_module`]. The result is not verified; call
+/// [`super::verify_module`] for that.
+pub fn parse_module(text: &str) -> Result<Module, ParseError> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with("//")
+        })
+        .collect();
+    let mut p = Parser { lines, pos: 0 };
+    let m = p.module()?;
+    if let Some(&(line, _)) = p.lines.get(p.pos) {
+        return Err(ParseError {
+            line,
+            col: 1,
+            message: "text after the end of the module".into(),
+        });
+    }
+    Ok(m)
+}
+
+struct Parser<'a> {
+    lines: Vec<(usize, &'a str)>,
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn next_line(&mut self) -> Result<Cursor<'a>, ParseError> {
+        let last = self.lines.last().map_or(1, |l| l.0);
+        let &(line, text) = self.lines.get(self.pos).ok_or(ParseError {
+            line: last,
+            col: 1,
+            message: "unexpected end of input (missing `}`?)".into(),
+        })?;
+        self.pos += 1;
+        Ok(Cursor {
+            text,
+            pos: 0,
+            line,
+            depth: 0,
+        })
+    }
+
+    fn peek_is_close(&self) -> bool {
+        self.lines
+            .get(self.pos)
+            .is_some_and(|(_, l)| l.trim() == "}")
+    }
+
+    fn module(&mut self) -> Result<Module, ParseError> {
+        let mut c = self.next_line()?;
+        c.keyword("module")?;
+        let name = c.global()?;
+        c.keyword("flops")?;
+        c.punct("=")?;
+        let flops = c.uint()?;
+        c.keyword("min_bytes")?;
+        c.punct("=")?;
+        let min_bytes = c.uint()?;
+        c.punct("{")?;
+        c.end()?;
+        let mut m = Module {
+            name,
+            flops,
+            min_bytes,
+            buffers: vec![],
+            constants: vec![],
+            kernels: vec![],
+            launches: vec![],
+            results: vec![],
+        };
+        loop {
+            let mut c = self.next_line()?;
+            let word = c.word()?;
+            match word.as_str() {
+                "buffer" => {
+                    let name = c.local()?;
+                    c.punct(":")?;
+                    let (shape, dtype) = c.tensor_type()?;
+                    let kind = match c.word()?.as_str() {
+                        "input" => BufferKind::Input,
+                        "output" => BufferKind::Output,
+                        "temp" => BufferKind::Temp,
+                        other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
+                    };
+                    c.end()?;
+                    m.buffers.push(BufferDecl {
+                        name,
+                        dtype,
+                        shape,
+                        kind,
+                    });
+                }
+                "constant" => {
+                    let name = c.global()?;
+                    c.punct(":")?;
+                    let dtype = c.dtype()?;
+                    c.punct("[")?;
+                    let mut values = vec![];
+                    if !c.try_punct("]") {
+                        loop {
+                            values.push(c.number_f64()?);
+                            if c.try_punct("]") {
+                                break;
+                            }
+                            c.punct(",")?;
+                        }
+                    }
+                    c.end()?;
+                    m.constants.push(ConstDecl {
+                        name,
+                        dtype,
+                        values,
+                    });
+                }
+                "kernel" => {
+                    let k = self.kernel(c)?;
+                    m.kernels.push(k);
+                }
+                "launch" => {
+                    let kernel = c.global()?;
+                    c.punct("(")?;
+                    let mut args = vec![];
+                    if !c.try_punct(")") {
+                        loop {
+                            args.push(c.local()?);
+                            if c.try_punct(")") {
+                                break;
+                            }
+                            c.punct(",")?;
+                        }
+                    }
+                    c.end()?;
+                    m.launches.push(LaunchStmt { kernel, args });
+                }
+                "return" => {
+                    if !c.at_end() {
+                        loop {
+                            m.results.push(c.local()?);
+                            if c.at_end() {
+                                break;
+                            }
+                            c.punct(",")?;
+                        }
+                    }
+                    let mut close = self.next_line()?;
+                    close.punct("}")?;
+                    close.end()?;
+                    return Ok(m);
+                }
+                other => {
+                    return Err(c.err_at(0, format!("expected a module item, found `{other}`")));
+                }
+            }
+        }
+    }
+
+    fn kernel(&mut self, mut c: Cursor<'a>) -> Result<Kernel, ParseError> {
+        let name = c.global()?;
+        c.keyword("grid")?;
+        let grid = c.dim3()?;
+        c.keyword("block")?;
+        let block = c.dim3()?;
+        c.keyword("index")?;
+        c.punct("(")?;
+        let index = match c.word()?.as_str() {
+            "i32" => IndexWidth::I32,
+            "i64" => IndexWidth::I64,
+            other => return Err(c.err(format!("index width must be i32 or i64, found `{other}`"))),
+        };
+        c.punct(")")?;
+        c.punct("{")?;
+        c.end()?;
+        let mut k = Kernel {
+            name,
+            grid,
+            block,
+            index,
+            origins: vec![],
+            params: vec![],
+            tensors: vec![],
+            body: vec![],
+        };
+        // Header lines, then the body.
+        while let Some(&(_, text)) = self.lines.get(self.pos) {
+            let head = text.trim_start();
+            if head.starts_with("origin ") {
+                let mut c = self.next_line()?;
+                c.keyword("origin")?;
+                let op = c.string()?;
+                c.keyword("at")?;
+                let loc = c.string()?;
+                c.end()?;
+                k.origins.push(Origin { op, loc });
+            } else if head.starts_with("param ") {
+                let mut c = self.next_line()?;
+                c.keyword("param")?;
+                let name = c.local()?;
+                c.punct(":")?;
+                let dtype = c.dtype()?;
+                c.end()?;
+                k.params.push(Param { name, dtype });
+            } else if head.starts_with("tensor ") {
+                let mut c = self.next_line()?;
+                c.keyword("tensor")?;
+                let name = c.local()?;
+                c.punct(":")?;
+                let dtype = c.dtype()?;
+                let space = match c.word()?.as_str() {
+                    "global" => {
+                        c.punct("(")?;
+                        let p = c.local()?;
+                        c.punct(")")?;
+                        Space::Global(p)
+                    }
+                    "const" => {
+                        c.punct("(")?;
+                        let p = c.global()?;
+                        c.punct(")")?;
+                        Space::Const(p)
+                    }
+                    "shared" => Space::Shared,
+                    "regs" => Space::Registers,
+                    "view" => {
+                        c.punct("(")?;
+                        let t = c.local()?;
+                        c.punct(")")?;
+                        Space::View(t)
+                    }
+                    other => return Err(c.err(format!("unknown memory space `{other}`"))),
+                };
+                c.punct("=")?;
+                let layout = c.layout()?;
+                k.tensors.push(TensorDecl {
+                    name,
+                    dtype,
+                    space,
+                    layout,
+                });
+            } else {
+                break;
+            }
+        }
+        k.body = self.block()?;
+        Ok(k)
+    }
+
+    /// Statements up to and including the closing `}` line.
+    fn block(&mut self) -> Result<Vec<Stmt>, ParseError> {
+        let (body, has_else) = self.block_or_else()?;
+        if has_else {
+            let line = self.lines[self.pos - 1].0;
+            return Err(ParseError {
+                line,
+                col: 1,
+                message: "`else` without `if`".into(),
+            });
+        }
+        Ok(body)
+    }
+
+    /// Statements up to a `}` line (false) or a `} else {` line (true), consumed.
+    fn block_or_else(&mut self) -> Result<(Vec<Stmt>, bool), ParseError> {
+        let mut body = vec![];
+        loop {
+            if self.peek_is_close() {
+                self.pos += 1;
+                return Ok((body, false));
+            }
+            if self
+                .lines
+                .get(self.pos)
+                .is_some_and(|(_, l)| l.split_whitespace().eq(["}", "else", "{"]))
+            {
+                self.pos += 1;
+                return Ok((body, true));
+            }
+            let c = self.next_line()?;
+            body.push(self.stmt(c)?);
+        }
+    }
+
+    fn stmt(&mut self, mut c: Cursor<'a>) -> Result<Stmt, ParseError> {
+        c.skip_ws();
+        if c.rest().starts_with('%') {
+            let var = c.local()?;
+            if c.try_punct("<-") {
+                let value = c.expr()?;
+                c.end()?;
+                return Ok(Stmt::Assign { var, value });
+            }
+            c.punct(":")?;
+            let ty = c.ty()?;
+            c.punct("=")?;
+            c.skip_ws();
+            let scope = ["block_reduce.", "warp_reduce."]
+                .into_iter()
+                .find(|p| c.rest().starts_with(p));
+            if let Some(prefix) = scope {
+                c.pos += prefix.len();
+                let op = match c.word()?.as_str() {
+                    "sum" => ReduceOp::Sum,
+                    "max" => ReduceOp::Max,
+                    "min" => ReduceOp::Min,
+                    other => return Err(c.err(format!("unknown block reduction `{other}`"))),
+                };
+                let value = c.expr()?;
+                c.end()?;
+                return Ok(if prefix == "warp_reduce." {
+                    Stmt::WarpReduce { var, ty, op, value }
+                } else {
+                    Stmt::BlockReduce { var, ty, op, value }
+                });
+            }
+            let value = c.expr()?;
+            c.end()?;
+            return Ok(Stmt::Let { var, ty, value });
+        }
+        let word = c.word()?;
+        match word.as_str() {
+            "var" => {
+                let var = c.local()?;
+                c.punct(":")?;
+                let ty = c.ty()?;
+                c.punct("=")?;
+                let init = c.expr()?;
+                c.end()?;
+                Ok(Stmt::Var { var, ty, init })
+            }
+            "store" => {
+                let tensor = c.local()?;
+                let coord = c.coord()?;
+                c.punct(",")?;
+                let value = c.expr()?;
+                c.end()?;
+                Ok(Stmt::Store {
+                    tensor,
+                    coord,
+                    value,
+                })
+            }
+            "for" => {
+                let var = c.local()?;
+                c.punct("=")?;
+                let start = c.expr()?;
+                c.keyword("to")?;
+                let end = c.expr()?;
+                c.keyword("step")?;
+                let step = c.expr()?;
+                let unroll = c.try_keyword("unroll");
+                c.punct("{")?;
+                c.end()?;
+                let body = self.block()?;
+                Ok(Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    unroll,
+                    body,
+                })
+            }
+            "if" => {
+                let cond = c.expr()?;
+                c.punct("{")?;
+                c.end()?;
+                let (body, has_else) = self.block_or_else()?;
+                let orelse = if has_else { self.block()? } else { vec![] };
+                Ok(Stmt::If { cond, body, orelse })
+            }
+            "sync" => {
+                c.end()?;
+                Ok(Stmt::Sync)
+            }
+            w if w.starts_with("copy.") => {
+                let width = w["copy.".len()..]
+                    .parse::<u32>()
+                    .map_err(|_| c.err_at(0, format!("bad copy width in `{w}`")))?;
+                let dst = c.frag()?;
+                c.punct(",")?;
+                let src = c.frag()?;
+                c.end()?;
+                Ok(Stmt::Copy { width, dst, src })
+            }
+            other => {
+                let Some(op) = Intrinsic::from_name(other) else {
+                    return Err(c.err_at(0, format!("expected a statement, found `{other}`")));
+                };
+                let mut args = vec![];
+                for (i, (_, kind)) in op.info().args.iter().enumerate() {
+                    if i > 0 {
+                        c.punct(",")?;
+                    }
+                    args.push(match kind {
+                        ArgKind::Index => Arg::Expr(c.expr()?),
+                        _ => Arg::Frag(c.frag()?),
+                    });
+                }
+                c.end()?;
+                Ok(Stmt::Intrinsic { op, args })
+            }
+        }
+    }
+}
+
+struct Cursor<'a> {
+    text: &'a str,
+    pos: usize,
+    line: usize,
+    depth: usize,
+}
+
+fn is_word_char(ch: char) -> bool {
+    ch.is_ascii_alphanumeric() || ch == '_' || ch == '.'
+}
+
+impl<'a> Cursor<'a> {
+    fn rest(&self) -> &'a str {
+        &self.text[self.pos..]
+    }
+
+    fn err(&self, message: String) -> ParseError {
+        let col = self.text[..self.pos].chars().count() + 1;
+        ParseError {
+            line: self.line,
+            col,
+            message,
+        }
+    }
+
+    fn err_at(&self, pos: usize, message: String) -> ParseError {
+        let pos = pos.min(self.text.len());
+        let lead = self.text.len() - self.text.trim_start().len();
+        let col = self.text[..pos.max(lead)].chars().count() + 1;
+        ParseError {
+            line: self.line,
+            col,
+            message,
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        let r = self.rest();
+        self.pos += r.len() - r.trim_start().len();
+    }
+
+    fn at_end(&mut self) -> bool {
+        self.skip_ws();
+        self.rest().is_empty()
+    }
+
+    fn end(&mut self) -> Result<(), ParseError> {
+        if self.at_end() {
+            Ok(())
+        } else {
+            Err(self.err(format!("unexpected `{}`", self.rest())))
+        }
+    }
+
+    fn try_punct(&mut self, p: &str) -> bool {
+        self.skip_ws();
+        if self.rest().starts_with(p) {
+            self.pos += p.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn punct(&mut self, p: &str) -> Result<(), ParseError> {
+        if self.try_punct(p) {
+            Ok(())
+        } else {
+            Err(self.err(format!("expected `{p}`")))
+        }
+    }
+
+    fn word(&mut self) -> Result<String, ParseError> {
+        self.skip_ws();
+        let r = self.rest();
+        let n = r.find(|ch: char| !is_word_char(ch)).unwrap_or(r.len());
+        if n == 0 {
+            return Err(self.err("expected a word".into()));
+        }
+        self.pos += n;
+        Ok(r[..n].to_string())
+    }
+
+    fn try_keyword(&mut self, k: &str) -> bool {
+        self.skip_ws();
+        let r = self.rest();
+        if r.starts_with(k) && !r[k.len()..].starts_with(is_word_char) {
+            self.pos += k.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn keyword(&mut self, k: &str) -> Result<(), ParseError> {
+        if self.try_keyword(k) {
+            Ok(())
+        } else {
+            Err(self.err(format!("expected `{k}`")))
+        }
+    }
+
+    fn sigil_name(&mut self, sigil: char) -> Result<String, ParseError> {
+        self.skip_ws();
+        if !self.rest().starts_with(sigil) {
+            return Err(self.err(format!("expected a `{sigil}` name")));
+        }
+        self.pos += 1;
+        let r = self.rest();
+        let n = r
+            .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+            .unwrap_or(r.len());
+        if n == 0 {
+            return Err(self.err(format!("expected a name after `{sigil}`")));
+        }
+        self.pos += n;
+        Ok(r[..n].to_string())
+    }
+
+    fn local(&mut self) -> Result<String, ParseError> {
+        self.sigil_name('%')
+    }
+
+    fn global(&mut self) -> Result<String, ParseError> {
+        self.sigil_name('@')
+    }
+
+    fn uint(&mut self) -> Result<u64, ParseError> {
+        self.skip_ws();
+        let r = self.rest();
+        let n = r.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(r.len());
+        let v = r[..n]
+            .parse()
+            .map_err(|_| self.err("expected an unsigned integer".into()))?;
+        self.pos += n;
+        Ok(v)
+    }
+
+    fn dim3(&mut self) -> Result<[u32; 3], ParseError> {
+        self.punct("(")?;
+        let mut d = [0u32; 3];
+        for (i, slot) in d.iter_mut().enumerate() {
+            if i > 0 {
+                self.punct(",")?;
+            }
+            let v = self.uint()?;
+            *slot =
+                u32::try_from(v).map_err(|_| self.err(format!("{v} does not fit in 32 bits")))?;
+        }
+        self.punct(")")?;
+        Ok(d)
+    }
+
+    fn dtype(&mut self) -> Result<DType, ParseError> {
+        let start = self.pos;
+        let w = self.word()?;
+        w.parse()
+            .map_err(|_| self.err_at(start, format!("unknown dtype `{w}`")))
+    }
+
+    fn ty(&mut self) -> Result<Ty, ParseError> {
+        if self.try_keyword("idx") {
+            Ok(Ty::Idx)
+        } else {
+            Ok(Ty::Elem(self.dtype()?))
+        }
+    }
+
+    fn tensor_type(&mut self) -> Result<(Vec<u64>, DType), ParseError> {
+        self.keyword("tensor")?;
+        self.punct("<")?;
+        let r = self.rest();
+        let close = r.find('>').ok_or_else(|| self.err("expected `>`".into()))?;
+        let body = &r[..close];
+        let mut parts: Vec<&str> = body.split('x').collect();
+        let dt = parts.pop().unwrap_or_default();
+        let dtype = dt
+            .parse()
+            .map_err(|_| self.err(format!("unknown dtype `{dt}`")))?;
+        let mut shape = vec![];
+        for p in parts {
+            shape.push(
+                p.parse::<u64>()
+                    .map_err(|_| self.err(format!("bad dimension `{p}`")))?,
+            );
+        }
+        self.pos += close + 1;
+        Ok((shape, dtype))
+    }
+
+    fn string(&mut self) -> Result<String, ParseError> {
+        self.skip_ws();
+        if !self.rest().starts_with('"') {
+            return Err(self.err("expected a string".into()));
+        }
+        self.pos += 1;
+        let mut out = String::new();
+        let mut chars = self.rest().char_indices();
+        while let Some((i, ch)) = chars.next() {
+            match ch {
+                '"' => {
+                    self.pos += i + 1;
+                    return Ok(out);
+                }
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => out.push('\n'),
+                    Some((_, 't')) => out.push('\t'),
+                    Some((_, c)) => out.push(c),
+                    None => break,
+                },
+                c => out.push(c),
+            }
+        }
+        Err(self.err("unterminated string".into()))
+    }
+
+    fn layout(&mut self) -> Result<Layout, ParseError> {
+        self.skip_ws();
+        let text = self.rest().trim_end();
+        let l = parse_layout(text).map_err(|e| self.err(format!("invalid layout: {e}")))?;
+        self.pos = self.text.len();
+        Ok(l)
+    }
+
+    fn number_f64(&mut self) -> Result<f64, ParseError> {
+        match self.atom()? {
+            Expr::Float(x) => Ok(x),
+            Expr::Int(i) => Ok(i as f64),
+            _ => Err(self.err("expected a number".into())),
+        }
+    }
+
+    fn frag(&mut self) -> Result<Frag, ParseError> {
+        let tensor = self.local()?;
+        self.punct("[")?;
+        let mut at = vec![];
+        if !self.try_punct("]") {
+            at.push(self.expr()?);
+            while self.try_punct(",") {
+                at.push(self.expr()?);
+            }
+            self.punct("]")?;
+        }
+        Ok(Frag { tensor, at })
+    }
+
+    fn coord(&mut self) -> Result<Vec<Expr>, ParseError> {
+        self.punct("[")?;
+        let mut es = vec![self.expr()?];
+        while self.try_punct(",") {
+            es.push(self.expr()?);
+        }
+        self.punct("]")?;
+        Ok(es)
+    }
+
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.err(format!("expression nested deeper than {MAX_DEPTH}")));
+        }
+        let mut lhs = self.cmp()?;
+        while self.try_punct("&&") {
+            let rhs = self.cmp()?;
+            lhs = Expr::Idx(IdxOp::And, Box::new(lhs), Box::new(rhs));
+        }
+        self.depth -= 1;
+        Ok(lhs)
+    }
+
+    fn cmp(&mut self) -> Result<Expr, ParseError> {
+        let lhs = self.sum()?;
+        for op in [IdxOp::Le, IdxOp::Lt, IdxOp::Eq] {
+            if self.try_punct(op.symbol()) {
+                let rhs = self.sum()?;
+                return Ok(Expr::Idx(op, Box::new(lhs), Box::new(rhs)));
+            }
+        }
+        Ok(lhs)
+    }
+
+    fn sum(&mut self) -> Result<Expr, ParseError> {
+        let mut lhs = self.product()?;
+        loop {
+            self.skip_ws();
+            let op = if self.rest().starts_with('+') {
+                IdxOp::Add
+            } else if self.rest().starts_with("- ") {
+                IdxOp::Sub
+            } else {
+                return Ok(lhs);
+            };
+            self.pos += 1;
+            let rhs = self.product()?;
+            lhs = Expr::Idx(op, Box::new(lhs), Box::new(rhs));
+        }
+    }
+
+    fn product(&mut self) -> Result<Expr, ParseError> {
+        let mut lhs = self.atom()?;
+        loop {
+            self.skip_ws();
+            let op = match self.rest().chars().next() {
+                Some('*') => IdxOp::Mul,
+                Some('/') => IdxOp::Div,
+                Some('%') if !self.rest()[1..].starts_with(is_word_char) => IdxOp::Rem,
+                _ => return Ok(lhs),
+            };
+            self.pos += 1;
+            let rhs = self.atom()?;
+            lhs = Expr::Idx(op, Box::new(lhs), Box::new(rhs));
+        }
+    }
+
+    fn atom(&mut self) -> Result<Expr, ParseError> {
+        self.skip_ws();
+        let r = self.rest();
+        let Some(first) = r.chars().next() else {
+            return Err(self.err("expected an expression".into()));
+        };
+        if first == '(' {
+            self.pos += 1;
+            let e = self.expr()?;
+            self.punct(")")?;
+            return Ok(e);
+        }
+        if first == '%' {
+            return Ok(Expr::Var(self.local()?));
+        }
+        if first.is_ascii_digit() || first == '-' {
+            return self.number();
+        }
+        let start = self.pos;
+        let w = self.word()?;
+        match w.as_str() {
+            "inf" => return Ok(Expr::Float(f64::INFINITY)),
+            "nan" => return Ok(Expr::Float(f64::NAN)),
+            "load" => {
+                let tensor = self.local()?;
+                let coord = self.coord()?;
+                return Ok(Expr::Load { tensor, coord });
+            }
+            _ => {}
+        }
+        if let Some(b) = Builtin::ALL.into_iter().find(|b| b.name() == w) {
+            return Ok(Expr::Builtin(b));
+        }
+        let f = Func::from_name(&w)
+            .ok_or_else(|| self.err_at(start, format!("unknown function `{w}`")))?;
+        self.punct("(")?;
+        let mut args = vec![];
+        if !self.try_punct(")") {
+            loop {
+                args.push(self.expr()?);
+                if self.try_punct(")") {
+                    break;
+                }
+                self.punct(",")?;
+            }
+        }
+        Ok(Expr::Call(f, args))
+    }
+
+    fn number(&mut self) -> Result<Expr, ParseError> {
+        let r = self.rest();
+        let neg = r.starts_with('-');
+        let body = if neg { &r[1..] } else { r };
+        if body.starts_with("inf") && !body[3..].starts_with(is_word_char) {
+            self.pos += 3 + usize::from(neg);
+            return Ok(Expr::Float(if neg {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }));
+        }
+        let mut n = 0;
+        let bytes = body.as_bytes();
+        while n < bytes.len() {
+            let ch = bytes[n];
+            let sign_after_e =
+                (ch == b'-' || ch == b'+') && n > 0 && matches!(bytes[n - 1], b'e' | b'E');
+            if ch.is_ascii_digit() || ch == b'.' || ch == b'e' || ch == b'E' || sign_after_e {
+                n += 1;
+            } else {
+                break;
+            }
+        }
+        let lit = &r[..n + usize::from(neg)];
+        if n == 0 {
+            return Err(self.err("expected a number".into()));
+        }
+        let is_float = body[..n].contains(['.', 'e', 'E']);
+        let e = if is_float {
+            Expr::Float(
+                lit.parse()
+                    .map_err(|_| self.err(format!("bad number `{lit}`")))?,
+            )
+        } else {
+            Expr::Int(
+                lit.parse()
+                    .map_err(|_| self.err(format!("bad integer `{lit}`")))?,
+            )
+        };
+        self.pos += lit.len();
+        Ok(e)
+    }
+}

@@ -1,0 +1,628 @@
+//! The kernel IR's verifier.
+//!
+//! Invariants checked (each failure names the kernel and the offending item):
+//! - names are unique: buffers, constants, kernels; and within a kernel, parameters, tensors and
+//!   scalar variables (every variable is defined once, so emitters need no renaming);
+//! - launches name a defined kernel with one buffer per parameter of the same dtype; results name
+//!   buffers; grid and block are non-empty, a block has at most 1024 threads, grid y and z at
+//!   most 65535;
+//! - a global tensor views a parameter of its dtype, and for every launch its layout stays inside
+//!   the bound buffer (`cosize(layout) <= elements`), so every in-range coordinate is in bounds;
+//!   a const tensor stays inside its constant; shared memory is at most 48 KiB per block; a
+//!   register tensor has at most 256 elements;
+//! - every use of a variable is dominated by its definition (block scoping), assignments target
+//!   `var`s, and every expression is well typed: index arithmetic on `idx`, comparisons give
+//!   `i1`, math functions take `f32`/`f64` (integers where the function is defined on them), and
+//!   a float literal appears only as the argument of a cast;
+//! - a load or store coordinate has one index per top-level mode of the tensor's layout, or a
+//!   single index; constants are never stored to.
+
+use super::*;
+use irc_target::Target;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// What the verifier found wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyError {
+    /// `@kernel` or `module`.
+    pub location: String,
+    pub message: String,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel IR verifier: {}: {}", self.location, self.message)
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
+    verify_module_for(m, &Target::default())
+}
+
+/// [`verify_module`] against the limits of `target`.
+pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError> {
+    let merr = |message: String| VerifyError {
+        location: "module".into(),
+        message,
+    };
+    let mut buffers = HashMap::new();
+    for b in &m.buffers {
+        if buffers.insert(b.name.as_str(), b).is_some() {
+            return Err(merr(format!("buffer %{} is declared twice", b.name)));
+        }
+        if b.shape.contains(&0) {
+            return Err(merr(format!("buffer %{} has an empty dimension", b.name)));
+        }
+    }
+    let mut consts = HashMap::new();
+    for c in &m.constants {
+        if consts.insert(c.name.as_str(), c).is_some() {
+            return Err(merr(format!("constant @{} is declared twice", c.name)));
+        }
+    }
+    let mut kernels = HashMap::new();
+    for k in &m.kernels {
+        if kernels.insert(k.name.as_str(), k).is_some() {
+            return Err(merr(format!("kernel @{} is declared twice", k.name)));
+        }
+        verify_kernel(k, &consts, target)?;
+    }
+    for l in &m.launches {
+        let k = kernels
+            .get(l.kernel.as_str())
+            .ok_or_else(|| merr(format!("launch of undefined kernel @{}", l.kernel)))?;
+        if l.args.len() != k.params.len() {
+            return Err(merr(format!(
+                "launch of @{} passes {} buffers for {} parameters",
+                l.kernel,
+                l.args.len(),
+                k.params.len()
+            )));
+        }
+        let mut bound = HashMap::new();
+        for (a, p) in l.args.iter().zip(&k.params) {
+            let b = buffers.get(a.as_str()).ok_or_else(|| {
+                merr(format!(
+                    "launch of @{} names undefined buffer %{a}",
+                    l.kernel
+                ))
+            })?;
+            if b.dtype != p.dtype {
+                return Err(merr(format!(
+                    "launch of @{}: buffer %{a} is {} but parameter %{} is {}",
+                    l.kernel, b.dtype, p.name, p.dtype
+                )));
+            }
+            bound.insert(p.name.as_str(), b.elements());
+        }
+        for t in &k.tensors {
+            if let Space::Global(p) = &t.space {
+                let cosize = t.layout.cosize().map_err(|e| merr(e.to_string()))?;
+                let elems = bound.get(p.as_str()).copied().unwrap_or(0);
+                if cosize as u64 > elems {
+                    return Err(merr(format!(
+                        "launch of @{}: tensor %{} reaches offset {} but the buffer bound to %{p} has {elems} elements",
+                        l.kernel,
+                        t.name,
+                        cosize - 1
+                    )));
+                }
+            }
+        }
+    }
+    for r in &m.results {
+        if !buffers.contains_key(r.as_str()) {
+            return Err(merr(format!("result names undefined buffer %{r}")));
+        }
+    }
+    Ok(())
+}
+
+fn verify_kernel(
+    k: &Kernel,
+    consts: &HashMap<&str, &ConstDecl>,
+    target: &Target,
+) -> Result<(), VerifyError> {
+    let max_register_elems = target.max_register_elems as i64;
+    let max_shared_bytes = target.max_shared_bytes as i64;
+    let err = |message: String| VerifyError {
+        location: format!("@{}", k.name),
+        message,
+    };
+    if k.grid.contains(&0) || k.block.contains(&0) {
+        return Err(err("grid and block must be non-empty".into()));
+    }
+    if k.grid[1] > 65535 || k.grid[2] > 65535 {
+        return Err(err("grid y and z are at most 65535".into()));
+    }
+    if k.block.iter().map(|&b| u64::from(b)).product::<u64>() > 1024 {
+        return Err(err("a block has at most 1024 threads".into()));
+    }
+    let mut params = HashMap::new();
+    for p in &k.params {
+        if params.insert(p.name.as_str(), p.dtype).is_some() {
+            return Err(err(format!("parameter %{} is declared twice", p.name)));
+        }
+    }
+    let mut tensors = HashMap::new();
+    let mut shared_bytes = 0i64;
+    for t in &k.tensors {
+        if params.contains_key(t.name.as_str()) || tensors.insert(t.name.as_str(), t).is_some() {
+            return Err(err(format!("tensor %{} is declared twice", t.name)));
+        }
+        let cosize = t
+            .layout
+            .cosize()
+            .map_err(|e| err(format!("tensor %{}: {e}", t.name)))?;
+        let size = t
+            .layout
+            .size()
+            .map_err(|e| err(format!("tensor %{}: {e}", t.name)))?;
+        if t.layout.leaves().iter().any(|&(_, d)| d < 0) {
+            return Err(err(format!("tensor %{} has a negative stride", t.name)));
+        }
+        match &t.space {
+            Space::Global(p) => match params.get(p.as_str()) {
+                Some(&d) if d == t.dtype => {}
+                Some(&d) => {
+                    return Err(err(format!(
+                        "tensor %{} is {} but parameter %{p} is {d}",
+                        t.name, t.dtype
+                    )));
+                }
+                None => {
+                    return Err(err(format!(
+                        "tensor %{} views undefined parameter %{p}",
+                        t.name
+                    )));
+                }
+            },
+            Space::Const(c) => {
+                let c = consts.get(c.as_str()).ok_or_else(|| {
+                    err(format!("tensor %{} views undefined constant @{c}", t.name))
+                })?;
+                if c.dtype != t.dtype || cosize as usize > c.values.len() {
+                    return Err(err(format!(
+                        "tensor %{} does not fit constant @{}",
+                        t.name, c.name
+                    )));
+                }
+            }
+            Space::Shared => {
+                shared_bytes =
+                    shared_bytes.saturating_add(cosize.saturating_mul(t.dtype.size_bytes() as i64));
+            }
+            Space::View(base) => {
+                let b = tensors
+                    .get(base.as_str())
+                    .filter(|b| matches!(b.space, Space::Shared | Space::Registers))
+                    .ok_or_else(|| {
+                        err(format!(
+                            "tensor %{} views %{base}, which is not a shared or register tensor declared before it",
+                            t.name
+                        ))
+                    })?;
+                let base_cosize = b.layout.cosize().map_err(|e| err(e.to_string()))?;
+                if b.dtype != t.dtype || cosize > base_cosize {
+                    return Err(err(format!(
+                        "view %{} must have the dtype of %{base} and stay inside its {base_cosize} elements",
+                        t.name
+                    )));
+                }
+            }
+            Space::Registers => {
+                if size > max_register_elems || cosize > max_register_elems {
+                    return Err(err(format!(
+                        "register tensor %{} has more than {max_register_elems} elements",
+                        t.name
+                    )));
+                }
+            }
+        }
+    }
+    if shared_bytes > max_shared_bytes {
+        return Err(err(format!(
+            "{shared_bytes} bytes of shared memory exceed {max_shared_bytes}"
+        )));
+    }
+    let mut cx = Checker {
+        k,
+        tensors,
+        scopes: vec![HashMap::new()],
+        all: HashSet::new(),
+    };
+    cx.block(&k.body).map_err(err)
+}
+
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum VarKind {
+    Let,
+    Mut,
+}
+
+struct Checker<'k> {
+    k: &'k Kernel,
+    tensors: HashMap<&'k str, &'k TensorDecl>,
+    scopes: Vec<HashMap<&'k str, (Ty, VarKind)>>,
+    all: HashSet<&'k str>,
+}
+
+impl<'k> Checker<'k> {
+    fn define(&mut self, v: &'k str, ty: Ty, kind: VarKind) -> Result<(), String> {
+        if !self.all.insert(v)
+            || self.tensors.contains_key(v)
+            || self.k.params.iter().any(|p| p.name == v)
+        {
+            return Err(format!("%{v} is defined twice"));
+        }
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .insert(v, (ty, kind));
+        Ok(())
+    }
+
+    fn lookup(&self, v: &str) -> Result<(Ty, VarKind), String> {
+        self.scopes
+            .iter()
+            .rev()
+            .find_map(|s| s.get(v).copied())
+            .ok_or_else(|| format!("%{v} is used where it is not defined"))
+    }
+
+    fn block(&mut self, body: &'k [Stmt]) -> Result<(), String> {
+        self.scopes.push(HashMap::new());
+        for s in body {
+            self.stmt(s)?;
+        }
+        self.scopes.pop();
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &'k Stmt) -> Result<(), String> {
+        match s {
+            Stmt::Let { var, ty, value }
+            | Stmt::Var {
+                var,
+                ty,
+                init: value,
+            } => {
+                let t = self.expr(value)?;
+                if t != *ty {
+                    return Err(format!(
+                        "%{var} is declared {} but its value is {}",
+                        ty.name(),
+                        t.name()
+                    ));
+                }
+                let kind = if matches!(s, Stmt::Var { .. }) {
+                    VarKind::Mut
+                } else {
+                    VarKind::Let
+                };
+                self.define(var, *ty, kind)
+            }
+            Stmt::Assign { var, value } => {
+                let (ty, kind) = self.lookup(var)?;
+                if kind != VarKind::Mut {
+                    return Err(format!(
+                        "%{var} is assigned but was not declared with `var`"
+                    ));
+                }
+                let t = self.expr(value)?;
+                if t != ty {
+                    return Err(format!(
+                        "%{var} is {} but is assigned a {}",
+                        ty.name(),
+                        t.name()
+                    ));
+                }
+                Ok(())
+            }
+            Stmt::Store {
+                tensor,
+                coord,
+                value,
+            } => {
+                let t = self.tensor(tensor, coord)?;
+                if matches!(t.space, Space::Const(_)) {
+                    return Err(format!("store to constant tensor %{tensor}"));
+                }
+                let vt = self.expr(value)?;
+                if vt != Ty::Elem(t.dtype) {
+                    return Err(format!(
+                        "store of {} into {} tensor %{tensor}",
+                        vt.name(),
+                        t.dtype
+                    ));
+                }
+                Ok(())
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                for e in [start, end, step] {
+                    if self.expr(e)? != Ty::Idx {
+                        return Err(format!("loop bounds of %{var} must be idx"));
+                    }
+                }
+                if *step == Expr::Int(0) {
+                    return Err(format!("loop %{var} has step 0"));
+                }
+                self.scopes.push(HashMap::new());
+                self.define(var, Ty::Idx, VarKind::Let)?;
+                self.block(body)?;
+                self.scopes.pop();
+                Ok(())
+            }
+            Stmt::If { cond, body, orelse } => {
+                if self.expr(cond)? != Ty::Elem(DType::I1) {
+                    return Err("the condition of `if` must be i1".into());
+                }
+                self.block(body)?;
+                self.block(orelse)
+            }
+            Stmt::Copy { width, dst, src } => {
+                let w = i64::from(*width);
+                let (td, ts) = (self.vector(dst, w)?, self.vector(src, w)?);
+                if td.dtype != ts.dtype {
+                    return Err(format!(
+                        "copy between %{} ({}) and %{} ({})",
+                        dst.tensor, td.dtype, src.tensor, ts.dtype
+                    ));
+                }
+                if !matches!(w * td.dtype.size_bytes() as i64, 4 | 8 | 16) {
+                    return Err(format!(
+                        "copy.{w} of {} moves {} bytes; 4, 8 or 16 are supported",
+                        td.dtype,
+                        w * td.dtype.size_bytes() as i64
+                    ));
+                }
+                if matches!(td.space, Space::Const(_))
+                    || matches!(td.space, Space::Registers)
+                    || matches!(ts.space, Space::Registers)
+                {
+                    return Err(
+                        "copy moves between global and shared memory (or shared views)".into(),
+                    );
+                }
+                Ok(())
+            }
+            Stmt::Sync => Ok(()),
+            Stmt::Intrinsic { op, args } => {
+                let info = op.info();
+                if args.len() != info.args.len() {
+                    return Err(format!(
+                        "{} takes {} operands, got {}",
+                        info.name,
+                        info.args.len(),
+                        args.len()
+                    ));
+                }
+                let mut tensors = vec![];
+                for ((name, kind), arg) in info.args.iter().zip(args) {
+                    tensors.push(match (kind, arg) {
+                        (ArgKind::Index, Arg::Expr(e)) => {
+                            if self.expr(e)? != Ty::Idx {
+                                return Err(format!("{} operand {name} must be idx", info.name));
+                            }
+                            None
+                        }
+                        (
+                            ArgKind::RegIn(n) | ArgKind::RegOut(n) | ArgKind::RegInOut(n),
+                            Arg::Frag(f),
+                        ) => {
+                            self.frag(f, *n)?;
+                            self.tensors.get(f.tensor.as_str()).copied()
+                        }
+                        (ArgKind::SharedIn, Arg::Frag(f)) => Some(self.shared_at(f)?),
+                        _ => {
+                            return Err(format!("{} operand {name} has the wrong kind", info.name));
+                        }
+                    });
+                }
+                (info.check)(&tensors).map_err(|e| format!("{e} (%{})", first_tensor(args)))
+            }
+            Stmt::BlockReduce { var, ty, value, .. } | Stmt::WarpReduce { var, ty, value, .. } => {
+                let t = self.expr(value)?;
+                if t != *ty
+                    || !matches!(
+                        t,
+                        Ty::Elem(DType::F32 | DType::F64 | DType::I32 | DType::I64)
+                    )
+                {
+                    return Err(format!(
+                        "block_reduce of %{var} needs f32, f64, i32 or i64 matching its type"
+                    ));
+                }
+                self.define(var, *ty, VarKind::Let)
+            }
+        }
+    }
+
+    /// A shared tensor (or a view of one) read at a full coordinate of idx expressions.
+    fn shared_at(&mut self, f: &'k Frag) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let shared = match &t.space {
+            Space::Shared => true,
+            Space::View(b) => self
+                .tensors
+                .get(b.as_str())
+                .is_some_and(|b| b.space == Space::Shared),
+            _ => false,
+        };
+        if !shared || f.at.len() != t.layout.rank() {
+            return Err(format!(
+                "%{} must be a shared tensor (or a view of one) at one coordinate per mode",
+                f.tensor
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t)
+    }
+
+    /// A vector operand of `copy.w`: mode 0 is `w:1`, every other stride a multiple of `w`.
+    fn vector(&mut self, f: &'k Frag, w: i64) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let mode0 = t.layout.mode(0).map_err(|e| e.to_string())?;
+        let aligned = mode0.leaves() == [(w, 1)]
+            && t.layout
+                .modes()
+                .iter()
+                .skip(1)
+                .all(|m| m.leaves().iter().all(|&(_, d)| d % w == 0));
+        if w < 1 || !aligned || f.at.len() + 1 != t.layout.rank() {
+            return Err(format!(
+                "copy.{w} operand %{} needs mode 0 = {w}:1, other strides multiples of {w}, and one coordinate per other mode",
+                f.tensor
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t)
+    }
+
+    /// A register fragment with `values` values in mode 0; returns its dtype.
+    fn frag(&mut self, f: &'k Frag, values: i64) -> Result<DType, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let in_regs = match &t.space {
+            Space::Registers => true,
+            Space::View(b) => self
+                .tensors
+                .get(b.as_str())
+                .is_some_and(|b| b.space == Space::Registers),
+            _ => false,
+        };
+        let mode0 = t.layout.mode(0).and_then(|m| m.size()).unwrap_or(0);
+        if !in_regs || mode0 != values || f.at.len() + 1 != t.layout.rank() {
+            return Err(format!(
+                "fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
+                f.tensor,
+                t.layout.rank().saturating_sub(1)
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t.dtype)
+    }
+
+    fn tensor(&mut self, name: &str, coord: &'k [Expr]) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(name)
+            .ok_or_else(|| format!("undefined tensor %{name}"))?;
+        if coord.len() != 1 && coord.len() != t.layout.rank() {
+            return Err(format!(
+                "tensor %{name} has {} modes but is indexed with {} coordinates",
+                t.layout.rank(),
+                coord.len()
+            ));
+        }
+        for c in coord {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{name} must be idx"));
+            }
+        }
+        Ok(t)
+    }
+
+    fn expr(&mut self, e: &'k Expr) -> Result<Ty, String> {
+        match e {
+            Expr::Int(_) | Expr::Builtin(_) => Ok(Ty::Idx),
+            Expr::Float(_) => {
+                Err("a float literal must be the argument of a cast, as `f32(1.5)`".into())
+            }
+            Expr::Var(v) => Ok(self.lookup(v)?.0),
+            Expr::Load { tensor, coord } => Ok(Ty::Elem(self.tensor(tensor, coord)?.dtype)),
+            Expr::Idx(op, a, b) => {
+                let (ta, tb) = (self.expr(a)?, self.expr(b)?);
+                match op {
+                    IdxOp::And if ta == Ty::Elem(DType::I1) && tb == ta => Ok(ta),
+                    IdxOp::And => Err("`&&` takes i1 operands".into()),
+                    _ if ta != Ty::Idx || tb != Ty::Idx => Err(format!(
+                        "`{}` takes idx operands, not {} and {}",
+                        op.symbol(),
+                        ta.name(),
+                        tb.name()
+                    )),
+                    op if op.is_compare() => Ok(Ty::Elem(DType::I1)),
+                    _ => Ok(Ty::Idx),
+                }
+            }
+            Expr::Call(f, args) => {
+                if args.len() != f.arity() {
+                    return Err(format!(
+                        "{} takes {} arguments, not {}",
+                        f.name(),
+                        f.arity(),
+                        args.len()
+                    ));
+                }
+                if let Func::Cast(d) = f {
+                    if !matches!(args[0], Expr::Float(_)) {
+                        self.expr(&args[0])?;
+                    }
+                    return Ok(Ty::Elem(*d));
+                }
+                let tys = args
+                    .iter()
+                    .map(|a| self.expr(a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if *f == Func::Select {
+                    if tys[0] != Ty::Elem(DType::I1) || tys[1] != tys[2] {
+                        return Err(
+                            "select takes an i1 condition and two values of one type".into()
+                        );
+                    }
+                    return Ok(tys[1]);
+                }
+                let t = tys[0];
+                if tys.iter().any(|&x| x != t) {
+                    return Err(format!("{} takes arguments of one type", f.name()));
+                }
+                match t {
+                    Ty::Elem(DType::F32 | DType::F64) => Ok(t),
+                    Ty::Elem(DType::I32 | DType::I64) if f.int_ok() => Ok(t),
+                    _ => Err(format!(
+                        "{} is not defined on {} (convert 16-bit floats to f32 first)",
+                        f.name(),
+                        t.name()
+                    )),
+                }
+            }
+        }
+    }
+}
+
+fn first_tensor(args: &[Arg]) -> &str {
+    args.iter()
+        .find_map(Arg::frag)
+        .map_or("", |f| f.tensor.as_str())
+}

@@ -1,0 +1,772 @@
+//! Lowering from the graph IR to the kernel IR.
+//!
+//! 1. **Plan.** Decide which values are *materialized* (get a device buffer): parameters, graph
+//!    results, matmuls, reductions and composites, and elementwise values used more than once.
+//!    Everything else is computed where it is read: views (transpose, reshape, broadcast) are
+//!    layouts, scalar constants are literals, and single-use elementwise ops are inlined into
+//!    their consumer's loads, so an elementwise chain becomes one kernel.
+//! 2. **Kernels.** One kernel per materialized computed value, from a template per kind:
+//!    elementwise (one element per thread, grid-stride), reduction and row composites (softmax,
+//!    rmsnorm, layernorm: one block per row, block reductions), and a tiled matmul (shared-memory
+//!    tiles, register accumulators, batch broadcasting and transposed operands through layouts).
+//! 3. **Access layouts.** Every read goes through [`Builder::value_at`] with an *access layout*
+//!    from the kernel's iteration coordinate to the value's row-major linear index. Reading
+//!    through a view composes the view's layout with the access ([`composition`]); reading a
+//!    buffer makes a tensor whose layout is the access itself. A view whose composition is not a
+//!    layout (a reshape of a permuted tensor that does not divide evenly) makes the planner
+//!    materialize that view and start again.
+//!
+//! Layouts list a tensor's dimensions innermost first (mode 0 is the last dimension), so that
+//! CuTe's colexicographic 1-D coordinate is the row-major linear index.
+
+use crate::LowerError;
+use irc_fused::policy::splat_value;
+use irc_ir::infer::{flatten_value, normalize_axis};
+use irc_ir::print::value_names;
+use irc_ir::{Attr, Category, DType, Graph, GraphBuilder, Inst, OpKind, ValueDef, ValueId};
+use irc_kir::BufferKind;
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Space, Stmt, TensorDecl, Ty};
+use irc_layout::{Layout, LayoutError, composition};
+use std::collections::HashMap;
+
+pub use irc_fused::SourceInfo;
+
+pub(crate) const THREADS: u32 = 256;
+/// Grid-stride loops launch at most this many blocks.
+pub(crate) const MAX_BLOCKS: u64 = 1 << 20;
+/// Kernels whose buffers all have fewer elements index with 32-bit integers.
+pub(crate) const I32_LIMIT: u64 = 1 << 30;
+
+/// A planned graph: its Fused IR (with the planner's remarks) and the kernel IR lowered from it.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub fused: irc_fused::Module,
+    pub remarks: Vec<irc_fused::Remark>,
+    pub kernels: kir::Module,
+    /// Views lowering found it could not read through a layout, stored by the final plan.
+    pub forced: Vec<ValueId>,
+}
+
+/// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
+/// reader's access is forced into memory and the graph planned again, so the returned Fused IR
+/// is exactly what the kernel IR was lowered from.
+pub fn plan_and_lower(g: &Graph, src: SourceInfo<'_>) -> Result<Planned, LowerError> {
+    let names = value_names(g);
+    let mut forced: Vec<ValueId> = vec![];
+    // Each retry forces one more view, so this ends within the number of values.
+    for _ in 0..=g.values.len() {
+        let (fused, remarks) = irc_fused::plan_graph(g, src, &forced);
+        irc_fused::verify_module(&fused)
+            .map_err(|e| LowerError::Internal(format!("the fusion planner: {e}")))?;
+        match lower(&fused) {
+            Err(Retry::Materialize(name)) => {
+                let v = names.iter().position(|n| *n == name).ok_or_else(|| {
+                    LowerError::Internal(format!("lowering forced an unknown value %{name}"))
+                })?;
+                forced.push(ValueId(v as u32));
+            }
+            Err(Retry::Fail(e)) => return Err(e),
+            Ok(kernels) => {
+                return Ok(Planned {
+                    fused,
+                    remarks,
+                    kernels,
+                    forced,
+                });
+            }
+        }
+    }
+    Err(LowerError::Internal("the planner did not converge".into()))
+}
+
+/// Lowers a verified graph to a verified kernel IR module.
+pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerError> {
+    plan_and_lower(g, src).map(|p| p.kernels)
+}
+
+/// Lowers a verified Fused IR module to a verified kernel IR module.
+pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
+    lower(m).map_err(|r| match r {
+        Retry::Fail(e) => e,
+        Retry::Materialize(v) => LowerError::Unsupported {
+            op: format!("%{v}"),
+            reason: "its view cannot be composed with its reader's access layout; plan the graph \
+                     again with the view stored"
+                .into(),
+        },
+    })
+}
+
+pub(crate) fn lower(m: &irc_fused::Module) -> R<kir::Module> {
+    let (g, locs) = rebuild(m)?;
+    let k = Lowering::new(&g, m, locs)?.run(m)?;
+    kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
+    Ok(k)
+}
+
+/// The graph a Fused IR module computes: its input buffers' values as parameters and each
+/// group's ops as statements (a view recomputed by several groups once), with the source
+/// location of each statement.
+pub(crate) fn rebuild(m: &irc_fused::Module) -> R<(Graph, HashMap<ValueId, String>)> {
+    let bad =
+        |e: irc_ir::OpError| Retry::Fail(LowerError::Internal(format!("Fused IR: {}", e.message)));
+    let mut b = GraphBuilder::new(m.name.clone());
+    let mut id: HashMap<&str, ValueId> = HashMap::new();
+    let mut locs = HashMap::new();
+    for buf in m
+        .buffers
+        .iter()
+        .filter(|b| b.kind == irc_fused::BufferKind::Input)
+    {
+        id.insert(&buf.value, b.param(&buf.value, buf.ty.clone()));
+    }
+    for o in m.groups.iter().flat_map(|g| g.ops()) {
+        if id.contains_key(o.value.as_str()) {
+            continue;
+        }
+        let operands = o
+            .operands
+            .iter()
+            .map(|a| {
+                id.get(a.as_str()).copied().ok_or_else(|| {
+                    Retry::Fail(LowerError::Internal(format!("Fused IR: %{a} is undefined")))
+                })
+            })
+            .collect::<R<Vec<_>>>()?;
+        let v = b
+            .op_typed(o.op, &operands, o.attrs.clone(), Some(&o.ty))
+            .map_err(bad)?;
+        b.name(v, &o.value);
+        if let Some(l) = &o.loc {
+            locs.insert(v, l.clone());
+        }
+        id.insert(&o.value, v);
+    }
+    let mut results = vec![];
+    for r in &m.results {
+        let buf = m.buffer(r).ok_or_else(|| {
+            Retry::Fail(LowerError::Internal(format!("Fused IR: no buffer @{r}")))
+        })?;
+        results.push(id[buf.value.as_str()]);
+    }
+    Ok((b.finish(&results).map_err(bad)?, locs))
+}
+
+pub(crate) enum Retry {
+    /// The view with this name cannot be read through a layout: store it.
+    Materialize(String),
+    Fail(LowerError),
+}
+
+impl From<LowerError> for Retry {
+    fn from(e: LowerError) -> Retry {
+        Retry::Fail(e)
+    }
+}
+
+pub(crate) type R<T> = Result<T, Retry>;
+
+pub(crate) fn internal(e: LayoutError) -> Retry {
+    Retry::Fail(LowerError::Internal(format!("layout algebra: {e}")))
+}
+
+/// Row-major strides of a shape.
+pub(crate) fn row_major(shape: &[u64]) -> Vec<i64> {
+    let mut st = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * shape[i + 1] as i64;
+    }
+    st
+}
+
+/// A layout from `modes` given outermost first (as the graph lists dims), written innermost
+/// first; a rank-0 tensor is `1:0`.
+pub(crate) fn dims_layout(modes: &[(u64, i64)]) -> Result<Layout, LayoutError> {
+    if modes.is_empty() {
+        return Layout::int(1, 0);
+    }
+    let shape: Vec<i64> = modes.iter().rev().map(|&(s, _)| s as i64).collect();
+    let stride: Vec<i64> = modes
+        .iter()
+        .rev()
+        .map(|&(s, d)| if s == 1 { 0 } else { d })
+        .collect();
+    Layout::flat(&shape, &stride)
+}
+
+/// The layout reading a tensor of shape `from` broadcast (numpy rules) to shape `to`: a
+/// coordinate of `to` to the row-major index of `from`.
+pub(crate) fn broadcast_layout(from: &[u64], to: &[u64]) -> Result<Layout, LayoutError> {
+    let st = row_major(from);
+    let lead = to.len() - from.len();
+    let modes: Vec<(u64, i64)> = to
+        .iter()
+        .enumerate()
+        .map(|(j, &t)| {
+            if j < lead || from[j - lead] == 1 {
+                (t, 0)
+            } else {
+                (t, st[j - lead])
+            }
+        })
+        .collect();
+    dims_layout(&modes)
+}
+
+/// The elementwise-kernel access: the 1-D index itself.
+pub(crate) fn linear(n: u64) -> Result<Layout, LayoutError> {
+    Layout::int(n as i64, 1)
+}
+
+pub(crate) fn is_view(op: OpKind) -> bool {
+    op.category() == Category::View
+}
+
+pub(crate) fn attr_f64(a: &Attr) -> f64 {
+    match a {
+        Attr::Bool(b) => f64::from(u8::from(*b)),
+        other => other.as_f64().unwrap_or(0.0),
+    }
+}
+
+/// The dtype element math runs in: f32 for 16-bit floats, f64 for f64, i64 for integers.
+pub(crate) fn math_dtype(d: DType) -> DType {
+    match d {
+        DType::F16 | DType::BF16 | DType::F32 => DType::F32,
+        DType::F64 => DType::F64,
+        DType::I32 | DType::I64 | DType::I1 => DType::I64,
+    }
+}
+
+pub(crate) struct Lowering<'g> {
+    pub(crate) g: &'g Graph,
+    pub(crate) names: Vec<String>,
+    /// Source location of each statement.
+    pub(crate) locs: HashMap<ValueId, String>,
+    /// Value held in a buffer → the buffer's name.
+    pub(crate) buffer_of: HashMap<ValueId, String>,
+    pub(crate) module: kir::Module,
+    pub(crate) index: kir::IndexWidth,
+}
+
+impl<'g> Lowering<'g> {
+    pub(crate) fn new(
+        g: &'g Graph,
+        m: &irc_fused::Module,
+        locs: HashMap<ValueId, String>,
+    ) -> R<Lowering<'g>> {
+        let names = value_names(g);
+        let id: HashMap<&str, ValueId> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), ValueId(i as u32)))
+            .collect();
+        let value = |name: &str| {
+            id.get(name).copied().ok_or_else(|| {
+                Retry::Fail(LowerError::Internal(format!(
+                    "Fused IR: %{name} is undefined"
+                )))
+            })
+        };
+        let mut buffer_of = HashMap::new();
+        let mut buffers = vec![];
+        for b in &m.buffers {
+            buffer_of.insert(value(&b.value)?, b.name.clone());
+            buffers.push(kir::BufferDecl {
+                name: b.name.clone(),
+                dtype: b.ty.dtype,
+                shape: b.ty.shape.clone(),
+                kind: match b.kind {
+                    irc_fused::BufferKind::Input => BufferKind::Input,
+                    irc_fused::BufferKind::Output => BufferKind::Output,
+                    irc_fused::BufferKind::Temp => BufferKind::Temp,
+                },
+            });
+        }
+        let index = if buffers.iter().all(|b| b.elements() < I32_LIMIT) {
+            kir::IndexWidth::I32
+        } else {
+            kir::IndexWidth::I64
+        };
+        let module = kir::Module {
+            name: m.name.clone(),
+            flops: m.flops,
+            min_bytes: m.min_bytes,
+            buffers,
+            constants: vec![],
+            kernels: vec![],
+            launches: vec![],
+            results: m.results.clone(),
+        };
+        Ok(Lowering {
+            g,
+            names,
+            locs,
+            buffer_of,
+            module,
+            index,
+        })
+    }
+
+    pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<kir::Module> {
+        let id =
+            |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
+        for grp in &m.groups {
+            let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
+            // The statement the kernel is built around: the anchor, or the stored value.
+            let lead = match grp.anchor_index().map(|i| &grp.stmts[i]) {
+                Some(irc_fused::Stmt::Op(o)) => id(&o.value),
+                _ => roots[0],
+            };
+            let ValueDef::Inst(i) = self.g.values[lead.index()].def else {
+                return Err(Retry::Fail(LowerError::Internal(format!(
+                    "group @{} stores a parameter",
+                    grp.name
+                ))));
+            };
+            let inst = &self.g.insts[i];
+            let single = |what: &str| {
+                if roots.len() == 1 {
+                    Ok(())
+                } else {
+                    Err(Retry::Fail(LowerError::Unsupported {
+                        op: inst.op.name().into(),
+                        reason: format!(
+                            "a {what} kernel stores one value; @{} stores {}",
+                            grp.name,
+                            roots.len()
+                        ),
+                    }))
+                }
+            };
+            let mut b = Builder::new(&self, grp.name.clone(), i);
+            match inst.op.category() {
+                Category::Matmul => b.matmul(inst, &roots)?,
+                Category::Reduction => {
+                    single("reduction")?;
+                    b.reduction(inst)?
+                }
+                Category::Composite => {
+                    single("row")?;
+                    b.composite(inst)?
+                }
+                _ => {
+                    single("pointwise")?;
+                    b.elementwise(roots[0])?
+                }
+            }
+            let (kernel, args, constants) = b.finish();
+            self.module.constants.extend(constants);
+            self.module.launches.push(kir::LaunchStmt {
+                kernel: kernel.name.clone(),
+                args,
+            });
+            self.module.kernels.push(kernel);
+        }
+        Ok(self.module)
+    }
+
+    pub(crate) fn origin(&self, inst: &Inst) -> kir::Origin {
+        let names = &self.names;
+        let operands: Vec<String> = inst
+            .operands
+            .iter()
+            .map(|o| format!("%{}", names[o.index()]))
+            .collect();
+        let op = format!(
+            "%{} = {} {}",
+            names[inst.result.index()],
+            inst.op.name(),
+            operands.join(", ")
+        );
+        let loc = self
+            .locs
+            .get(&inst.result)
+            .cloned()
+            .unwrap_or_else(|| "<builder>".to_string());
+        kir::Origin {
+            op: op.trim_end().to_string(),
+            loc,
+        }
+    }
+}
+
+/// Builds one kernel.
+pub(crate) struct Builder<'l, 'g> {
+    pub(crate) l: &'l Lowering<'g>,
+    pub(crate) kernel: kir::Kernel,
+    /// Buffer bound to each parameter, in order.
+    pub(crate) args: Vec<String>,
+    pub(crate) param_of: HashMap<String, String>,
+    pub(crate) tensor_of: HashMap<(String, String), String>,
+    /// Statements of the innermost open block.
+    pub(crate) out: Vec<Stmt>,
+    /// The iteration coordinate value reads are expressed in.
+    pub(crate) coord: Vec<Expr>,
+    pub(crate) memo: HashMap<(ValueId, String), Expr>,
+    pub(crate) next: usize,
+    /// Constant arrays this kernel reads (moved to the module).
+    pub(crate) constants: Vec<kir::ConstDecl>,
+    /// Values held in registers at the current coordinate (a matmul's accumulator in its
+    /// epilogue), with the access layout they are valid at.
+    pub(crate) overrides: HashMap<ValueId, (Layout, Expr)>,
+}
+
+impl<'l, 'g> Builder<'l, 'g> {
+    pub(crate) fn new(l: &'l Lowering<'g>, name: String, inst_index: usize) -> Self {
+        let kernel = kir::Kernel {
+            name,
+            grid: [1, 1, 1],
+            block: [THREADS, 1, 1],
+            index: l.index,
+            origins: vec![l.origin(&l.g.insts[inst_index])],
+            params: vec![],
+            tensors: vec![],
+            body: vec![],
+        };
+        Builder {
+            l,
+            kernel,
+            args: vec![],
+            param_of: HashMap::new(),
+            tensor_of: HashMap::new(),
+            out: vec![],
+            coord: vec![],
+            memo: HashMap::new(),
+            next: 0,
+            constants: vec![],
+            overrides: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> (kir::Kernel, Vec<String>, Vec<kir::ConstDecl>) {
+        self.kernel.body = std::mem::take(&mut self.out);
+        (self.kernel, self.args, self.constants)
+    }
+
+    pub(crate) fn fresh(&mut self, hint: &str) -> String {
+        self.next += 1;
+        format!("{hint}{}", self.next - 1)
+    }
+
+    pub(crate) fn ty(&self, v: ValueId) -> &'g irc_ir::TensorType {
+        &self.l.g.values[v.index()].ty
+    }
+
+    pub(crate) fn def(&self, v: ValueId) -> Option<&'g Inst> {
+        match self.l.g.values[v.index()].def {
+            ValueDef::Inst(i) => Some(&self.l.g.insts[i]),
+            ValueDef::Param(_) => None,
+        }
+    }
+
+    pub(crate) fn param(&mut self, buffer: &str) -> String {
+        if let Some(p) = self.param_of.get(buffer) {
+            return p.clone();
+        }
+        let dtype = self
+            .l
+            .module
+            .buffers
+            .iter()
+            .find(|b| b.name == buffer)
+            .expect("declared buffer")
+            .dtype;
+        let name = format!("p{}", self.kernel.params.len());
+        self.kernel.params.push(kir::Param {
+            name: name.clone(),
+            dtype,
+        });
+        self.args.push(buffer.to_string());
+        self.param_of.insert(buffer.to_string(), name.clone());
+        name
+    }
+
+    /// A tensor of `space` with `layout`, reused when asked again.
+    pub(crate) fn tensor(&mut self, space: Space, dtype: DType, layout: Layout) -> String {
+        let key = (format!("{space:?}"), layout.to_string());
+        if !matches!(space, Space::Shared | Space::Registers)
+            && let Some(t) = self.tensor_of.get(&key)
+        {
+            return t.clone();
+        }
+        let name = format!("t{}", self.kernel.tensors.len());
+        self.kernel.tensors.push(TensorDecl {
+            name: name.clone(),
+            dtype,
+            space,
+            layout,
+        });
+        self.tensor_of.insert(key, name.clone());
+        name
+    }
+
+    pub(crate) fn global(&mut self, v: ValueId, layout: Layout) -> String {
+        let buffer = self.l.buffer_of[&v].clone();
+        let p = self.param(&buffer);
+        self.tensor(Space::Global(p), self.ty(v).dtype, layout)
+    }
+
+    pub(crate) fn let_(&mut self, hint: &str, ty: Ty, value: Expr) -> Expr {
+        if matches!(value, Expr::Var(_) | Expr::Int(_) | Expr::Builtin(_)) {
+            return value;
+        }
+        let var = self.fresh(hint);
+        self.out.push(Stmt::Let {
+            var: var.clone(),
+            ty,
+            value,
+        });
+        Expr::Var(var)
+    }
+
+    /// Runs `f` to build the body of a nested block with its own value cache.
+    pub(crate) fn block(&mut self, f: impl FnOnce(&mut Self) -> R<()>) -> R<Vec<Stmt>> {
+        let saved_out = std::mem::take(&mut self.out);
+        let saved_memo = std::mem::take(&mut self.memo);
+        let r = f(self);
+        let body = std::mem::replace(&mut self.out, saved_out);
+        self.memo = saved_memo;
+        r.map(|()| body)
+    }
+
+    /// `for %var = start to end step step { f }`, with `f` given the loop variable.
+    pub(crate) fn for_(
+        &mut self,
+        hint: &str,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        unroll: bool,
+        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        let var = self.fresh(hint);
+        let v = Expr::var(&var);
+        let body = self.block(|b| f(b, v))?;
+        self.out.push(Stmt::For {
+            var,
+            start,
+            end,
+            step,
+            unroll,
+            body,
+        });
+        Ok(())
+    }
+
+    pub(crate) fn if_(&mut self, cond: Expr, f: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
+        let body = self.block(f)?;
+        self.out.push(Stmt::If {
+            cond,
+            body,
+            orelse: vec![],
+        });
+        Ok(())
+    }
+
+    /// The value `v` at the current iteration coordinate, where `access` maps that coordinate
+    /// to `v`'s row-major linear index. The expression has `v`'s dtype.
+    pub(crate) fn value_at(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+        if let Some((a, e)) = self.overrides.get(&v) {
+            return if a == access {
+                Ok(e.clone())
+            } else {
+                Err(Retry::Fail(LowerError::Internal(format!(
+                    "epilogue reads its matmul at {access}, not at {a}"
+                ))))
+            };
+        }
+        let coord: Vec<String> = self.coord.iter().map(kir::print::expr).collect();
+        let key = (v, format!("{access} @ {}", coord.join(",")));
+        if let Some(e) = self.memo.get(&key) {
+            return Ok(e.clone());
+        }
+        let e = self.compute_at(v, access, true)?;
+        self.memo.insert(key, e.clone());
+        Ok(e)
+    }
+
+    /// A view's layout: a coordinate of the view (its row-major index) to the source's index.
+    pub(crate) fn view_layout(&self, inst: &Inst) -> Result<Layout, LayoutError> {
+        let src_shape = &self.ty(inst.operands[0]).shape;
+        let shape = &self.ty(inst.result).shape;
+        match inst.op {
+            OpKind::Transpose => {
+                let perm = inst
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_ints)
+                    .unwrap_or_default();
+                let st = row_major(src_shape);
+                let modes: Vec<(u64, i64)> = perm
+                    .iter()
+                    .map(|&p| {
+                        let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
+                        (src_shape[p], st[p])
+                    })
+                    .collect();
+                dims_layout(&modes)
+            }
+            OpKind::Broadcast => broadcast_layout(src_shape, shape),
+            _ => linear(self.ty(inst.result).numel()),
+        }
+    }
+
+    /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
+    /// of one (not a computed value).
+    pub(crate) fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+        let mut access = access.clone();
+        loop {
+            if self.l.buffer_of.contains_key(&v) {
+                return Some((v, access));
+            }
+            let inst = self.def(v)?;
+            if !is_view(inst.op) {
+                return None;
+            }
+            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
+            let origin = self.l.origin(inst);
+            if !self.kernel.origins.contains(&origin) {
+                self.kernel.origins.push(origin);
+            }
+            v = inst.operands[0];
+        }
+    }
+
+    /// Computes `v` (loading it when `load` and it has a buffer).
+    pub(crate) fn compute_at(&mut self, v: ValueId, access: &Layout, load: bool) -> R<Expr> {
+        let dtype = self.ty(v).dtype;
+        if load && self.l.buffer_of.contains_key(&v) {
+            let t = self.global(v, access.clone());
+            let load = Expr::load(&t, self.coord.clone());
+            return Ok(self.let_("v", Ty::Elem(dtype), load));
+        }
+        let inst = self
+            .def(v)
+            .expect("a value that is not materialized is computed");
+        let origin = self.l.origin(inst);
+        if !self.kernel.origins.contains(&origin) {
+            self.kernel.origins.push(origin);
+        }
+        let shape = &self.ty(v).shape;
+        if is_view(inst.op) {
+            let src = inst.operands[0];
+            let view = self.view_layout(inst).map_err(internal)?;
+            // The view's layout maps v's coordinate to the source's index; composing with the
+            // access maps the iteration coordinate there.
+            let composed = composition(&view, access)
+                .map_err(|_| Retry::Materialize(self.l.names[v.index()].clone()))?;
+            return self.value_at(src, &composed);
+        }
+        match inst.op.category() {
+            Category::Constant => {
+                if let Some(x) = splat_value(&inst.attrs) {
+                    return Ok(Expr::lit(dtype, x));
+                }
+                let name = format!("{}_c{}", self.kernel.name, self.constants.len());
+                let mut flat = vec![];
+                flatten_value(inst.attrs.get("value").unwrap_or(&Attr::Int(0)), &mut flat);
+                let values = flat.iter().map(attr_f64).collect();
+                self.constants.push(kir::ConstDecl {
+                    name: name.clone(),
+                    dtype,
+                    values,
+                });
+                let t = self.tensor(Space::Const(name), dtype, access.clone());
+                let load = Expr::load(&t, self.coord.clone());
+                Ok(self.let_("v", Ty::Elem(dtype), load))
+            }
+            Category::Cast => {
+                let x = inst.operands[0];
+                let e = self.value_at(x, access)?;
+                Ok(self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, e)))
+            }
+            Category::Unary | Category::Binary => {
+                let math = math_dtype(dtype);
+                let mut args = vec![];
+                for &o in &inst.operands {
+                    let oshape = &self.ty(o).shape;
+                    let e = if oshape == shape {
+                        self.value_at(o, access)?
+                    } else {
+                        let b = broadcast_layout(oshape, shape).map_err(internal)?;
+                        let composed = composition(&b, access).map_err(internal)?;
+                        self.value_at(o, &composed)?
+                    };
+                    args.push(if math == dtype {
+                        e
+                    } else {
+                        Expr::cast(math, e)
+                    });
+                }
+                let f = Func::from_op(inst.op).ok_or_else(|| {
+                    Retry::Fail(LowerError::Internal(format!(
+                        "no scalar function for {}",
+                        inst.op.name()
+                    )))
+                })?;
+                let mut e = Expr::call(f, args);
+                if math != dtype {
+                    e = Expr::cast(dtype, e);
+                }
+                Ok(self.let_("v", Ty::Elem(dtype), e))
+            }
+            _ => Err(Retry::Fail(LowerError::Internal(format!(
+                "{} is not materialized",
+                inst.op.name()
+            )))),
+        }
+    }
+}
+
+pub(crate) fn bx(b: Builtin) -> Expr {
+    Expr::Builtin(b)
+}
+
+pub(crate) fn add(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Add, a, b)
+}
+
+pub(crate) fn mul(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Mul, a, b)
+}
+
+pub(crate) fn lt(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Lt, a, b)
+}
+
+pub(crate) fn int(n: u64) -> Expr {
+    Expr::Int(n as i64)
+}
+
+pub(crate) fn concat(modes: &[Layout]) -> R<Layout> {
+    Layout::concat(modes).map_err(internal)
+}
+
+/// Threads for a block that reduces rows of `k` elements.
+pub(crate) fn row_threads(k: u64) -> u32 {
+    k.next_power_of_two().clamp(32, u64::from(THREADS)) as u32
+}
+
+pub(crate) fn lit(d: DType, v: f64) -> Expr {
+    if d.is_int() || d == DType::I1 {
+        // Integer literals stay exact (an f64 cannot hold every i64).
+        let i = if v.is_nan() {
+            0
+        } else if v >= i64::MAX as f64 {
+            i64::MAX
+        } else if v <= i64::MIN as f64 {
+            i64::MIN
+        } else {
+            v as i64
+        };
+        Expr::cast(d, Expr::Int(i))
+    } else {
+        Expr::lit(d, v)
+    }
+}
+
+/// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
+pub(crate) fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
+    if to == from { e } else { Expr::cast(to, e) }
+}

@@ -1,0 +1,258 @@
+//! The kernel IR: every graph of the repository lowers to a module that verifies, prints, and
+//! re-parses to an equal module; offsets computed from layouts match the layout algebra; bad
+//! text and bad modules get located errors.
+
+use irc_kir::{self as kir, Expr, IdxOp, offset_expr};
+use irc_layout::{IntTuple, Layout};
+use irc_lower::{SourceInfo, lower_graph};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn graph_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![];
+    for dir in ["examples", "examples/small", "tests/gpu"] {
+        for e in std::fs::read_dir(root.join(dir)).expect("examples folder") {
+            let p = e.expect("dir entry").path();
+            if p.extension().is_some_and(|x| x == "ir") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        files.len() >= 20,
+        "expected the examples and tests/gpu graphs"
+    );
+    files
+}
+
+fn lower_all() -> Vec<(String, kir::Module)> {
+    let mut out = vec![];
+    for f in graph_files() {
+        let text = std::fs::read_to_string(&f).expect("readable");
+        let module =
+            irc_frontend::parse_module(&text).unwrap_or_else(|e| panic!("{}: {e:?}", f.display()));
+        let name = f.display().to_string();
+        for g in &module.graphs {
+            let m = lower_graph(
+                g,
+                SourceInfo {
+                    name: &name,
+                    text: &text,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            out.push((name.clone(), m));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_graph_lowers_verifies_and_round_trips() {
+    for (name, m) in lower_all() {
+        kir::verify_module(&m).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let text = kir::print_module(&m);
+        let back = kir::parse_module(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        assert_eq!(back, m, "{name}: parse(print(m)) != m");
+        assert_eq!(
+            kir::print_module(&back),
+            text,
+            "{name}: print is not a fixed point"
+        );
+        kir::verify_module(&back).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[test]
+fn kernels_name_their_graph_ops_and_locations() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/small/gemm_bias_relu.ir"),
+    )
+    .unwrap();
+    let g = &irc_frontend::parse_module(&text).unwrap().graphs[0];
+    let cu = irc_emit_cuda::emit(
+        &lower_graph(
+            g,
+            SourceInfo {
+                name: "gemm_bias_relu.ir",
+                text: &text,
+            },
+        )
+        .unwrap(),
+    );
+    assert!(
+        cu.source
+            .contains("//   from: %c = matmul %a, %b  (gemm_bias_relu.ir:4:3)"),
+        "{}",
+        cu.source
+    );
+    // The bias add and the relu are one fused kernel, which names both.
+    assert!(
+        cu.source.contains("from: %d = add %c, %bias"),
+        "{}",
+        cu.source
+    );
+    assert!(cu.source.contains("from: %r = relu %d"));
+    assert_eq!(
+        cu.manifest.launches.len(),
+        1,
+        "bias add and relu are the matmul epilogue"
+    );
+    assert_eq!(
+        cu.manifest.buffers.len(),
+        4,
+        "no buffer for the matmul result"
+    );
+    let embedded: String = cu
+        .source
+        .lines()
+        .skip_while(|l| !l.contains("BEGIN IRC MANIFEST"))
+        .skip(1)
+        .take_while(|l| !l.contains("END IRC MANIFEST"))
+        .map(|l| l.trim_start_matches("// "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        irc_kir::Manifest::from_json(&embedded).unwrap(),
+        cu.manifest
+    );
+}
+
+#[test]
+fn views_are_layouts_not_kernels() {
+    // Every transpose feeding a matmul or an elementwise op is read through a layout: the only
+    // kernels are the matmuls, the softmax and fused elementwise work.
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/attention.ir"),
+    )
+    .unwrap();
+    let g = &irc_frontend::parse_module(&text).unwrap().graphs[0];
+    let m = lower_graph(g, SourceInfo::default()).unwrap();
+    let names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert!(names.iter().all(|n| !n.contains("transpose")), "{names:?}");
+}
+
+/// Evaluates index expressions over variable bindings.
+fn eval(e: &Expr, vars: &[(String, i64)]) -> i64 {
+    match e {
+        Expr::Int(i) => *i,
+        Expr::Var(v) => vars.iter().find(|(n, _)| n == v).unwrap().1,
+        Expr::Idx(op, a, b) => {
+            let (a, b) = (eval(a, vars), eval(b, vars));
+            match op {
+                IdxOp::Add => a + b,
+                IdxOp::Sub => a - b,
+                IdxOp::Mul => a * b,
+                IdxOp::Div => a / b,
+                IdxOp::Rem => a % b,
+                _ => unreachable!(),
+            }
+        }
+        other => panic!("not an index expression: {other:?}"),
+    }
+}
+
+fn small_layout() -> impl Strategy<Value = Layout> {
+    let mode = (1i64..6, 0i64..40);
+    (prop::collection::vec(prop::collection::vec(mode, 1..3), 1..4)).prop_map(|modes| {
+        let shape = IntTuple::Tuple(
+            modes
+                .iter()
+                .map(|m| IntTuple::Tuple(m.iter().map(|&(s, _)| IntTuple::Int(s)).collect()))
+                .collect(),
+        );
+        let stride = IntTuple::Tuple(
+            modes
+                .iter()
+                .map(|m| IntTuple::Tuple(m.iter().map(|&(_, d)| IntTuple::Int(d)).collect()))
+                .collect(),
+        );
+        Layout::new(shape, stride).unwrap()
+    })
+}
+
+proptest! {
+    /// The offset an emitter writes is the layout's value, for 1-D and per-mode coordinates.
+    #[test]
+    fn offsets_match_the_layout_algebra(l in small_layout(), seed in 0i64..10_000) {
+        let size = l.size().unwrap();
+        let i = seed % size;
+        let one = offset_expr(&l, &[Expr::var("i")]).unwrap();
+        prop_assert_eq!(eval(&one, &[("i".into(), i)]), l.eval(i).unwrap());
+        // Per-mode: split i into one coordinate per top-level mode (colexicographic).
+        let mut rest = i;
+        let mut vars = vec![];
+        let mut coord = vec![];
+        for (k, m) in l.modes().iter().enumerate() {
+            let s = m.size().unwrap();
+            vars.push((format!("c{k}"), rest % s));
+            coord.push(Expr::var(&format!("c{k}")));
+            rest /= s;
+        }
+        let per_mode = offset_expr(&l, &coord).unwrap();
+        prop_assert_eq!(eval(&per_mode, &vars), l.eval(i).unwrap());
+    }
+}
+
+#[test]
+fn parse_errors_are_located() {
+    let (_, m) = lower_all().into_iter().next().unwrap();
+    let text = kir::print_module(&m);
+    let broken = text.replacen("step", "stpe", 1);
+    let e = kir::parse_module(&broken).unwrap_err();
+    assert!(e.line > 1 && e.message.contains("step"), "{e}");
+    for bad in [
+        "",
+        "module",
+        "module @m flops=1 min_bytes=2 {\n",
+        "module @m flops=x",
+        "\u{0}\u{1}garbage(((",
+    ] {
+        assert!(kir::parse_module(bad).is_err(), "{bad:?} parsed");
+    }
+}
+
+#[test]
+fn the_verifier_rejects_broken_modules() {
+    let (_, m) = lower_all()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("gpu/views.ir"))
+        .unwrap();
+    let text = kir::print_module(&m);
+    let cases = [
+        // A use of an undefined variable.
+        (
+            text.replacen("store %t0[%i0], %v2", "store %t0[%i0], %v99", 1),
+            "not defined",
+        ),
+        // A type error: f16 math without converting to f32.
+        (
+            text.replacen("f16(exp(f32(%v1)))", "exp(%v1)", 1),
+            "not defined on f16",
+        ),
+        // A layout reaching past the end of the bound buffer.
+        (text.replacen("= 240:1", "= 241:1", 1), "reaches offset"),
+        // A launch with a buffer of the wrong dtype: declare %e as f32.
+        (
+            text.replacen(
+                "buffer %e : tensor<4x60xf16>",
+                "buffer %e : tensor<4x60xf32>",
+                1,
+            ),
+            "is f32",
+        ),
+        // Too many threads.
+        (
+            text.replacen("block(256, 1, 1)", "block(2048, 1, 1)", 1),
+            "1024 threads",
+        ),
+    ];
+    for (bad, want) in cases {
+        assert_ne!(bad, text, "the mutation for {want:?} did not apply");
+        let parsed = kir::parse_module(&bad).expect("still parses");
+        let e = kir::verify_module(&parsed).expect_err(want);
+        assert!(e.to_string().contains(want), "expected {want:?}, got: {e}");
+    }
+}
