@@ -6,6 +6,7 @@
 mod bench;
 mod diag;
 mod gpu;
+mod import;
 mod input;
 mod layout;
 mod npy;
@@ -39,6 +40,8 @@ enum Command {
     Run(run::RunArgs),
     /// Time a graph's kernels on the GPU (warm-up, L2 flush, CUDA events, median).
     Bench(bench::BenchArgs),
+    /// Import an ONNX model as graph IR, its weights to a safetensors side file.
+    Import(import::ImportArgs),
     /// Evaluate CuTe layout-algebra expressions (`irc layout '(4,8):(1,4)'`).
     Layout(layout::LayoutArgs),
 }
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Layout(args)) => layout::run(args),
+        Some(Command::Import(args)) => import::run(args),
         None => opt::run(&cli.opt),
     };
     match result {

@@ -49,8 +49,16 @@ impl NodeKind {
                 splat: is_splat(attrs),
             },
             Category::View => NodeKind::View,
-            Category::Unary | Category::Binary | Category::Cast => NodeKind::Elementwise,
+            Category::Unary
+            | Category::Binary
+            | Category::Cast
+            | Category::Compare
+            | Category::Select
+            | Category::Iota => NodeKind::Elementwise,
             Category::Matmul | Category::Reduction | Category::Composite => NodeKind::Anchor(op),
+            // Data movement no layout states (yet: a unit-step slice is an offset, a view, once
+            // lowering composes it): stored, a kernel of its own, like an anchor.
+            Category::Slice | Category::Concat | Category::Gather => NodeKind::Anchor(op),
         }
     }
 }

@@ -158,8 +158,13 @@ fn flops(d: &Dag, i: usize) -> (f64, f64) {
                 1.0
             } * out,
         ),
-        Category::Cast => (0.0, out),
-        Category::View | Category::Constant => (0.0, 0.0),
+        Category::Cast | Category::Compare | Category::Select | Category::Iota => (0.0, out),
+        // Data movement: bytes, no flops.
+        Category::View
+        | Category::Constant
+        | Category::Slice
+        | Category::Concat
+        | Category::Gather => (0.0, 0.0),
     }
 }
 
