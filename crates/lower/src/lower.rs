@@ -711,6 +711,17 @@ impl<'l, 'g> Builder<'l, 'g> {
                 }
                 Ok(self.let_("v", Ty::Elem(dtype), e))
             }
+            Category::Compare
+            | Category::Select
+            | Category::Iota
+            | Category::Slice
+            | Category::Concat
+            | Category::Gather => Err(Retry::Fail(LowerError::Unsupported {
+                op: inst.op.name().into(),
+                reason: "no GPU template computes it yet; the reference interpreter runs it \
+                         (`irc run FILE` without `--device gpu`)"
+                    .into(),
+            })),
             _ => Err(Retry::Fail(LowerError::Internal(format!(
                 "{} is not materialized",
                 inst.op.name()
