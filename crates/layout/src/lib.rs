@@ -61,27 +61,37 @@ pub mod core;
 pub mod error;
 pub mod expr;
 pub mod int_tuple;
+pub mod modes;
 mod parse;
+pub mod recast;
 pub mod render;
 pub mod swizzle;
 pub mod tiling;
 
 pub use algebra::{
-    coalesce, coalesce_profile, complement, complement_default, composition, filter,
-    filter_profile, left_inverse, right_inverse,
+    ceil_div_tuple, coalesce, coalesce_profile, coalesce_x, complement, complement_default,
+    complement_shape, composition, filter, filter_profile, left_inverse, nullspace,
+    right_inverse, shape_div,
+};
+pub use modes::{
+    dice, domain_distribute, group_modes, make_identity_layout, make_ordered_layout,
+};
+pub use recast::{
+    downcast, max_alignment, max_common_layout, max_common_vector, recast_layout, upcast,
 };
 pub use atoms::{
     Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
     tiled_copy_tv, wgmma_m64nk16_d,
 };
 pub use bank::{IndexMap, WarpAccess, bank_conflicts};
-pub use core::{Coord, Layout};
+pub use core::{Coord, Layout, compact_strides};
 pub use error::{LayoutError, MAX_DEPTH, MAX_RENDER_CELLS, Result};
 pub use expr::{FUNCTIONS, Function, Value, eval_expr, parse_layout};
 pub use int_tuple::IntTuple;
 pub use render::{render_svg, render_table};
-pub use swizzle::{ComposedLayout, Swizzle};
+pub use swizzle::{ComposedLayout, Outer, Swizzle};
 pub use tiling::{
     Tiler, blocked_product, composition_tiler, flat_divide, flat_product, logical_divide,
-    logical_product, raked_product, tiled_divide, tiled_product, zipped_divide, zipped_product,
+    logical_product, raked_product, tile_to_shape, tiled_divide, tiled_product, zipped_divide,
+    zipped_product,
 };
