@@ -7,7 +7,8 @@ use super::algebra::{
     filter_profile, left_inverse, nullspace, right_inverse, shape_div,
 };
 use super::modes::{
-    dice, domain_distribute, group_modes, make_identity_layout, make_ordered_layout,
+    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
+    make_ordered_layout,
 };
 use super::recast::{
     downcast, max_alignment, max_common_layout, max_common_vector, recast_layout, upcast,
@@ -360,7 +361,7 @@ pub static FUNCTIONS: &[Function] = &[
     f!("shape",           "shape(L)",                "the shape as a tuple",                                    |a| unary(a, |v| shape_of(v).map(Value::Tuple))),
     f!("stride",          "stride(L)",               "the stride as a tuple",                                   |a| layout1(a, |l| Ok(Value::Tuple(l.stride().clone())))),
     f!("get",             "get(L, i, ...)",          "mode i (then mode j of that, ...), pycute's L[i]",       get),
-    f!("flatten",         "flatten(L)",              "remove all nesting",                                      |a| layout1(a, |l| Ok(Value::Layout(l.flatten())))),
+    f!("flatten",         "flatten(L)",              "remove all nesting",                                      flatten_fn),
     f!("coalesce",        "coalesce(L[, profile])",  "merge modes keeping the function (by mode with a profile)", |a| profiled(a, coalesce, coalesce_profile)),
     f!("filter",          "filter(L[, profile])",    "drop stride-0 and size-1 modes, then coalesce",          |a| profiled(a, filter, filter_profile)),
     f!("composition",     "composition(A, B)",       "A o B; B a layout, integer or tiler; A may be a swizzle", compose),
@@ -378,6 +379,7 @@ pub static FUNCTIONS: &[Function] = &[
     f!("blocked_product", "blocked_product(A, B)",   "mode i = (A_i, product_i): B's elements as blocks",        |a| layout2(a, blocked_product)),
     f!("raked_product",   "raked_product(A, B)",     "mode i = (product_i, A_i): blocks interleaved",            |a| layout2(a, raked_product)),
     f!("make_layout",     "make_layout(L, ...)",     "the layout whose modes are the arguments",                 make_layout),
+    f!("make_layout_like","make_layout_like(L)",     "a compact layout with L's shape and stride order",          |a| layout1(a, |l| make_layout_like(l).map(Value::Layout))),
     f!("nullspace",       "nullspace(L)",            "the layout of the coordinates L maps to 0",                 |a| layout1(a, |l| nullspace(l).map(Value::Layout))),
     f!("upcast",          "upcast(L, n)",            "L over elements n times wider",                              |a| layout_int(a, upcast)),
     f!("downcast",        "downcast(L, n)",          "L over elements n times narrower",                           |a| layout_int(a, downcast)),
@@ -478,6 +480,14 @@ fn cosize(v: Value) -> Result<Value> {
 fn shape_of(v: Value) -> Result<IntTuple> {
     match v {
         Value::Tuple(t) => Ok(t),
+        Value::Tiler(Tiler::Modes(ts)) => ts
+            .into_iter()
+            .map(|t| match t {
+                Tiler::Layout(l) => Ok(l.shape().clone()),
+                other => shape_of(Value::Tiler(other)),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(IntTuple::Tuple),
         Value::Composed(c) => Ok(c.layout.shape().clone()),
         Value::Tv(tv) => Ok(tv.layout().shape().clone()),
         other => Ok(as_layout(other)?.shape().clone()),
@@ -486,14 +496,39 @@ fn shape_of(v: Value) -> Result<IntTuple> {
 
 fn get(a: &Args) -> Result<Value> {
     a.arity(2, 1 + super::MAX_DEPTH)?;
-    let mut layout = layout_arg(a.get(0))?;
+    let mut value = match a.get(0) {
+        Ast::Lit { stride: None, .. } => Value::Tuple(tuple_arg(a.get(0))?),
+        t @ Ast::Tiler { .. } => Value::Tiler(tiler(t)?),
+        other => Value::Layout(layout_arg(other)?),
+    };
     for ast in &a.args[1..] {
         let i = int_arg(ast)?;
-        layout = usize::try_from(i)
-            .map_err(|_| LayoutError::domain("get", format!("mode {i}")))
-            .and_then(|i| layout.mode(i))?;
+        let i = usize::try_from(i).map_err(|_| LayoutError::domain("get", format!("mode {i}")))?;
+        let missing = || LayoutError::domain("get", format!("mode {i} of a value without it"));
+        value = match value {
+            Value::Layout(l) => Value::Layout(l.mode(i)?),
+            Value::Tuple(t) => int_or_tuple(t.mode(i).ok_or_else(missing)?.clone()),
+            Value::Int(v) if i == 0 => Value::Int(v),
+            Value::Tiler(Tiler::Modes(ts)) => match ts.get(i).ok_or_else(missing)? {
+                Tiler::Layout(l) => Value::Layout(l.clone()),
+                t => Value::Tiler(t.clone()),
+            },
+            _ => return Err(missing()),
+        };
     }
-    Ok(Value::Layout(layout))
+    Ok(value)
+}
+
+/// `flatten(t)` of a tuple literal is the tuple of its leaves; of a layout, the flat layout.
+fn flatten_fn(a: &Args) -> Result<Value> {
+    a.arity(1, 1)?;
+    match a.get(0) {
+        Ast::Lit { stride: None, .. } => {
+            let t = tuple_arg(a.get(0))?;
+            Ok(if t.is_tuple() { Value::Tuple(IntTuple::Tuple(t.leaves())) } else { int_or_tuple(t) })
+        }
+        other => Ok(Value::Layout(layout_arg(other)?.flatten())),
+    }
 }
 
 fn profiled(
@@ -541,6 +576,9 @@ fn complement_fn(a: &Args) -> Result<Value> {
     let l = layout_arg(a.get(0))?;
     match a.args.get(1) {
         None => complement_default(&l).map(Value::Layout),
+        Some(Ast::Lit { stride: Some(_), .. }) => {
+            complement_shape(&l, layout_arg(&a.args[1])?.shape()).map(Value::Layout)
+        }
         Some(n) => complement_shape(&l, &tuple_arg(n)?).map(Value::Layout),
     }
 }

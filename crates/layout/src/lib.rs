@@ -74,7 +74,8 @@ pub use algebra::{
     right_inverse, shape_div,
 };
 pub use modes::{
-    dice, domain_distribute, group_modes, make_identity_layout, make_ordered_layout,
+    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
+    make_ordered_layout,
 };
 pub use recast::{
     downcast, max_alignment, max_common_layout, max_common_vector, recast_layout, upcast,

@@ -33,38 +33,76 @@ fn basis_like(shape: &IntTuple, path: &mut Vec<usize>) -> IntTuple {
     }
 }
 
-/// A compact layout of `shape` whose modes are laid out in the order `order` (one integer per
-/// mode; the smallest order is fastest, equal orders start at the same stride).
+/// A compact layout of `shape` whose modes are laid out in the order `order` (CuTe's
+/// `make_ordered_layout`): `order` is congruent to `shape` or to a prefix of its nesting; each of
+/// its integers ranks the (sub)mode it covers, the smallest fastest; equal ranks start at the same
+/// stride. Size-1 leaves get stride 0.
 ///
-/// @post `result` is a bijection onto `[0, size(shape))` when the orders are distinct.
+/// @post `result` is a bijection onto `[0, size(shape))` when the ranks are distinct.
 pub fn make_ordered_layout(shape: &IntTuple, order: &IntTuple) -> Result<Layout> {
-    let modes = shape.modes();
-    let orders = order.flatten();
-    if orders.len() != modes.len() || order.depth() > 1 {
-        return Err(LayoutError::incongruent(
-            "make_ordered_layout",
-            format!("order {order} needs one integer per mode of {shape}"),
-        ));
+    let mut units = Vec::new();
+    order_units(shape, order, &mut units)?;
+    let mut starts = Vec::new();
+    for (_, o) in &units {
+        let start = units
+            .iter()
+            .filter(|(_, p)| p < o)
+            .try_fold(1, |acc, (s, _)| mul("make_ordered_layout", acc, s.product()?))?;
+        starts.push(start);
     }
-    let sizes = modes.iter().map(IntTuple::product).collect::<Result<Vec<_>>>()?;
-    let strides = modes
-        .iter()
-        .zip(&orders)
-        .map(|(m, &o)| {
-            let start = sizes
-                .iter()
-                .zip(&orders)
-                .filter(|&(_, &p)| p < o)
-                .try_fold(1, |acc, (&s, _)| mul("make_ordered_layout", acc, s))?;
-            compact_strides(m, start)
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let stride = if shape.is_tuple() {
-        IntTuple::Tuple(strides)
-    } else {
-        strides.into_iter().next().unwrap_or(IntTuple::Int(0))
-    };
+    let mut next = starts.into_iter();
+    let stride = ordered_strides(shape, order, &mut next)?;
     Layout::new(shape.clone(), stride)
+}
+
+/// The (sub)shapes covered by the integers of `order`, with their ranks, depth first.
+fn order_units(shape: &IntTuple, order: &IntTuple, out: &mut Vec<(IntTuple, i64)>) -> Result<()> {
+    match (shape, order) {
+        (_, IntTuple::Int(o)) => Ok(out.push((shape.clone(), *o))),
+        (IntTuple::Tuple(ss), IntTuple::Tuple(os)) if ss.len() == os.len() => ss
+            .iter()
+            .zip(os)
+            .try_for_each(|(s, o)| order_units(s, o, out)),
+        _ => Err(LayoutError::incongruent(
+            "make_ordered_layout",
+            format!("order {order} does not match shape {shape}"),
+        )),
+    }
+}
+
+fn ordered_strides(
+    shape: &IntTuple,
+    order: &IntTuple,
+    starts: &mut dyn Iterator<Item = i64>,
+) -> Result<IntTuple> {
+    match (shape, order) {
+        (IntTuple::Tuple(ss), IntTuple::Tuple(os)) => ss
+            .iter()
+            .zip(os)
+            .map(|(s, o)| ordered_strides(s, o, starts))
+            .collect::<Result<Vec<_>>>()
+            .map(IntTuple::Tuple),
+        _ => compact_strides(shape, starts.next().unwrap_or(1)),
+    }
+}
+
+/// A compact layout with the shape of `layout` and strides in the order of its strides
+/// (stride-0 modes keep stride 0): `make_layout_like((4,2):(4,1)) == (4,2):(2,1)`.
+///
+/// @post `shape(result) == shape(layout)`; the nonzero strides of `result` are ordered as those
+///       of `layout`.
+pub fn make_layout_like(layout: &Layout) -> Result<Layout> {
+    let mut strides = layout.stride().leaves().into_iter();
+    let shape = layout.shape().try_map(&mut |s| match strides.next() {
+        Some(d) if d.is_int(0) => Ok(1),
+        _ => Ok(s),
+    })?;
+    let order = layout.stride().try_map(&mut |d| Ok(d))?;
+    if order.has_basis() {
+        return Err(LayoutError::domain("make_layout_like", format!("{layout} has basis strides")));
+    }
+    let stride = make_ordered_layout(&shape, &order)?.stride().clone();
+    Layout::new(layout.shape().clone(), stride)
 }
 
 /// Modes `begin..end` of `layout` grouped into one mode (CuTe's `group<B,E>`).

@@ -213,7 +213,7 @@ fn spread(m: Layout) -> Vec<Layout> {
 /// Reproduce `block` over `tiler` with each tiler element a contiguous block of the result:
 /// mode `i` of the result is `(block_i, product_i)`.
 ///
-/// @post `rank(result) == max(rank(block), rank(tiler))` (2 when both have integer shapes)
+/// @post `rank(result) == max(rank(block), rank(tiler))` (two integer shapes give the rank-1 `((A,P))`)
 /// @post `size(result) == size(block) * size(tiler)`, and `result` has the same image as
 ///       `logical_product(block, tiler)` (its modes are those modes, regrouped).
 pub fn blocked_product(block: &Layout, tiler: &Layout) -> Result<Layout> {
@@ -239,8 +239,9 @@ fn rank_sensitive_product(block: &Layout, tiler: &Layout, raked: bool) -> Result
     let product = logical_product(&a, &Tiler::Layout(b))?;
     let (a, c) = (product.mode(0)?, product.mode(1)?);
     if both_int {
+        // CuTe zips two integer-shaped modes into one rank-1 mode: `((a,c))`.
         let pair = if raked { [c, a] } else { [a, c] };
-        return Layout::concat(&pair);
+        return Layout::concat(&[Layout::concat(&pair)?]);
     }
     let modes = a
         .modes()

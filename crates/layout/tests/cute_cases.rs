@@ -10,11 +10,21 @@
 
 use irc_layout::eval_expr;
 
-const TABLES: &[(&str, &str)] = &[("core", include_str!("cute/core.tsv"))];
+const TABLES: &[(&str, &str)] = &[
+    ("core", include_str!("cute/core.tsv")),
+    ("lit", include_str!("cute/lit.tsv")),
+    ("pycute", include_str!("cute/pycute.tsv")),
+    ("extra", include_str!("cute/extra.tsv")),
+];
 
 /// Intended differences from the C++ CuTe: (expression, our answer, why).
 #[rustfmt::skip]
 const DIVERGENCES: &[(&str, &str, &str)] = &[
+    // C++ returns `(-1,4):(0,1)`, whose shape is negative: not a layout in irc (shapes are >= 1).
+    ("left_inverse((4):(-1))", "error: left_inverse: layout: shape (-1,4)", "negative shape"),
+    // C++ moves the swizzle of a composed right operand outward (`Sw<2,0,3> o (8,8):(1,8)`);
+    // irc composes only plain layouts on the right of a layout.
+    ("composition((8,8):(8,1),Sw<2,0,-3> o 0 o (8,8):(8,1))", "error: composition:", "swizzle on the right"),
 ];
 
 fn ours(expr: &str) -> String {
@@ -29,7 +39,8 @@ fn cute_cases_agree_with_the_cpp() {
     let (mut total, mut equal, mut diverged, mut bad) = (0, 0, 0, Vec::new());
     for (name, table) in TABLES {
         for line in table.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
-            let (expr, want) = line.split_once('\t').unwrap_or((line, ""));
+            let mut cols = line.split('\t');
+            let (expr, want) = (cols.next().unwrap_or(""), cols.next().unwrap_or(""));
             total += 1;
             let got = ours(expr);
             let same = if want.starts_with("error") { got.starts_with("error") } else { got == want };
