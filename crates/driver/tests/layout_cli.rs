@@ -6,14 +6,24 @@ use common::irc;
 
 fn stdout(args: &[&str]) -> String {
     let out = irc(args);
-    assert!(out.status.success(), "irc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "irc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
 #[test]
 fn evaluates_expressions() {
-    assert_eq!(stdout(&["layout", "(4,8)", "size((4,8))"]), "(4,8):(1,4)\n32\n");
-    assert_eq!(stdout(&["layout", "composition((8,8):(8,1),2:3)"]), "2:24\n");
+    assert_eq!(
+        stdout(&["layout", "(4,8)", "size((4,8))"]),
+        "(4,8):(1,4)\n32\n"
+    );
+    assert_eq!(
+        stdout(&["layout", "composition((8,8):(8,1),2:3)"]),
+        "2:24\n"
+    );
     assert_eq!(stdout(&["layout", "(4,8):(1@0,1@1)(5)"]), "(1,1)\n");
 }
 

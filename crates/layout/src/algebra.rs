@@ -20,7 +20,11 @@ fn bw_coalesce(leaves: Vec<Leaf>, keep_outside: bool) -> Result<Layout> {
     let Some(((last_s, last_d), init)) = leaves.split_last() else {
         return Ok(Layout::unit());
     };
-    let first = if keep_outside && *last_s == 1 { 2 } else { *last_s };
+    let first = if keep_outside && *last_s == 1 {
+        2
+    } else {
+        *last_s
+    };
     // `new` is kept back to front: its last element is the front of the result.
     let (mut new, mut single) = (vec![(first, last_d.clone())], true);
     for (s, d) in init.iter().rev() {
@@ -70,7 +74,13 @@ pub fn coalesce_profile(layout: &Layout, profile: &IntTuple) -> Result<Layout> {
 }
 
 fn coalesce_x_profile(layout: &Layout, profile: &IntTuple) -> Result<Layout> {
-    by_profile(layout, profile, "composition", &coalesce_x_profile, &coalesce_x)
+    by_profile(
+        layout,
+        profile,
+        "composition",
+        &coalesce_x_profile,
+        &coalesce_x,
+    )
 }
 
 /// Remove stride-0 and size-1 modes, then coalesce: the layout of the distinct images.
@@ -210,7 +220,9 @@ fn compose_mode(lshape: &IntTuple, lstride: &IntTuple, shape: i64, stride: i64) 
         if rest_d % cs != 0 && rest_d >= cs {
             return Err(LayoutError::divisibility(
                 "composition",
-                format!("stride divisibility: stride {rest_d} and mode size {cs} of {lshape}:{lstride} do not divide one another"),
+                format!(
+                    "stride divisibility: stride {rest_d} and mode size {cs} of {lshape}:{lstride} do not divide one another"
+                ),
             ));
         }
         let next_s = ceil_div(cs, rest_d.abs());
@@ -220,7 +232,9 @@ fn compose_mode(lshape: &IntTuple, lstride: &IntTuple, shape: i64, stride: i64) 
             if rest_s % new_s != 0 {
                 return Err(LayoutError::divisibility(
                     "composition",
-                    format!("shape divisibility: {new_s} of mode size {cs} in {lshape}:{lstride} does not divide the remaining shape {rest_s}"),
+                    format!(
+                        "shape divisibility: {new_s} of mode size {cs} in {lshape}:{lstride} does not divide the remaining shape {rest_s}"
+                    ),
                 ));
             }
             out.push((new_s, leaf_mul("composition", &IntTuple::Int(rest_d), cd)?));
@@ -229,7 +243,10 @@ fn compose_mode(lshape: &IntTuple, lstride: &IntTuple, shape: i64, stride: i64) 
         rest_d = next_d;
     }
     let last_d = ld.last().unwrap_or(&IntTuple::Int(0));
-    let rest = (rest_s, leaf_mul("composition", &IntTuple::Int(rest_d), last_d)?);
+    let rest = (
+        rest_s,
+        leaf_mul("composition", &IntTuple::Int(rest_d), last_d)?,
+    );
     if out.is_empty() {
         return Layout::new(IntTuple::Int(rest.0), rest.1);
     }
@@ -259,7 +276,9 @@ pub fn complement(layout: &Layout, cotarget: i64) -> Result<Layout> {
 pub fn complement_shape(layout: &Layout, cotarget: &IntTuple) -> Result<Layout> {
     let f = filter(layout)?;
     if f.stride().is_int(0) {
-        return Layout::compact(IntTuple::Int(ceil_div_tuple(cotarget, &IntTuple::Int(1))?.product()?));
+        return Layout::compact(IntTuple::Int(
+            ceil_div_tuple(cotarget, &IntTuple::Int(1))?.product()?,
+        ));
     }
     let (mut shape, mut stride) = int_leaves("complement", &f)?;
     let (mut out_s, mut out_d) = (Vec::new(), vec![1i64]);
@@ -273,7 +292,10 @@ pub fn complement_shape(layout: &Layout, cotarget: &IntTuple) -> Result<Layout> 
         if new_s == 0 {
             return Err(LayoutError::divisibility(
                 "complement",
-                format!("non-injective layout {layout}: stride {min_d} repeats within the extent {}", out_d[out_d.len() - 1]),
+                format!(
+                    "non-injective layout {layout}: stride {min_d} repeats within the extent {}",
+                    out_d[out_d.len() - 1]
+                ),
             ));
         }
         out_s.push(new_s);
@@ -313,9 +335,12 @@ fn int_leaves(op: &'static str, layout: &Layout) -> Result<(Vec<i64>, Vec<i64>)>
         .map(|v| v.into_iter().unzip())
 }
 
-/// `(coalesced shape, strides, exclusive prefix products of the shape, indices sorted by stride)`,
-/// the common start of the inverses. The sort is CuTe's exchange sort (ties keep its order).
-fn sorted_modes(op: &'static str, layout: &Layout) -> Result<(Vec<i64>, Vec<i64>, Vec<i64>, Vec<usize>)> {
+/// Coalesced shape, strides, exclusive prefix products of the shape, and indices sorted by stride.
+type SortedModes = (Vec<i64>, Vec<i64>, Vec<i64>, Vec<usize>);
+
+/// The common start of the inverses ([`SortedModes`]). The sort is CuTe's exchange sort (ties
+/// keep its order).
+fn sorted_modes(op: &'static str, layout: &Layout) -> Result<SortedModes> {
     let (shape, stride) = int_leaves(op, &coalesce(layout)?)?;
     let mut pre = vec![1i64];
     for &s in &shape[..shape.len().saturating_sub(1)] {
@@ -369,7 +394,10 @@ pub fn left_inverse(layout: &Layout) -> Result<Layout> {
         if stride[i] % size != 0 {
             return Err(LayoutError::divisibility(
                 "left_inverse",
-                format!("stride {} of {layout} is not a multiple of {size}, the size covered by the smaller strides", stride[i]),
+                format!(
+                    "stride {} of {layout} is not a multiple of {size}, the size covered by the smaller strides",
+                    stride[i]
+                ),
             ));
         }
         out_s.push(stride[i] / size);
@@ -377,7 +405,10 @@ pub fn left_inverse(layout: &Layout) -> Result<Layout> {
         size = mul("left_inverse", size, stride[i] / size)?;
     }
     out_s.push(order.last().map_or(1, |&i| shape[i]));
-    let leaves = out_s.into_iter().zip(out_d).map(|(s, d)| (s, IntTuple::Int(d)));
+    let leaves = out_s
+        .into_iter()
+        .zip(out_d)
+        .map(|(s, d)| (s, IntTuple::Int(d)));
     coalesce(&Layout::from_leaves(leaves.collect())?)
 }
 
@@ -440,7 +471,10 @@ fn div_tuple(
     match (a, b) {
         (IntTuple::Tuple(x), IntTuple::Tuple(y)) => {
             if y.len() > x.len() {
-                return Err(LayoutError::incongruent(op, format!("{b} has more modes than {a}")));
+                return Err(LayoutError::incongruent(
+                    op,
+                    format!("{b} has more modes than {a}"),
+                ));
             }
             let one = IntTuple::Int(1);
             x.iter()
@@ -462,7 +496,10 @@ fn div_tuple(
             div_tuple(&IntTuple::Int(*x), &IntTuple::Int(b.product()?), op, div)
         }
         (IntTuple::Int(x), IntTuple::Int(y)) => Ok(IntTuple::Int(div(*x, positive(*y)?)?)),
-        _ => Err(LayoutError::domain(op, format!("{a} / {b} on basis elements"))),
+        _ => Err(LayoutError::domain(
+            op,
+            format!("{a} / {b} on basis elements"),
+        )),
     }
 }
 

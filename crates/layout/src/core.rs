@@ -160,7 +160,9 @@ impl Layout {
     ///
     /// @post for non-negative integer strides, `result == 1 + max_i L(i)`.
     pub fn cosize(&self) -> Result<i64> {
-        self.coshape()?.try_map(&mut |c| super::error::add("cosize", c, 1))?.product()
+        self.coshape()?
+            .try_map(&mut |c| super::error::add("cosize", c, 1))?
+            .product()
     }
 
     /// The largest image plus one, mode by mode of the codomain (an integer for integer strides).
@@ -380,12 +382,11 @@ fn crd2val(crd: &IntTuple, shape: &IntTuple, stride: &IntTuple) -> Result<IntTup
 fn inner_product(crd: &IntTuple, stride: &IntTuple) -> Result<IntTuple> {
     match (crd, stride) {
         (IntTuple::Int(c), d) if !d.is_tuple() => scale("crd2idx", d, *c),
-        (IntTuple::Tuple(c), IntTuple::Tuple(d)) => c
-            .iter()
-            .zip(d)
-            .try_fold(IntTuple::Int(0), |acc, (c, d)| {
+        (IntTuple::Tuple(c), IntTuple::Tuple(d)) => {
+            c.iter().zip(d).try_fold(IntTuple::Int(0), |acc, (c, d)| {
                 add_coords(&acc, &inner_product(c, d)?)
-            }),
+            })
+        }
         _ => Err(LayoutError::incongruent(
             "crd2idx",
             format!("coordinate {crd} does not match stride {stride}"),

@@ -6,13 +6,6 @@ use super::algebra::{
     ceil_div_tuple, coalesce, coalesce_profile, complement_default, complement_shape, filter,
     filter_profile, left_inverse, nullspace, right_inverse, shape_div,
 };
-use super::modes::{
-    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
-    make_ordered_layout,
-};
-use super::recast::{
-    downcast, max_alignment, max_common_layout, max_common_vector, recast_layout, upcast,
-};
 use super::atoms::{
     Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
     tiled_copy_tv, wgmma_m64nk16_d,
@@ -21,7 +14,15 @@ use super::bank::{IndexMap, bank_conflicts};
 use super::core::{Coord, Layout};
 use super::error::{LayoutError, Result};
 use super::int_tuple::IntTuple;
+use super::modes::{
+    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
+    make_ordered_layout,
+};
 use super::parse::{Ast, parse_expr};
+use super::recast::{
+    downcast, downcast_composed, max_alignment, max_common_layout, max_common_vector,
+    recast_composed, recast_layout, upcast, upcast_composed,
+};
 use super::swizzle::{ComposedLayout, Outer, Swizzle};
 use super::tiling::{
     Tiler, blocked_product, composition_tiler, flat_divide, flat_product, logical_divide,
@@ -381,8 +382,8 @@ pub static FUNCTIONS: &[Function] = &[
     f!("make_layout",     "make_layout(L, ...)",     "the layout whose modes are the arguments",                 make_layout),
     f!("make_layout_like","make_layout_like(L)",     "a compact layout with L's shape and stride order",          |a| layout1(a, |l| make_layout_like(l).map(Value::Layout))),
     f!("nullspace",       "nullspace(L)",            "the layout of the coordinates L maps to 0",                 |a| layout1(a, |l| nullspace(l).map(Value::Layout))),
-    f!("upcast",          "upcast(L, n)",            "L over elements n times wider",                              |a| layout_int(a, upcast)),
-    f!("downcast",        "downcast(L, n)",          "L over elements n times narrower",                           |a| layout_int(a, downcast)),
+    f!("upcast",          "upcast(L, n)",            "L over elements n times wider",                              |a| cast(a, upcast, upcast_composed)),
+    f!("downcast",        "downcast(L, n)",          "L over elements n times narrower",                           |a| cast(a, downcast, downcast_composed)),
     f!("recast_layout",   "recast_layout(L, old_bits, new_bits)", "L read as new_bits-bit elements instead of old_bits", recast_fn),
     f!("max_common_vector","max_common_vector(A, B)", "how many contiguous elements A and B agree on",            |a| layout2v(a, |x, y| max_common_vector(x, y).map(Value::Int))),
     f!("max_common_layout","max_common_layout(A, B)", "the layout of the contiguous elements A and B agree on",   |a| layout2(a, max_common_layout)),
@@ -525,7 +526,11 @@ fn flatten_fn(a: &Args) -> Result<Value> {
     match a.get(0) {
         Ast::Lit { stride: None, .. } => {
             let t = tuple_arg(a.get(0))?;
-            Ok(if t.is_tuple() { Value::Tuple(IntTuple::Tuple(t.leaves())) } else { int_or_tuple(t) })
+            Ok(if t.is_tuple() {
+                Value::Tuple(IntTuple::Tuple(t.leaves()))
+            } else {
+                int_or_tuple(t)
+            })
         }
         other => Ok(Value::Layout(layout_arg(other)?.flatten())),
     }
@@ -576,9 +581,9 @@ fn complement_fn(a: &Args) -> Result<Value> {
     let l = layout_arg(a.get(0))?;
     match a.args.get(1) {
         None => complement_default(&l).map(Value::Layout),
-        Some(Ast::Lit { stride: Some(_), .. }) => {
-            complement_shape(&l, layout_arg(&a.args[1])?.shape()).map(Value::Layout)
-        }
+        Some(Ast::Lit {
+            stride: Some(_), ..
+        }) => complement_shape(&l, layout_arg(&a.args[1])?.shape()).map(Value::Layout),
         Some(n) => complement_shape(&l, &tuple_arg(n)?).map(Value::Layout),
     }
 }
@@ -660,9 +665,18 @@ fn bank_fn(a: &Args) -> Result<Value> {
     ))
 }
 
-fn layout_int(a: &Args, f: fn(&Layout, i64) -> Result<Layout>) -> Result<Value> {
+/// `upcast`/`downcast` of a layout or a composed layout.
+fn cast(
+    a: &Args,
+    f: fn(&Layout, i64) -> Result<Layout>,
+    g: fn(&ComposedLayout, i64) -> Result<ComposedLayout>,
+) -> Result<Value> {
     a.arity(2, 2)?;
-    f(&layout_arg(a.get(0))?, int_arg(a.get(1))?).map(Value::Layout)
+    let n = int_arg(a.get(1))?;
+    match eval(a.get(0))? {
+        Value::Composed(c) => g(&c, n).map(Value::Composed),
+        other => f(&as_layout(other)?, n).map(Value::Layout),
+    }
 }
 
 fn tuple2(a: &Args, f: fn(&IntTuple, &IntTuple) -> Result<IntTuple>) -> Result<Value> {
@@ -677,13 +691,21 @@ fn tuple2v(a: &Args, f: impl Fn(&IntTuple, &IntTuple) -> Result<Value>) -> Resul
 fn recast_fn(a: &Args) -> Result<Value> {
     a.arity(3, 3)?;
     let (old, new) = (int_arg(a.get(1))?, int_arg(a.get(2))?);
-    recast_layout(&layout_arg(a.get(0))?, old, new).map(Value::Layout)
+    match eval(a.get(0))? {
+        Value::Composed(c) => recast_composed(&c, old, new).map(Value::Composed),
+        other => recast_layout(&as_layout(other)?, old, new).map(Value::Layout),
+    }
 }
 
 fn tile_to_shape_fn(a: &Args) -> Result<Value> {
     a.arity(2, 3)?;
     let order = a.args.get(2).map(tuple_arg).transpose()?;
-    tile_to_shape(&layout_arg(a.get(0))?, &tuple_arg(a.get(1))?, order.as_ref()).map(Value::Layout)
+    tile_to_shape(
+        &layout_arg(a.get(0))?,
+        &tuple_arg(a.get(1))?,
+        order.as_ref(),
+    )
+    .map(Value::Layout)
 }
 
 fn group_fn(a: &Args) -> Result<Value> {

@@ -43,8 +43,8 @@
 //! # The expression language (`irc layout EXPR`)
 //!
 //! ```text
-//! expr    := postfix [ "o" [INT "o"] expr ]                 A o [offset o] B: a composed layout
-//! postfix := primary ( "(" [expr ("," expr)*] ")" )*        L(i), L(i,j), L(_,2): evaluate, slice
+//! expr    := primary ( "(" [expr ("," expr)*] ")"            L(i), L(i,j), L(_,2): evaluate, slice
+//!                    | "o" [INT "o"] primary )*              A o [offset o] B: a composed layout
 //! primary := leaf [":" lit] | lit [":" lit]                  integers and layout literals
 //!          | NAME [ "(" [expr ("," expr)*] ")" ]            a function of FUNCTIONS
 //!          | "[" expr ("," expr)* "]"                       a tiler, one layout (or _) per mode
@@ -82,7 +82,7 @@
 //! | a coordinate outside the shape (`(4,8):(1,4)(40)`), incongruent literals, sizes < 1 | evaluated / accepted unchecked | error | typed errors instead of extrapolation |
 //! | composed layouts print `A o 0 o B` | always prints the offset | omits an offset of 0 | shorter; both forms parse |
 //! | a tuple literal as a tiler (`logical_divide(L,(3,4))`) | a shape tiler: by mode | the compact layout `(3,4):(1,3)` | write `[3,4]` for by-mode; a tuple literal is a layout everywhere in the language |
-//! | `recast_layout` of a swizzled layout, composed offsets that are coordinates | supported | error | not implemented yet |
+//! | composed layouts whose offset is a coordinate (`A o (2,1) o B`) | supported | not expressible | not implemented yet |
 //! | `cosize(Sw<..> o L)` | (pycute: the swizzle's period) | the true codomain size | pycute's value is not the codomain size |
 //! | pycute (not C++) | pycute zeroes or keeps size-1 strides differently, stops `right_inverse` at stride 0, skips the shape divisibility check, keeps modes a tiler does not reach | C++'s answers | pycute is older and looser than C++ CuTe (`tests/pycute_diff.rs`, `DIVERGENCES` and `tests/cute/pycute_vs_cpp.tsv`) |
 
@@ -102,15 +102,8 @@ pub mod tiling;
 
 pub use algebra::{
     ceil_div_tuple, coalesce, coalesce_profile, coalesce_x, complement, complement_default,
-    complement_shape, composition, filter, filter_profile, left_inverse, nullspace,
-    right_inverse, shape_div,
-};
-pub use modes::{
-    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
-    make_ordered_layout,
-};
-pub use recast::{
-    downcast, max_alignment, max_common_layout, max_common_vector, recast_layout, upcast,
+    complement_shape, composition, filter, filter_profile, left_inverse, nullspace, right_inverse,
+    shape_div,
 };
 pub use atoms::{
     Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
@@ -121,6 +114,14 @@ pub use core::{Coord, Layout, compact_strides};
 pub use error::{LayoutError, MAX_DEPTH, MAX_RENDER_CELLS, Result};
 pub use expr::{FUNCTIONS, Function, Value, eval_expr, parse_layout};
 pub use int_tuple::IntTuple;
+pub use modes::{
+    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
+    make_ordered_layout,
+};
+pub use recast::{
+    downcast, downcast_composed, max_alignment, max_common_layout, max_common_vector,
+    recast_composed, recast_layout, upcast, upcast_composed,
+};
 pub use render::{render_svg, render_table};
 pub use swizzle::{ComposedLayout, Outer, Swizzle};
 pub use tiling::{

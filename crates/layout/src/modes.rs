@@ -47,7 +47,9 @@ pub fn make_ordered_layout(shape: &IntTuple, order: &IntTuple) -> Result<Layout>
         let start = units
             .iter()
             .filter(|(_, p)| p < o)
-            .try_fold(1, |acc, (s, _)| mul("make_ordered_layout", acc, s.product()?))?;
+            .try_fold(1, |acc, (s, _)| {
+                mul("make_ordered_layout", acc, s.product()?)
+            })?;
         starts.push(start);
     }
     let mut next = starts.into_iter();
@@ -58,7 +60,10 @@ pub fn make_ordered_layout(shape: &IntTuple, order: &IntTuple) -> Result<Layout>
 /// The (sub)shapes covered by the integers of `order`, with their ranks, depth first.
 fn order_units(shape: &IntTuple, order: &IntTuple, out: &mut Vec<(IntTuple, i64)>) -> Result<()> {
     match (shape, order) {
-        (_, IntTuple::Int(o)) => Ok(out.push((shape.clone(), *o))),
+        (_, IntTuple::Int(o)) => {
+            out.push((shape.clone(), *o));
+            Ok(())
+        }
         (IntTuple::Tuple(ss), IntTuple::Tuple(os)) if ss.len() == os.len() => ss
             .iter()
             .zip(os)
@@ -99,7 +104,10 @@ pub fn make_layout_like(layout: &Layout) -> Result<Layout> {
     })?;
     let order = layout.stride().try_map(&mut |d| Ok(d))?;
     if order.has_basis() {
-        return Err(LayoutError::domain("make_layout_like", format!("{layout} has basis strides")));
+        return Err(LayoutError::domain(
+            "make_layout_like",
+            format!("{layout} has basis strides"),
+        ));
     }
     let stride = make_ordered_layout(&shape, &order)?.stride().clone();
     Layout::new(layout.shape().clone(), stride)
@@ -113,7 +121,10 @@ pub fn group_modes(layout: &Layout, begin: usize, end: usize) -> Result<Layout> 
     if begin > end || end > modes.len() {
         return Err(LayoutError::domain(
             "group_modes",
-            format!("modes {begin}..{end} of the rank-{} layout {layout}", modes.len()),
+            format!(
+                "modes {begin}..{end} of the rank-{} layout {layout}",
+                modes.len()
+            ),
         ));
     }
     let mut out = modes[..begin].to_vec();
@@ -127,7 +138,10 @@ pub fn group_modes(layout: &Layout, begin: usize, end: usize) -> Result<Layout> 
 ///
 /// @post `rank(result)` is the number of integer positions of `crd` (at its top level).
 pub fn dice(crd: &Coord, layout: &Layout) -> Result<Layout> {
-    let (s, d) = (dice_tuple(crd, layout.shape())?, dice_tuple(crd, layout.stride())?);
+    let (s, d) = (
+        dice_tuple(crd, layout.shape())?,
+        dice_tuple(crd, layout.stride())?,
+    );
     Layout::new(s, d)
 }
 

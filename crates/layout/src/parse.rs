@@ -177,25 +177,40 @@ impl Parser {
         Ok(())
     }
 
-    /// expr := postfix [ 'o' [INT 'o'] expr ]
+    /// expr := primary ( '(' args ')' | 'o' [INT 'o'] primary )*
+    ///
+    /// `A o [offset o] B` composes (a swizzle's own `o` is parsed by [`Parser::swizzle`]); a
+    /// postfix application after it applies to the composed layout, as for swizzles.
     fn expr(&mut self) -> Result<Ast> {
         self.enter()?;
-        let at = self.offset();
-        let ast = self.postfix()?;
-        if *self.peek() != Tok::Ident("o".into()) || matches!(ast, Ast::Swizzle { .. }) {
-            self.depth -= 1;
-            return Ok(ast);
+        let mut ast = self.primary()?;
+        loop {
+            let at = self.offset();
+            if *self.peek() == Tok::Punct(b'(') {
+                self.bump();
+                let args = self.list(b')')?;
+                ast = Ast::Apply {
+                    target: Box::new(ast),
+                    args,
+                    at,
+                };
+            } else if *self.peek() == Tok::Ident("o".into()) && !matches!(ast, Ast::Swizzle { .. })
+            {
+                self.bump();
+                let offset = self.composed_offset();
+                let inner = self.primary()?;
+                ast = Ast::Compose {
+                    outer: Box::new(ast),
+                    offset,
+                    inner: Box::new(inner),
+                    at,
+                };
+            } else {
+                break;
+            }
         }
-        self.bump();
-        let offset = self.composed_offset();
-        let inner = self.expr()?;
         self.depth -= 1;
-        Ok(Ast::Compose {
-            outer: Box::new(ast),
-            offset,
-            inner: Box::new(inner),
-            at,
-        })
+        Ok(ast)
     }
 
     /// The `INT o` of `A o INT o B`, or 0 when there is none.
@@ -209,24 +224,6 @@ impl Parser {
             }
         }
         0
-    }
-
-    /// postfix := primary ( '(' args ')' )*
-    fn postfix(&mut self) -> Result<Ast> {
-        self.enter()?;
-        let mut ast = self.primary()?;
-        while *self.peek() == Tok::Punct(b'(') {
-            let at = self.offset();
-            self.bump();
-            let args = self.list(b')')?;
-            ast = Ast::Apply {
-                target: Box::new(ast),
-                args,
-                at,
-            };
-        }
-        self.depth -= 1;
-        Ok(ast)
     }
 
     fn primary(&mut self) -> Result<Ast> {
@@ -345,7 +342,8 @@ impl Parser {
         let mut modes = Vec::new();
         while self.eat(b'@') {
             let m = self.int()?;
-            let m = usize::try_from(m).map_err(|_| self.error("a basis mode must be non-negative"))?;
+            let m =
+                usize::try_from(m).map_err(|_| self.error("a basis mode must be non-negative"))?;
             modes.push(m);
         }
         if modes.is_empty() {

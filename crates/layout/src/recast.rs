@@ -6,6 +6,7 @@ use super::algebra::{coalesce, composition, logical_divide_layout, right_inverse
 use super::core::Layout;
 use super::error::{LayoutError, Result, ceil_div, mul};
 use super::int_tuple::IntTuple;
+use super::swizzle::{ComposedLayout, Outer, Swizzle};
 
 /// The layout over elements `n` times wider: the stride-1 mode shrinks by `n`, every other stride
 /// is divided by `n` (rounding up), stride-0 modes stay.
@@ -27,7 +28,11 @@ pub fn upcast(layout: &Layout, n: i64) -> Result<Layout> {
         }
     })?;
     let shape = map_pairs(layout, &mut |s, d| {
-        Ok(if d == 0 { s } else { ceil_div(s, ceil_div(n, d.abs())) })
+        Ok(if d == 0 {
+            s
+        } else {
+            ceil_div(s, ceil_div(n, d.abs()))
+        })
     })?;
     Layout::new(shape, stride)
 }
@@ -45,11 +50,19 @@ pub fn downcast(layout: &Layout, n: i64) -> Result<Layout> {
         ));
     }
     let shape = map_pairs(layout, &mut |s, d| {
-        if d.abs() == 1 { mul("downcast", s, n) } else { Ok(s) }
+        if d.abs() == 1 {
+            mul("downcast", s, n)
+        } else {
+            Ok(s)
+        }
     })?;
-    let stride = layout
-        .stride()
-        .try_map(&mut |d| if d.abs() == 1 { Ok(d) } else { mul("downcast", d, n) })?;
+    let stride = layout.stride().try_map(&mut |d| {
+        if d.abs() == 1 {
+            Ok(d)
+        } else {
+            mul("downcast", d, n)
+        }
+    })?;
     Layout::new(shape, stride)
 }
 
@@ -63,7 +76,11 @@ pub fn recast_layout(layout: &Layout, old_bits: i64, new_bits: i64) -> Result<La
     positive("recast_layout", new_bits)?;
     let g = gcd(old_bits, new_bits);
     let (num, den) = (new_bits / g, old_bits / g);
-    let up = if num == 1 { layout.clone() } else { upcast(layout, num)? };
+    let up = if num == 1 {
+        layout.clone()
+    } else {
+        upcast(layout, num)?
+    };
     if den == 1 { Ok(up) } else { downcast(&up, den) }
 }
 
@@ -132,4 +149,85 @@ fn map_pairs(layout: &Layout, f: &mut dyn FnMut(i64, i64) -> Result<i64>) -> Res
             format!("{layout} has basis strides; recasting needs integer strides"),
         )),
     })
+}
+
+/// `upcast` of a composed layout: each part upcast (CuTe's `upcast<N>(ComposedLayout)`); a swizzle
+/// `Sw<B,M,S>` becomes `Sw<B,M-log2(n),S>` (`Sw<B+M-log2(n),0,S>` past zero) and the offset is
+/// divided by `n`.
+///
+/// @post `recast_composed(upcast_composed(C, n)...)` keeps the swizzle's bit fields in bytes.
+pub fn upcast_composed(c: &ComposedLayout, n: i64) -> Result<ComposedLayout> {
+    let log2 = log2_exact("upcast", n)?;
+    let outer = match &c.outer {
+        Outer::Swizzle(s) => {
+            let m = s.base() as i64 - log2;
+            let (b, m) = if m >= 0 {
+                (s.bits() as i64, m)
+            } else {
+                ((s.bits() as i64 + m).max(0), 0)
+            };
+            Outer::Swizzle(Swizzle::new(b, m, s.shift() as i64)?)
+        }
+        Outer::Layout(l) => Outer::Layout(upcast(l, n)?),
+    };
+    if c.offset % n != 0 {
+        return Err(LayoutError::divisibility(
+            "upcast",
+            format!("offset {} of {c} is not a multiple of {n}", c.offset),
+        ));
+    }
+    Ok(ComposedLayout {
+        outer,
+        offset: c.offset / n,
+        layout: upcast(&c.layout, n)?,
+    })
+}
+
+/// `downcast` of a composed layout: `Sw<B,M,S>` becomes `Sw<B,M+log2(n),S>`, the offset is
+/// multiplied by `n`, layouts are downcast.
+pub fn downcast_composed(c: &ComposedLayout, n: i64) -> Result<ComposedLayout> {
+    let log2 = log2_exact("downcast", n)?;
+    let outer = match &c.outer {
+        Outer::Swizzle(s) => Outer::Swizzle(Swizzle::new(
+            s.bits() as i64,
+            s.base() as i64 + log2,
+            s.shift() as i64,
+        )?),
+        Outer::Layout(l) => Outer::Layout(downcast(l, n)?),
+    };
+    Ok(ComposedLayout {
+        outer,
+        offset: mul("downcast", c.offset, n)?,
+        layout: downcast(&c.layout, n)?,
+    })
+}
+
+/// [`recast_layout`] of a composed layout.
+pub fn recast_composed(c: &ComposedLayout, old_bits: i64, new_bits: i64) -> Result<ComposedLayout> {
+    positive("recast_layout", old_bits)?;
+    positive("recast_layout", new_bits)?;
+    let g = gcd(old_bits, new_bits);
+    let (num, den) = (new_bits / g, old_bits / g);
+    let up = if num == 1 {
+        c.clone()
+    } else {
+        upcast_composed(c, num)?
+    };
+    if den == 1 {
+        Ok(up)
+    } else {
+        downcast_composed(&up, den)
+    }
+}
+
+/// `log2(n)` for a power of two `n`.
+fn log2_exact(op: &'static str, n: i64) -> Result<i64> {
+    if n > 0 && n & (n - 1) == 0 {
+        Ok(n.trailing_zeros() as i64)
+    } else {
+        Err(LayoutError::domain(
+            op,
+            format!("a swizzle recasts only by a power of two, not {n}"),
+        ))
+    }
 }

@@ -264,7 +264,11 @@ fn pad(layout: &Layout, rank: usize) -> Result<Layout> {
 ///
 /// @post `product_each(shape(result)) == product_each(target)`, and the first mode of each result
 ///       mode is `block`'s.
-pub fn tile_to_shape(block: &Layout, target: &IntTuple, order: Option<&IntTuple>) -> Result<Layout> {
+pub fn tile_to_shape(
+    block: &Layout,
+    target: &IntTuple,
+    order: Option<&IntTuple>,
+) -> Result<Layout> {
     let r = target.rank();
     if block.rank() > r {
         return Err(crate::LayoutError::incongruent(
@@ -273,7 +277,11 @@ pub fn tile_to_shape(block: &Layout, target: &IntTuple, order: Option<&IntTuple>
         ));
     }
     let padded = pad(block, r)?;
-    let padded = if r == 1 && !target.is_tuple() { block.clone() } else { padded };
+    let padded = if r == 1 && !target.is_tuple() {
+        block.clone()
+    } else {
+        padded
+    };
     let each = |t: &crate::IntTuple| -> Result<Vec<i64>> {
         t.modes().iter().map(crate::IntTuple::product).collect()
     };
@@ -283,7 +291,10 @@ pub fn tile_to_shape(block: &Layout, target: &IntTuple, order: Option<&IntTuple>
         if t % b != 0 {
             return Err(crate::LayoutError::divisibility(
                 "tile_to_shape",
-                format!("block shape {} does not divide the target shape {target}", padded.shape()),
+                format!(
+                    "block shape {} does not divide the target shape {target}",
+                    padded.shape()
+                ),
             ));
         }
         product.push(t / b);

@@ -38,22 +38,42 @@ fn ours(expr: &str) -> String {
 fn cute_cases_agree_with_the_cpp() {
     let (mut total, mut equal, mut diverged, mut bad) = (0, 0, 0, Vec::new());
     for (name, table) in TABLES {
-        for line in table.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+        for line in table
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        {
             let mut cols = line.split('\t');
             let (expr, want) = (cols.next().unwrap_or(""), cols.next().unwrap_or(""));
             total += 1;
             let got = ours(expr);
-            let same = if want.starts_with("error") { got.starts_with("error") } else { got == want };
+            let same = if want.starts_with("error") {
+                got.starts_with("error")
+            } else {
+                got == want
+            };
             if same {
                 equal += 1;
             } else if let Some((_, d, _)) = DIVERGENCES.iter().find(|d| d.0 == expr) {
-                assert!(got.starts_with(d), "{expr}: divergence table says {d}, got {got}");
+                assert!(
+                    got.starts_with(d),
+                    "{expr}: divergence table says {d}, got {got}"
+                );
                 diverged += 1;
             } else {
-                bad.push(format!("[{name}] {expr}\n    ours: {got}\n    cute: {want}"));
+                bad.push(format!(
+                    "[{name}] {expr}\n    ours: {got}\n    cute: {want}"
+                ));
             }
         }
     }
-    eprintln!("CuTe cases: {total}, equal {equal}, documented divergences {diverged}, failing {}", bad.len());
-    assert!(bad.is_empty(), "{} of {total} disagree:\n{}", bad.len(), bad.join("\n"));
+    eprintln!(
+        "CuTe cases: {total}, equal {equal}, documented divergences {diverged}, failing {}",
+        bad.len()
+    );
+    assert!(
+        bad.is_empty(),
+        "{} of {total} disagree:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
