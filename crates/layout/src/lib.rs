@@ -66,7 +66,7 @@
 //! # Agreement with C++ CuTe, and the divergences
 //!
 //! `tests/cute_cases.rs` checks every case of CUTLASS's `test/unit/cute/core/*.cpp`, the
-//! static cases of the cute_ir dialect's LIT tests, pycute's tests and cases of our own (557 in
+//! static cases of the cute_ir dialect's LIT tests, pycute's tests and cases of our own (563 in
 //! all) against what the C++ CuTe prints for them (`tests/cute/oracle.py` compiles each with g++
 //! against the CUTLASS headers); `tests/pycute_diff.rs` checks 6000 random expressions against
 //! pycute, accepting a disagreement only where irc equals the recorded C++ answer. The intended
