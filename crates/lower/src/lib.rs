@@ -16,4 +16,8 @@ pub enum LowerError {
     Internal(String),
 }
 
-pub use lower::{Planned, SourceInfo, lower_fused, lower_graph, plan_and_lower};
+pub use lower::{
+    LowerOptions, Planned, SourceInfo, lower_fused, lower_graph, plan_and_lower,
+    plan_and_lower_with,
+};
+pub use templates::MmaConfig;

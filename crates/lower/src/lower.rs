@@ -47,10 +47,27 @@ pub struct Planned {
     pub forced: Vec<ValueId>,
 }
 
+/// Choices the templates take as data (an autotuner's, or a test's); `None` is the template's
+/// own heuristic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LowerOptions {
+    /// The tensor-core matmul's configuration for every matmul it builds.
+    pub mma: Option<crate::templates::MmaConfig>,
+}
+
 /// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
 /// reader's access is forced into memory and the graph planned again, so the returned Fused IR
 /// is exactly what the kernel IR was lowered from.
 pub fn plan_and_lower(g: &Graph, src: SourceInfo<'_>) -> Result<Planned, LowerError> {
+    plan_and_lower_with(g, src, &LowerOptions::default())
+}
+
+/// [`plan_and_lower`] with the templates' choices given.
+pub fn plan_and_lower_with(
+    g: &Graph,
+    src: SourceInfo<'_>,
+    options: &LowerOptions,
+) -> Result<Planned, LowerError> {
     let names = value_names(g);
     let mut forced: Vec<ValueId> = vec![];
     // Each retry forces one more view, so this ends within the number of values.
@@ -58,7 +75,7 @@ pub fn plan_and_lower(g: &Graph, src: SourceInfo<'_>) -> Result<Planned, LowerEr
         let (fused, remarks) = irc_fused::plan_graph(g, src, &forced);
         irc_fused::verify_module(&fused)
             .map_err(|e| LowerError::Internal(format!("the fusion planner: {e}")))?;
-        match lower(&fused) {
+        match lower(&fused, options) {
             Err(Retry::Materialize(name)) => {
                 let v = names.iter().position(|n| *n == name).ok_or_else(|| {
                     LowerError::Internal(format!("lowering forced an unknown value %{name}"))
@@ -86,7 +103,7 @@ pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerE
 
 /// Lowers a verified Fused IR module to a verified kernel IR module.
 pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
-    lower(m).map_err(|r| match r {
+    lower(m, &LowerOptions::default()).map_err(|r| match r {
         Retry::Fail(e) => e,
         Retry::Materialize(v) => LowerError::Unsupported {
             op: format!("%{v}"),
@@ -97,9 +114,9 @@ pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
     })
 }
 
-pub(crate) fn lower(m: &irc_fused::Module) -> R<kir::Module> {
+pub(crate) fn lower(m: &irc_fused::Module, options: &LowerOptions) -> R<kir::Module> {
     let (g, locs) = rebuild(m)?;
-    let k = Lowering::new(&g, m, locs)?.run(m)?;
+    let k = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
     kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
     Ok(k)
 }
@@ -247,6 +264,7 @@ pub(crate) struct Lowering<'g> {
     pub(crate) buffer_of: HashMap<ValueId, String>,
     pub(crate) module: kir::Module,
     pub(crate) index: kir::IndexWidth,
+    pub(crate) options: LowerOptions,
 }
 
 impl<'g> Lowering<'g> {
@@ -254,6 +272,7 @@ impl<'g> Lowering<'g> {
         g: &'g Graph,
         m: &irc_fused::Module,
         locs: HashMap<ValueId, String>,
+        options: LowerOptions,
     ) -> R<Lowering<'g>> {
         let names = value_names(g);
         let id: HashMap<&str, ValueId> = names
@@ -305,6 +324,7 @@ impl<'g> Lowering<'g> {
             buffer_of,
             module,
             index,
+            options,
         })
     }
 

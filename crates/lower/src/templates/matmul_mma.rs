@@ -60,29 +60,154 @@ pub(crate) struct TcPlan {
     pub(crate) b_n_fast: bool,
 }
 
-/// Tensor-core tiles: a block of 8 warps (2 x 4) computes 128 x 128 outputs in 64-deep K
-/// steps; each warp owns 64 x 32 outputs, 4 x 4 `mma.m16n8k16` atoms.
-pub(crate) const TC_BM: u64 = 128;
-pub(crate) const TC_BN: u64 = 128;
-pub(crate) const TC_BK: u64 = 64;
-pub(crate) const TC_WARPS_N: u64 = 4;
-pub(crate) const TC_MT: u64 = 4;
-pub(crate) const TC_NT: u64 = 4;
-/// Row pitch of the shared tiles, in elements: K plus 8 keeps fragment reads spread over banks.
-pub(crate) const TC_PITCH: i64 = 72;
+/// The tensor-core template's configuration: one point of its space ([`MmaConfig::space`]).
+///
+/// A block of `warps_m x warps_n` warps computes `bm x bn` outputs in `bk`-deep K steps; each
+/// warp owns `mt x nt` `mma.m16n8k16` atoms (`mt = bm / warps_m / 16`, `nt = bn / warps_n / 8`).
+/// Shared tiles are `(rows, bk)` with row pitch `bk + 8` (K-contiguous) or `(rows + 8)`
+/// (M/N-contiguous), which spreads fragment reads over the banks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MmaConfig {
+    pub bm: u64,
+    pub bn: u64,
+    pub bk: u64,
+    pub warps_m: u64,
+    pub warps_n: u64,
+}
+
+impl MmaConfig {
+    /// The heuristic's choice for every problem today: 128 x 128 x 64, 8 warps (2 x 4), each
+    /// warp 64 x 32 outputs in 4 x 4 atoms.
+    pub const DEFAULT: MmaConfig = MmaConfig {
+        bm: 128,
+        bn: 128,
+        bk: 64,
+        warps_m: 2,
+        warps_n: 4,
+    };
+
+    pub fn threads(self) -> u64 {
+        32 * self.warps_m * self.warps_n
+    }
+
+    /// Atoms per warp along M.
+    pub fn mt(self) -> u64 {
+        self.bm / self.warps_m / 16
+    }
+
+    /// Atoms per warp along N.
+    pub fn nt(self) -> u64 {
+        self.bn / self.warps_n / 8
+    }
+
+    /// Row pitch of a K-contiguous shared tile, in elements.
+    pub fn pitch(self) -> i64 {
+        self.bk as i64 + 8
+    }
+
+    /// Whether the template can build this point, and fits `target`'s limits (16-bit operands).
+    pub fn check(self, target: &irc_target::Target) -> Result<(), String> {
+        let (bm, bn, bk, t) = (self.bm, self.bn, self.bk, self.threads());
+        let vec_rows = |rows: u64| (rows * bk / 8) % t == 0 && (rows * bk) % t == 0;
+        // The epilogue stages accumulators in two halves in A's tile, 8 columns per thread.
+        let stage = (bm / 2) * (bn + 8);
+        let a_tile = (bm * (bk + 8)).min(bk * (bm + 8));
+        let problems = [
+            (self.warps_m == 0 || self.warps_n == 0, "no warps"),
+            (
+                bm % (self.warps_m * 16) != 0,
+                "bm is not a multiple of 16 per warp row",
+            ),
+            (
+                bn % (self.warps_n * 16) != 0,
+                "bn is not a multiple of 16 per warp column",
+            ),
+            (bk % 16 != 0 || bk == 0, "bk is not a multiple of 16"),
+            (self.nt() % 2 != 0, "ldmatrix fills B atoms in pairs"),
+            // 64 accumulator values per thread, with the A/B fragments, stay within 255
+            // registers; 128 spill (measured with ptxas on sm_80 and sm_90a).
+            (
+                4 * self.mt() * self.nt() > 64.min(target.max_register_elems),
+                "accumulators exceed the register budget (64 per thread)",
+            ),
+            (
+                !vec_rows(bm) || !vec_rows(bn),
+                "tile loads do not divide among the threads",
+            ),
+            (
+                ((bm / 2) * bn / 8) % t != 0,
+                "epilogue chunks do not divide among the threads",
+            ),
+            (
+                stage > a_tile,
+                "the epilogue's staging tile does not fit in A's shared tile",
+            ),
+            (
+                (bm + bn) * (bk + 8) * 2 > target.max_shared_bytes,
+                "shared tiles exceed the block's shared memory",
+            ),
+            (t > 1024, "more than 1024 threads"),
+        ];
+        match problems.iter().find(|(bad, _)| *bad) {
+            Some((_, why)) => Err(format!("{self}: {why}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Every point the template can build on `target`.
+    pub fn space(target: &irc_target::Target) -> Vec<MmaConfig> {
+        let mut out = vec![];
+        for bm in [64, 128] {
+            for bn in [64, 128] {
+                for bk in [32, 64] {
+                    for (warps_m, warps_n) in [(1, 2), (2, 2), (2, 4), (4, 2), (4, 4)] {
+                        let c = MmaConfig {
+                            bm,
+                            bn,
+                            bk,
+                            warps_m,
+                            warps_n,
+                        };
+                        if c.check(target).is_ok() {
+                            out.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for MmaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{}x{}/{}x{}",
+            self.bm, self.bn, self.bk, self.warps_m, self.warps_n
+        )
+    }
+}
 
 impl Builder<'_, '_> {
     /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
     ///
     /// Every fragment access is a layout: the shared tiles are `(rows, k)` with pitch
-    /// [`TC_PITCH`]; a warp's A fragments are the view `composition(tile16x16, mma_a)` extended
+    /// [`MmaConfig::pitch`]; a warp's A fragments are the view `composition(tile16x16, mma_a)` extended
     /// with the atom, k-step and warp modes, and likewise for B; the accumulator's (row, col) per
     /// value comes from the `mma_c` atom.
     pub(crate) fn matmul_tc(&mut self, inst: &Inst, roots: &[ValueId], p: TcPlan) -> R<()> {
         use irc_layout::mma_m16n8k16_c;
+        let cfg = self.l.options.mma.unwrap_or(MmaConfig::DEFAULT);
+        cfg.check(&irc_target::Target::default()).map_err(|why| {
+            Retry::Fail(LowerError::Unsupported {
+                op: "matmul".into(),
+                reason: format!("the tensor-core configuration {why}"),
+            })
+        })?;
         let (a, bv) = (inst.operands[0], inst.operands[1]);
-        self.kernel.grid = matmul_grid(p.m, p.n, p.batch, TC_BM, TC_BN)?;
-        self.kernel.block = [THREADS, 1, 1];
+        self.kernel.grid = matmul_grid(p.m, p.n, p.batch, cfg.bm, cfg.bn)?;
+        self.kernel.block = [cfg.threads() as u32, 1, 1];
         let dt = p.dtype;
         let cs: Vec<String> = roots
             .iter()
@@ -101,33 +226,33 @@ impl Builder<'_, '_> {
         // contiguous in shared memory too, so tiles fill with 16-byte copies where they can.
         let smem_strides = |k_fast: bool, rows: u64| -> (i64, i64) {
             if k_fast {
-                (TC_PITCH, 1)
+                (cfg.pitch(), 1)
             } else {
                 (1, rows as i64 + 8)
             }
         };
-        let (sa_r, sa_k) = smem_strides(p.a_k_fast, TC_BM);
-        let (sb_r, sb_k) = smem_strides(!p.b_n_fast, TC_BN);
+        let (sa_r, sa_k) = smem_strides(p.a_k_fast, cfg.bm);
+        let (sb_r, sb_k) = smem_strides(!p.b_n_fast, cfg.bn);
         let tile = |rows: u64, r: i64, k: i64| {
-            Layout::flat(&[rows as i64, TC_BK as i64], &[r, k]).map_err(internal)
+            Layout::flat(&[rows as i64, cfg.bk as i64], &[r, k]).map_err(internal)
         };
-        let sa = self.tensor(Space::Shared, dt, tile(TC_BM, sa_r, sa_k)?);
-        let sb = self.tensor(Space::Shared, dt, tile(TC_BN, sb_r, sb_k)?);
+        let sa = self.tensor(Space::Shared, dt, tile(cfg.bm, sa_r, sa_k)?);
+        let sb = self.tensor(Space::Shared, dt, tile(cfg.bn, sb_r, sb_k)?);
         // The epilogue's staging tile reuses A's shared tile once the main loop is done: half
         // the block's rows, pitch 136 (16-byte rows; the accumulator pairs a warp stores land
         // in distinct banks).
         let stage = self.tensor(
             Space::View(sa.clone()),
             dt,
-            Layout::flat(&[TC_BM as i64 / 2, TC_BN as i64], &[TC_BN as i64 + 8, 1])
+            Layout::flat(&[cfg.bm as i64 / 2, cfg.bn as i64], &[cfg.bn as i64 + 8, 1])
                 .map_err(internal)?,
         );
         let stage_v = self.tensor(
             Space::View(sa.clone()),
             dt,
             Layout::flat(
-                &[8, TC_BM as i64 / 2, TC_BN as i64 / 8],
-                &[1, TC_BN as i64 + 8, 8],
+                &[8, cfg.bm as i64 / 2, cfg.bn as i64 / 8],
+                &[1, cfg.bn as i64 + 8, 8],
             )
             .map_err(internal)?,
         );
@@ -149,42 +274,45 @@ impl Builder<'_, '_> {
             &ldmatrix_x4_rows(true, trans_b).map_err(internal)?,
         )
         .map_err(internal)?;
-        let warps_m = (THREADS as u64 / 32 / TC_WARPS_N) as i64;
+        let warps_m = cfg.warps_m as i64;
         let va = concat(&[
             lanes_a,
-            li(TC_MT as i64, 16 * sa_r)?,
-            li(TC_BK as i64 / 16, 16 * sa_k)?,
-            li(warps_m, (TC_MT * 16) as i64 * sa_r)?,
+            li(cfg.mt() as i64, 16 * sa_r)?,
+            li(cfg.bk as i64 / 16, 16 * sa_k)?,
+            li(warps_m, (cfg.mt() * 16) as i64 * sa_r)?,
         ])?;
         let vb = concat(&[
             lanes_b,
-            li(TC_NT as i64 / 2, 16 * sb_r)?,
-            li(TC_BK as i64 / 16, 16 * sb_k)?,
-            li(TC_WARPS_N as i64, (TC_NT * 8) as i64 * sb_r)?,
+            li(cfg.nt() as i64 / 2, 16 * sb_r)?,
+            li(cfg.bk as i64 / 16, 16 * sb_k)?,
+            li(cfg.warps_n as i64, (cfg.nt() * 8) as i64 * sb_r)?,
         ])?;
         let rows_a = self.tensor(Space::View(sa.clone()), dt, va);
         let rows_b = self.tensor(Space::View(sb.clone()), dt, vb);
         let fa = self.tensor(
             Space::Registers,
             dt,
-            Layout::flat(&[8, TC_MT as i64], &[1, 8]).map_err(internal)?,
+            Layout::flat(&[8, cfg.mt() as i64], &[1, 8]).map_err(internal)?,
         );
         let fb = self.tensor(
             Space::Registers,
             dt,
-            Layout::flat(&[4, TC_NT as i64], &[1, 4]).map_err(internal)?,
+            Layout::flat(&[4, cfg.nt() as i64], &[1, 4]).map_err(internal)?,
         );
         // One ldmatrix.x4 fills the B fragments of two atoms: 8 values, atom pairs.
         let fb_pairs = self.tensor(
             Space::View(fb.clone()),
             dt,
-            Layout::flat(&[8, TC_NT as i64 / 2], &[1, 8]).map_err(internal)?,
+            Layout::flat(&[8, cfg.nt() as i64 / 2], &[1, 8]).map_err(internal)?,
         );
         let acc = self.tensor(
             Space::Registers,
             DType::F32,
-            Layout::flat(&[4, TC_MT as i64, TC_NT as i64], &[1, 4, 4 * TC_MT as i64])
-                .map_err(internal)?,
+            Layout::flat(
+                &[4, cfg.mt() as i64, cfg.nt() as i64],
+                &[1, 4, 4 * cfg.mt() as i64],
+            )
+            .map_err(internal)?,
         );
         let lane = self.let_(
             "lane",
@@ -199,9 +327,9 @@ impl Builder<'_, '_> {
         let wm = self.let_(
             "wm",
             Ty::Idx,
-            Expr::idx(IdxOp::Div, warp.clone(), int(TC_WARPS_N)),
+            Expr::idx(IdxOp::Div, warp.clone(), int(cfg.warps_n)),
         );
-        let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(TC_WARPS_N)));
+        let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(cfg.warps_n)));
         let unrolled =
             |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
                 s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
@@ -215,12 +343,12 @@ impl Builder<'_, '_> {
             bx(Builtin::NctaidZ),
             false,
             |s, bi| {
-                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(TC_BM)));
-                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(TC_BN)));
+                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(cfg.bm)));
+                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(cfg.bn)));
                 unrolled(s, "v", 4, &mut |s, v| {
-                    unrolled(s, "i", TC_MT, &mut |s, i| {
+                    unrolled(s, "i", cfg.mt(), &mut |s, i| {
                         let v = v.clone();
-                        unrolled(s, "j", TC_NT, &mut |s, j| {
+                        unrolled(s, "j", cfg.nt(), &mut |s, j| {
                             s.out.push(Stmt::Store {
                                 tensor: acc.clone(),
                                 coord: vec![v.clone(), i.clone(), j],
@@ -230,29 +358,33 @@ impl Builder<'_, '_> {
                         })
                     })
                 })?;
-                s.for_("k0", Expr::Int(0), int(p.k), int(TC_BK), false, |s, k0| {
+                s.for_("k0", Expr::Int(0), int(p.k), int(cfg.bk), false, |s, k0| {
                     let tiles = [
                         TileLoad {
                             v: a,
                             access: p.access_a.clone(),
-                            rows: TC_BM,
+                            rows: cfg.bm,
                             extent: p.m,
                             row0: m0.clone(),
                             row_pos: 0,
                             k_fast: p.a_k_fast,
                             smem: sa.clone(),
                             strides: (sa_r, sa_k),
+                            bk: cfg.bk,
+                            threads: cfg.threads(),
                         },
                         TileLoad {
                             v: bv,
                             access: p.access_b.clone(),
-                            rows: TC_BN,
+                            rows: cfg.bn,
                             extent: p.n,
                             row0: n0.clone(),
                             row_pos: 1,
                             k_fast: !p.b_n_fast,
                             smem: sb.clone(),
                             strides: (sb_r, sb_k),
+                            bk: cfg.bk,
+                            threads: cfg.threads(),
                         },
                     ];
                     for t in &tiles {
@@ -264,7 +396,7 @@ impl Builder<'_, '_> {
                     s.for_(
                         "ks",
                         Expr::Int(0),
-                        int(TC_BK / 16),
+                        int(cfg.bk / 16),
                         Expr::Int(1),
                         false,
                         |s, ks| {
@@ -281,7 +413,7 @@ impl Builder<'_, '_> {
                                     Intrinsic::LdmatrixX4
                                 }
                             };
-                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                            unrolled(s, "i", cfg.mt(), &mut |s, i| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: ldmatrix(trans_a),
                                     args: vec![
@@ -294,7 +426,7 @@ impl Builder<'_, '_> {
                                 });
                                 Ok(())
                             })?;
-                            unrolled(s, "j", TC_NT / 2, &mut |s, j| {
+                            unrolled(s, "j", cfg.nt() / 2, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: ldmatrix(trans_b),
                                     args: vec![
@@ -307,8 +439,8 @@ impl Builder<'_, '_> {
                                 });
                                 Ok(())
                             })?;
-                            unrolled(s, "i", TC_MT, &mut |s, i| {
-                                unrolled(s, "j", TC_NT, &mut |s, j| {
+                            unrolled(s, "i", cfg.mt(), &mut |s, i| {
+                                unrolled(s, "j", cfg.nt(), &mut |s, j| {
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::MmaM16n8k16,
                                         args: vec![
@@ -341,9 +473,9 @@ impl Builder<'_, '_> {
                         s.out.push(Stmt::Sync);
                         let mine = Expr::idx(IdxOp::Eq, wm.clone(), h.clone());
                         s.if_(mine, |s| {
-                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                            unrolled(s, "i", cfg.mt(), &mut |s, i| {
                                 let i2 = i.clone();
-                                unrolled(s, "j", TC_NT, &mut |s, j| {
+                                unrolled(s, "j", cfg.nt(), &mut |s, j| {
                                     let (i3, j2) = (i2.clone(), j.clone());
                                     unrolled(s, "v", 4, &mut |s, v| {
                                         let cidx = kir::offset_expr(
@@ -358,7 +490,7 @@ impl Builder<'_, '_> {
                                         );
                                         let col = add(
                                             add(
-                                                mul(wn.clone(), int(TC_NT * 8)),
+                                                mul(wn.clone(), int(cfg.nt() * 8)),
                                                 mul(j2.clone(), Expr::Int(8)),
                                             ),
                                             Expr::idx(IdxOp::Div, cidx, Expr::Int(16)),
@@ -379,24 +511,24 @@ impl Builder<'_, '_> {
                             })
                         })?;
                         s.out.push(Stmt::Sync);
-                        let chunks = (TC_BM / 2) * TC_BN / 8 / u64::from(THREADS);
+                        let chunks = (cfg.bm / 2) * cfg.bn / 8 / cfg.threads();
                         unrolled(s, "l", chunks, &mut |s, l| {
                             let e = s.let_(
                                 "e",
                                 Ty::Idx,
-                                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+                                add(mul(l, int(cfg.threads())), bx(Builtin::TidX)),
                             );
                             let c8 = s.let_(
                                 "c8",
                                 Ty::Idx,
-                                Expr::idx(IdxOp::Rem, e.clone(), int(TC_BN / 8)),
+                                Expr::idx(IdxOp::Rem, e.clone(), int(cfg.bn / 8)),
                             );
-                            let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(TC_BN / 8)));
+                            let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(cfg.bn / 8)));
                             let col0 = s.let_("c0", Ty::Idx, mul(c8.clone(), Expr::Int(8)));
                             let gm = s.let_(
                                 "cm",
                                 Ty::Idx,
-                                add(add(m0.clone(), mul(h.clone(), int(TC_BM / 2))), r.clone()),
+                                add(add(m0.clone(), mul(h.clone(), int(cfg.bm / 2))), r.clone()),
                             );
                             let gn0 = s.let_("cn", Ty::Idx, add(n0.clone(), col0.clone()));
                             // Each element: the chain over the matmul's (rounded) value.
@@ -496,7 +628,7 @@ impl Builder<'_, '_> {
     }
 }
 
-/// One operand tile of the tensor-core matmul: `rows x TC_BK` elements of `v` into `smem`.
+/// One operand tile of the tensor-core matmul: `rows x bk` elements of `v` into `smem`.
 pub(crate) struct TileLoad {
     pub(crate) v: ValueId,
     /// `(m, k, batch)` for A, `(k, n, batch)` for B → the operand's index.
@@ -512,6 +644,9 @@ pub(crate) struct TileLoad {
     pub(crate) smem: String,
     /// The shared tile's (row, k) strides.
     pub(crate) strides: (i64, i64),
+    /// The K step and the block's threads.
+    pub(crate) bk: u64,
+    pub(crate) threads: u64,
 }
 
 /// `layout` with mode `fast` (which must be `size:1`, size a multiple of `w`) split into a
@@ -576,11 +711,7 @@ impl Builder<'_, '_> {
                 })
             };
         let e_of = |s: &mut Self, l: Expr| {
-            s.let_(
-                "e",
-                Ty::Idx,
-                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
-            )
+            s.let_("e", Ty::Idx, add(mul(l, int(t.threads)), bx(Builtin::TidX)))
         };
         let split = |s: &mut Self, e: &Expr, fast: u64| -> (Expr, Expr) {
             let lo = s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
@@ -589,12 +720,12 @@ impl Builder<'_, '_> {
         };
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let Some((buf, gl)) = vector else {
-            let per_thread = t.rows * TC_BK / u64::from(THREADS);
+            let per_thread = t.rows * t.bk / t.threads;
             return unrolled(self, "l", per_thread, &mut |s, l| {
                 let e = e_of(s, l);
                 // Consecutive threads walk the operand's contiguous dimension.
                 let (rr, kk) = if t.k_fast {
-                    let (kk, rr) = split(s, &e, TC_BK);
+                    let (kk, rr) = split(s, &e, t.bk);
                     (rr, kk)
                 } else {
                     split(s, &e, t.rows)
@@ -620,24 +751,16 @@ impl Builder<'_, '_> {
         };
         let g = self.global(buf, gl);
         let sv_layout = if t.k_fast {
-            concat(&[
-                li(W, 1)?,
-                li(t.rows, r_st)?,
-                li(TC_BK / W, W as i64 * k_st)?,
-            ])?
+            concat(&[li(W, 1)?, li(t.rows, r_st)?, li(t.bk / W, W as i64 * k_st)?])?
         } else {
-            concat(&[
-                li(W, 1)?,
-                li(t.rows / W, W as i64 * r_st)?,
-                li(TC_BK, k_st)?,
-            ])?
+            concat(&[li(W, 1)?, li(t.rows / W, W as i64 * r_st)?, li(t.bk, k_st)?])?
         };
         let sv = self.tensor(Space::View(t.smem.clone()), dt, sv_layout);
-        let per_thread = t.rows * TC_BK / W / u64::from(THREADS);
+        let per_thread = t.rows * t.bk / W / t.threads;
         unrolled(self, "l", per_thread, &mut |s, l| {
             let e = e_of(s, l);
             let (rr, kk, scoord) = if t.k_fast {
-                let (kv, rr) = split(s, &e, TC_BK / W);
+                let (kv, rr) = split(s, &e, t.bk / W);
                 let kk = s.let_("kk", Ty::Idx, mul(kv.clone(), int(W)));
                 (rr.clone(), kk, vec![rr, kv])
             } else {

@@ -7,6 +7,8 @@
 use irc_fused::Anchor;
 
 mod matmul_mma;
+
+pub use matmul_mma::MmaConfig;
 mod matmul_simt;
 mod pointwise;
 mod reduction;
@@ -49,7 +51,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "matmul_mma",
         anchor: Anchor::Matmul,
         applies: "f16/bf16 matmuls (sm_80+ tensor cores)",
-        config: "block tile 128x128x64, 8 warps (2x4), warp tile 64x32, mma.m16n8k16, smem pitch 72",
+        config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps (MmaConfig::space; default 128x128x64/2x4)",
     },
     TemplateInfo {
         name: "matmul_simt",
