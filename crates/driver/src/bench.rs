@@ -31,6 +31,10 @@ pub struct BenchArgs {
     /// The emitter whose PTX is timed: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = crate::opt::Backend::Cuda)]
     pub backend: crate::opt::Backend,
+    /// The tensor-core matmul's configuration, `BMxBNxBK/WMxWN` (default: the template's
+    /// heuristic, 128x128x64/2x4).
+    #[arg(long, value_name = "CONFIG")]
+    pub mma_config: Option<irc_lower::MmaConfig>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -101,7 +105,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
         args.passes.run_on(pm, &mut module)?;
     }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
-    let (cuda, ptx, arch) = compile(graph, &args.arch, args.backend)?;
+    let (cuda, ptx, arch) = compile(graph, &args.arch, args.backend, args.mma_config)?;
     let inputs = load_inputs(graph, &args.inputs, true, args.seed, None)?;
     let host: Vec<HostTensor> = inputs.iter().map(to_host).collect();
     drop(inputs);

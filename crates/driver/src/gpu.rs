@@ -29,6 +29,10 @@ pub struct GpuArgs {
     /// The emitter whose PTX runs: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
+    /// The tensor-core matmul's configuration, `BMxBNxBK/WMxWN` (default: the template's
+    /// heuristic, 128x128x64/2x4).
+    #[arg(long, value_name = "CONFIG")]
+    pub mma_config: Option<irc_lower::MmaConfig>,
 }
 
 /// The graph's PTX for `arch`: its emitted CUDA through NVRTC, or (`Backend::Mlir`) its MLIR
@@ -37,11 +41,13 @@ pub fn compile(
     graph: &Graph,
     arch: &str,
     backend: Backend,
+    mma: Option<irc_lower::MmaConfig>,
 ) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
     let arch = Arch::parse(arch)?;
     let pipeline = irc_pipeline::Pipeline {
         backend: backend.pipeline(),
         arch: Some(arch.to_string()),
+        lower: irc_lower::LowerOptions { mma },
         ..Default::default()
     };
     let a = pipeline
@@ -61,7 +67,8 @@ pub fn compile(
 /// Runs `graph` (the pipeline's output) on the GPU; `--check` compares with the interpreter
 /// running `reference` (the graph as written, same signature).
 pub fn run(graph: &Graph, reference: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
-    let (module, ptx, arch) = compile(graph, &args.gpu.arch, args.gpu.backend)?;
+    let (module, ptx, arch) =
+        compile(graph, &args.gpu.arch, args.gpu.backend, args.gpu.mma_config)?;
     let gpu = Gpu::new(0)?;
     eprintln!(
         "device: {} ({} SMs), compiled for {arch}",

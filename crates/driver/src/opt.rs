@@ -35,6 +35,10 @@ pub struct OptArgs {
     /// The emitter behind `--emit=ptx`: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
+    /// The tensor-core matmul's configuration, `BMxBNxBK/WMxWN` (default: the template's
+    /// heuristic, 128x128x64/2x4).
+    #[arg(long, value_name = "CONFIG")]
+    pub mma_config: Option<irc_lower::MmaConfig>,
     /// The GPU `--emit=ptx` compiles for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
@@ -286,6 +290,9 @@ fn compile(
     let pipeline = Pipeline {
         backend: args.backend.pipeline(),
         arch: Some(args.arch.clone()),
+        lower: irc_lower::LowerOptions {
+            mma: args.mma_config,
+        },
         ..Pipeline::default()
     };
     let mut files = Vec::new();

@@ -145,6 +145,8 @@ pub struct Pipeline {
     pub backend: Backend,
     /// The GPU PTX is compiled for (`sm_90a` by default).
     pub arch: Option<String>,
+    /// Choices the kernel templates take as data (`None` fields: their heuristics).
+    pub lower: irc_lower::LowerOptions,
 }
 
 impl Pipeline {
@@ -188,7 +190,7 @@ impl Pipeline {
         if until == Stage::Graph {
             return Ok(a);
         }
-        let planned = irc_lower::plan_and_lower(&a.graph, src)?;
+        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower)?;
         if until >= Stage::Cuda && until != Stage::Mlir {
             a.cuda = Some(irc_emit_cuda::emit(&planned.kernels));
         }

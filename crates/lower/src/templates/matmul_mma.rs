@@ -179,6 +179,35 @@ impl MmaConfig {
     }
 }
 
+impl std::str::FromStr for MmaConfig {
+    type Err = String;
+
+    /// `BMxBNxBK/WMxWN`, as `Display` writes it (`128x128x64/2x4`).
+    fn from_str(text: &str) -> Result<MmaConfig, String> {
+        let bad = || {
+            format!(
+                "`{text}` is not a tensor-core configuration BMxBNxBK/WMxWN (e.g. 128x128x64/2x4)"
+            )
+        };
+        let (tile, warps) = text.split_once('/').ok_or_else(bad)?;
+        let nums = |s: &str| -> Result<Vec<u64>, String> {
+            s.split('x')
+                .map(|n| n.trim().parse().map_err(|_| bad()))
+                .collect()
+        };
+        match (nums(tile)?.as_slice(), nums(warps)?.as_slice()) {
+            (&[bm, bn, bk], &[warps_m, warps_n]) => Ok(MmaConfig {
+                bm,
+                bn,
+                bk,
+                warps_m,
+                warps_n,
+            }),
+            _ => Err(bad()),
+        }
+    }
+}
+
 impl std::fmt::Display for MmaConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
