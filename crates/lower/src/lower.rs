@@ -340,6 +340,7 @@ impl<'g> Lowering<'g> {
                 }
             };
             let mut b = Builder::new(&self, grp.name.clone(), i);
+            b.roots = roots.clone();
             match inst.op.category() {
                 Category::Matmul => b.matmul(inst, &roots)?,
                 Category::Reduction => {
@@ -410,6 +411,8 @@ pub(crate) struct Builder<'l, 'g> {
     /// Values held in registers at the current coordinate (a matmul's accumulator in its
     /// epilogue), with the access layout they are valid at.
     pub(crate) overrides: HashMap<ValueId, (Layout, Expr)>,
+    /// The values the group stores.
+    pub(crate) roots: Vec<ValueId>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -436,6 +439,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             next: 0,
             constants: vec![],
             overrides: HashMap::new(),
+            roots: vec![],
         }
     }
 

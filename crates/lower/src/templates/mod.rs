@@ -11,6 +11,7 @@ mod matmul_simt;
 mod pointwise;
 mod reduction;
 mod row;
+mod store_view;
 
 /// One kernel template.
 #[derive(Clone, Copy, Debug)]

@@ -95,7 +95,7 @@ impl Builder<'_, '_> {
             (OpKind::ReduceMin, _) => (ReduceOp::Min, f64::INFINITY),
             _ => (ReduceOp::Sum, 0.0),
         };
-        let out = self.global(inst.result, linear(rows).map_err(internal)?);
+        let out = self.output(inst.result, &linear(rows).map_err(internal)?)?;
         self.kernel.block = [row_threads(k), 1, 1];
         self.rows(rows, |b, row| {
             let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {

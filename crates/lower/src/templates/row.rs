@@ -42,7 +42,7 @@ impl Builder<'_, '_> {
                 } else {
                     1e-5
                 });
-        let out = self.global(inst.result, access.clone());
+        let out = self.output(inst.result, &access)?;
         let (w, bias) = (inst.operands.get(1).copied(), inst.operands.get(2).copied());
         let spec = RowSpec {
             x,
