@@ -356,13 +356,18 @@ impl<'g> Lowering<'g> {
                     b.elementwise(roots[0])?
                 }
             }
-            let (kernel, args, constants) = b.finish();
-            self.module.constants.extend(constants);
+            let mut temps = std::mem::take(&mut b.temps);
+            let mut kernels = std::mem::take(&mut b.pre);
+            kernels.push(b.finish());
+            self.module.buffers.append(&mut temps);
+            for (kernel, args, constants) in kernels {
+                self.module.constants.extend(constants);
             self.module.launches.push(kir::LaunchStmt {
                 kernel: kernel.name.clone(),
                 args,
             });
-            self.module.kernels.push(kernel);
+                self.module.kernels.push(kernel);
+            }
         }
         Ok(self.module)
     }
@@ -413,6 +418,10 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) overrides: HashMap<ValueId, (Layout, Expr)>,
     /// The values the group stores.
     pub(crate) roots: Vec<ValueId>,
+    /// Temp buffers the template adds (a split reduction's partials).
+    pub(crate) temps: Vec<kir::BufferDecl>,
+    /// Kernels launched before this one (a split reduction's first pass).
+    pub(crate) pre: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -440,6 +449,8 @@ impl<'l, 'g> Builder<'l, 'g> {
             constants: vec![],
             overrides: HashMap::new(),
             roots: vec![],
+            temps: vec![],
+            pre: vec![],
         }
     }
 
@@ -473,6 +484,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             .module
             .buffers
             .iter()
+            .chain(&self.temps)
             .find(|b| b.name == buffer)
             .expect("declared buffer")
             .dtype;

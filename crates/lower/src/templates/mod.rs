@@ -11,6 +11,7 @@ mod matmul_simt;
 mod pointwise;
 mod reduction;
 mod row;
+mod split;
 mod store_view;
 
 /// One kernel template.
@@ -44,7 +45,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "row",
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
-        config: "schedule = cached (warp per row up to 1024 elements, block per row beyond) | streamed",
+        config: "schedule per shape (split::RowSchedule::choose): warp-cached (rows <= 1024) | block-cached (<= 8192) | split (longer rows, fewer than 8*SMs: chunks of a multiple of 1024 over ~8*SMs blocks, partial + merge-and-apply launches) | streamed",
     },
     TemplateInfo {
         name: "matmul_mma",

@@ -4,6 +4,7 @@
 
 use crate::LowerError;
 use crate::lower::*;
+use super::split::RowSchedule;
 use irc_ir::infer::normalize_axis;
 use irc_ir::{Attr, DType, Inst, OpKind, ValueId};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
@@ -57,6 +58,9 @@ impl Builder<'_, '_> {
             w,
             bias,
         };
+        if let RowSchedule::Split { splits, chunk } = RowSchedule::choose(rows, k) {
+            return self.composite_split(inst, spec, splits, chunk);
+        }
         if k.div_ceil(if k <= 1024 { 32 } else { u64::from(THREADS) }) <= 32 {
             return self.composite_cached(inst.op, spec);
         }
