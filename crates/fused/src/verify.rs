@@ -149,7 +149,9 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                     }
                     let ok = match g.anchor() {
                         Anchor::Pointwise => true,
-                        Anchor::Reduction | Anchor::Row => views_of_anchor.contains(&value.as_str()),
+                        Anchor::Reduction | Anchor::Row => {
+                            views_of_anchor.contains(&value.as_str())
+                        }
                         Anchor::Matmul => after_anchor.contains(&value.as_str()),
                     };
                     if !ok {

@@ -362,10 +362,10 @@ impl<'g> Lowering<'g> {
             self.module.buffers.append(&mut temps);
             for (kernel, args, constants) in kernels {
                 self.module.constants.extend(constants);
-            self.module.launches.push(kir::LaunchStmt {
-                kernel: kernel.name.clone(),
-                args,
-            });
+                self.module.launches.push(kir::LaunchStmt {
+                    kernel: kernel.name.clone(),
+                    args,
+                });
                 self.module.kernels.push(kernel);
             }
         }

@@ -39,7 +39,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "reduction",
         anchor: Anchor::Reduction,
         applies: "every reduce_* group",
-        config: "one block per output row, threads from the row length (32..256)",
+        config: "block per output row, threads from the row length (32..256) | column (leading axes reduced, >= 32*SMs outputs: a thread per output, coalesced)",
     },
     TemplateInfo {
         name: "row",

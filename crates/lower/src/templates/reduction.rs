@@ -113,7 +113,10 @@ impl Builder<'_, '_> {
                 1,
                 1,
             ];
-            let start = add(mul(bx(Builtin::BidX), bx(Builtin::NtidX)), bx(Builtin::TidX));
+            let start = add(
+                mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+                bx(Builtin::TidX),
+            );
             let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
             return self.for_("row", start, int(rows), step, false, |b, row| {
                 let acc = b.fresh("acc");

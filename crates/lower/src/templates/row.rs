@@ -2,9 +2,9 @@
 //! the row cached in registers (a warp per row up to 1024 elements, a block beyond) or
 //! streamed in passes.
 
+use super::split::RowSchedule;
 use crate::LowerError;
 use crate::lower::*;
-use super::split::RowSchedule;
 use irc_ir::infer::normalize_axis;
 use irc_ir::{Attr, DType, Inst, OpKind, ValueId};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};

@@ -18,8 +18,8 @@
 //! three times for softmax and layernorm). Each thread handles four elements per step of a
 //! 1024-element stride so four loads are in flight.
 
-use crate::lower::*;
 use super::row::{RowSpec, rstd_of};
+use crate::lower::*;
 use irc_ir::{Inst, OpKind, ValueDef};
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
@@ -84,7 +84,10 @@ impl Builder<'_, '_> {
         let start = start.clone();
         self.for_("base", int(0), int(chunk), int(STEP), false, |b, base| {
             b.for_("u", int(0), int(4), int(1), true, |b, u| {
-                let off = add(add(base, mul(u, int(u64::from(THREADS)))), bx(Builtin::TidX));
+                let off = add(
+                    add(base, mul(u, int(u64::from(THREADS)))),
+                    bx(Builtin::TidX),
+                );
                 let kx = b.let_("kx", Ty::Idx, add(start, off));
                 b.if_(lt(kx.clone(), int(k)), |b| f(b, kx))
             })
@@ -179,9 +182,15 @@ impl Builder<'_, '_> {
                 p.chunk_loop(&start, chunk, r.k, |b, kx| {
                     let x = load_x(b, kx)?;
                     let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
-                    let rescale = call(Func::Exp, vec![call(Func::Sub, vec![m.clone(), mn.clone()])]);
+                    let rescale = call(
+                        Func::Exp,
+                        vec![call(Func::Sub, vec![m.clone(), mn.clone()])],
+                    );
                     let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
-                    let v = call(Func::Add, vec![call(Func::Mul, vec![s.clone(), rescale]), ex]);
+                    let v = call(
+                        Func::Add,
+                        vec![call(Func::Mul, vec![s.clone(), rescale]), ex],
+                    );
                     b.assign(&s, v);
                     b.assign(&m, mn);
                     Ok(())
@@ -190,7 +199,10 @@ impl Builder<'_, '_> {
                 let mx = p.let_("max", mt, mx);
                 let mine = call(
                     Func::Mul,
-                    vec![s, call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])])],
+                    vec![
+                        s,
+                        call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])]),
+                    ],
                 );
                 let sum = p.block_reduce(mt, ReduceOp::Sum, mine);
                 [mx, sum, lit(math, 0.0)]
@@ -199,7 +211,10 @@ impl Builder<'_, '_> {
                 let s = p.var("s", mt, lit(math, 0.0));
                 p.chunk_loop(&start, chunk, r.k, |b, kx| {
                     let x = load_x(b, kx)?;
-                    let v = call(Func::Add, vec![s.clone(), call(Func::Mul, vec![x.clone(), x])]);
+                    let v = call(
+                        Func::Add,
+                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
+                    );
                     b.assign(&s, v);
                     Ok(())
                 })?;
@@ -226,8 +241,14 @@ impl Builder<'_, '_> {
                 let t2 = p.block_reduce(mt, ReduceOp::Sum, s2);
                 let tn = p.block_reduce(mt, ReduceOp::Sum, n);
                 let tn = p.let_("tn", mt, tn);
-                let mean = call(Func::Add, vec![c, call(Func::Div, vec![t1.clone(), tn.clone()])]);
-                let sq = call(Func::Div, vec![call(Func::Mul, vec![t1.clone(), t1]), tn.clone()]);
+                let mean = call(
+                    Func::Add,
+                    vec![c, call(Func::Div, vec![t1.clone(), tn.clone()])],
+                );
+                let sq = call(
+                    Func::Div,
+                    vec![call(Func::Mul, vec![t1.clone(), t1]), tn.clone()],
+                );
                 [mean, call(Func::Sub, vec![t2, sq]), tn]
             }
         };
@@ -255,22 +276,37 @@ impl Builder<'_, '_> {
         let n = lit(math, r.k as f64);
         // Each thread folds the partials i = tid, tid + 256, ... then the block reduces: the
         // same tree in every block of the row.
-        let over = |b: &mut Builder, init: f64, f: &dyn Fn(&Expr) -> Expr, op: ReduceOp| -> R<Expr> {
-            let acc = b.var("acc", mt, lit(math, init));
-            let combine = if op == ReduceOp::Max { Func::Max } else { Func::Add };
-            b.for_("i", bx(Builtin::TidX), int(splits), bx(Builtin::NtidX), false, |b, i| {
-                b.assign(&acc, call(combine, vec![acc.clone(), f(&i)]));
-                Ok(())
-            })?;
-            let red = b.block_reduce(mt, op, acc);
-            Ok(b.let_("merged", mt, red))
-        };
+        let over =
+            |b: &mut Builder, init: f64, f: &dyn Fn(&Expr) -> Expr, op: ReduceOp| -> R<Expr> {
+                let acc = b.var("acc", mt, lit(math, init));
+                let combine = if op == ReduceOp::Max {
+                    Func::Max
+                } else {
+                    Func::Add
+                };
+                b.for_(
+                    "i",
+                    bx(Builtin::TidX),
+                    int(splits),
+                    bx(Builtin::NtidX),
+                    false,
+                    |b, i| {
+                        b.assign(&acc, call(combine, vec![acc.clone(), f(&i)]));
+                        Ok(())
+                    },
+                )?;
+                let red = b.block_reduce(mt, op, acc);
+                Ok(b.let_("merged", mt, red))
+            };
         let (center, scale) = match op {
             OpKind::Softmax => {
                 let mx = over(self, lowest, &|i| get(i, 0), ReduceOp::Max)?;
                 let m2 = mx.clone();
                 let rescaled = move |i: &Expr| {
-                    let w = call(Func::Exp, vec![call(Func::Sub, vec![get(i, 0), m2.clone()])]);
+                    let w = call(
+                        Func::Exp,
+                        vec![call(Func::Sub, vec![get(i, 0), m2.clone()])],
+                    );
                     call(Func::Mul, vec![get(i, 1), w])
                 };
                 let sum = over(self, 0.0, &rescaled, ReduceOp::Sum)?;
@@ -291,7 +327,10 @@ impl Builder<'_, '_> {
                 let spread = move |i: &Expr| {
                     let d = call(Func::Sub, vec![get(i, 0), m.clone()]);
                     let dd = call(Func::Mul, vec![d.clone(), d]);
-                    call(Func::Add, vec![get(i, 1), call(Func::Mul, vec![get(i, 2), dd])])
+                    call(
+                        Func::Add,
+                        vec![get(i, 1), call(Func::Mul, vec![get(i, 2), dd])],
+                    )
                 };
                 let m2 = over(self, 0.0, &spread, ReduceOp::Sum)?;
                 let var = call(Func::Div, vec![m2, n]);
@@ -304,7 +343,10 @@ impl Builder<'_, '_> {
             let mut y = match op {
                 OpKind::Softmax => call(
                     Func::Div,
-                    vec![call(Func::Exp, vec![call(Func::Sub, vec![x, center])]), scale],
+                    vec![
+                        call(Func::Exp, vec![call(Func::Sub, vec![x, center])]),
+                        scale,
+                    ],
                 ),
                 OpKind::Rmsnorm => call(Func::Mul, vec![x, scale]),
                 _ => call(Func::Mul, vec![call(Func::Sub, vec![x, center]), scale]),
