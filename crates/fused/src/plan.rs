@@ -246,12 +246,25 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
             });
         }
         if home[leader] == Home::Epilogue {
-            remarks.push(Remark {
-                group: name.clone(),
-                text: format!(
+            let op = g.insts[lead_inst].op;
+            let text = if op.category() == Category::Matmul {
+                format!(
                     "the matmul %{} is not stored: only its epilogue reads it",
                     names[leader]
-                ),
+                )
+            } else {
+                let views: Vec<String> = stores.iter().map(|&v| format!("%{}", names[v])).collect();
+                format!(
+                    "the {} %{} is not stored: its kernel stores the result {} through the view's \
+                     layout (no copy kernel)",
+                    op.name(),
+                    names[leader],
+                    views.join(", ")
+                )
+            };
+            remarks.push(Remark {
+                group: name.clone(),
+                text,
             });
         }
         if !fused.is_empty() {

@@ -7,7 +7,11 @@
 //! The rules, in order (each stored value is one kernel, its *group*):
 //!
 //! 1. Parameters and constant arrays are in memory already; splat constants are immediates.
-//! 2. A graph result is stored (a view or constant that is a result is a copy kernel).
+//! 2. A graph result is stored (a view or constant that is a result is a copy kernel) — except a
+//!    view whose chain of views (each read only by the next, none of them a broadcast that adds
+//!    elements) reaches a reduction or row composite read by nothing else: that anchor's kernel
+//!    stores its value into the result's buffer through the inverse of the views' layout, and
+//!    the anchor gets no buffer of its own ([`Home::Epilogue`]). No copy kernel, no temp.
 //! 3. An anchor (matmul, reduction, row composite) is stored: its consumers start new kernels.
 //! 4. An elementwise value read by two or more statements is stored (no recomputation).
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
@@ -126,7 +130,9 @@ pub enum Home {
     /// Stored to a buffer by the kernel led by node `kernel` (itself, or the matmul whose
     /// epilogue computes it).
     Stored { why: Why, kernel: usize },
-    /// A matmul that is not stored: computed only by its own kernel, for its epilogue.
+    /// An anchor that is not stored: computed only by its own kernel, which stores values
+    /// computed from it (a matmul's epilogue, or the result view of a reduction or row
+    /// composite, rule 2).
     Epilogue,
 }
 
@@ -204,6 +210,38 @@ pub fn kernels(d: &impl Dag, home: &[Home]) -> Vec<(usize, Vec<usize>)> {
     out
 }
 
+/// The reduction or row composite that the result view `r` shows, when its kernel can store
+/// `r` itself (rule 2): every view on the way is read only by the next, the anchor only by the
+/// chain, none of them is a result or forced, and the element count never changes (a
+/// broadcast that adds elements has no inverse).
+fn viewed_anchor(
+    d: &impl Dag,
+    r: usize,
+    uses: &[usize],
+    is_result: &[bool],
+    forced_at: &impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let numel = |i: usize| d.shape(i).iter().product::<u64>();
+    if d.kind(r) != NodeKind::View || forced_at(r) {
+        return None;
+    }
+    let mut v = *d.operands(r).first()?;
+    loop {
+        if is_result[v] || uses[v] != 1 || forced_at(v) || numel(v) != numel(r) {
+            return None;
+        }
+        match d.kind(v) {
+            NodeKind::View => v = *d.operands(v).first()?,
+            NodeKind::Anchor(op)
+                if matches!(op.category(), Category::Reduction | Category::Composite) =>
+            {
+                return Some(v);
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// Decides the home of every node; `forced[i]` marks views lowering must store (rule 7).
 pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
     let n = d.len();
@@ -236,6 +274,13 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             NodeKind::Elementwise | NodeKind::View => Home::Inline,
         })
         .collect();
+    // Rule 2: a result view of a reduction or row composite is stored by the anchor's kernel.
+    for &r in d.results() {
+        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at) {
+            home[r] = stored(Why::Result, a);
+            home[a] = Home::Epilogue;
+        }
+    }
     // Rule 5: computed matmul operands.
     for i in 0..n {
         if d.kind(i) != NodeKind::Anchor(OpKind::Matmul) {

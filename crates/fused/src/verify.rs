@@ -12,15 +12,16 @@
 //! - Every op type-checks with the graph IR's own typing rule (`check_op`) at its written type.
 //! - A value defined in several groups (a view recomputed by each reader) is the same statement
 //!   everywhere.
-//! - At most one anchor per group; a reduction or row group stores only its anchor's result,
-//!   a matmul group only its anchor or values computed from it (its epilogue).
+//! - At most one anchor per group; a reduction or row group stores only its anchor's result
+//!   or one view of it (a result view the anchor's kernel stores through its layout), a matmul
+//!   group only its anchor or values computed from it (its epilogue).
 //! - A stored value has its buffer's type.
 //!
 //! Not checked yet: that a group's prologue/epilogue is one the templates can build (lowering
 //! reports that as an error naming the group).
 
 use crate::{Anchor, BufferKind, Module, OpStmt, Stmt};
-use irc_ir::{TensorType, check_op};
+use irc_ir::{Category, TensorType, check_op};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -66,6 +67,8 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         let mut local: HashMap<&str, &TensorType> = HashMap::new();
         // Values that depend on the anchor (for the epilogue check).
         let mut after_anchor: Vec<&str> = vec![];
+        // The anchor and views of it (what a reduction or row group may store).
+        let mut views_of_anchor: Vec<&str> = vec![];
         let mut anchors = 0;
         for s in &g.stmts {
             match s {
@@ -111,12 +114,18 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                     if Anchor::of(o.op).is_some() {
                         anchors += 1;
                         after_anchor.push(&o.value);
+                        views_of_anchor.push(&o.value);
                     } else if o
                         .operands
                         .iter()
                         .any(|a| after_anchor.contains(&a.as_str()))
                     {
                         after_anchor.push(&o.value);
+                        if o.op.category() == Category::View
+                            && views_of_anchor.contains(&o.operands[0].as_str())
+                        {
+                            views_of_anchor.push(&o.value);
+                        }
                     }
                 }
                 Stmt::Store { value, buffer } => {
@@ -140,7 +149,9 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                     }
                     let ok = match g.anchor() {
                         Anchor::Pointwise => true,
-                        Anchor::Reduction | Anchor::Row => after_anchor.first() == Some(&&**value),
+                        Anchor::Reduction | Anchor::Row => {
+                            views_of_anchor.contains(&value.as_str())
+                        }
                         Anchor::Matmul => after_anchor.contains(&value.as_str()),
                     };
                     if !ok {

@@ -360,6 +360,7 @@ impl<'g> Lowering<'g> {
                 }
             };
             let mut b = Builder::new(&self, grp.name.clone(), i);
+            b.roots = roots.clone();
             match inst.op.category() {
                 Category::Matmul => b.matmul(inst, &roots)?,
                 Category::Reduction => {
@@ -375,13 +376,18 @@ impl<'g> Lowering<'g> {
                     b.elementwise(roots[0])?
                 }
             }
-            let (kernel, args, constants) = b.finish();
-            self.module.constants.extend(constants);
-            self.module.launches.push(kir::LaunchStmt {
-                kernel: kernel.name.clone(),
-                args,
-            });
-            self.module.kernels.push(kernel);
+            let mut temps = std::mem::take(&mut b.temps);
+            let mut kernels = std::mem::take(&mut b.pre);
+            kernels.push(b.finish());
+            self.module.buffers.append(&mut temps);
+            for (kernel, args, constants) in kernels {
+                self.module.constants.extend(constants);
+                self.module.launches.push(kir::LaunchStmt {
+                    kernel: kernel.name.clone(),
+                    args,
+                });
+                self.module.kernels.push(kernel);
+            }
         }
         Ok(self.module)
     }
@@ -430,6 +436,12 @@ pub(crate) struct Builder<'l, 'g> {
     /// Values held in registers at the current coordinate (a matmul's accumulator in its
     /// epilogue), with the access layout they are valid at.
     pub(crate) overrides: HashMap<ValueId, (Layout, Expr)>,
+    /// The values the group stores.
+    pub(crate) roots: Vec<ValueId>,
+    /// Temp buffers the template adds (a split reduction's partials).
+    pub(crate) temps: Vec<kir::BufferDecl>,
+    /// Kernels launched before this one (a split reduction's first pass).
+    pub(crate) pre: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -456,6 +468,9 @@ impl<'l, 'g> Builder<'l, 'g> {
             next: 0,
             constants: vec![],
             overrides: HashMap::new(),
+            roots: vec![],
+            temps: vec![],
+            pre: vec![],
         }
     }
 
@@ -489,6 +504,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             .module
             .buffers
             .iter()
+            .chain(&self.temps)
             .find(|b| b.name == buffer)
             .expect("declared buffer")
             .dtype;

@@ -13,6 +13,8 @@ mod matmul_simt;
 mod pointwise;
 mod reduction;
 mod row;
+mod split;
+mod store_view;
 
 /// One kernel template.
 #[derive(Clone, Copy, Debug)]
@@ -39,13 +41,13 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "reduction",
         anchor: Anchor::Reduction,
         applies: "every reduce_* group",
-        config: "one block per output row, threads from the row length (32..256)",
+        config: "block per output row, threads from the row length (32..256) | column (leading axes reduced, >= 32*SMs outputs: a thread per output, coalesced)",
     },
     TemplateInfo {
         name: "row",
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
-        config: "schedule = cached (warp per row up to 1024 elements, block per row beyond) | streamed",
+        config: "schedule per shape (split::RowSchedule::choose): warp-cached (rows <= 1024) | block-cached (<= 8192) | split (longer rows, fewer than 8*SMs: chunks of a multiple of 1024 over ~8*SMs blocks, partial + merge-and-apply launches) | streamed",
     },
     TemplateInfo {
         name: "matmul_mma",

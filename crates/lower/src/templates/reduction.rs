@@ -1,11 +1,17 @@
-//! The reduction template: `reduce_*` over any axes, one block per output row, a block-strided
-//! loop and a block reduction; shared helpers for row-wise kernels.
+//! The reduction template: `reduce_*` over any axes. Two schedules, chosen per shape: one block
+//! per output row (a block-strided loop and a block reduction) when the innermost dimension is
+//! reduced or outputs are few; a thread per output (coalesced column sums) when a leading axis
+//! is reduced and there are at least 32 × SMs outputs. Shared helpers for row-wise kernels.
 
 use crate::LowerError;
 use crate::lower::*;
 use irc_ir::infer::reduction_axes;
 use irc_ir::{DType, Inst, OpKind};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Stmt, Ty};
+
+/// Outputs from which a reduction over leading axes runs a thread per output (the column
+/// schedule): 32 per SM of the H100 fill it with coalesced loads.
+const COLUMN_MIN_OUTPUTS: u64 = 32 * 132;
 
 impl Builder<'_, '_> {
     /// `for %row = bid.x to rows step nctaid.x { ... }`: one block per row.
@@ -95,7 +101,58 @@ impl Builder<'_, '_> {
             (OpKind::ReduceMin, _) => (ReduceOp::Min, f64::INFINITY),
             _ => (ReduceOp::Sum, 0.0),
         };
-        let out = self.global(inst.result, linear(rows).map_err(internal)?);
+        let out = self.output(inst.result, &linear(rows).map_err(internal)?)?;
+        // Column schedule: the innermost dimension is kept (a leading axis is reduced) and
+        // there are outputs enough to fill the GPU: a thread per output, adjacent threads on
+        // adjacent addresses (coalesced), each summing its column serially.
+        let innermost_kept = !axes.contains(&(xshape.len().saturating_sub(1)))
+            && xshape.last().is_some_and(|&d| d > 1);
+        if innermost_kept && rows >= COLUMN_MIN_OUTPUTS {
+            self.kernel.grid = [
+                rows.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+                1,
+                1,
+            ];
+            let start = add(
+                mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+                bx(Builtin::TidX),
+            );
+            let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+            return self.for_("row", start, int(rows), step, false, |b, row| {
+                let acc = b.fresh("acc");
+                b.out.push(Stmt::Var {
+                    var: acc.clone(),
+                    ty: Ty::Elem(acc_t),
+                    init: lit(acc_t, init),
+                });
+                let combine = match op {
+                    ReduceOp::Sum => Func::Add,
+                    ReduceOp::Max => Func::Max,
+                    ReduceOp::Min => Func::Min,
+                };
+                let r2 = row.clone();
+                b.for_("k", int(0), int(k), int(1), false, |b, kv| {
+                    b.coord = vec![kv, r2];
+                    let e = b.value_at(x, &access)?;
+                    let e = cast_to(acc_t, b.ty(x).dtype, e);
+                    b.out.push(Stmt::Assign {
+                        var: acc.clone(),
+                        value: Expr::call(combine, vec![Expr::var(&acc), e]),
+                    });
+                    Ok(())
+                })?;
+                let mut value = Expr::var(&acc);
+                if inst.op == OpKind::ReduceMean {
+                    value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
+                }
+                b.out.push(Stmt::Store {
+                    tensor: out,
+                    coord: vec![row],
+                    value: cast_to(out_dtype, acc_t, value),
+                });
+                Ok(())
+            });
+        }
         self.kernel.block = [row_threads(k), 1, 1];
         self.rows(rows, |b, row| {
             let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {

@@ -2,6 +2,7 @@
 //! the row cached in registers (a warp per row up to 1024 elements, a block beyond) or
 //! streamed in passes.
 
+use super::split::RowSchedule;
 use crate::LowerError;
 use crate::lower::*;
 use irc_ir::infer::normalize_axis;
@@ -42,7 +43,7 @@ impl Builder<'_, '_> {
                 } else {
                     1e-5
                 });
-        let out = self.global(inst.result, access.clone());
+        let out = self.output(inst.result, &access)?;
         let (w, bias) = (inst.operands.get(1).copied(), inst.operands.get(2).copied());
         let spec = RowSpec {
             x,
@@ -57,6 +58,9 @@ impl Builder<'_, '_> {
             w,
             bias,
         };
+        if let RowSchedule::Split { splits, chunk } = RowSchedule::choose(rows, k) {
+            return self.composite_split(inst, spec, splits, chunk);
+        }
         if k.div_ceil(if k <= 1024 { 32 } else { u64::from(THREADS) }) <= 32 {
             return self.composite_cached(inst.op, spec);
         }

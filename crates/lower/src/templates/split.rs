@@ -1,0 +1,370 @@
+//! Split row composites: few long rows (softmax, rmsnorm, layernorm) over several blocks each,
+//! in two launches with a deterministic merge.
+//!
+//! One block per row leaves most of the GPU idle when rows are few (16 rows of 4M elements use
+//! 16 of 132 SMs) and no block can hold a row of more than 8192 elements in registers. The split
+//! schedule cuts each row into `splits` chunks of `chunk` elements (a multiple of 1024):
+//!
+//! 1. `…_partial`, grid `(splits, rows)`: each block reduces its chunk to a partial — softmax
+//!    `(max, Σ exp(x − max))` by the online rescaling, rmsnorm `Σ x²`, layernorm
+//!    `(mean, M2, n)` from sums shifted by the chunk's first element — and thread 0 writes it to
+//!    a temp buffer `[rows, splits, 3]` of the math dtype.
+//! 2. the group's kernel, same grid: each block merges the row's partials with a block
+//!    reduction (the same tree in every block, so the result is deterministic and identical
+//!    across blocks: rescaled sums for softmax, Chan's `Σ M2ᵢ + nᵢ(meanᵢ − mean)²` for
+//!    layernorm), then normalizes its chunk.
+//!
+//! `x` is read twice and the output written once (the streamed one-block schedule reads `x`
+//! three times for softmax and layernorm). Each thread handles four elements per step of a
+//! 1024-element stride so four loads are in flight.
+
+use super::row::{RowSpec, rstd_of};
+use crate::lower::*;
+use irc_ir::{Inst, OpKind, ValueDef};
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
+use irc_layout::Layout;
+
+/// The SMs the heuristic fills (the H100's 132).
+pub(crate) const SMS: u64 = 132;
+/// Blocks a split schedule aims for: 8 blocks of 256 threads per SM, full occupancy.
+const TARGET_BLOCKS: u64 = 8 * SMS;
+/// Elements per step of the chunk loop: 256 threads × 4 unrolled elements.
+const STEP: u64 = 4 * THREADS as u64;
+
+/// How a row composite runs, chosen per shape by [`RowSchedule::choose`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowSchedule {
+    /// Rows of at most 1024 elements: a warp per row (8 rows per block), the row cached in
+    /// registers (at most 32 values per lane), warp reductions only.
+    WarpCached,
+    /// Rows of 1025..=8192 elements: a block of 256 threads per row, the row cached in
+    /// registers (at most 32 values per thread).
+    BlockCached,
+    /// Rows longer than 8192 elements, fewer than 8 × SMs of them: several blocks per row in
+    /// two launches (this module).
+    Split { splits: u64, chunk: u64 },
+    /// Rows longer than 8192 elements, many of them: a block per row (the grid is full),
+    /// reading `x` once per pass.
+    Streamed,
+}
+
+impl RowSchedule {
+    /// The heuristic: the cached schedules read `x` once whenever the row fits in registers;
+    /// beyond that, split rows until the grid has about [`TARGET_BLOCKS`] blocks, in chunks of
+    /// a multiple of 1024 elements; when the rows alone fill the grid, stream.
+    pub(crate) fn choose(rows: u64, k: u64) -> RowSchedule {
+        if k <= 1024 {
+            return RowSchedule::WarpCached;
+        }
+        if k <= 8192 {
+            return RowSchedule::BlockCached;
+        }
+        if rows < TARGET_BLOCKS {
+            let splits = TARGET_BLOCKS.div_ceil(rows);
+            let chunk = k.div_ceil(splits).div_ceil(STEP) * STEP;
+            let splits = k.div_ceil(chunk);
+            if splits >= 2 {
+                return RowSchedule::Split { splits, chunk };
+            }
+        }
+        RowSchedule::Streamed
+    }
+}
+
+impl Builder<'_, '_> {
+    /// `for base = 0 to chunk step 1024 { for u = 0 to 4 unroll { kx = start + base + u·256 +
+    /// tid; if kx < k { f(kx) } } }`.
+    fn chunk_loop(
+        &mut self,
+        start: &Expr,
+        chunk: u64,
+        k: u64,
+        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        let start = start.clone();
+        self.for_("base", int(0), int(chunk), int(STEP), false, |b, base| {
+            b.for_("u", int(0), int(4), int(1), true, |b, u| {
+                let off = add(
+                    add(base, mul(u, int(u64::from(THREADS)))),
+                    bx(Builtin::TidX),
+                );
+                let kx = b.let_("kx", Ty::Idx, add(start, off));
+                b.if_(lt(kx.clone(), int(k)), |b| f(b, kx))
+            })
+        })
+    }
+
+    fn var(&mut self, hint: &str, ty: Ty, init: Expr) -> Expr {
+        let var = self.fresh(hint);
+        self.out.push(Stmt::Var {
+            var: var.clone(),
+            ty,
+            init,
+        });
+        Expr::Var(var)
+    }
+
+    fn assign(&mut self, var: &Expr, value: Expr) {
+        if let Expr::Var(v) = var {
+            self.out.push(Stmt::Assign {
+                var: v.clone(),
+                value,
+            });
+        }
+    }
+
+    fn block_reduce(&mut self, ty: Ty, op: ReduceOp, value: Expr) -> Expr {
+        let var = self.fresh("red");
+        self.out.push(Stmt::BlockReduce {
+            var: var.clone(),
+            ty,
+            op,
+            value,
+        });
+        Expr::Var(var)
+    }
+
+    /// The split schedule of a row composite: the partial kernel (pushed to `self.pre`) and,
+    /// in `self`, the merge-and-apply kernel.
+    pub(crate) fn composite_split(
+        &mut self,
+        inst: &Inst,
+        r: RowSpec,
+        splits: u64,
+        chunk: u64,
+    ) -> R<()> {
+        let op = inst.op;
+        let math = r.math;
+        let mt = Ty::Elem(math);
+        let call = Expr::call;
+        let lowest = if math == irc_ir::DType::F64 {
+            f64::MIN
+        } else {
+            f64::from(f32::MIN)
+        };
+        // The partials: [rows, splits, 3] of the math dtype.
+        let part_name = format!("{}_partials", self.kernel.name);
+        let decl = kir::BufferDecl {
+            name: part_name.clone(),
+            dtype: math,
+            shape: vec![r.rows, splits, 3],
+            kind: kir::BufferKind::Temp,
+        };
+        self.temps.push(decl.clone());
+        let part_layout = Layout::int((r.rows * splits * 3) as i64, 1).map_err(internal)?;
+        let at = |row: &Expr, s: Expr, c: u64| {
+            add(mul(add(mul(row.clone(), int(splits)), s), int(3)), int(c))
+        };
+        let ValueDef::Inst(index) = self.l.g.values[inst.result.index()].def else {
+            return Err(Retry::Fail(crate::LowerError::Internal(
+                "a row composite without a statement".into(),
+            )));
+        };
+
+        // Kernel 1: one partial per (split, row).
+        let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), index);
+        p.temps.push(decl);
+        p.kernel.grid = [splits as u32, r.rows as u32, 1];
+        p.kernel.block = [THREADS, 1, 1];
+        let pp = p.param(&part_name);
+        let part = p.tensor(Space::Global(pp), math, part_layout.clone());
+        let row = bx(Builtin::BidY);
+        let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
+        let load_x = |b: &mut Builder, kx: Expr| -> R<Expr> {
+            b.coord = vec![kx, row.clone()];
+            let e = b.value_at(r.x, &r.access)?;
+            Ok(b.let_("xv", mt, cast_to(math, r.dtype, e)))
+        };
+        let values: [Expr; 3] = match op {
+            OpKind::Softmax => {
+                let m = p.var("m", mt, lit(math, lowest));
+                let s = p.var("s", mt, lit(math, 0.0));
+                p.chunk_loop(&start, chunk, r.k, |b, kx| {
+                    let x = load_x(b, kx)?;
+                    let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
+                    let rescale = call(
+                        Func::Exp,
+                        vec![call(Func::Sub, vec![m.clone(), mn.clone()])],
+                    );
+                    let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
+                    let v = call(
+                        Func::Add,
+                        vec![call(Func::Mul, vec![s.clone(), rescale]), ex],
+                    );
+                    b.assign(&s, v);
+                    b.assign(&m, mn);
+                    Ok(())
+                })?;
+                let mx = p.block_reduce(mt, ReduceOp::Max, m.clone());
+                let mx = p.let_("max", mt, mx);
+                let mine = call(
+                    Func::Mul,
+                    vec![
+                        s,
+                        call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])]),
+                    ],
+                );
+                let sum = p.block_reduce(mt, ReduceOp::Sum, mine);
+                [mx, sum, lit(math, 0.0)]
+            }
+            OpKind::Rmsnorm => {
+                let s = p.var("s", mt, lit(math, 0.0));
+                p.chunk_loop(&start, chunk, r.k, |b, kx| {
+                    let x = load_x(b, kx)?;
+                    let v = call(
+                        Func::Add,
+                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
+                    );
+                    b.assign(&s, v);
+                    Ok(())
+                })?;
+                let sum = p.block_reduce(mt, ReduceOp::Sum, s);
+                [sum, lit(math, 0.0), lit(math, 0.0)]
+            }
+            _ => {
+                // Sums shifted by the chunk's first element, then (mean, M2, n) of the chunk.
+                let c = load_x(&mut p, start.clone())?;
+                let s1 = p.var("s", mt, lit(math, 0.0));
+                let s2 = p.var("q", mt, lit(math, 0.0));
+                let n = p.var("n", mt, lit(math, 0.0));
+                p.chunk_loop(&start, chunk, r.k, |b, kx| {
+                    let x = load_x(b, kx)?;
+                    let d = b.let_("d", mt, call(Func::Sub, vec![x, c.clone()]));
+                    b.assign(&s1, call(Func::Add, vec![s1.clone(), d.clone()]));
+                    let dd = call(Func::Mul, vec![d.clone(), d]);
+                    b.assign(&s2, call(Func::Add, vec![s2.clone(), dd]));
+                    b.assign(&n, call(Func::Add, vec![n.clone(), lit(math, 1.0)]));
+                    Ok(())
+                })?;
+                let t1 = p.block_reduce(mt, ReduceOp::Sum, s1);
+                let t1 = p.let_("t1", mt, t1);
+                let t2 = p.block_reduce(mt, ReduceOp::Sum, s2);
+                let tn = p.block_reduce(mt, ReduceOp::Sum, n);
+                let tn = p.let_("tn", mt, tn);
+                let mean = call(
+                    Func::Add,
+                    vec![c, call(Func::Div, vec![t1.clone(), tn.clone()])],
+                );
+                let sq = call(
+                    Func::Div,
+                    vec![call(Func::Mul, vec![t1.clone(), t1]), tn.clone()],
+                );
+                [mean, call(Func::Sub, vec![t2, sq]), tn]
+            }
+        };
+        let tid0 = Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0));
+        p.if_(tid0, |b| {
+            for (c, v) in values.into_iter().enumerate() {
+                b.out.push(Stmt::Store {
+                    tensor: part.clone(),
+                    coord: vec![at(&row, bx(Builtin::BidX), c as u64)],
+                    value: v,
+                });
+            }
+            Ok(())
+        })?;
+        p.temps.clear();
+        self.pre.push(p.finish());
+
+        // Kernel 2: merge the row's partials (every thread, in split order), then apply.
+        self.kernel.grid = [splits as u32, r.rows as u32, 1];
+        self.kernel.block = [THREADS, 1, 1];
+        let pp = self.param(&part_name);
+        let part = self.tensor(Space::Global(pp), math, part_layout);
+        let start = self.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
+        let get = |i: &Expr, c: u64| Expr::load(&part, vec![at(&row, i.clone(), c)]);
+        let n = lit(math, r.k as f64);
+        // Each thread folds the partials i = tid, tid + 256, ... then the block reduces: the
+        // same tree in every block of the row.
+        let over =
+            |b: &mut Builder, init: f64, f: &dyn Fn(&Expr) -> Expr, op: ReduceOp| -> R<Expr> {
+                let acc = b.var("acc", mt, lit(math, init));
+                let combine = if op == ReduceOp::Max {
+                    Func::Max
+                } else {
+                    Func::Add
+                };
+                b.for_(
+                    "i",
+                    bx(Builtin::TidX),
+                    int(splits),
+                    bx(Builtin::NtidX),
+                    false,
+                    |b, i| {
+                        b.assign(&acc, call(combine, vec![acc.clone(), f(&i)]));
+                        Ok(())
+                    },
+                )?;
+                let red = b.block_reduce(mt, op, acc);
+                Ok(b.let_("merged", mt, red))
+            };
+        let (center, scale) = match op {
+            OpKind::Softmax => {
+                let mx = over(self, lowest, &|i| get(i, 0), ReduceOp::Max)?;
+                let m2 = mx.clone();
+                let rescaled = move |i: &Expr| {
+                    let w = call(
+                        Func::Exp,
+                        vec![call(Func::Sub, vec![get(i, 0), m2.clone()])],
+                    );
+                    call(Func::Mul, vec![get(i, 1), w])
+                };
+                let sum = over(self, 0.0, &rescaled, ReduceOp::Sum)?;
+                (mx, sum)
+            }
+            OpKind::Rmsnorm => {
+                let sum = over(self, 0.0, &|i| get(i, 0), ReduceOp::Sum)?;
+                let var = call(Func::Div, vec![sum, n]);
+                let rstd = self.let_("rstd", mt, rstd_of(var, r.eps, math));
+                (lit(math, 0.0), rstd)
+            }
+            _ => {
+                // mean = Σ nᵢ·meanᵢ / k; M2 = Σ M2ᵢ + nᵢ·(meanᵢ − mean)² (Chan et al.).
+                let weighted = |i: &Expr| call(Func::Mul, vec![get(i, 2), get(i, 0)]);
+                let tot = over(self, 0.0, &weighted, ReduceOp::Sum)?;
+                let mean = self.let_("mu", mt, call(Func::Div, vec![tot, n.clone()]));
+                let m = mean.clone();
+                let spread = move |i: &Expr| {
+                    let d = call(Func::Sub, vec![get(i, 0), m.clone()]);
+                    let dd = call(Func::Mul, vec![d.clone(), d]);
+                    call(
+                        Func::Add,
+                        vec![get(i, 1), call(Func::Mul, vec![get(i, 2), dd])],
+                    )
+                };
+                let m2 = over(self, 0.0, &spread, ReduceOp::Sum)?;
+                let var = call(Func::Div, vec![m2, n]);
+                let rstd = self.let_("rstd", mt, rstd_of(var, r.eps, math));
+                (mean, rstd)
+            }
+        };
+        self.chunk_loop(&start, chunk, r.k, |b, kx| {
+            let x = load_x(b, kx.clone())?;
+            let mut y = match op {
+                OpKind::Softmax => call(
+                    Func::Div,
+                    vec![
+                        call(Func::Exp, vec![call(Func::Sub, vec![x, center])]),
+                        scale,
+                    ],
+                ),
+                OpKind::Rmsnorm => call(Func::Mul, vec![x, scale]),
+                _ => call(Func::Mul, vec![call(Func::Sub, vec![x, center]), scale]),
+            };
+            if let Some(w) = r.w {
+                let wv = b.value_at(w, &r.param_access)?;
+                y = call(Func::Mul, vec![y, cast_to(math, b.ty(w).dtype, wv)]);
+            }
+            if let Some(bias) = r.bias {
+                let bv = b.value_at(bias, &r.param_access)?;
+                y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
+            }
+            b.out.push(Stmt::Store {
+                tensor: r.out.clone(),
+                coord: vec![kx, row.clone()],
+                value: cast_to(r.dtype, math, y),
+            });
+            Ok(())
+        })
+    }
+}
