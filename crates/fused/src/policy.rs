@@ -310,35 +310,35 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
         }
     }
     let mut claimed = vec![false; n];
-    let mut desc = vec![usize::MAX; n];
+    // Stamps (the matmul's index) instead of fresh vectors: rule 6 stays linear in what each
+    // closure touches, not in the graph per matmul.
+    let mut member = vec![usize::MAX; n];
+    let mut seen = vec![usize::MAX; n];
+    let mut walk = 0usize;
+    let mut stack = vec![];
     for m in 0..n {
         if d.kind(m) != NodeKind::Anchor(OpKind::Matmul) || forced_at(m) {
             continue;
         }
-        // What depends on m: an epilogue node may not read it except through the epilogue.
-        let mut stack = vec![m];
-        while let Some(x) = stack.pop() {
-            if std::mem::replace(&mut desc[x], m) != m {
-                stack.extend(readers[x].iter().copied());
-            }
-        }
-        let desc = |x: usize| desc[x] == m;
-        let mut member = vec![false; n];
-        member[m] = true;
+        member[m] = m;
         let mut closure = vec![m];
         let mut grew = true;
         while grew {
             grew = false;
             for ci in 0..closure.len() {
-                for &r in &readers[closure[ci]] {
-                    let joins = !member[r]
+                for ri in 0..readers[closure[ci]].len() {
+                    let r = readers[closure[ci]][ri];
+                    let joins = member[r] != m
                         && !claimed[r]
                         && !forced_at(r)
                         && d.kind(r) == NodeKind::Elementwise
                         && d.shape(r) == d.shape(m)
-                        && d.operands(r).iter().all(|&o| member[o] || !desc(o));
+                        && d.operands(r).iter().all(|&o| {
+                            // An epilogue node reads m only through the epilogue.
+                            member[o] == m || !depends_on(d, o, m, &mut seen, &mut walk, &mut stack)
+                        });
                     if joins {
-                        member[r] = true;
+                        member[r] = m;
                         closure.push(r);
                         grew = true;
                     }
@@ -356,7 +356,7 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
         }
         for &x in &closure {
             claimed[x] = true;
-            let outside = readers[x].iter().any(|&r| !member[r]);
+            let outside = readers[x].iter().any(|&r| member[r] != m);
             home[x] = if is_result[x] {
                 stored(Why::Result, m)
             } else if outside {
@@ -373,4 +373,29 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
         }
     }
     home
+}
+
+/// Whether `o` depends on `m`, by a walk back from `o` that stops below `m` (operands precede
+/// their readers, so nothing before `m` depends on it); `seen` is stamped per walk.
+fn depends_on(
+    d: &impl Dag,
+    o: usize,
+    m: usize,
+    seen: &mut [usize],
+    walk: &mut usize,
+    stack: &mut Vec<usize>,
+) -> bool {
+    *walk += 1;
+    stack.clear();
+    stack.push(o);
+    while let Some(x) = stack.pop() {
+        if x == m {
+            return true;
+        }
+        if x < m || std::mem::replace(&mut seen[x], *walk) == *walk {
+            continue;
+        }
+        stack.extend(d.operands(x).iter().copied());
+    }
+    false
 }

@@ -528,6 +528,21 @@ pub fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
     }
 }
 
+/// Whether a tensor of `layout` can be an operand of `copy.w` indexed by `coords` coordinates:
+/// mode 0 is `w:1`, every other stride a multiple of `w` (so the access is `w`-aligned whatever
+/// the coordinates), and one coordinate per mode after mode 0. The verifier checks copies with
+/// it; lowering asks it before choosing a vector copy.
+pub fn is_vector_operand(layout: &Layout, w: i64, coords: usize) -> bool {
+    w >= 1
+        && coords + 1 == layout.rank()
+        && layout.mode(0).is_ok_and(|m| m.leaves() == [(w, 1)])
+        && layout
+            .modes()
+            .iter()
+            .skip(1)
+            .all(|m| m.leaves().iter().all(|&(_, d)| d % w == 0))
+}
+
 /// The tensors a body writes: stores, copies and the operands intrinsics write (emitters use
 /// it to declare read-only parameters `const`).
 pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {

@@ -482,14 +482,7 @@ impl<'k> Checker<'k> {
             .tensors
             .get(f.tensor.as_str())
             .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
-        let mode0 = t.layout.mode(0).map_err(|e| e.to_string())?;
-        let aligned = mode0.leaves() == [(w, 1)]
-            && t.layout
-                .modes()
-                .iter()
-                .skip(1)
-                .all(|m| m.leaves().iter().all(|&(_, d)| d % w == 0));
-        if w < 1 || !aligned || f.at.len() + 1 != t.layout.rank() {
+        if !crate::is_vector_operand(&t.layout, w, f.at.len()) {
             return Err(format!(
                 "copy.{w} operand %{} needs mode 0 = {w}:1, other strides multiples of {w}, and one coordinate per other mode",
                 f.tensor

@@ -436,6 +436,8 @@ pub(crate) struct Builder<'l, 'g> {
     /// Values held in registers at the current coordinate (a matmul's accumulator in its
     /// epilogue), with the access layout they are valid at.
     pub(crate) overrides: HashMap<ValueId, (Layout, Expr)>,
+    /// The origins already named in the kernel's header.
+    pub(crate) origins_seen: std::collections::HashSet<(String, String)>,
     /// The values the group stores.
     pub(crate) roots: Vec<ValueId>,
     /// Temp buffers the template adds (a split reduction's partials).
@@ -456,6 +458,11 @@ impl<'l, 'g> Builder<'l, 'g> {
             tensors: vec![],
             body: vec![],
         };
+        let kernel_origins = kernel
+            .origins
+            .iter()
+            .map(|o| (o.op.clone(), o.loc.clone()))
+            .collect();
         Builder {
             l,
             kernel,
@@ -468,6 +475,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             next: 0,
             constants: vec![],
             overrides: HashMap::new(),
+            origins_seen: kernel_origins,
             roots: vec![],
             temps: vec![],
             pre: vec![],
@@ -603,6 +611,14 @@ impl<'l, 'g> Builder<'l, 'g> {
     /// The value `v` at the current iteration coordinate, where `access` maps that coordinate
     /// to `v`'s row-major linear index. The expression has `v`'s dtype.
     pub(crate) fn value_at(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+        // Reads recurse on the depth of the fused chain (thousands of ops in one kernel): the
+        // stack grows on the heap instead of overflowing.
+        stacker::maybe_grow(256 * 1024, 16 * 1024 * 1024, || {
+            self.value_at_here(v, access)
+        })
+    }
+
+    fn value_at_here(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
         if let Some((a, e)) = self.overrides.get(&v) {
             return if a == access {
                 Ok(e.clone())
@@ -662,14 +678,23 @@ impl<'l, 'g> Builder<'l, 'g> {
             }
             access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
             let origin = self.l.origin(inst);
-            if !self.kernel.origins.contains(&origin) {
-                self.kernel.origins.push(origin);
-            }
+            self.add_origin(origin);
             v = inst.operands[0];
         }
     }
 
     /// Computes `v` (loading it when `load` and it has a buffer).
+    /// Names a graph op the kernel computes in its header, once (a set keeps this linear on
+    /// long chains).
+    fn add_origin(&mut self, origin: kir::Origin) {
+        if self
+            .origins_seen
+            .insert((origin.op.clone(), origin.loc.clone()))
+        {
+            self.kernel.origins.push(origin);
+        }
+    }
+
     pub(crate) fn compute_at(&mut self, v: ValueId, access: &Layout, load: bool) -> R<Expr> {
         let dtype = self.ty(v).dtype;
         if load && self.l.buffer_of.contains_key(&v) {
@@ -681,9 +706,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             .def(v)
             .expect("a value that is not materialized is computed");
         let origin = self.l.origin(inst);
-        if !self.kernel.origins.contains(&origin) {
-            self.kernel.origins.push(origin);
-        }
+        self.add_origin(origin);
         let shape = &self.ty(v).shape;
         if is_view(inst.op) {
             let src = inst.operands[0];

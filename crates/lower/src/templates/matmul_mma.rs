@@ -248,7 +248,13 @@ impl Builder<'_, '_> {
         // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
         // the matmul's dtype.
         let c_vec = match vector_layout(&p.access_c, 1, 8) {
-            Some(l) if roots.len() == 1 && self.ty(root).dtype == dt => Some(self.global(root, l)),
+            Some(l)
+                if roots.len() == 1
+                    && self.ty(root).dtype == dt
+                    && kir::is_vector_operand(&l, 8, p.access_c.rank()) =>
+            {
+                Some(self.global(root, l))
+            }
             _ => None,
         };
         // Shared tiles are (rows, k). The operand's contiguous dimension in global memory is
@@ -727,9 +733,17 @@ impl Builder<'_, '_> {
         };
         let fast_pos = if t.k_fast { k_pos } else { t.row_pos };
         let (r_st, k_st) = t.strides;
-        let vector = if dt.size_bytes() * W == 16 {
+        // A vector copy only where both sides are vector operands (a dimension of 1 or a
+        // broadcast operand can leave the fast mode without a `W:1` vector).
+        let smem_vector_ok = if t.k_fast {
+            t.bk % W == 0 && (W as i64 * t.strides.1) % W as i64 == 0 && t.strides.0 % W as i64 == 0
+        } else {
+            t.rows % W == 0 && t.strides.1 % W as i64 == 0
+        };
+        let vector = if dt.size_bytes() * W == 16 && smem_vector_ok {
             self.resolve(t.v, &t.access)
                 .and_then(|(buf, l)| vector_layout(&l, fast_pos, W as i64).map(|vl| (buf, vl)))
+                .filter(|(_, vl)| kir::is_vector_operand(vl, W as i64, t.access.rank()))
         } else {
             None
         };
