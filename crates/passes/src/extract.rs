@@ -28,16 +28,32 @@ const NONE: u32 = u32::MAX;
 type Sel = Vec<u32>;
 
 /// The seed's local cost of a node: strictly positive, so a cyclic choice never wins.
-fn local_cost(eg: &EGraph, n: &Node) -> Cost {
-    let bytes = |id: Id| eg[id].data.ty.as_ref().map_or(0, |t| t.size_bytes());
+/// `bytes` is the size of each class's type, by class id.
+fn local_cost(bytes: &[u64], n: &Node) -> Cost {
     match n.head {
         Head::Param(_) => 1,
         Head::Op(op) => match op.category() {
             irc_ir::ops::Category::View => 1,
             irc_ir::ops::Category::Constant => 1,
-            _ => 1 + n.children.iter().map(|&c| bytes(c)).sum::<u64>() / 64 + 1000,
+            _ => {
+                1 + n
+                    .children
+                    .iter()
+                    .map(|&c| bytes[usize::from(c)])
+                    .sum::<u64>()
+                    / 64
+                    + 1000
+            }
         },
     }
+}
+
+fn class_bytes(eg: &EGraph) -> Vec<u64> {
+    let mut bytes = vec![0; id_bound(eg)];
+    for c in eg.classes() {
+        bytes[usize::from(c.id)] = c.data.ty.as_ref().map_or(0, |t| t.size_bytes());
+    }
+    bytes
 }
 
 fn id_bound(eg: &EGraph) -> usize {
@@ -47,34 +63,83 @@ fn id_bound(eg: &EGraph) -> usize {
         .map_or(0, |m| m + 1)
 }
 
-/// The seed: a fixed point of best costs per class, as egg's extractor computes, except that a
-/// node costs its own cost plus the *largest* of its children's, not their sum. A tree sum
-/// doubles at every shared value (a residual stream makes it exponential in depth and it
-/// saturates); the max stays finite, and a strictly positive own cost still rules out cycles.
+/// The seed: best costs per class, as egg's extractor computes them, except that a node costs
+/// its own cost plus the *largest* of its children's, not their sum. A tree sum doubles at
+/// every shared value (a residual stream makes it exponential in depth and it saturates); the
+/// max stays finite, and a strictly positive own cost still rules out cycles.
+///
+/// Computed in one pass, Knuth's generalisation of Dijkstra's algorithm: a node's cost is known
+/// once all its children's classes are final, and the cheapest known node of any class is final
+/// (costs only grow along edges). That is `O(E log E)`; the fixed-point iteration it replaces
+/// took one sweep over the whole e-graph per level of depth (quadratic on a long chain). Ties
+/// go to the lower node index of a class.
 fn seed(eg: &EGraph) -> Sel {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let n = id_bound(eg);
-    let mut best: Vec<(Cost, u32)> = vec![(INFINITY, NONE); n];
-    loop {
-        let mut changed = false;
-        for class in eg.classes() {
-            if class.data.ty.is_none() {
-                continue;
-            }
-            for (i, node) in class.nodes.iter().enumerate() {
-                let mut c: Cost = 0;
-                for &ch in &node.children {
-                    c = c.max(best[usize::from(eg.find(ch))].0);
-                }
-                let c = c.saturating_add(local_cost(eg, node));
-                let slot = &mut best[usize::from(class.id)];
-                if c < slot.0 {
-                    *slot = (c, i as u32);
-                    changed = true;
-                }
-            }
+    let bytes = class_bytes(eg);
+    // Every node of a typed class: its class, its index there, its own cost, its distinct
+    // children (a range of `kids`) and how many of them are not final yet.
+    struct Entry {
+        class: u32,
+        index: u32,
+        own: Cost,
+        kids: std::ops::Range<usize>,
+        pending: u32,
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut kids: Vec<u32> = Vec::new();
+    let mut readers: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut heap: BinaryHeap<Reverse<(Cost, u32, u32)>> = BinaryHeap::new();
+    for class in eg.classes() {
+        if class.data.ty.is_none() {
+            continue;
         }
-        if !changed {
-            break;
+        for (i, node) in class.nodes.iter().enumerate() {
+            let from = kids.len();
+            for &ch in &node.children {
+                let ch = usize::from(eg.find(ch)) as u32;
+                if !kids[from..].contains(&ch) {
+                    kids.push(ch);
+                }
+            }
+            let e = entries.len() as u32;
+            for &ch in &kids[from..] {
+                readers[ch as usize].push(e);
+            }
+            let own = local_cost(&bytes, node);
+            let pending = (kids.len() - from) as u32;
+            if pending == 0 {
+                heap.push(Reverse((own, usize::from(class.id) as u32, i as u32)));
+            }
+            entries.push(Entry {
+                class: usize::from(class.id) as u32,
+                index: i as u32,
+                own,
+                kids: from..kids.len(),
+                pending,
+            });
+        }
+    }
+    let mut best: Vec<(Cost, u32)> = vec![(INFINITY, NONE); n];
+    while let Some(Reverse((cost, class, index))) = heap.pop() {
+        let slot = &mut best[class as usize];
+        if slot.1 != NONE || cost == INFINITY {
+            continue;
+        }
+        *slot = (cost, index);
+        for &e in &readers[class as usize] {
+            let entry = &mut entries[e as usize];
+            entry.pending -= 1;
+            if entry.pending == 0 && best[entry.class as usize].1 == NONE {
+                let c = kids[entry.kids.clone()]
+                    .iter()
+                    .map(|&k| best[k as usize].0)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(entry.own);
+                heap.push(Reverse((c, entry.class, entry.index)));
+            }
         }
     }
     best.into_iter().map(|(_, i)| i).collect()
@@ -274,7 +339,23 @@ fn unshare(t: &Target, eg: &EGraph, roots: &[Id], sel: &mut Sel, cost: &mut Cost
         .collect();
     shared.sort();
     for (p, users) in shared {
-        let mut trial = sel.clone();
+        // Every reader needs an alternative that does not read `p`; most have none (a class
+        // of one node), and then there is nothing to try.
+        let has_alternative = |u: Id| {
+            eg[u]
+                .nodes
+                .iter()
+                .any(|n| n.children.iter().all(|&ch| eg.find(ch) != p))
+        };
+        if !users.iter().all(|&u| has_alternative(u)) {
+            continue;
+        }
+        // The trial is made in place and undone unless kept (copying the selection per
+        // producer would be quadratic).
+        let undo: Vec<(usize, u32)> = users
+            .iter()
+            .map(|&u| (usize::from(u), sel[usize::from(u)]))
+            .collect();
         let mut ok = true;
         for &u in &users {
             let ui = usize::from(u);
@@ -282,31 +363,36 @@ fn unshare(t: &Target, eg: &EGraph, roots: &[Id], sel: &mut Sel, cost: &mut Cost
             for (i, n) in eg[u].nodes.iter().enumerate() {
                 if n.children.iter().any(|&ch| {
                     let ch = eg.find(ch);
-                    ch == p || trial[usize::from(ch)] == NONE
+                    ch == p || sel[usize::from(ch)] == NONE
                 }) {
                     continue;
                 }
-                let old = std::mem::replace(&mut trial[ui], i as u32);
-                let c = cost_of(t, eg, &trial, roots);
-                trial[ui] = old;
+                let old = std::mem::replace(&mut sel[ui], i as u32);
+                let c = cost_of(t, eg, sel, roots);
+                sel[ui] = old;
                 if best.is_none_or(|(bc, _)| c < bc) {
                     best = Some((c, i as u32));
                 }
             }
             match best {
-                Some((_, i)) => trial[ui] = i,
+                Some((_, i)) => sel[ui] = i,
                 None => {
                     ok = false;
                     break;
                 }
             }
         }
-        if ok {
-            let c = cost_of(t, eg, &trial, roots);
-            if c < *cost {
-                *sel = trial;
-                *cost = c;
-                kept += 1;
+        let c = if ok {
+            cost_of(t, eg, sel, roots)
+        } else {
+            INFINITY
+        };
+        if c < *cost {
+            *cost = c;
+            kept += 1;
+        } else {
+            for &(ui, old) in undo.iter().rev() {
+                sel[ui] = old;
             }
         }
     }
@@ -384,9 +470,11 @@ mod tests {
     impl egg::CostFunction<Node> for TreeCost<'_> {
         type Cost = Cost;
         fn cost<C: FnMut(Id) -> Cost>(&mut self, n: &Node, mut costs: C) -> Cost {
-            n.children.iter().fold(local_cost(self.0, n), |acc, &c| {
-                acc.saturating_add(costs(c))
-            })
+            n.children
+                .iter()
+                .fold(local_cost(&class_bytes(self.0), n), |acc, &c| {
+                    acc.saturating_add(costs(c))
+                })
         }
     }
 }
