@@ -186,8 +186,11 @@ fn flops(d: &Dag, i: usize) -> (f64, f64) {
 /// operand, only through its transpose flags.
 fn moves_last_axis(n: &Node) -> bool {
     n.is(OpKind::Transpose)
-        && n.ints("perm")
-            .is_some_and(|p| p.last().is_some_and(|&l| l as usize + 1 != p.len()))
+        && n.ints("perm").is_some_and(|p| {
+            // Negative entries count from the end: -1 is the last axis.
+            p.last()
+                .is_some_and(|&l| l != -1 && l != p.len() as i64 - 1)
+        })
 }
 
 /// Which statements are materialized (see the module doc).
