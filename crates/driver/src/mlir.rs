@@ -5,9 +5,10 @@
 
 use crate::opt::{Backend, Emit, OptArgs};
 
-const NOT_BUILT: &str = "irc was built without the `mlir` feature, so `--emit=mlir`, `--emit=ptx` \
-     and `--backend=mlir` are not available; rebuild with `cargo build --release --features mlir` \
-     (the README's \"MLIR backend\" section lists the LLVM/MLIR 22 packages it needs)";
+const NOT_BUILT: &str = "irc was built without the `mlir` feature, so the MLIR backend \
+     (`--emit=mlir`, `--backend=mlir`) is not available (plain `--emit=ptx`, NVRTC's PTX of the \
+     emitted CUDA, is); rebuild with `cargo build --release --features mlir` (the README's \
+     \"MLIR backend\" section lists the LLVM/MLIR 22 packages it needs)";
 
 /// Why an MLIR request cannot be served by this build, if it cannot.
 pub fn unavailable(args: &OptArgs) -> Option<String> {
