@@ -329,3 +329,11 @@ fn return_in_parentheses_is_an_error() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains(":5:10: error:"), "{}", stderr(&o));
 }
+
+/// A misspelt subcommand is named as such, not read as an input file.
+#[test]
+fn misspelt_subcommand_gets_a_hint() {
+    let o = irc(&["rnu", "examples/small/gemm.ir"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean `irc run`?"), "{}", stderr(&o));
+}
