@@ -335,5 +335,9 @@ fn return_in_parentheses_is_an_error() {
 fn misspelt_subcommand_gets_a_hint() {
     let o = irc(&["rnu", "examples/small/gemm.ir"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("did you mean `irc run`?"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("did you mean `irc run`?"),
+        "{}",
+        stderr(&o)
+    );
 }
