@@ -116,6 +116,43 @@ def main():
          "  %y = mul %x, %c\n  return %y",
          [("x", x)], [(x * np.array([[1.5, -2.0, 0.25], [4.0, 0.0, -1.0]], dtype=np.float32))])
 
+    # Ops v2: indexing, selection, comparisons, iota, erf.
+    x = normal((3, 5, 4), np.float32); i = np.array([[4, -1], [0, -5]], dtype=np.int64)
+    case("gather_negative_indices", "  %y = gather %x, %i {axis = 1}\n  return %y",
+         [("x", x), ("i", i)], [np.take(x, i, axis=1)])
+
+    x = rng.integers(-9, 9, (6, 7)).astype(np.int32)
+    case("slice_steps",
+         "  %a = slice %x {starts = [1, -1], ends = [100, -9223372036854775808], steps = [2, -2]}\n"
+         "  %b = slice %x {axes = [-1], starts = [2], ends = [5]}\n  return %a, %b",
+         [("x", x)], [x[1::2, ::-2].copy(), x[:, 2:5].copy()])
+
+    a = rng.integers(-9, 9, (2, 1, 3)).astype(np.int64); b = rng.integers(-9, 9, (2, 4, 3)).astype(np.int64)
+    case("concat_three", "  %y = concat %a, %b, %a {axis = -2}\n  return %y",
+         [("a", a), ("b", b)], [np.concatenate([a, b, a], axis=1)])
+
+    a = normal((4, 5), np.float16); b = normal((5,), np.float16)
+    a[0, 0] = np.nan
+    outs = [np.equal(a, b), np.not_equal(a, b), np.less(a, b), np.less_equal(a, b),
+            np.greater(a, b), np.greater_equal(a, b)]
+    case("comparisons_f16",
+         "  %e = eq %a, %b\n  %n = ne %a, %b\n  %l = lt %a, %b\n  %le = le %a, %b\n"
+         "  %g = gt %a, %b\n  %ge = ge %a, %b\n  return %e, %n, %l, %le, %g, %ge",
+         [("a", a), ("b", b)], outs)
+
+    c = rng.integers(0, 2, (3, 1)).astype(np.bool_); a = normal((3, 4), np.float32)
+    b = normal((4,), np.float32)
+    case("select_broadcast", "  %y = select %c, %a, %b\n  return %y",
+         [("c", c), ("a", a), ("b", b)], [np.where(c, a, b)])
+
+    x = normal((2, 3), np.float32); x64 = x.astype(np.float64)
+    case("iota_erf",
+         "  %i = iota {axis = 1} : tensor<2x3xi64>\n  %f = iota {axis = -2} : tensor<2x3xf32>\n"
+         "  %e = erf %x\n  %y = add %e, %f\n  return %i, %y",
+         [("x", x)],
+         [np.broadcast_to(np.arange(3, dtype=np.int64), (2, 3)).copy(),
+          (erf(x64).astype(np.float32) + np.arange(2, dtype=np.float32)[:, None]).astype(np.float32)])
+
 
 if __name__ == "__main__":
     main()

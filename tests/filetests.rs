@@ -1,7 +1,9 @@
 //! Filetests in the MLIR lit / Cranelift style: `tests/filetests/<pass>/*.ir`.
 //!
 //! A file starts with a RUN line naming the pipeline (`// RUN: irc -O %s` or
-//! `// RUN: irc --pass-pipeline='graph(fold-transpose)' %s`); cases are split by `// -----`;
+//! `// RUN: irc --pass-pipeline='graph(fold-transpose)' %s`, none for the graph as written) and
+//! the level printed (`--emit=fused [--explain]` or `--emit=layout`; the graph IR by default);
+//! cases are split by `// -----`;
 //! each case has a `/// Check that ...` line saying what it checks, and `// CHECK:`,
 //! `// CHECK-NEXT:` and `// CHECK-NOT:` lines matched against the printed output of that case
 //! (a small checker of our own, with FileCheck's meaning: CHECK finds the pattern on a later
@@ -31,21 +33,45 @@ fn files() -> Vec<PathBuf> {
     out
 }
 
-fn pipeline_of(path: &Path, text: &str) -> String {
+/// What a RUN line asks for.
+struct Run {
+    /// The pass pipeline, if any.
+    pipeline: Option<String>,
+    /// `graph`, `fused` or `layout`.
+    emit: String,
+    explain: bool,
+}
+
+fn run_line(path: &Path, text: &str) -> Run {
     let run = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("// RUN:"))
         .unwrap_or_else(|| panic!("{}: no RUN line", path.display()));
     let run = run.trim();
-    if run.split_whitespace().any(|w| w == "-O") {
-        return irc_passes::registry::DEFAULT_PIPELINE.to_string();
+    let words: Vec<&str> = run.split_whitespace().collect();
+    let pipeline = if words.contains(&"-O") {
+        Some(irc_passes::registry::DEFAULT_PIPELINE.to_string())
+    } else {
+        run.split("--pass-pipeline=").nth(1).map(|p| {
+            let p = p.trim_start_matches('\'');
+            p[..p.find('\'').unwrap_or(p.len())].to_string()
+        })
+    };
+    let emit = words
+        .iter()
+        .find_map(|w| w.strip_prefix("--emit="))
+        .unwrap_or("graph")
+        .to_string();
+    assert!(
+        ["graph", "fused", "layout"].contains(&emit.as_str()),
+        "{}: --emit={emit} is not a filetest level",
+        path.display()
+    );
+    Run {
+        pipeline,
+        emit,
+        explain: words.contains(&"--explain"),
     }
-    let p = run
-        .split("--pass-pipeline=")
-        .nth(1)
-        .unwrap_or_else(|| panic!("{}: RUN line names no pipeline", path.display()));
-    let p = p.trim_start_matches('\'');
-    p[..p.find('\'').unwrap_or(p.len())].to_string()
 }
 
 #[derive(Debug)]
@@ -118,12 +144,35 @@ fn filecheck(output: &str, checks: &[Check]) -> Result<(), String> {
     Ok(())
 }
 
-fn run_case(pipeline: &str, case: &str) -> Result<String, String> {
+fn run_case(run: &Run, case: &str) -> Result<String, String> {
     let module = irc_frontend::parse_module(case).map_err(|d| format!("parse errors: {d:?}"))?;
-    let pm = irc_passes::manager::PassManager::parse(pipeline).map_err(|e| e.to_string())?;
     let mut out = irc_ir::Module::default();
     for g in &module.graphs {
-        out.graphs.push(pm.run(g).map_err(|e| e.to_string())?.graph);
+        out.graphs.push(match &run.pipeline {
+            Some(p) => {
+                let pm = irc_passes::manager::PassManager::parse(p).map_err(|e| e.to_string())?;
+                pm.run(g).map_err(|e| e.to_string())?.graph
+            }
+            None => g.clone(),
+        });
+    }
+    if run.emit != "graph" {
+        let mut printed = String::new();
+        for g in &out.graphs {
+            let p = irc_lower::plan_and_lower(g, irc_lower::SourceInfo::default())
+                .map_err(|e| e.to_string())?;
+            if run.emit == "layout" {
+                printed.push_str(&irc_kir::print_module(&p.kernels));
+                continue;
+            }
+            let remarks: &[irc_fused::Remark] = if run.explain { &p.remarks } else { &[] };
+            let text = irc_fused::print_with_remarks(&p.fused, remarks);
+            if irc_fused::parse_module(&text).as_ref() != Ok(&p.fused) {
+                return Err("the Fused IR does not re-parse to itself".into());
+            }
+            printed.push_str(&text);
+        }
+        return Ok(printed);
     }
     let printed = irc_ir::print_module(&out);
     let again = irc_frontend::parse_module(&printed).map(|m| irc_ir::print_module(&m));
@@ -160,7 +209,7 @@ fn filetests() {
     let mut count = 0;
     for path in files() {
         let text = std::fs::read_to_string(&path).expect("readable");
-        let pipeline = pipeline_of(&path, &text);
+        let run = run_line(&path, &text);
         let cases: Vec<&str> = text.split(&format!("{SPLIT}\n")).collect();
         let mut blessed = vec![];
         for (i, case) in cases.iter().enumerate() {
@@ -169,7 +218,7 @@ fn filetests() {
             if !case.lines().any(|l| l.trim().starts_with("/// Check that")) {
                 failures.push(format!("{at}: no `/// Check that ...` line"));
             }
-            match run_case(&pipeline, case) {
+            match run_case(&run, case) {
                 Err(e) => failures.push(format!("{at}: {e}")),
                 Ok(out) if bless_mode => blessed.push(bless(case, &out)),
                 Ok(out) => {

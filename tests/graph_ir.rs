@@ -324,5 +324,6 @@ proptest! {
         let cu = irc_emit_cuda::emit(&k);
         cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
+        irc_tests::check_fusion_agrees(g).map_err(TestCaseError::fail)?;
     }
 }

@@ -71,3 +71,58 @@ pub fn examples() -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// Every graph file of the repository that lowers: the examples, their small versions and the
+/// GPU test graphs (the shared corpus of the pipeline tests).
+pub fn corpus() -> Vec<PathBuf> {
+    let mut files = examples();
+    if let Ok(entries) = std::fs::read_dir(root().join("tests/gpu")) {
+        let mut gpu: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "ir"))
+            .collect();
+        gpu.sort();
+        files.extend(gpu);
+    }
+    files
+}
+
+/// Plans and lowers `g`, and checks the Fused IR round-trips and verifies and that the cost
+/// model assumes the kernels lowering built: as many, in the same order, each moving the same
+/// bytes. Returns `false` (checking nothing more) when lowering had to force a view into memory,
+/// which the cost model cannot foresee.
+pub fn check_fusion_agrees(g: &irc_ir::Graph) -> Result<bool, String> {
+    let p = irc_lower::plan_and_lower(g, irc_lower::SourceInfo::default())
+        .map_err(|e| format!("@{}: {e}", g.name))?;
+    let text = irc_fused::print_module(&p.fused);
+    let back = irc_fused::parse_module(&text).map_err(|e| format!("{e}\n{text}"))?;
+    if back != p.fused {
+        return Err(format!("the Fused IR does not re-parse to itself:\n{text}"));
+    }
+    irc_fused::verify_module(&back).map_err(|e| format!("{e}\n{text}"))?;
+    let lowered = irc_lower::lower_fused(&back).map_err(|e| format!("{e}\n{text}"))?;
+    if lowered != p.kernels {
+        return Err(format!("lowering the re-parsed Fused IR differs:\n{text}"));
+    }
+    if !p.forced.is_empty() {
+        return Ok(false);
+    }
+    let assumed = irc_passes::cost::graph_kernels(g).ok_or("ill-typed graph")?;
+    let built: Vec<u64> = p
+        .fused
+        .groups
+        .iter()
+        .map(|k| p.fused.group_bytes(k))
+        .collect();
+    let assumed_bytes: Vec<u64> = assumed.iter().map(|k| k.bytes).collect();
+    if built.len() != p.kernels.kernels.len() || assumed_bytes != built {
+        return Err(format!(
+            "@{}: the cost model assumes {} kernels moving {assumed_bytes:?} bytes; lowering built {} moving {built:?}\n{text}",
+            g.name,
+            assumed.len(),
+            built.len()
+        ));
+    }
+    Ok(true)
+}

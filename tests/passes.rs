@@ -164,15 +164,12 @@ fn o_leaves_no_transpose_feeding_a_matmul() {
             );
         }
         if g.name == "rmsnorm_gemm" {
+            // Two kernels (rmsnorm, matmul): the row-scale rewrite costs three until the matmul
+            // template fuses operand prologues (see tests/filetests/algebraic-simplify).
             let last = out.def_inst(out.results[0]).expect("an op");
-            assert_eq!(last.op, OpKind::Mul);
-            let mm = out.def_inst(last.operands[0]).expect("an op");
-            assert_eq!(mm.op, OpKind::Matmul, "{}", irc_ir::print_graph(&out));
-            assert_eq!(
-                out.ty(last.operands[1]).shape.last(),
-                Some(&1),
-                "a row scale"
-            );
+            assert_eq!(last.op, OpKind::Matmul, "{}", irc_ir::print_graph(&out));
+            let n = out.def_inst(last.operands[0]).expect("an op");
+            assert_eq!(n.op, OpKind::Rmsnorm, "{}", irc_ir::print_graph(&out));
         }
     }
 }
@@ -297,6 +294,22 @@ fn o_preserves_semantics_on_random_graphs() {
             check_same_semantics(&irc_ir::decompose_graph(&g).expect("decomposes"), seed);
         }
     }
+}
+
+/// The cost model prices the kernels lowering builds, on random graphs before and after -O.
+#[test]
+fn cost_model_and_lowering_agree_on_random_graphs() {
+    let mut checked = 0;
+    for seed in 0..100 {
+        for dtype in [DType::F32, DType::BF16, DType::F16] {
+            let g = random_graph(seed, dtype);
+            for g in [o(&g), irc_ir::decompose_graph(&g).expect("decomposes"), g] {
+                let agreed = irc_tests::check_fusion_agrees(&g).unwrap_or_else(|e| panic!("{e}"));
+                checked += usize::from(agreed);
+            }
+        }
+    }
+    assert!(checked > 800, "only {checked} of 900 graphs checked");
 }
 
 /// When a limit stops saturation, the pass still returns a verified graph and says which.

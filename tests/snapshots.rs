@@ -1,5 +1,7 @@
 //! insta snapshots of the canonical print (and decomposition) of every example.
 
+use irc_pipeline::Stage;
+
 #[test]
 fn canonical_print_of_examples() {
     insta::glob!("../examples", "**/*.ir", |path| {
@@ -33,12 +35,14 @@ fn layout_ir_of_examples() {
             let name = path.file_name().unwrap().to_string_lossy();
             let mut out = String::new();
             for g in &module.graphs {
-                let info = irc_lower::SourceInfo {
+                let info = irc_pipeline::SourceInfo {
                     name: &name,
                     text: &src,
                 };
-                let m = irc_lower::lower_graph(g, info).unwrap();
-                out.push_str(&irc_kir::print_module(&m));
+                let a = irc_pipeline::Pipeline::default()
+                    .compile(g, info, Stage::Layout)
+                    .unwrap();
+                out.push_str(&a.text(Stage::Layout, false));
             }
             insta::assert_snapshot!(out);
         });
@@ -52,12 +56,14 @@ fn cuda_of_small_examples() {
         let src = std::fs::read_to_string(path).unwrap();
         let module = irc_frontend::parse_module(&src).unwrap();
         let name = path.file_name().unwrap().to_string_lossy();
-        let info = irc_lower::SourceInfo {
+        let info = irc_pipeline::SourceInfo {
             name: &name,
             text: &src,
         };
-        let cu = irc_emit_cuda::emit(&irc_lower::lower_graph(&module.graphs[0], info).unwrap());
-        insta::assert_snapshot!(cu.source);
+        let a = irc_pipeline::Pipeline::default()
+            .compile(&module.graphs[0], info, Stage::Cuda)
+            .unwrap();
+        insta::assert_snapshot!(a.text(Stage::Cuda, false));
     });
 }
 

@@ -5,12 +5,12 @@ use crate::opt::Backend;
 use crate::run::{RunArgs, save_and_print};
 use anyhow::{Context, Result, bail};
 use half::{bf16, f16};
-use irc_emit_cuda::CudaModule;
 use irc_interp::compare::{Comparison, compare};
 use irc_interp::sample::{RowPlan, gather, plan, sample_rows};
 use irc_interp::{Data, Tensor, run_graph};
 use irc_ir::{DType, Graph};
-use irc_runtime::{Arch, Gpu, HostTensor, nvrtc};
+use irc_pipeline::CudaModule;
+use irc_runtime::{Arch, Gpu, HostTensor};
 
 #[derive(clap::Args, Debug)]
 pub struct GpuArgs {
@@ -39,18 +39,21 @@ pub fn compile(
     backend: Backend,
 ) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
     let arch = Arch::parse(arch)?;
-    let module = irc_lower::lower_graph(graph, Default::default())
-        .map(|m| irc_emit_cuda::emit(&m))
-        .with_context(|| format!("cannot lower @{} to CUDA", graph.name))?;
-    let ptx = match backend {
-        Backend::Cuda => nvrtc::compile(&module.source, &format!("{}.cu", graph.name), &arch)
-            .with_context(|| format!("cannot compile the CUDA of @{}", graph.name))?,
-        Backend::Mlir => irc_runtime::Ptx {
-            text: crate::mlir::graph_ptx(graph, &arch.to_string())
-                .with_context(|| format!("cannot compile the MLIR of @{}", graph.name))?,
-            arch: arch.clone(),
-            log: String::new(),
-        },
+    let pipeline = irc_pipeline::Pipeline {
+        backend: backend.pipeline(),
+        arch: Some(arch.to_string()),
+        ..Default::default()
+    };
+    let a = pipeline
+        .compile(graph, Default::default(), irc_pipeline::Stage::Ptx)
+        .with_context(|| format!("cannot compile @{} for {arch}", graph.name))?;
+    let (Some(module), Some(text)) = (a.cuda, a.ptx) else {
+        anyhow::bail!("the pipeline produced no PTX for @{}", graph.name);
+    };
+    let ptx = irc_runtime::Ptx {
+        text,
+        arch: arch.clone(),
+        log: String::new(),
     };
     Ok((module, ptx, arch))
 }

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct LayoutArgs {
     /// Expressions to evaluate: a layout literal like `(4,8):(1,4)` or a call like
-    /// `logical_divide((8,8),[2,4])`.
+    /// `logical_divide((8,8),[2,4])`. An expression may start with `-` (`-4:1`).
+    #[arg(allow_hyphen_values = true)]
     pub exprs: Vec<String>,
     /// Read one expression per line from standard input and answer one line each.
     #[arg(long)]
@@ -32,7 +33,35 @@ fn describe(expr: &str, e: &LayoutError) -> String {
     }
 }
 
+/// The arguments with the flags that followed an expression (which `allow_hyphen_values` leaves
+/// among the expressions) moved back to their fields. No expression starts with `--`, so this is
+/// unambiguous.
+fn with_trailing_flags(args: &LayoutArgs) -> Result<LayoutArgs> {
+    let mut out = LayoutArgs {
+        exprs: Vec::new(),
+        batch: args.batch,
+        table: args.table,
+        svg: args.svg.clone(),
+    };
+    let mut it = args.exprs.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--table" => out.table = true,
+            "--batch" => out.batch = true,
+            "--svg" => {
+                let file = it.next().context("--svg needs a FILE")?;
+                out.svg = Some(PathBuf::from(file));
+            }
+            s if s.starts_with("--svg=") => out.svg = Some(PathBuf::from(&s[6..])),
+            s if s.starts_with("--") => bail!("unknown option `{s}` for `irc layout`"),
+            _ => out.exprs.push(a.clone()),
+        }
+    }
+    Ok(out)
+}
+
 pub fn run(args: &LayoutArgs) -> Result<bool> {
+    let args = &with_trailing_flags(args)?;
     if args.batch {
         if !args.exprs.is_empty() {
             bail!("--batch reads expressions from standard input; give none on the command line");

@@ -6,9 +6,9 @@
 mod bench;
 mod diag;
 mod gpu;
+mod import;
 mod input;
 mod layout;
-mod mlir;
 mod npy;
 mod opt;
 mod run;
@@ -41,6 +41,8 @@ enum Command {
     Run(run::RunArgs),
     /// Time a graph's kernels on the GPU (warm-up, L2 flush, CUDA events, median).
     Bench(bench::BenchArgs),
+    /// Import an ONNX model as graph IR, its weights to a safetensors side file.
+    Import(import::ImportArgs),
     /// Evaluate CuTe layout-algebra expressions (`irc layout '(4,8):(1,4)'`).
     Layout(layout::LayoutArgs),
 }
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Layout(args)) => layout::run(args),
+        Some(Command::Import(args)) => import::run(args),
         None => opt::run(&cli.opt),
     };
     match result {

@@ -4,6 +4,7 @@ use crate::diag::{Source, render_errors};
 use crate::input::{SPLIT_MARKER, read_source, split_cases};
 use crate::verify_diags;
 use anyhow::Result;
+use irc_pipeline::{Pipeline, STAGES, Stage};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -15,9 +16,9 @@ pub struct OptArgs {
     /// Write the output here instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// The level to print.
-    #[arg(long, value_enum, default_value_t = Emit::Graph)]
-    pub emit: Emit,
+    /// The level to print: a stage of the pipeline (irc_pipeline::STAGES).
+    #[arg(long, value_parser = stage_parser(), default_value = "graph")]
+    pub emit: Stage,
     /// Treat each `// -----`-separated part of the input as its own file.
     #[arg(long)]
     pub split_input_file: bool,
@@ -27,6 +28,10 @@ pub struct OptArgs {
     /// Decompose softmax, rmsnorm and layernorm into primitive ops before printing.
     #[arg(long)]
     pub decompose: bool,
+    /// With `--emit=fused`: say for each kernel what was fused into it and why each value it
+    /// stores is kept in memory (as `// remark:` lines, which the parser skips).
+    #[arg(long)]
+    pub explain: bool,
     /// The emitter behind `--emit=ptx`: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
@@ -162,26 +167,34 @@ pub fn list_passes() -> String {
     out
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Emit {
-    /// The graph IR, canonically printed.
-    Graph,
-    /// The kernel IR (layout level): kernels, their tensors' CuTe layouts, loops and launches.
-    Layout,
-    /// CUDA C++: one self-contained file per graph, with its launch manifest embedded.
-    Cuda,
-    /// MLIR: a verified gpu.container_module (needs the `mlir` feature).
-    Mlir,
-    /// PTX: the CUDA C++ compiled by NVRTC (`--backend=cuda`, the default), or the MLIR
-    /// pipeline's (`--backend=mlir`, needs the `mlir` feature).
-    Ptx,
+/// `--emit`'s values: the names of the pipeline's stages, with their summaries.
+fn stage_parser() -> impl clap::builder::TypedValueParser<Value = Stage> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        STAGES
+            .iter()
+            .map(|s| PossibleValue::new(s.name).help(s.summary)),
+    )
+    .map(|name| Stage::from_name(&name).unwrap_or(Stage::Graph))
+}
+
+impl Backend {
+    /// The pipeline's backend.
+    pub fn pipeline(self) -> irc_pipeline::Backend {
+        match self {
+            Backend::Cuda => irc_pipeline::Backend::Cuda,
+            Backend::Mlir => irc_pipeline::Backend::Mlir,
+        }
+    }
 }
 
 /// Runs the command; `Ok(false)` when errors were reported (exit code 1).
 pub fn run(args: &OptArgs) -> Result<bool> {
-    if let Some(why) = crate::mlir::unavailable(args) {
-        anyhow::bail!(why);
-    }
+    let probe = Pipeline {
+        backend: args.backend.pipeline(),
+        ..Pipeline::default()
+    };
+    probe.available(args.emit)?;
     if args.passes.list_passes {
         print!("{}", list_passes());
         return Ok(true);
@@ -263,57 +276,30 @@ fn compile(
             .run_on(pm, &mut module)
             .map_err(|e| vec![irc_ir::Diagnostic::error(None, format!("{e:#}"))])?;
     }
-    let info = irc_lower::SourceInfo {
+    if args.emit == Stage::Graph {
+        return Ok(irc_ir::print_module(&module));
+    }
+    let info = irc_pipeline::SourceInfo {
         name: src.name,
         text: src.text,
     };
-    let lower_err = |g: &irc_ir::Graph, e: irc_lower::LowerError| {
-        vec![irc_ir::Diagnostic::error(g.span, e.to_string())]
+    let pipeline = Pipeline {
+        backend: args.backend.pipeline(),
+        arch: Some(args.arch.clone()),
+        ..Pipeline::default()
     };
-    match args.emit {
-        Emit::Graph => Ok(irc_ir::print_module(&module)),
-        Emit::Layout => {
-            let mut out = String::new();
-            for g in &module.graphs {
-                let m = irc_lower::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
-                out.push_str(&irc_kir::print_module(&m));
-            }
-            Ok(out)
-        }
-        Emit::Cuda => {
-            let mut files = Vec::new();
-            for g in &module.graphs {
-                let m = irc_lower::lower_graph(g, info)
-                    .map(|m| irc_emit_cuda::emit(&m))
-                    .map_err(|e| lower_err(g, e))?;
-                files.push(m.source);
-            }
-            Ok(files.join(&format!("{SPLIT_MARKER}\n")))
-        }
-        Emit::Ptx if args.backend == Backend::Cuda => {
-            // The CUDA backend's PTX: the emitted C++ compiled by NVRTC (as `irc run` does).
-            let arch = irc_runtime::Arch::parse(&args.arch)
-                .map_err(|e| vec![irc_ir::Diagnostic::error(None, e.to_string())])?;
-            let mut files = Vec::new();
-            for g in &module.graphs {
-                let m = irc_lower::lower_graph(g, info)
-                    .map(|m| irc_emit_cuda::emit(&m))
-                    .map_err(|e| lower_err(g, e))?;
-                let ptx = irc_runtime::nvrtc::compile(&m.source, &format!("{}.cu", g.name), &arch)
-                    .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
-                files.push(ptx.text);
-            }
-            Ok(files.join(&format!("{SPLIT_MARKER}\n")))
-        }
-        Emit::Mlir | Emit::Ptx => {
-            let mut files = Vec::new();
-            for g in &module.graphs {
-                let m = irc_lower::lower_graph(g, info).map_err(|e| lower_err(g, e))?;
-                let text = crate::mlir::emit(&m, args)
-                    .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e)])?;
-                files.push(text);
-            }
-            Ok(files.join(&format!("{SPLIT_MARKER}\n")))
-        }
+    let mut files = Vec::new();
+    for g in &module.graphs {
+        let a = pipeline
+            .compile(g, info, args.emit)
+            .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
+        files.push(a.text(args.emit, args.explain));
     }
+    // Graph-level files join as one module; the others are one file per graph.
+    let sep = if args.emit == Stage::Fused || args.emit == Stage::Layout {
+        String::new()
+    } else {
+        format!("{SPLIT_MARKER}\n")
+    };
+    Ok(files.join(&sep))
 }

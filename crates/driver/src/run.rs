@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The graph IR file, `-` for standard input.
+    /// The graph IR file, `-` for standard input, or an ONNX model (`.onnx`).
     pub input: String,
     /// The graph to run; needed when the file holds several.
     #[arg(long, value_name = "NAME")]
@@ -18,6 +18,12 @@ pub struct RunArgs {
     /// An input from a .npy file, by parameter name (`x=path.npy` or `%x=path.npy`).
     #[arg(long = "input", value_name = "NAME=PATH.npy")]
     pub inputs: Vec<String>,
+    /// Parameter values by name from a safetensors file (default: the file an imported graph
+    /// names on its `// irc-weights:` line; an ONNX model carries its own).
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub weights: Option<PathBuf>,
+    #[command(flatten)]
+    pub dims: crate::import::DimArgs,
     /// Fill every input not given with --input with seeded standard normals.
     #[arg(long)]
     pub random: bool,
@@ -53,8 +59,24 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     } else {
         args.passes.manager(true)?
     };
-    let Some(written) = parse(&args.input)? else {
-        return Ok(false);
+    let (written, weights) = if crate::import::is_onnx(&args.input) {
+        let imported = crate::import::import_file(Path::new(&args.input), &args.dims)?;
+        let module = Module {
+            graphs: vec![imported.graph],
+        };
+        (module, imported.weights)
+    } else {
+        let Some(m) = parse(&args.input)? else {
+            return Ok(false);
+        };
+        let named = std::fs::read_to_string(&args.input)
+            .ok()
+            .and_then(|t| crate::import::weights_named_by(&args.input, &t));
+        let weights = match args.weights.as_ref().or(named.as_ref()) {
+            Some(p) => crate::import::read_weights(p)?,
+            None => vec![],
+        };
+        (m, weights)
     };
     let mut module = written.clone();
     if let Some(pm) = &pm {
@@ -65,7 +87,8 @@ pub fn run(args: &RunArgs) -> Result<bool> {
         Device::Cpu => Some(irc_interp::MAX_TENSOR_BYTES),
         Device::Gpu => None,
     };
-    let inputs = load_inputs(graph, &args.inputs, args.random, args.seed, limit)?;
+    let known = crate::import::match_weights(graph, weights)?;
+    let inputs = load_inputs_with(graph, known, &args.inputs, args.random, args.seed, limit)?;
     let outputs = match args.device {
         Device::Cpu => run_graph(graph, inputs)?,
         Device::Gpu => {
@@ -134,6 +157,19 @@ pub fn load_inputs(
     seed: u64,
     limit: Option<u64>,
 ) -> Result<Vec<Tensor>> {
+    let none = vec![None; graph.params.len()];
+    load_inputs_with(graph, none, specs, random, seed, limit)
+}
+
+/// [`load_inputs`], with some parameters' values already known (weights), one per parameter.
+pub fn load_inputs_with(
+    graph: &Graph,
+    mut known: Vec<Option<Tensor>>,
+    specs: &[String],
+    random: bool,
+    seed: u64,
+    limit: Option<u64>,
+) -> Result<Vec<Tensor>> {
     let mut given: Vec<Option<PathBuf>> = vec![None; graph.params.len()];
     let param_names: Vec<String> = graph
         .params
@@ -159,11 +195,13 @@ pub fn load_inputs(
     let mut inputs: Vec<Tensor> = Vec::with_capacity(given.len());
     for (i, (path, &p)) in given.iter().zip(&graph.params).enumerate() {
         let ty = graph.ty(p);
-        let t = match path {
-            Some(path) => {
+        let weight = known.get_mut(i).and_then(Option::take);
+        let t = match (path, weight) {
+            (Some(path), _) => {
                 npy::read(path, ty).with_context(|| format!("input %{}", param_names[i]))?
             }
-            None if random => {
+            (None, Some(w)) => w,
+            (None, None) if random => {
                 if limit.is_some_and(|l| ty.size_bytes() > l) {
                     bail!(
                         "input %{} ({ty}) is too large for the reference interpreter",
@@ -172,7 +210,7 @@ pub fn load_inputs(
                 }
                 random_tensor(ty, seed, i as u64)
             }
-            None => bail!(
+            (None, None) => bail!(
                 "no value for input %{} ({ty}); pass --input {}=PATH.npy or --random",
                 param_names[i],
                 param_names[i]

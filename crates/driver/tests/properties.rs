@@ -1,7 +1,7 @@
 //! Properties of the whole pipeline on random graphs: every random graph that verifies (shapes
 //! with 1s and primes, constant arrays holding NaN, ±inf and values beyond the dtype's range,
 //! matmuls, reductions, views with negative axes) runs through `-O`, lowers to a kernel IR
-//! module that verifies, emits CUDA that NVRTC compiles (when the CUDA wheels are found: see
+//! module that verifies (through `irc_pipeline`, as `irc` does), emits CUDA that NVRTC compiles (when the CUDA wheels are found: see
 //! `scripts/test.sh`), and, with the `mlir` feature, emits an MLIR module that verifies.
 //!
 //! Known failures inside `crates/lower` are kept out of the random cases and pinned by the
@@ -166,26 +166,30 @@ fn build(dt: &str, params: [usize; 3], steps: &[Step]) -> String {
     )
 }
 
-/// The whole pipeline on one graph text: parse (it must verify), `-O`, lower, CUDA (NVRTC when
-/// found), MLIR (with the `mlir` feature). Returns the first failure.
+/// The whole pipeline on one graph text: parse (it must verify), then, as written and after
+/// `-O`, every stage of `irc_pipeline` to CUDA (to NVRTC's PTX when NVRTC is found) and, with the
+/// `mlir` feature, to a verified MLIR module. Returns the first failure.
 fn pipeline(text: &str) -> Result<(), String> {
+    use irc_pipeline::{Pipeline, Stage};
     let module = irc_frontend::parse_module(text).map_err(|d| format!("does not parse: {d:?}"))?;
     let g = &module.graphs[0];
-    let optimized = irc_passes::manager::PassManager::default_pipeline()
-        .run(g)
-        .map_err(|e| format!("-O: {e}"))?
-        .graph;
-    for (label, g) in [("as written", g), ("-O", &optimized)] {
-        let kir = irc_lower::lower_graph(g, Default::default())
-            .map_err(|e| format!("{label}: lowering: {e}"))?;
-        let cuda = irc_emit_cuda::emit(&kir);
-        if nvrtc_found() {
-            let arch = irc_runtime::Arch::parse("sm_80").expect("sm_80");
-            irc_runtime::nvrtc::compile(&cuda.source, "p.cu", &arch)
-                .map_err(|e| format!("{label}: NVRTC: {e}"))?;
-        }
+    for optimize in [false, true] {
+        let label = if optimize { "-O" } else { "as written" };
+        let p = Pipeline {
+            passes: optimize.then(irc_passes::manager::PassManager::default_pipeline),
+            arch: Some("sm_80".into()),
+            ..Default::default()
+        };
+        let until = if nvrtc_found() {
+            Stage::Ptx
+        } else {
+            Stage::Cuda
+        };
+        p.compile(g, Default::default(), until)
+            .map_err(|e| format!("{label}: {e}"))?;
         #[cfg(feature = "mlir")]
-        irc_emit_mlir::emit_mlir(&kir).map_err(|e| format!("{label}: MLIR: {e}"))?;
+        p.compile(g, Default::default(), Stage::Mlir)
+            .map_err(|e| format!("{label}: MLIR: {e}"))?;
     }
     Ok(())
 }

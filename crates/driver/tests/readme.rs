@@ -16,7 +16,7 @@
 //! folders, with the `irc` under test first on `PATH`; `cargo run --release --` is read as `irc`.
 
 mod common;
-use common::root;
+use common::{irc, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -150,12 +150,9 @@ fn scratch() -> PathBuf {
 }
 
 fn nvrtc_found() -> bool {
-    let irc = Path::new(env!("CARGO_BIN_EXE_irc"));
-    Command::new(irc)
-        .args(["--emit=ptx", "--arch=sm_80", "examples/small/gemm.ir"])
-        .current_dir(root())
-        .output()
-        .is_ok_and(|o| o.status.success())
+    irc(&["--emit=ptx", "--arch=sm_80", "examples/small/gemm.ir"])
+        .status
+        .success()
 }
 
 #[test]

@@ -12,7 +12,7 @@
 
 use irc_ir::DType;
 use irc_kir::{
-    self as kir, Expr, Func, IndexWidth, Manifest, Module, Space, Stmt, Ty, manifest_of,
+    self as kir, Expr, Func, IndexWidth, Intrinsic, Manifest, Module, Space, Stmt, Ty, manifest_of,
 };
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -344,7 +344,15 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
 
 fn has_mma(body: &[Stmt]) -> bool {
     let mut found = false;
-    kir::walk(body, &mut |s| found |= matches!(s, Stmt::Mma { .. }));
+    kir::walk(body, &mut |s| {
+        found |= matches!(
+            s,
+            Stmt::Intrinsic {
+                op: Intrinsic::MmaM16n8k16,
+                ..
+            }
+        )
+    });
     found
 }
 
@@ -447,56 +455,7 @@ impl KernelEmitter<'_> {
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
             }
-            Stmt::Ldmatrix { trans, dst, src } => {
-                let ts = self.tensors[src.tensor.as_str()];
-                let addr = self.place(ts, &src.at);
-                let td = self.tensors[dst.tensor.as_str()];
-                let t = if *trans { ".trans" } else { "" };
-                let _ = writeln!(self.out, "{pad}{{");
-                let _ = writeln!(self.out, "{pad}  unsigned r0, r1, r2, r3;");
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"((unsigned)__cvta_generic_to_shared(&{addr})));"
-                );
-                let dt = td.dtype.name();
-                for j in 0..4i64 {
-                    let lo = self.place(td, &dst.coord(2 * j));
-                    let hi = self.place(td, &dst.coord(2 * j + 1));
-                    let _ = writeln!(
-                        self.out,
-                        "{pad}  {lo} = irc_lo_{dt}(r{j}); {hi} = irc_hi_{dt}(r{j});"
-                    );
-                }
-                let _ = writeln!(self.out, "{pad}}}");
-            }
-            Stmt::Mma { d, a, b } => {
-                let at = |f: &kir::Frag, v: i64| {
-                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
-                };
-                let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
-                    "bf16"
-                } else {
-                    "f16"
-                };
-                let pack = |f: &kir::Frag, pairs: i64| -> Vec<String> {
-                    (0..pairs)
-                        .map(|p| format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1)))
-                        .collect()
-                };
-                let (ra, rb) = (pack(a, 4), pack(b, 2));
-                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
-                let ins: Vec<String> = ra
-                    .iter()
-                    .chain(&rb)
-                    .map(|r| format!("\"r\"({r})"))
-                    .collect();
-                let _ = writeln!(
-                    self.out,
-                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
-                    rd.join(", "),
-                    ins.join(", ")
-                );
-            }
+            Stmt::Intrinsic { op, args } => self.intrinsic(*op, args, &pad),
             Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
                 let v = self.expr(value);
                 let scope = if matches!(s, Stmt::WarpReduce { .. }) {
@@ -581,6 +540,77 @@ impl KernelEmitter<'_> {
                     Func::Cast(d) => format!("irc_{}({})", d.name(), a[0]),
                     other => format!("irc_{}({})", other.name(), a.join(", ")),
                 }
+            }
+        }
+    }
+}
+
+impl KernelEmitter<'_> {
+    /// One intrinsic of the kernel IR's table, as inline PTX.
+    fn intrinsic(&mut self, op: Intrinsic, args: &[kir::Arg], pad: &str) {
+        let frag = |i: usize| match &args[i] {
+            kir::Arg::Frag(f) => f.clone(),
+            kir::Arg::Expr(_) => kir::Frag {
+                tensor: String::new(),
+                at: vec![],
+            },
+        };
+        match op {
+            Intrinsic::LdmatrixX4 | Intrinsic::LdmatrixX4Trans => {
+                let (dst, src) = (frag(0), frag(1));
+                let ts = self.tensors[src.tensor.as_str()];
+                let addr = self.place(ts, &src.at);
+                let td = self.tensors[dst.tensor.as_str()];
+                let t = if op == Intrinsic::LdmatrixX4Trans {
+                    ".trans"
+                } else {
+                    ""
+                };
+                let _ = writeln!(self.out, "{pad}{{");
+                let _ = writeln!(self.out, "{pad}  unsigned r0, r1, r2, r3;");
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"((unsigned)__cvta_generic_to_shared(&{addr})));"
+                );
+                let dt = td.dtype.name();
+                for j in 0..4i64 {
+                    let lo = self.place(td, &dst.coord(2 * j));
+                    let hi = self.place(td, &dst.coord(2 * j + 1));
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}  {lo} = irc_lo_{dt}(r{j}); {hi} = irc_hi_{dt}(r{j});"
+                    );
+                }
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            Intrinsic::MmaM16n8k16 => {
+                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
+                let at = |f: &kir::Frag, v: i64| {
+                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
+                };
+                let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
+                    "bf16"
+                } else {
+                    "f16"
+                };
+                let pack = |f: &kir::Frag, pairs: i64| -> Vec<String> {
+                    (0..pairs)
+                        .map(|p| format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1)))
+                        .collect()
+                };
+                let (ra, rb) = (pack(a, 4), pack(b, 2));
+                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
+                let ins: Vec<String> = ra
+                    .iter()
+                    .chain(&rb)
+                    .map(|r| format!("\"r\"({r})"))
+                    .collect();
+                let _ = writeln!(
+                    self.out,
+                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
+                    rd.join(", "),
+                    ins.join(", ")
+                );
             }
         }
     }

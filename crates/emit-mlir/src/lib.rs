@@ -22,7 +22,7 @@
 
 mod emit;
 
-use irc_kir;
+use irc_kir as kir;
 use melior::{
     Context,
     dialect::DialectRegistry,

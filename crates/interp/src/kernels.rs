@@ -95,6 +95,7 @@ fn unary_real<T: Real>(op: OpKind, x: T) -> T {
         }
         OpKind::Silu => x / (one + (-x).exp()),
         OpKind::Recip => one / x,
+        OpKind::Erf => x.erf(),
         _ => T::nan(),
     }
 }

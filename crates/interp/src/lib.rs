@@ -20,6 +20,7 @@
 //! ```
 
 pub mod compare;
+pub mod indexing;
 pub mod kernels;
 pub mod random;
 pub mod sample;
@@ -124,5 +125,11 @@ pub fn eval(
         Category::Binary => binary(op, args[0], args[1], ty),
         Category::Reduction => reduce(op, args[0], attrs),
         Category::Composite => composite(op, args, attrs),
+        Category::Compare => indexing::compare(op, args[0], args[1], ty),
+        Category::Select => indexing::select(args[0], args[1], args[2], ty),
+        Category::Iota => indexing::iota(ty, attrs),
+        Category::Slice => indexing::slice(args[0], attrs),
+        Category::Concat => indexing::concat(args, attrs),
+        Category::Gather => indexing::gather(args[0], args[1], attrs),
     }
 }

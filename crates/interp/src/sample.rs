@@ -126,6 +126,11 @@ fn operand_needs(g: &Graph, inst: &irc_ir::Inst, r: usize) -> Option<Vec<Need>> 
             v.resize(inst.operands.len(), Need::Full);
             v
         }
+        Category::Compare | Category::Select => (0..inst.operands.len())
+            .map(|i| aligned(shape_of(i), rank, r))
+            .collect(),
+        // Not analysed yet: a graph with these runs whole.
+        Category::Iota | Category::Slice | Category::Concat | Category::Gather => return None,
         Category::Matmul => {
             let (a, b) = (shape_of(0), shape_of(1));
             if a.len() < 2 || b.len() < 2 || rank < 2 {

@@ -35,14 +35,14 @@ impl OpError {
         }
     }
 
-    fn operand(i: usize, message: impl Into<String>) -> OpError {
+    pub(crate) fn operand(i: usize, message: impl Into<String>) -> OpError {
         OpError {
             blame: Blame::Operand(i),
             message: message.into(),
         }
     }
 
-    fn attr(name: &str, message: impl Into<String>) -> OpError {
+    pub(crate) fn attr(name: &str, message: impl Into<String>) -> OpError {
         OpError {
             blame: Blame::Attr(name.to_string()),
             message: message.into(),
@@ -73,8 +73,10 @@ pub fn check_op(
         )));
     }
     check_attrs(op, attrs)?;
-    if let Some(first) = operands.first() {
-        for (i, t) in operands.iter().enumerate() {
+    check_special_operands(op, operands)?;
+    let (lo, hi) = uniform_operands(op, operands.len());
+    if let Some(first) = operands.get(lo) {
+        for (i, t) in operands.iter().enumerate().take(hi).skip(lo) {
             if t.dtype != first.dtype {
                 return Err(OpError::operand(
                     i,
@@ -87,7 +89,7 @@ pub fn check_op(
         }
         if !info.dtypes.admits(first.dtype) {
             return Err(OpError::operand(
-                0,
+                lo,
                 format!(
                     "'{op}' accepts {}, got {}",
                     info.dtypes.describe(),
@@ -112,6 +114,35 @@ pub fn check_op(
             message: format!("'{op}' produces {inferred}, but the statement declares {d}"),
         }),
         _ => Ok(inferred),
+    }
+}
+
+/// The operands `lo..hi` that share one dtype, which the table's dtype rule constrains:
+/// all of them but `select`'s condition and `gather`'s indices.
+fn uniform_operands(op: OpKind, n: usize) -> (usize, usize) {
+    match op {
+        OpKind::Select => (1, n),
+        OpKind::Gather => (0, n.min(1)),
+        _ => (0, n),
+    }
+}
+
+/// The operands outside the uniform group: `select`'s condition is `i1`, `gather`'s indices
+/// are `i32` or `i64`.
+fn check_special_operands(op: OpKind, xs: &[&TensorType]) -> Result<()> {
+    match op {
+        OpKind::Select if xs[0].dtype != DType::I1 => Err(OpError::operand(
+            0,
+            format!(
+                "'select' condition must be i1, got {}; compare with 'ne' against zero to make one",
+                xs[0].dtype
+            ),
+        )),
+        OpKind::Gather if !matches!(xs[1].dtype, DType::I32 | DType::I64) => Err(OpError::operand(
+            1,
+            format!("'gather' indices must be i32 or i64, got {}", xs[1].dtype),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -212,7 +243,32 @@ fn infer(
             Ok(xs[0].with_shape(reduced_shape(&xs[0].shape, &axes, keepdims)))
         }
         Category::Composite => infer_composite(op, xs, attrs),
+        Category::Compare => broadcast_all(op, xs).map(|s| TensorType::new(s, DType::I1)),
+        Category::Select => broadcast_all(op, xs).map(|s| xs[1].with_shape(s)),
+        Category::Iota => crate::indexing::infer_iota(attrs, declared),
+        Category::Slice => crate::indexing::slice_windows(&xs[0].shape, attrs)
+            .map(|w| xs[0].with_shape(w.iter().map(|w| w.len).collect())),
+        Category::Concat => crate::indexing::infer_concat(xs, attrs),
+        Category::Gather => crate::indexing::infer_gather(xs[0], xs[1], attrs),
     }
+}
+
+/// The numpy broadcast of every operand's shape.
+fn broadcast_all(op: OpKind, xs: &[&TensorType]) -> Result<Vec<u64>> {
+    let mut shape = xs[0].shape.clone();
+    for (i, x) in xs.iter().enumerate().skip(1) {
+        shape = broadcast_shapes(&shape, &x.shape).ok_or_else(|| {
+            let others: Vec<String> = xs[..i].iter().map(|t| t.to_string()).collect();
+            OpError::operand(
+                i,
+                format!(
+                    "'{op}' operand {x} does not broadcast with {}",
+                    others.join(" and ")
+                ),
+            )
+        })?;
+    }
+    Ok(shape)
 }
 
 /// Normalizes an axis that may count from the end (`-1` is the last axis).

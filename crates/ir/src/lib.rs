@@ -14,6 +14,7 @@ pub mod attr;
 pub mod decompose;
 pub mod dtype;
 pub mod graph;
+pub mod indexing;
 pub mod infer;
 pub mod ops;
 pub mod print;

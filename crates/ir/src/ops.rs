@@ -17,6 +17,8 @@ impl fmt::Display for Arity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.min == self.max {
             write!(f, "{}", self.min)
+        } else if self.max == usize::MAX {
+            write!(f, "{} or more", self.min)
         } else {
             write!(f, "{} to {}", self.min, self.max)
         }
@@ -31,7 +33,16 @@ const fn between(min: usize, max: usize) -> Arity {
     Arity { min, max }
 }
 
-/// Which element types an op's operands may have. All operands of one op share a dtype.
+const fn at_least(min: usize) -> Arity {
+    Arity {
+        min,
+        max: usize::MAX,
+    }
+}
+
+/// Which element types an op's operands may have. All operands of one op share a dtype, except
+/// `select`'s condition (`i1`) and `gather`'s indices (`i32` or `i64`): the rule applies to the
+/// others.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum DTypes {
     /// Every dtype, `i1` included.
@@ -129,6 +140,18 @@ pub enum Category {
     Reduction,
     /// Softmax and the norms: decomposed into primitives by [`crate::decompose`].
     Composite,
+    /// Elementwise comparisons with numpy broadcasting; the result is `i1`.
+    Compare,
+    /// `select %cond, %a, %b`: elementwise choice with numpy broadcasting of all three.
+    Select,
+    /// `iota`: index values along one axis; no operands, the result type is written.
+    Iota,
+    /// `slice`: a static strided window (a view when every step is 1).
+    Slice,
+    /// `concat`: variadic joining along one axis.
+    Concat,
+    /// `gather`: data-dependent reads along one axis, indexed by an integer tensor.
+    Gather,
 }
 
 /// Everything the table says about one op.
@@ -252,6 +275,30 @@ define_ops! {
     Layernorm = "layernorm", Composite, between(1, 3), ["x", "w", "b"], Float,
         [AXIS, opt("eps", AttrKind::Float, "added to the variance; default 1e-5")],
         "(x - mean) · rsqrt(var + eps) along the axis (biased variance), times w and plus b (shaped like the axis) when given, computed in f32 (f64 for f64) and rounded once.";
+    Erf       = "erf",       Unary, exactly(1), ["x"], Float, [], "Gauss error function, erf(x) (`torch.erf`).";
+    Eq        = "eq",        Compare, exactly(2), ["a", "b"], Any, [], "a == b, as i1 (NaN compares unequal).";
+    Ne        = "ne",        Compare, exactly(2), ["a", "b"], Any, [], "a != b, as i1 (true where either is NaN).";
+    Lt        = "lt",        Compare, exactly(2), ["a", "b"], Any, [], "a < b, as i1 (false where either is NaN; false < true).";
+    Le        = "le",        Compare, exactly(2), ["a", "b"], Any, [], "a <= b, as i1 (false where either is NaN).";
+    Gt        = "gt",        Compare, exactly(2), ["a", "b"], Any, [], "a > b, as i1 (false where either is NaN).";
+    Ge        = "ge",        Compare, exactly(2), ["a", "b"], Any, [], "a >= b, as i1 (false where either is NaN).";
+    Select    = "select",    Select, exactly(3), ["cond", "a", "b"], Any, [],
+        "a where cond is true, else b (`torch.where`); cond is i1, a and b share the result dtype, all three broadcast as numpy does.";
+    Iota      = "iota",      Iota, exactly(0), [], Numeric,
+        [opt("axis", AttrKind::Int, "the axis whose index each element holds, negative values counting from the end; default 0")],
+        "Each element is its own index along the axis (`torch.arange` broadcast to the result type), which must be written and not i1.";
+    Slice     = "slice",     Slice, exactly(1), ["x"], Any,
+        [req("starts", AttrKind::Ints, "the first index per sliced axis; negative values count from the end, then clamped as Python slicing does"),
+         req("ends", AttrKind::Ints, "the end (exclusive) per sliced axis, read as `starts`"),
+         opt("axes", AttrKind::Ints, "the sliced axes, negative values counting from the end; default 0, 1, ... (one per entry of starts)"),
+         opt("steps", AttrKind::Ints, "the stride per sliced axis, nonzero, negative walking backwards; default all 1")],
+        "The window `x[starts:ends:steps]` along each listed axis, as Python and numpy slicing (out-of-range bounds clamp; an empty result is an error since tensors have no zero dims).";
+    Concat    = "concat",    Concat, at_least(1), ["xs"], Any,
+        [req("axis", AttrKind::Int, "the axis joined along, negative values counting from the end")],
+        "Joins the operands along the axis (`torch.cat`); every other dim must agree.";
+    Gather    = "gather",    Gather, exactly(2), ["x", "indices"], Any,
+        [opt("axis", AttrKind::Int, "the axis indexed, negative values counting from the end; default 0")],
+        "Picks entries of x along the axis at the i32/i64 indices (`numpy.take`, ONNX Gather): the result shape is x.shape[:axis] + indices.shape + x.shape[axis+1:]; an index in [-n, 0) counts from the end, and one outside [-n, n) is a run-time error, never a read out of bounds.";
 }
 
 impl OpKind {
@@ -281,7 +328,9 @@ pub fn reference_markdown() -> String {
     for &op in ALL_OPS {
         let info = op.info();
         let operands = info.operands.iter().enumerate().map(|(i, o)| {
-            if i >= info.arity.min {
+            if info.arity.max == usize::MAX && i + 1 == info.operands.len() {
+                format!("%{o}...")
+            } else if i >= info.arity.min {
                 format!("[%{o}]")
             } else {
                 format!("%{o}")

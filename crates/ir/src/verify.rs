@@ -12,16 +12,19 @@
 //! **Types**
 //! - every type has positive dims, rank ≤ 16 and at most 2^48 elements;
 //! - every statement satisfies its op's typing rule ([`check_op`]): arity, known attributes of
-//!   the right kinds, required attributes present, dtypes the op accepts, and shapes (numpy
-//!   broadcasting, batched-matmul broadcasting, permutations, reduction axes, reshape element
-//!   counts); its recorded result type equals the inferred one;
+//!   the right kinds, required attributes present, dtypes the op accepts (one dtype for all
+//!   operands but `select`'s `i1` condition and `gather`'s `i32`/`i64` indices), and shapes
+//!   (numpy broadcasting, batched-matmul broadcasting, permutations, reduction axes, reshape
+//!   element counts, non-empty slice windows, concat dims agreeing off the axis, gather and
+//!   iota axes in range); its recorded result type equals the inferred one;
 //! - every returned value has its declared result type.
 //!
 //! **Module**
 //! - graph names are unique.
 //!
 //! Not checked yet (TODO): unused values and dead statements (legal, left to passes); that
-//! provenance paths exist.
+//! provenance paths exist. `gather` index values are data, checked at run time (the
+//! interpreter reports an index outside `[-n, n)`), never here.
 
 use crate::TensorType;
 use crate::graph::{Graph, Module, ValueDef, ValueId};

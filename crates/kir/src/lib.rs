@@ -37,16 +37,18 @@
 //! }
 //! ```
 
+pub mod intrinsic;
 pub mod manifest;
 mod parse;
 pub mod print;
 mod verify;
 
+pub use intrinsic::{Arg, ArgKind, INTRINSICS, Intrinsic, IntrinsicInfo};
 pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError, manifest_of};
 
 pub use parse::{ParseError, parse_module};
 pub use print::print_module;
-pub use verify::{VerifyError, verify_module};
+pub use verify::{VerifyError, verify_module, verify_module_for};
 
 use irc_ir::DType;
 use irc_layout::{Layout, LayoutError, coalesce};
@@ -227,18 +229,8 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
-    /// `ldmatrix.x4[.trans] %dst[c..], %src[c..]`: the warp-wide
-    /// `ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16`. `src` is a shared tensor (or view)
-    /// giving, at the full coordinate `src[c..]`, the start of the 8-element row this thread
-    /// provides (every stride a multiple of 16 bytes); `dst` is a register fragment whose mode 0
-    /// receives the 8 values (register j of the instruction is values 2j, 2j+1).
-    Ldmatrix { trans: bool, dst: Frag, src: Frag },
-    /// `mma.m16n8k16 %d[c..], %a[c..], %b[c..]`: one warp-wide tensor-core
-    /// `mma.sync.aligned.m16n8k16` (f16 or bf16 inputs, f32 accumulate), `d += a * b`. Each
-    /// operand is a register tensor whose mode 0 holds the thread's fragment values (d: 4, a: 8,
-    /// b: 4, ordered as the atoms `mma_m16n8k16_c/a/b` of the layout module), indexed at the
-    /// given coordinates of its other modes. Every thread of the warp must reach it.
-    Mma { d: Frag, a: Frag, b: Frag },
+    /// `MNEMONIC args..`: a target instruction of the [`INTRINSICS`] table.
+    Intrinsic { op: Intrinsic, args: Vec<Arg> },
 }
 
 /// A register fragment: a tensor and the coordinates of its modes after mode 0.
@@ -536,7 +528,7 @@ pub fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
     }
 }
 
-/// The tensors a body writes: stores, copies, `ldmatrix` and `mma` destinations (emitters use
+/// The tensors a body writes: stores, copies and the operands intrinsics write (emitters use
 /// it to declare read-only parameters `const`).
 pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
     let mut out = std::collections::HashSet::new();
@@ -544,8 +536,15 @@ pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
         Stmt::Store { tensor, .. } => {
             out.insert(tensor.as_str());
         }
-        Stmt::Copy { dst, .. } | Stmt::Mma { d: dst, .. } | Stmt::Ldmatrix { dst, .. } => {
+        Stmt::Copy { dst, .. } => {
             out.insert(dst.tensor.as_str());
+        }
+        Stmt::Intrinsic { op, args } => {
+            for ((_, kind), arg) in op.info().args.iter().zip(args) {
+                if let (true, Some(f)) = (kind.writes(), arg.frag()) {
+                    out.insert(f.tensor.as_str());
+                }
+            }
         }
         _ => {}
     });

@@ -416,27 +416,23 @@ impl<'a> Parser<'a> {
                 c.end()?;
                 Ok(Stmt::Copy { width, dst, src })
             }
-            "ldmatrix.x4" | "ldmatrix.x4.trans" => {
-                let dst = c.frag()?;
-                c.punct(",")?;
-                let src = c.frag()?;
+            other => {
+                let Some(op) = Intrinsic::from_name(other) else {
+                    return Err(c.err_at(0, format!("expected a statement, found `{other}`")));
+                };
+                let mut args = vec![];
+                for (i, (_, kind)) in op.info().args.iter().enumerate() {
+                    if i > 0 {
+                        c.punct(",")?;
+                    }
+                    args.push(match kind {
+                        ArgKind::Index => Arg::Expr(c.expr()?),
+                        _ => Arg::Frag(c.frag()?),
+                    });
+                }
                 c.end()?;
-                Ok(Stmt::Ldmatrix {
-                    trans: word.ends_with(".trans"),
-                    dst,
-                    src,
-                })
+                Ok(Stmt::Intrinsic { op, args })
             }
-            "mma.m16n8k16" => {
-                let d = c.frag()?;
-                c.punct(",")?;
-                let a = c.frag()?;
-                c.punct(",")?;
-                let b = c.frag()?;
-                c.end()?;
-                Ok(Stmt::Mma { d, a, b })
-            }
-            other => Err(c.err_at(0, format!("expected a statement, found `{other}`"))),
         }
     }
 }

@@ -148,14 +148,15 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
         Stmt::Sync => {
             let _ = writeln!(out, "{pad}sync");
         }
-        Stmt::Ldmatrix { trans, dst, src } => {
-            let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
-            let t = if *trans { ".trans" } else { "" };
-            let _ = writeln!(out, "{pad}ldmatrix.x4{t} {}, {}", f(dst), f(src));
-        }
-        Stmt::Mma { d, a, b } => {
-            let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
-            let _ = writeln!(out, "{pad}mma.m16n8k16 {}, {}, {}", f(d), f(a), f(b));
+        Stmt::Intrinsic { op, args } => {
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| match a {
+                    Arg::Frag(x) => format!("%{}[{}]", x.tensor, exprs(&x.at)),
+                    Arg::Expr(e) => expr(e),
+                })
+                .collect();
+            let _ = writeln!(out, "{pad}{} {}", op.name(), args.join(", "));
         }
         Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
             let scope = if matches!(s, Stmt::WarpReduce { .. }) {

@@ -18,6 +18,7 @@
 //!   single index; constants are never stored to.
 
 use super::*;
+use irc_target::Target;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -37,10 +38,12 @@ impl fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
-const MAX_SHARED_BYTES: i64 = 48 * 1024;
-const MAX_REGISTER_ELEMS: i64 = 256;
-
 pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
+    verify_module_for(m, &Target::default())
+}
+
+/// [`verify_module`] against the limits of `target`.
+pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError> {
     let merr = |message: String| VerifyError {
         location: "module".into(),
         message,
@@ -65,7 +68,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         if kernels.insert(k.name.as_str(), k).is_some() {
             return Err(merr(format!("kernel @{} is declared twice", k.name)));
         }
-        verify_kernel(k, &consts)?;
+        verify_kernel(k, &consts, target)?;
     }
     for l in &m.launches {
         let k = kernels
@@ -118,7 +121,13 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
     Ok(())
 }
 
-fn verify_kernel(k: &Kernel, consts: &HashMap<&str, &ConstDecl>) -> Result<(), VerifyError> {
+fn verify_kernel(
+    k: &Kernel,
+    consts: &HashMap<&str, &ConstDecl>,
+    target: &Target,
+) -> Result<(), VerifyError> {
+    let max_register_elems = target.max_register_elems as i64;
+    let max_shared_bytes = target.max_shared_bytes as i64;
     let err = |message: String| VerifyError {
         location: format!("@{}", k.name),
         message,
@@ -205,18 +214,18 @@ fn verify_kernel(k: &Kernel, consts: &HashMap<&str, &ConstDecl>) -> Result<(), V
                 }
             }
             Space::Registers => {
-                if size > MAX_REGISTER_ELEMS || cosize > MAX_REGISTER_ELEMS {
+                if size > max_register_elems || cosize > max_register_elems {
                     return Err(err(format!(
-                        "register tensor %{} has more than {MAX_REGISTER_ELEMS} elements",
+                        "register tensor %{} has more than {max_register_elems} elements",
                         t.name
                     )));
                 }
             }
         }
     }
-    if shared_bytes > MAX_SHARED_BYTES {
+    if shared_bytes > max_shared_bytes {
         return Err(err(format!(
-            "{shared_bytes} bytes of shared memory exceed {MAX_SHARED_BYTES}"
+            "{shared_bytes} bytes of shared memory exceed {max_shared_bytes}"
         )));
     }
     let mut cx = Checker {
@@ -388,56 +397,39 @@ impl<'k> Checker<'k> {
                 Ok(())
             }
             Stmt::Sync => Ok(()),
-            Stmt::Ldmatrix { dst, src, .. } => {
-                let td = self.frag(dst, 8)?;
-                let ts = *self
-                    .tensors
-                    .get(src.tensor.as_str())
-                    .ok_or_else(|| format!("undefined tensor %{}", src.tensor))?;
-                let shared = match &ts.space {
-                    Space::Shared => true,
-                    Space::View(b) => self
-                        .tensors
-                        .get(b.as_str())
-                        .is_some_and(|b| b.space == Space::Shared),
-                    _ => false,
-                };
-                let aligned = ts
-                    .layout
-                    .leaves()
-                    .iter()
-                    .all(|&(s, d)| s == 1 || (d * 2) % 16 == 0);
-                if !shared
-                    || ts.dtype != td
-                    || td.size_bytes() != 2
-                    || !aligned
-                    || src.at.len() != ts.layout.rank()
-                {
+            Stmt::Intrinsic { op, args } => {
+                let info = op.info();
+                if args.len() != info.args.len() {
                     return Err(format!(
-                        "ldmatrix reads 16-bit rows of a shared tensor of the fragment's dtype at 16-byte aligned offsets, one coordinate per mode (%{})",
-                        src.tensor
+                        "{} takes {} operands, got {}",
+                        info.name,
+                        info.args.len(),
+                        args.len()
                     ));
                 }
-                for c in &src.at {
-                    if self.expr(c)? != Ty::Idx {
-                        return Err(format!("coordinates of %{} must be idx", src.tensor));
-                    }
+                let mut tensors = vec![];
+                for ((name, kind), arg) in info.args.iter().zip(args) {
+                    tensors.push(match (kind, arg) {
+                        (ArgKind::Index, Arg::Expr(e)) => {
+                            if self.expr(e)? != Ty::Idx {
+                                return Err(format!("{} operand {name} must be idx", info.name));
+                            }
+                            None
+                        }
+                        (
+                            ArgKind::RegIn(n) | ArgKind::RegOut(n) | ArgKind::RegInOut(n),
+                            Arg::Frag(f),
+                        ) => {
+                            self.frag(f, *n)?;
+                            self.tensors.get(f.tensor.as_str()).copied()
+                        }
+                        (ArgKind::SharedIn, Arg::Frag(f)) => Some(self.shared_at(f)?),
+                        _ => {
+                            return Err(format!("{} operand {name} has the wrong kind", info.name));
+                        }
+                    });
                 }
-                Ok(())
-            }
-            Stmt::Mma { d, a, b } => {
-                let ta = self.frag(a, 8)?;
-                self.frag(b, 4).and_then(|tb| {
-                    if tb == ta && matches!(ta, DType::F16 | DType::BF16) {
-                        Ok(())
-                    } else {
-                        Err("mma takes f16 or bf16 fragments a and b of one dtype".into())
-                    }
-                })?;
-                if self.frag(d, 4)? != DType::F32 {
-                    return Err("mma accumulates into an f32 fragment".into());
-                }
-                Ok(())
+                (info.check)(&tensors).map_err(|e| format!("{e} (%{})", first_tensor(args)))
             }
             Stmt::BlockReduce { var, ty, value, .. } | Stmt::WarpReduce { var, ty, value, .. } => {
                 let t = self.expr(value)?;
@@ -454,6 +446,34 @@ impl<'k> Checker<'k> {
                 self.define(var, *ty, VarKind::Let)
             }
         }
+    }
+
+    /// A shared tensor (or a view of one) read at a full coordinate of idx expressions.
+    fn shared_at(&mut self, f: &'k Frag) -> Result<&'k TensorDecl, String> {
+        let t = *self
+            .tensors
+            .get(f.tensor.as_str())
+            .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+        let shared = match &t.space {
+            Space::Shared => true,
+            Space::View(b) => self
+                .tensors
+                .get(b.as_str())
+                .is_some_and(|b| b.space == Space::Shared),
+            _ => false,
+        };
+        if !shared || f.at.len() != t.layout.rank() {
+            return Err(format!(
+                "%{} must be a shared tensor (or a view of one) at one coordinate per mode",
+                f.tensor
+            ));
+        }
+        for c in &f.at {
+            if self.expr(c)? != Ty::Idx {
+                return Err(format!("coordinates of %{} must be idx", f.tensor));
+            }
+        }
+        Ok(t)
     }
 
     /// A vector operand of `copy.w`: mode 0 is `w:1`, every other stride a multiple of `w`.
@@ -500,7 +520,7 @@ impl<'k> Checker<'k> {
         let mode0 = t.layout.mode(0).and_then(|m| m.size()).unwrap_or(0);
         if !in_regs || mode0 != values || f.at.len() + 1 != t.layout.rank() {
             return Err(format!(
-                "mma fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
+                "fragment %{} must be a register tensor with {values} values in mode 0, indexed at its other {} modes",
                 f.tensor,
                 t.layout.rank().saturating_sub(1)
             ));
@@ -599,4 +619,10 @@ impl<'k> Checker<'k> {
             }
         }
     }
+}
+
+fn first_tensor(args: &[Arg]) -> &str {
+    args.iter()
+        .find_map(Arg::frag)
+        .map_or("", |f| f.tensor.as_str())
 }

@@ -228,7 +228,7 @@ pub fn gmma_smem_atom(major: Major, swizzle_bytes: i64, elem_bits: i64) -> Resul
         Major::Mn => Layout::flat(&[width, 8], &[1, width])?,
     };
     Ok(ComposedLayout {
-        swizzle: Swizzle::new(bits, base, 3)?,
+        outer: super::swizzle::Outer::Swizzle(Swizzle::new(bits, base, 3)?),
         offset: 0,
         layout,
     })

@@ -4,13 +4,14 @@
 
 use std::fmt;
 
-use super::error::{LayoutError, Result, add, mul};
-use super::int_tuple::IntTuple;
+use super::error::{LayoutError, Result, mul};
+use super::int_tuple::{IntTuple, add_coords, scale};
 
 /// A CuTe layout `shape:stride`: a function from coordinates (or 1-D indices) to integers.
 ///
-/// Invariants: `shape` and `stride` are congruent, every shape leaf is at least 1, and the nesting
-/// depth is at most [`super::MAX_DEPTH`].
+/// Invariants: `shape` and `stride` are congruent, every shape leaf is an integer of at least 1
+/// (strides may be scaled basis elements, `1@0`), and the nesting depth is at most
+/// [`super::MAX_DEPTH`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     shape: IntTuple,
@@ -23,13 +24,15 @@ pub enum Coord {
     Int(i64),
     All,
     Tuple(Vec<Coord>),
+    /// A scaled basis element `v@i` (only meaningful in strides).
+    Basis(i64, Vec<usize>),
 }
 
 impl Coord {
     /// Whether some position is `_`.
     pub fn has_all(&self) -> bool {
         match self {
-            Coord::Int(_) => false,
+            Coord::Int(_) | Coord::Basis(..) => false,
             Coord::All => true,
             Coord::Tuple(t) => t.iter().any(Coord::has_all),
         }
@@ -39,6 +42,7 @@ impl Coord {
     pub fn zeroed(&self) -> IntTuple {
         match self {
             Coord::Int(v) => IntTuple::Int(*v),
+            Coord::Basis(v, p) => IntTuple::Basis(*v, p.clone()),
             Coord::All => IntTuple::Int(0),
             Coord::Tuple(t) => IntTuple::Tuple(t.iter().map(Coord::zeroed).collect()),
         }
@@ -49,6 +53,7 @@ impl From<&IntTuple> for Coord {
     fn from(t: &IntTuple) -> Self {
         match t {
             IntTuple::Int(v) => Coord::Int(*v),
+            IntTuple::Basis(v, p) => Coord::Basis(*v, p.clone()),
             IntTuple::Tuple(t) => Coord::Tuple(t.iter().map(Coord::from).collect()),
         }
     }
@@ -66,6 +71,12 @@ impl Layout {
             ));
         }
         shape.check_depth()?;
+        if shape.has_basis() {
+            return Err(LayoutError::domain(
+                "layout",
+                format!("shape {shape} holds a basis element; only strides may"),
+            ));
+        }
         if let Some(bad) = shape.flatten().into_iter().find(|&s| s < 1) {
             return Err(LayoutError::domain(
                 "layout",
@@ -75,17 +86,34 @@ impl Layout {
         Ok(Layout { shape, stride })
     }
 
-    /// The compact column-major layout of `shape` (CuTe's `make_layout(shape)`).
+    /// The compact column-major layout of `shape` (CuTe's `make_layout(shape)`): each mode's
+    /// stride is the product of the sizes before it, and a size-1 mode gets stride 0.
     ///
-    /// @post `result.stride() == shape.prefix_product(1)`.
+    /// @post `result` is a bijection from `[0, size(shape))` onto itself.
     pub fn compact(shape: IntTuple) -> Result<Self> {
-        let stride = shape.prefix_product(1)?;
+        let stride = compact_strides(&shape, 1)?;
         Layout::new(shape, stride)
     }
 
     /// The rank-1 layout `size:stride` with integer shape.
     pub fn int(size: i64, stride: i64) -> Result<Self> {
         Layout::new(IntTuple::Int(size), IntTuple::Int(stride))
+    }
+
+    /// The flat layout of `(shape, stride)` leaves: `(s0,...):(d0,...)`, `s:d` for one leaf, `1:0`
+    /// for none.
+    pub fn from_leaves(leaves: Vec<(i64, IntTuple)>) -> Result<Self> {
+        match leaves.len() {
+            0 => Ok(Layout::unit()),
+            1 => {
+                let (s, d) = leaves.into_iter().next().unwrap_or((1, IntTuple::Int(0)));
+                Layout::new(IntTuple::Int(s), d)
+            }
+            _ => {
+                let (s, d): (Vec<_>, Vec<_>) = leaves.into_iter().unzip();
+                Layout::new(IntTuple::ints(&s), IntTuple::Tuple(d))
+            }
+        }
     }
 
     /// The flat layout `(s0,s1,...):(d0,d1,...)`, or `s:d` when there is exactly one mode.
@@ -127,12 +155,39 @@ impl Layout {
         self.shape.product()
     }
 
-    /// Size of the codomain as CuTe defines it: `L(size(L) - 1) + 1`.
+    /// Size of the codomain as CuTe defines it: `size(coshape(L))`, with
+    /// `coshape(L) = 1 + sum_i (s_i - 1) * |d_i|` (a coordinate for basis strides).
     ///
-    /// @post for non-negative strides, `result == 1 + max_i L(i)`.
+    /// @post for non-negative integer strides, `result == 1 + max_i L(i)`.
     pub fn cosize(&self) -> Result<i64> {
-        let last = self.eval(self.size()? - 1)?;
-        add("cosize", last, 1)
+        self.coshape()?
+            .try_map(&mut |c| super::error::add("cosize", c, 1))?
+            .product()
+    }
+
+    /// The largest image plus one, mode by mode of the codomain (an integer for integer strides).
+    fn coshape(&self) -> Result<IntTuple> {
+        self.stride_leaves()
+            .iter()
+            .try_fold(IntTuple::Int(0), |acc, (s, d)| {
+                let d = d.try_map(&mut |v| Ok(v.abs()))?;
+                add_coords(&acc, &scale("cosize", &d, s - 1)?)
+            })
+    }
+
+    /// The leaves as `(shape, stride)` pairs in depth-first order, strides as integers or basis
+    /// elements.
+    pub fn stride_leaves(&self) -> Vec<(i64, IntTuple)> {
+        self.shape
+            .flatten()
+            .into_iter()
+            .zip(self.stride.leaves())
+            .collect()
+    }
+
+    /// Whether some stride is a scaled basis element (the layout maps to coordinates).
+    pub fn has_basis(&self) -> bool {
+        self.stride.has_basis()
     }
 
     /// Mode `i` as a layout (an integer-shaped layout is its own mode 0).
@@ -163,7 +218,8 @@ impl Layout {
             .collect()
     }
 
-    /// The leaves as `(shape, stride)` pairs in depth-first order.
+    /// The leaves as `(shape, stride)` pairs in depth-first order (a basis stride contributes its
+    /// value; see [`Layout::stride_leaves`] for layouts with basis strides).
     pub fn leaves(&self) -> Vec<(i64, i64)> {
         self.shape
             .flatten()
@@ -176,12 +232,13 @@ impl Layout {
     ///
     /// @post `depth(result) <= 1` and `result(i) == self(i)` for all `i`.
     pub fn flatten(&self) -> Layout {
-        match self.shape {
-            IntTuple::Int(_) => self.clone(),
-            IntTuple::Tuple(_) => Layout {
+        if self.shape.is_tuple() {
+            Layout {
                 shape: IntTuple::ints(&self.shape.flatten()),
-                stride: IntTuple::ints(&self.stride.flatten()),
-            },
+                stride: IntTuple::Tuple(self.stride.leaves()),
+            }
+        } else {
+            self.clone()
         }
     }
 
@@ -218,7 +275,20 @@ impl Layout {
     /// An integer coordinate for a tuple shape is split column-major, as in CuTe.
     /// @post `self.crd2idx(&self.idx2crd(i)?)? == self.eval(i)?`.
     pub fn crd2idx(&self, crd: &IntTuple) -> Result<i64> {
-        crd2idx(crd, &self.shape, &self.stride)
+        match crd2val(crd, &self.shape, &self.stride)? {
+            IntTuple::Int(v) => Ok(v),
+            other => Err(LayoutError::domain(
+                "crd2idx",
+                format!("{self} maps {crd} to the coordinate {other}, not an integer"),
+            )),
+        }
+    }
+
+    /// The value this layout maps `crd` to: an integer, or a coordinate for basis strides.
+    ///
+    /// @post equals `crd2idx(crd)` for integer strides.
+    pub fn crd2val(&self, crd: &IntTuple) -> Result<IntTuple> {
+        crd2val(crd, &self.shape, &self.stride)
     }
 
     /// The natural (shape-congruent) coordinate of the 1-D index `idx`, column-major.
@@ -232,6 +302,11 @@ impl Layout {
     /// `L(i)`: the image of the 1-D index `i`.
     pub fn eval(&self, i: i64) -> Result<i64> {
         self.crd2idx(&IntTuple::Int(i))
+    }
+
+    /// `L(i)` for a layout that may have basis strides: an integer or a coordinate.
+    pub fn eval_coord(&self, i: i64) -> Result<IntTuple> {
+        self.crd2val(&IntTuple::Int(i))
     }
 
     /// `L(crd)` with `_` in `crd`: the sub-layout over the `_` modes and the offset of the fixed ones.
@@ -252,6 +327,23 @@ impl Layout {
     }
 }
 
+/// CuTe's `compact_major<LayoutLeft>(shape, init)`: column-major prefix products starting at
+/// `init`, with stride 0 for every size-1 mode.
+///
+/// @post congruent to `shape`; a leaf is 0 where the shape is 1, else the product of `init` and
+///       the shape leaves before it.
+pub fn compact_strides(shape: &IntTuple, init: i64) -> Result<IntTuple> {
+    let mut acc = init;
+    shape.try_map(&mut |s| {
+        if s == 1 {
+            return Ok(0);
+        }
+        let here = acc;
+        acc = mul("compact", acc, s)?;
+        Ok(here)
+    })
+}
+
 /// Errors unless `0 <= idx < size(shape)`.
 fn check_index(op: &'static str, idx: i64, shape: &IntTuple) -> Result<()> {
     let size = shape.product()?;
@@ -266,13 +358,15 @@ fn check_index(op: &'static str, idx: i64, shape: &IntTuple) -> Result<()> {
 }
 
 /// `crd . stride` after splitting integer coordinates column-major over tuple shapes.
-fn crd2idx(crd: &IntTuple, shape: &IntTuple, stride: &IntTuple) -> Result<i64> {
+fn crd2val(crd: &IntTuple, shape: &IntTuple, stride: &IntTuple) -> Result<IntTuple> {
     match (crd, shape, stride) {
         (IntTuple::Tuple(c), IntTuple::Tuple(s), IntTuple::Tuple(d)) if c.len() == s.len() => c
             .iter()
             .zip(s)
             .zip(d)
-            .try_fold(0, |acc, ((c, s), d)| add("crd2idx", acc, crd2idx(c, s, d)?)),
+            .try_fold(IntTuple::Int(0), |acc, ((c, s), d)| {
+                add_coords(&acc, &crd2val(c, s, d)?)
+            }),
         (IntTuple::Int(i), _, _) => {
             check_index("crd2idx", *i, shape)?;
             inner_product(&idx2crd(*i, shape), stride)
@@ -285,13 +379,14 @@ fn crd2idx(crd: &IntTuple, shape: &IntTuple, stride: &IntTuple) -> Result<i64> {
 }
 
 /// The sum of `crd[i] * stride[i]` over congruent tuples.
-fn inner_product(crd: &IntTuple, stride: &IntTuple) -> Result<i64> {
+fn inner_product(crd: &IntTuple, stride: &IntTuple) -> Result<IntTuple> {
     match (crd, stride) {
-        (IntTuple::Int(c), IntTuple::Int(d)) => mul("crd2idx", *c, *d),
-        (IntTuple::Tuple(c), IntTuple::Tuple(d)) => c
-            .iter()
-            .zip(d)
-            .try_fold(0, |acc, (c, d)| add("crd2idx", acc, inner_product(c, d)?)),
+        (IntTuple::Int(c), d) if !d.is_tuple() => scale("crd2idx", d, *c),
+        (IntTuple::Tuple(c), IntTuple::Tuple(d)) => {
+            c.iter().zip(d).try_fold(IntTuple::Int(0), |acc, (c, d)| {
+                add_coords(&acc, &inner_product(c, d)?)
+            })
+        }
         _ => Err(LayoutError::incongruent(
             "crd2idx",
             format!("coordinate {crd} does not match stride {stride}"),
@@ -302,7 +397,7 @@ fn inner_product(crd: &IntTuple, stride: &IntTuple) -> Result<i64> {
 /// Column-major split of `idx` (already checked to be in range) into a coordinate congruent to `shape`.
 fn idx2crd(idx: i64, shape: &IntTuple) -> IntTuple {
     match shape {
-        IntTuple::Int(_) => IntTuple::Int(idx),
+        IntTuple::Int(_) | IntTuple::Basis(..) => IntTuple::Int(idx),
         IntTuple::Tuple(modes) => {
             let mut rest = idx;
             let n = modes.len();
@@ -323,7 +418,7 @@ fn idx2crd(idx: i64, shape: &IntTuple) -> IntTuple {
 fn slice(crd: &Coord, target: &IntTuple) -> Result<Vec<IntTuple>> {
     match (crd, target) {
         (Coord::All, t) => Ok(vec![t.clone()]),
-        (Coord::Int(_), _) => Ok(Vec::new()),
+        (Coord::Int(_) | Coord::Basis(..), _) => Ok(Vec::new()),
         (Coord::Tuple(c), IntTuple::Tuple(t)) if c.len() == t.len() => {
             let parts = c
                 .iter()

@@ -3,8 +3,8 @@
 use std::fmt;
 
 use super::algebra::{
-    coalesce, coalesce_profile, complement, complement_default, filter, filter_profile,
-    left_inverse, right_inverse,
+    ceil_div_tuple, coalesce, coalesce_profile, complement_default, complement_shape, filter,
+    filter_profile, left_inverse, nullspace, right_inverse, shape_div,
 };
 use super::atoms::{
     Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
@@ -14,11 +14,20 @@ use super::bank::{IndexMap, bank_conflicts};
 use super::core::{Coord, Layout};
 use super::error::{LayoutError, Result};
 use super::int_tuple::IntTuple;
+use super::modes::{
+    dice, domain_distribute, group_modes, make_identity_layout, make_layout_like,
+    make_ordered_layout,
+};
 use super::parse::{Ast, parse_expr};
-use super::swizzle::{ComposedLayout, Swizzle};
+use super::recast::{
+    downcast, downcast_composed, max_alignment, max_common_layout, max_common_vector,
+    recast_composed, recast_layout, upcast, upcast_composed,
+};
+use super::swizzle::{ComposedLayout, Outer, Swizzle};
 use super::tiling::{
     Tiler, blocked_product, composition_tiler, flat_divide, flat_product, logical_divide,
-    logical_product, raked_product, tiled_divide, tiled_product, zipped_divide, zipped_product,
+    logical_product, raked_product, tile_to_shape, tiled_divide, tiled_product, zipped_divide,
+    zipped_product,
 };
 
 /// The result of evaluating an expression.
@@ -32,7 +41,7 @@ pub enum Value {
     Layout(Layout),
     /// A swizzle function `Sw<B,M,S>`.
     Swizzle(Swizzle),
-    /// A swizzled layout `Sw<B,M,S> o [offset o] L`.
+    /// A composed layout `Sw<B,M,S> o [offset o] L` or `A o [offset o] L`.
     Composed(ComposedLayout),
     /// A thread-value layout over a tile, `tv(L,(M,N))`.
     Tv(TvLayout),
@@ -101,6 +110,12 @@ fn eval(ast: &Ast) -> Result<Value> {
             then,
             at,
         } => swizzle_value(*bits, *base, *shift, then.as_ref(), *at),
+        Ast::Compose {
+            outer,
+            offset,
+            inner,
+            at,
+        } => compose_value(outer, *offset, inner).map_err(|e| located("o", *at, e)),
         Ast::Apply { target, args, at } => {
             let target = eval(target)?;
             apply(&target, args).map_err(|e| located("apply", *at, e))
@@ -134,6 +149,7 @@ fn lit_layout(shape: &Coord, stride: Option<&Coord>) -> Result<Layout> {
 fn coord_tuple(c: &Coord) -> Result<IntTuple> {
     match c {
         Coord::Int(v) => Ok(IntTuple::Int(*v)),
+        Coord::Basis(v, p) => Ok(IntTuple::Basis(*v, p.clone())),
         Coord::All => Err(LayoutError::Argument(
             "`_` is only allowed in coordinates".into(),
         )),
@@ -155,21 +171,40 @@ fn swizzle_value(
         return Ok(Value::Swizzle(sw));
     };
     match eval(inner)? {
-        Value::Layout(layout) => Ok(Value::Composed(ComposedLayout {
-            swizzle: sw,
-            offset: *offset,
-            layout,
-        })),
-        Value::Int(n) => Ok(Value::Composed(ComposedLayout {
-            swizzle: sw,
-            offset: *offset,
-            layout: Layout::int(n, 1)?,
-        })),
+        Value::Layout(layout) => Ok(Value::Composed(ComposedLayout::swizzled(
+            sw, *offset, layout,
+        ))),
+        Value::Int(n) => Ok(Value::Composed(ComposedLayout::swizzled(
+            sw,
+            *offset,
+            Layout::int(n, 1)?,
+        ))),
         other => Err(located(
             "Sw",
             at,
             LayoutError::Argument(format!("`{other}` cannot be swizzled; expected a layout")),
         )),
+    }
+}
+
+/// `outer o offset o inner` with a layout outside (a swizzle outside is parsed as `Sw<..> o ..`).
+fn compose_value(outer: &Ast, offset: i64, inner: &Ast) -> Result<Value> {
+    let outer = match eval(outer)? {
+        Value::Swizzle(s) => Outer::Swizzle(s),
+        other => Outer::Layout(as_layout(other)?),
+    };
+    Ok(Value::Composed(ComposedLayout {
+        outer,
+        offset,
+        layout: layout_arg(inner)?,
+    }))
+}
+
+/// A value that is an integer or a coordinate.
+fn int_or_tuple(t: IntTuple) -> Value {
+    match t {
+        IntTuple::Int(v) => Value::Int(v),
+        other => Value::Tuple(other),
     }
 }
 
@@ -180,7 +215,7 @@ fn apply(target: &Value, args: &[Ast]) -> Result<Value> {
         _ => Coord::Tuple(args.iter().map(coord_arg).collect::<Result<_>>()?),
     };
     match (target, crd.has_all()) {
-        (Value::Layout(l), false) => Ok(Value::Int(l.crd2idx(&crd.zeroed())?)),
+        (Value::Layout(l), false) => Ok(int_or_tuple(l.crd2val(&crd.zeroed())?)),
         (Value::Layout(l), true) => Ok(Value::Layout(l.slice_and_offset(&crd)?.0)),
         (Value::Composed(c), false) => Ok(Value::Int(c.crd2idx(&crd.zeroed())?)),
         (Value::Composed(c), true) => {
@@ -327,11 +362,11 @@ pub static FUNCTIONS: &[Function] = &[
     f!("shape",           "shape(L)",                "the shape as a tuple",                                    |a| unary(a, |v| shape_of(v).map(Value::Tuple))),
     f!("stride",          "stride(L)",               "the stride as a tuple",                                   |a| layout1(a, |l| Ok(Value::Tuple(l.stride().clone())))),
     f!("get",             "get(L, i, ...)",          "mode i (then mode j of that, ...), pycute's L[i]",       get),
-    f!("flatten",         "flatten(L)",              "remove all nesting",                                      |a| layout1(a, |l| Ok(Value::Layout(l.flatten())))),
+    f!("flatten",         "flatten(L)",              "remove all nesting",                                      flatten_fn),
     f!("coalesce",        "coalesce(L[, profile])",  "merge modes keeping the function (by mode with a profile)", |a| profiled(a, coalesce, coalesce_profile)),
     f!("filter",          "filter(L[, profile])",    "drop stride-0 and size-1 modes, then coalesce",          |a| profiled(a, filter, filter_profile)),
     f!("composition",     "composition(A, B)",       "A o B; B a layout, integer or tiler; A may be a swizzle", compose),
-    f!("complement",      "complement(L[, n])",      "the layout of what L misses, up to n",                   complement_fn),
+    f!("complement",      "complement(L[, n])",      "the layout of what L misses, up to n (an integer or shape)", complement_fn),
     f!("right_inverse",   "right_inverse(L)",        "R with L(R(i)) == i",                                     |a| layout1(a, |l| right_inverse(l).map(Value::Layout))),
     f!("left_inverse",    "left_inverse(L)",         "R with R(L(i)) == i",                                     |a| layout1(a, |l| left_inverse(l).map(Value::Layout))),
     f!("logical_divide",  "logical_divide(A, T)",    "((tile, rest), ...) by mode",                             |a| divide(a, logical_divide)),
@@ -345,6 +380,23 @@ pub static FUNCTIONS: &[Function] = &[
     f!("blocked_product", "blocked_product(A, B)",   "mode i = (A_i, product_i): B's elements as blocks",        |a| layout2(a, blocked_product)),
     f!("raked_product",   "raked_product(A, B)",     "mode i = (product_i, A_i): blocks interleaved",            |a| layout2(a, raked_product)),
     f!("make_layout",     "make_layout(L, ...)",     "the layout whose modes are the arguments",                 make_layout),
+    f!("make_layout_like","make_layout_like(L)",     "a compact layout with L's shape and stride order",          |a| layout1(a, |l| make_layout_like(l).map(Value::Layout))),
+    f!("nullspace",       "nullspace(L)",            "the layout of the coordinates L maps to 0",                 |a| layout1(a, |l| nullspace(l).map(Value::Layout))),
+    f!("upcast",          "upcast(L, n)",            "L over elements n times wider",                              |a| cast(a, upcast, upcast_composed)),
+    f!("downcast",        "downcast(L, n)",          "L over elements n times narrower",                           |a| cast(a, downcast, downcast_composed)),
+    f!("recast_layout",   "recast_layout(L, old_bits, new_bits)", "L read as new_bits-bit elements instead of old_bits", recast_fn),
+    f!("max_common_vector","max_common_vector(A, B)", "how many contiguous elements A and B agree on",            |a| layout2v(a, |x, y| max_common_vector(x, y).map(Value::Int))),
+    f!("max_common_layout","max_common_layout(A, B)", "the layout of the contiguous elements A and B agree on",   |a| layout2(a, max_common_layout)),
+    f!("max_alignment",   "max_alignment(L)",        "the largest n with upcast(L, n) defined",                   |a| layout1(a, |l| max_alignment(l).map(Value::Int))),
+    f!("shape_div",       "shape_div(a, b)",         "CuTe's shape division of integer tuples",                  |a| tuple2(a, shape_div)),
+    f!("ceil_div",        "ceil_div(a, b)",          "CuTe's rounding-up division of integer tuples",            |a| tuple2(a, ceil_div_tuple)),
+    f!("tile_to_shape",   "tile_to_shape(L, shape[, order])", "repeat L (blocked) up to the shape",               tile_to_shape_fn),
+    f!("dice",            "dice(crd, L)",            "the modes of L at the integer positions of crd",           |a| { a.arity(2, 2)?; dice(&coord_arg(a.get(0))?, &layout_arg(a.get(1))?).map(Value::Layout) }),
+    f!("group_modes",     "group_modes(L, b, e)",    "modes b..e of L grouped into one",                         group_fn),
+    f!("make_identity_layout","make_identity_layout(shape)", "shape:(1@0,1@1,...), mapping coordinates to themselves", |a| { a.arity(1, 1)?; make_identity_layout(&tuple_arg(a.get(0))?).map(Value::Layout) }),
+    f!("make_ordered_layout","make_ordered_layout(shape, order)", "compact layout of shape, modes in the given order", |a| tuple2v(a, |s, o| make_ordered_layout(s, o).map(Value::Layout))),
+    f!("make_composed_layout","make_composed_layout(A, offset, B)", "A o offset o B (A a layout or swizzle)",   composed_fn),
+    f!("domain_distribute","domain_distribute(shape, n)", "n elements spread over the modes of shape",          |a| { a.arity(2, 2)?; domain_distribute(&tuple_arg(a.get(0))?, int_arg(a.get(1))?).map(Value::Layout) }),
     f!("append",          "append(L, X)",            "L with X as a new last mode",                              |a| layout2(a, |l, x| l.append(x))),
     f!("prepend",         "prepend(L, X)",           "L with X as a new first mode",                             |a| layout2(a, |l, x| l.prepend(x))),
     f!("crd2idx",         "crd2idx(crd, L)",         "L(crd)",                                                   crd2idx),
@@ -429,6 +481,14 @@ fn cosize(v: Value) -> Result<Value> {
 fn shape_of(v: Value) -> Result<IntTuple> {
     match v {
         Value::Tuple(t) => Ok(t),
+        Value::Tiler(Tiler::Modes(ts)) => ts
+            .into_iter()
+            .map(|t| match t {
+                Tiler::Layout(l) => Ok(l.shape().clone()),
+                other => shape_of(Value::Tiler(other)),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(IntTuple::Tuple),
         Value::Composed(c) => Ok(c.layout.shape().clone()),
         Value::Tv(tv) => Ok(tv.layout().shape().clone()),
         other => Ok(as_layout(other)?.shape().clone()),
@@ -437,14 +497,43 @@ fn shape_of(v: Value) -> Result<IntTuple> {
 
 fn get(a: &Args) -> Result<Value> {
     a.arity(2, 1 + super::MAX_DEPTH)?;
-    let mut layout = layout_arg(a.get(0))?;
+    let mut value = match a.get(0) {
+        Ast::Lit { stride: None, .. } => Value::Tuple(tuple_arg(a.get(0))?),
+        t @ Ast::Tiler { .. } => Value::Tiler(tiler(t)?),
+        other => Value::Layout(layout_arg(other)?),
+    };
     for ast in &a.args[1..] {
         let i = int_arg(ast)?;
-        layout = usize::try_from(i)
-            .map_err(|_| LayoutError::domain("get", format!("mode {i}")))
-            .and_then(|i| layout.mode(i))?;
+        let i = usize::try_from(i).map_err(|_| LayoutError::domain("get", format!("mode {i}")))?;
+        let missing = || LayoutError::domain("get", format!("mode {i} of a value without it"));
+        value = match value {
+            Value::Layout(l) => Value::Layout(l.mode(i)?),
+            Value::Tuple(t) => int_or_tuple(t.mode(i).ok_or_else(missing)?.clone()),
+            Value::Int(v) if i == 0 => Value::Int(v),
+            Value::Tiler(Tiler::Modes(ts)) => match ts.get(i).ok_or_else(missing)? {
+                Tiler::Layout(l) => Value::Layout(l.clone()),
+                t => Value::Tiler(t.clone()),
+            },
+            _ => return Err(missing()),
+        };
     }
-    Ok(Value::Layout(layout))
+    Ok(value)
+}
+
+/// `flatten(t)` of a tuple literal is the tuple of its leaves; of a layout, the flat layout.
+fn flatten_fn(a: &Args) -> Result<Value> {
+    a.arity(1, 1)?;
+    match a.get(0) {
+        Ast::Lit { stride: None, .. } => {
+            let t = tuple_arg(a.get(0))?;
+            Ok(if t.is_tuple() {
+                Value::Tuple(IntTuple::Tuple(t.leaves()))
+            } else {
+                int_or_tuple(t)
+            })
+        }
+        other => Ok(Value::Layout(layout_arg(other)?.flatten())),
+    }
 }
 
 fn profiled(
@@ -464,11 +553,11 @@ fn compose(a: &Args) -> Result<Value> {
     a.arity(2, 2)?;
     let rhs = tiler(a.get(1))?;
     match eval(a.get(0))? {
-        Value::Swizzle(s) => Ok(Value::Composed(ComposedLayout {
-            swizzle: s,
-            offset: 0,
-            layout: tiler_layout(rhs)?,
-        })),
+        Value::Swizzle(s) => Ok(Value::Composed(ComposedLayout::swizzled(
+            s,
+            0,
+            tiler_layout(rhs)?,
+        ))),
         Value::Composed(c) => Ok(Value::Composed(
             c.with_layout(composition_tiler(&c.layout, &rhs)?),
         )),
@@ -492,7 +581,10 @@ fn complement_fn(a: &Args) -> Result<Value> {
     let l = layout_arg(a.get(0))?;
     match a.args.get(1) {
         None => complement_default(&l).map(Value::Layout),
-        Some(n) => complement(&l, int_arg(n)?).map(Value::Layout),
+        Some(Ast::Lit {
+            stride: Some(_), ..
+        }) => complement_shape(&l, layout_arg(&a.args[1])?.shape()).map(Value::Layout),
+        Some(n) => complement_shape(&l, &tuple_arg(n)?).map(Value::Layout),
     }
 }
 
@@ -571,4 +663,69 @@ fn bank_fn(a: &Args) -> Result<Value> {
     Ok(Value::List(
         report.iter().map(|w| Value::Int(w.conflicts())).collect(),
     ))
+}
+
+/// `upcast`/`downcast` of a layout or a composed layout.
+fn cast(
+    a: &Args,
+    f: fn(&Layout, i64) -> Result<Layout>,
+    g: fn(&ComposedLayout, i64) -> Result<ComposedLayout>,
+) -> Result<Value> {
+    a.arity(2, 2)?;
+    let n = int_arg(a.get(1))?;
+    match eval(a.get(0))? {
+        Value::Composed(c) => g(&c, n).map(Value::Composed),
+        other => f(&as_layout(other)?, n).map(Value::Layout),
+    }
+}
+
+fn tuple2(a: &Args, f: fn(&IntTuple, &IntTuple) -> Result<IntTuple>) -> Result<Value> {
+    tuple2v(a, |x, y| f(x, y).map(int_or_tuple))
+}
+
+fn tuple2v(a: &Args, f: impl Fn(&IntTuple, &IntTuple) -> Result<Value>) -> Result<Value> {
+    a.arity(2, 2)?;
+    f(&tuple_arg(a.get(0))?, &tuple_arg(a.get(1))?)
+}
+
+fn recast_fn(a: &Args) -> Result<Value> {
+    a.arity(3, 3)?;
+    let (old, new) = (int_arg(a.get(1))?, int_arg(a.get(2))?);
+    match eval(a.get(0))? {
+        Value::Composed(c) => recast_composed(&c, old, new).map(Value::Composed),
+        other => recast_layout(&as_layout(other)?, old, new).map(Value::Layout),
+    }
+}
+
+fn tile_to_shape_fn(a: &Args) -> Result<Value> {
+    a.arity(2, 3)?;
+    let order = a.args.get(2).map(tuple_arg).transpose()?;
+    tile_to_shape(
+        &layout_arg(a.get(0))?,
+        &tuple_arg(a.get(1))?,
+        order.as_ref(),
+    )
+    .map(Value::Layout)
+}
+
+fn group_fn(a: &Args) -> Result<Value> {
+    a.arity(3, 3)?;
+    let idx = |i| {
+        let v = int_arg(a.get(i))?;
+        usize::try_from(v).map_err(|_| LayoutError::domain("group_modes", format!("mode {v}")))
+    };
+    group_modes(&layout_arg(a.get(0))?, idx(1)?, idx(2)?).map(Value::Layout)
+}
+
+fn composed_fn(a: &Args) -> Result<Value> {
+    a.arity(3, 3)?;
+    let outer = match eval(a.get(0))? {
+        Value::Swizzle(s) => Outer::Swizzle(s),
+        other => Outer::Layout(as_layout(other)?),
+    };
+    Ok(Value::Composed(ComposedLayout {
+        outer,
+        offset: int_arg(a.get(1))?,
+        layout: layout_arg(a.get(2))?,
+    }))
 }

@@ -42,6 +42,13 @@ pub(crate) enum Ast {
     Tiler { items: Vec<Ast>, at: usize },
     /// `_`.
     All { at: usize },
+    /// `outer o [offset o] inner` with a layout (or any non-swizzle expression) outside.
+    Compose {
+        outer: Box<Ast>,
+        offset: i64,
+        inner: Box<Ast>,
+        at: usize,
+    },
     /// `Sw<b,m,s>`, optionally composed: `Sw<b,m,s> o [offset o] inner`.
     Swizzle {
         bits: i64,
@@ -92,7 +99,7 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>> {
                 i += 1;
             }
             toks.push((Tok::Ident(src[start..i].to_string()), start));
-        } else if b"()[],:<>-".contains(&c) {
+        } else if b"()[],:<>-@".contains(&c) {
             i += 1;
             toks.push((Tok::Punct(c), start));
         } else {
@@ -170,38 +177,76 @@ impl Parser {
         Ok(())
     }
 
-    /// expr := primary ( '(' args ')' )*
+    /// expr := primary ( '(' args ')' | 'o' [INT 'o'] primary )*
+    ///
+    /// `A o [offset o] B` composes (a swizzle's own `o` is parsed by [`Parser::swizzle`]); a
+    /// postfix application after it applies to the composed layout, as for swizzles.
     fn expr(&mut self) -> Result<Ast> {
         self.enter()?;
         let mut ast = self.primary()?;
-        while *self.peek() == Tok::Punct(b'(') {
+        loop {
             let at = self.offset();
-            self.bump();
-            let args = self.list(b')')?;
-            ast = Ast::Apply {
-                target: Box::new(ast),
-                args,
-                at,
-            };
+            if *self.peek() == Tok::Punct(b'(') {
+                self.bump();
+                let args = self.list(b')')?;
+                ast = Ast::Apply {
+                    target: Box::new(ast),
+                    args,
+                    at,
+                };
+            } else if *self.peek() == Tok::Ident("o".into()) && !matches!(ast, Ast::Swizzle { .. })
+            {
+                self.bump();
+                let offset = self.composed_offset();
+                let inner = self.primary()?;
+                ast = Ast::Compose {
+                    outer: Box::new(ast),
+                    offset,
+                    inner: Box::new(inner),
+                    at,
+                };
+            } else {
+                break;
+            }
         }
         self.depth -= 1;
         Ok(ast)
+    }
+
+    /// The `INT o` of `A o INT o B`, or 0 when there is none.
+    fn composed_offset(&mut self) -> i64 {
+        if let (Tok::Int(v), Some((Tok::Ident(o), _))) =
+            (self.peek().clone(), self.toks.get(self.pos + 1))
+        {
+            if o == "o" {
+                self.pos += 2;
+                return v;
+            }
+        }
+        0
     }
 
     fn primary(&mut self) -> Result<Ast> {
         let at = self.offset();
         match self.peek().clone() {
             Tok::Int(_) | Tok::Punct(b'-') => {
-                let value = self.int()?;
+                let shape = self.leaf()?;
                 if self.eat(b':') {
                     let stride = self.lit()?;
                     return Ok(Ast::Lit {
-                        shape: Coord::Int(value),
+                        shape,
                         stride: Some(stride),
                         at,
                     });
                 }
-                Ok(Ast::Int { value, at })
+                match shape {
+                    Coord::Int(value) => Ok(Ast::Int { value, at }),
+                    shape => Ok(Ast::Lit {
+                        shape,
+                        stride: None,
+                        at,
+                    }),
+                }
             }
             Tok::Punct(b'(') => {
                 let shape = self.lit()?;
@@ -287,8 +332,25 @@ impl Parser {
                 self.depth -= 1;
                 Ok(Coord::Tuple(items))
             }
-            _ => Ok(Coord::Int(self.int()?)),
+            _ => self.leaf(),
         }
+    }
+
+    /// leaf := int ('@' int)*: an integer, or a scaled basis element `v@i@j` (= `v * E<j,i>`).
+    fn leaf(&mut self) -> Result<Coord> {
+        let v = self.int()?;
+        let mut modes = Vec::new();
+        while self.eat(b'@') {
+            let m = self.int()?;
+            let m =
+                usize::try_from(m).map_err(|_| self.error("a basis mode must be non-negative"))?;
+            modes.push(m);
+        }
+        if modes.is_empty() {
+            return Ok(Coord::Int(v));
+        }
+        modes.reverse();
+        Ok(Coord::Basis(v, modes))
     }
 
     /// `Sw<b,m,s>` [`o` [offset `o`] primary]
@@ -313,15 +375,7 @@ impl Parser {
         }
         self.bump();
         self.enter()?;
-        let mut offset = 0;
-        if let (Tok::Int(v), Some((Tok::Ident(o), _))) =
-            (self.peek().clone(), self.toks.get(self.pos + 1))
-        {
-            if o == "o" {
-                offset = v;
-                self.pos += 2;
-            }
-        }
+        let offset = self.composed_offset();
         let inner = self.primary()?;
         self.depth -= 1;
         Ok(Ast::Swizzle {

@@ -83,27 +83,67 @@ impl fmt::Display for Swizzle {
     }
 }
 
-/// `swizzle o offset o layout`: `i -> swizzle(offset + layout(i))`, CuTe's `ComposedLayout`.
+/// The outer function of a [`ComposedLayout`]: a swizzle or a layout.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Outer {
+    Swizzle(Swizzle),
+    Layout(Layout),
+}
+
+impl fmt::Display for Outer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outer::Swizzle(s) => write!(f, "{s}"),
+            Outer::Layout(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+/// `outer o offset o layout`: `i -> outer(offset + layout(i))`, CuTe's `ComposedLayout<A,O,B>`
+/// with `A` a swizzle (`Sw<3,3,3> o (8,64):(64,1)`) or a layout (`(4,5):(1,4) o 2 o (3,5):(1,4)`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ComposedLayout {
-    pub swizzle: Swizzle,
+    pub outer: Outer,
     pub offset: i64,
     pub layout: Layout,
 }
 
 impl ComposedLayout {
+    /// `swizzle o offset o layout`.
+    pub fn swizzled(swizzle: Swizzle, offset: i64, layout: Layout) -> Self {
+        ComposedLayout {
+            outer: Outer::Swizzle(swizzle),
+            offset,
+            layout,
+        }
+    }
+
+    /// The swizzle, when the outer function is one.
+    pub fn swizzle(&self) -> Option<Swizzle> {
+        match self.outer {
+            Outer::Swizzle(s) => Some(s),
+            Outer::Layout(_) => None,
+        }
+    }
+
+    /// `outer(x)` for an inner value `x` (already offset).
+    fn apply_outer(&self, x: i64) -> Result<i64> {
+        match &self.outer {
+            Outer::Swizzle(s) => Ok(s.apply(x)),
+            Outer::Layout(l) => l.eval(x),
+        }
+    }
+
     /// The image of the 1-D index `i`.
+    ///
+    /// @post `result == outer(offset + layout(i))`.
     pub fn eval(&self, i: i64) -> Result<i64> {
-        Ok(self
-            .swizzle
-            .apply(add("swizzle", self.offset, self.layout.eval(i)?)?))
+        self.apply_outer(add("composed", self.offset, self.layout.eval(i)?)?)
     }
 
     /// The image of a coordinate.
     pub fn crd2idx(&self, crd: &super::IntTuple) -> Result<i64> {
-        Ok(self
-            .swizzle
-            .apply(add("swizzle", self.offset, self.layout.crd2idx(crd)?)?))
+        self.apply_outer(add("composed", self.offset, self.layout.crd2idx(crd)?)?)
     }
 
     /// Size of the domain: `size(layout)`.
@@ -120,7 +160,7 @@ impl ComposedLayout {
         if size > MAX_RENDER_CELLS * 16 {
             return Err(LayoutError::domain(
                 "cosize",
-                format!("a swizzled layout of size {size} is too large to enumerate"),
+                format!("a composed layout of size {size} is too large to enumerate"),
             ));
         }
         let max = (0..size)
@@ -129,7 +169,7 @@ impl ComposedLayout {
         add("cosize", max, 1)
     }
 
-    /// The same swizzle and offset over a new inner layout.
+    /// The same outer function and offset over a new inner layout.
     pub fn with_layout(&self, layout: Layout) -> ComposedLayout {
         ComposedLayout {
             layout,
@@ -141,9 +181,9 @@ impl ComposedLayout {
 impl fmt::Display for ComposedLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.offset == 0 {
-            write!(f, "{} o {}", self.swizzle, self.layout)
+            write!(f, "{} o {}", self.outer, self.layout)
         } else {
-            write!(f, "{} o {} o {}", self.swizzle, self.offset, self.layout)
+            write!(f, "{} o {} o {}", self.outer, self.offset, self.layout)
         }
     }
 }

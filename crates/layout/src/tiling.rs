@@ -15,9 +15,10 @@
 
 use std::fmt;
 
-use super::algebra::{check_rank, complement, composition};
+use super::algebra::{check_rank, coalesce, complement, complement_shape, composition};
 use super::core::Layout;
 use super::error::{Result, mul};
+use super::int_tuple::IntTuple;
 
 /// The second operand of divides, products and by-mode composition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,17 +88,17 @@ pub fn composition_tiler(lhs: &Layout, tiler: &Tiler) -> Result<Layout> {
 }
 
 /// Split `layout` into the part the tiler selects and the rest:
-/// `logical_divide(A, B) = A o (B, complement(B, size(A)))`.
+/// `logical_divide(A, B) = A o (B, complement(B, shape(coalesce(A))))`.
 ///
 /// @post for a layout tiler `B`: `rank(result) == 2`, `mode(result, 0) == A o B` as a function,
-///       and `result(i) == A(make_layout(B, complement(B, size(A)))(i))`.
+///       and `result(i) == A(make_layout(B, complement(B, shape(coalesce(A))))(i))`.
 /// @post for a tuple tiler, mode `i` of `result` is `logical_divide(mode(A, i), tiler[i])`.
 pub fn logical_divide(layout: &Layout, tiler: &Tiler) -> Result<Layout> {
     match tiler {
         Tiler::All => Ok(layout.clone()),
         Tiler::Modes(ts) => by_mode(layout, ts, "logical_divide", logical_divide),
         Tiler::Layout(b) => {
-            let rest = complement(b, layout.size()?)?;
+            let rest = complement_shape(b, coalesce(layout)?.shape())?;
             composition(layout, &Layout::concat(&[b.clone(), rest])?)
         }
     }
@@ -120,7 +121,9 @@ pub fn logical_product(block: &Layout, tiler: &Tiler) -> Result<Layout> {
     }
 }
 
-/// Gather the rank-2 results of `op` at the tiler's leaves into `((tiles...),(rests..., untouched...))`.
+/// Gather the rank-2 results of `op` at the tiler's leaves into `((tiles...),(rests..., untouched...))`
+/// (CuTe's `tile_unzip`, `zip2_by` guided by the tiler). A `_` leaves its mode alone, so that mode
+/// must itself have rank 2 and is split into its two modes, as in C++ CuTe.
 ///
 /// @post `rank(result) == 2`; `mode(result, 0)` holds the tile modes in tiler order.
 fn zip_by(
@@ -129,7 +132,11 @@ fn zip_by(
     op: fn(&Layout, &Tiler) -> Result<Layout>,
 ) -> Result<Layout> {
     match tiler {
-        Tiler::All => Layout::concat(&[Layout::unit(), layout.clone()]),
+        Tiler::All if layout.shape().is_tuple() && layout.rank() == 2 => Ok(layout.clone()),
+        Tiler::All => Err(crate::LayoutError::incongruent(
+            "zip",
+            format!("a `_` tiler keeps the mode {layout}, which must have rank 2 to be zipped"),
+        )),
         Tiler::Layout(_) => op(layout, tiler),
         Tiler::Modes(ts) => {
             check_rank("zip", layout, ts.len())?;
@@ -183,24 +190,30 @@ pub fn flat_product(block: &Layout, tiler: &Tiler) -> Result<Layout> {
     unzip_both(&zipped_product(block, tiler)?)
 }
 
-/// `(r0, r1_0, r1_1, ...)` from a rank-2 `(r0, r1)`.
+/// `(r0, r1_0, r1_1, ...)` from a rank-2 `(r0, r1)` (CuTe's `result(_, repeat<R1>(_))`: a
+/// rank-1 `r1` stays one mode).
 fn unzip_second(zipped: &Layout) -> Result<Layout> {
     let mut modes = vec![zipped.mode(0)?];
-    modes.extend(zipped.mode(1)?.modes());
+    modes.extend(spread(zipped.mode(1)?));
     Layout::concat(&modes)
 }
 
 /// `(r0_0, r0_1, ..., r1_0, r1_1, ...)` from a rank-2 `(r0, r1)`.
 fn unzip_both(zipped: &Layout) -> Result<Layout> {
-    let mut modes = zipped.mode(0)?.modes();
-    modes.extend(zipped.mode(1)?.modes());
+    let mut modes = spread(zipped.mode(0)?);
+    modes.extend(spread(zipped.mode(1)?));
     Layout::concat(&modes)
+}
+
+/// The modes of `m`, or `m` itself when it has rank 1 (slicing with `repeat<rank>(_)`).
+fn spread(m: Layout) -> Vec<Layout> {
+    if m.rank() == 1 { vec![m] } else { m.modes() }
 }
 
 /// Reproduce `block` over `tiler` with each tiler element a contiguous block of the result:
 /// mode `i` of the result is `(block_i, product_i)`.
 ///
-/// @post `rank(result) == max(rank(block), rank(tiler))` (2 when both have integer shapes)
+/// @post `rank(result) == max(rank(block), rank(tiler))` (two integer shapes give the rank-1 `((A,P))`)
 /// @post `size(result) == size(block) * size(tiler)`, and `result` has the same image as
 ///       `logical_product(block, tiler)` (its modes are those modes, regrouped).
 pub fn blocked_product(block: &Layout, tiler: &Layout) -> Result<Layout> {
@@ -226,8 +239,9 @@ fn rank_sensitive_product(block: &Layout, tiler: &Layout, raked: bool) -> Result
     let product = logical_product(&a, &Tiler::Layout(b))?;
     let (a, c) = (product.mode(0)?, product.mode(1)?);
     if both_int {
+        // CuTe zips two integer-shaped modes into one rank-1 mode: `((a,c))`.
         let pair = if raked { [c, a] } else { [a, c] };
-        return Layout::concat(&pair);
+        return Layout::concat(&[Layout::concat(&pair)?]);
     }
     let modes = a
         .modes()
@@ -242,4 +256,57 @@ fn pad(layout: &Layout, rank: usize) -> Result<Layout> {
     let mut modes = layout.modes();
     modes.resize(rank.max(modes.len()), Layout::unit());
     Layout::concat(&modes)
+}
+
+/// Repeat `block` until it has the shape `target` (mode by mode), the repetitions laid out in the
+/// mode order `order` (column-major by default): `blocked_product(block, make_ordered_layout(
+/// ceil_div(target, shape(block)), order))`.
+///
+/// @post `product_each(shape(result)) == product_each(target)`, and the first mode of each result
+///       mode is `block`'s.
+pub fn tile_to_shape(
+    block: &Layout,
+    target: &IntTuple,
+    order: Option<&IntTuple>,
+) -> Result<Layout> {
+    let r = target.rank();
+    if block.rank() > r {
+        return Err(crate::LayoutError::incongruent(
+            "tile_to_shape",
+            format!("{block} has more modes than the target shape {target}"),
+        ));
+    }
+    let padded = pad(block, r)?;
+    let padded = if r == 1 && !target.is_tuple() {
+        block.clone()
+    } else {
+        padded
+    };
+    let each = |t: &crate::IntTuple| -> Result<Vec<i64>> {
+        t.modes().iter().map(crate::IntTuple::product).collect()
+    };
+    let (bs, ts) = (each(padded.shape())?, each(target)?);
+    let mut product = Vec::new();
+    for (b, t) in bs.iter().zip(&ts) {
+        if t % b != 0 {
+            return Err(crate::LayoutError::divisibility(
+                "tile_to_shape",
+                format!(
+                    "block shape {} does not divide the target shape {target}",
+                    padded.shape()
+                ),
+            ));
+        }
+        product.push(t / b);
+    }
+    let pshape = if target.is_tuple() {
+        crate::IntTuple::ints(&product)
+    } else {
+        crate::IntTuple::Int(product[0])
+    };
+    let tiler = match order {
+        Some(o) => crate::modes::make_ordered_layout(&pshape, o)?,
+        None => Layout::compact(pshape)?,
+    };
+    blocked_product(&padded, &tiler)
 }

@@ -181,8 +181,7 @@ proptest! {
         let (a, b) = (random(sa, Gen { leaves: 3, ..INJECTIVE }), random(sb, Gen { leaves: 3, ..POW2 }));
         let p = sorted(images(&logical_product(&a, &Tiler::Layout(b.clone())).unwrap()));
         for r in [blocked_product(&a, &b).unwrap(), raked_product(&a, &b).unwrap()] {
-            let both_int = !a.shape().is_tuple() && !b.shape().is_tuple();
-            prop_assert_eq!(r.rank(), if both_int { 2 } else { a.rank().max(b.rank()) });
+            prop_assert_eq!(r.rank(), a.rank().max(b.rank()));
             prop_assert_eq!(sorted(images(&r)), p.clone());
         }
     }
@@ -223,5 +222,145 @@ fn huge_numbers_are_errors_not_panics() {
         "Sw<30,30,30>",
     ] {
         assert!(eval_expr(src).is_err(), "{src} should fail");
+    }
+}
+
+/// Post-conditions of the functions ported from C++ CuTe beyond pycute's set.
+mod cute_extras {
+    use super::*;
+    use irc_layout::{
+        ComposedLayout, FUNCTIONS, IntTuple, Outer, downcast, group_modes, make_identity_layout,
+        max_common_layout, max_common_vector, nullspace, tile_to_shape, upcast,
+    };
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn right_inverse_holds_for_any_layout(seed: u64) {
+            let l = random(seed, ANY);
+            let r = right_inverse(&l).unwrap();
+            for i in 0..r.size().unwrap() {
+                prop_assert_eq!(l.eval(r.eval(i).unwrap()).unwrap(), i);
+            }
+        }
+
+        #[test]
+        fn left_inverse_is_a_quasi_inverse(seed: u64) {
+            let l = random(seed, ANY);
+            if let Ok(r) = left_inverse(&l) {
+                for i in 0..l.size().unwrap() {
+                    let li = l.eval(i).unwrap();
+                    prop_assert_eq!(l.eval(r.eval(li).unwrap()).unwrap(), li, "{} -> {}", l, r);
+                }
+            }
+        }
+
+        #[test]
+        fn upcast_then_downcast_is_the_same_function(seed: u64, n in prop::sample::select(vec![2i64, 4])) {
+            let l = random(seed, Gen { zero: false, ..POW2 });
+            // No stride may become 1 by the upcast (downcast would then widen that mode too).
+            let ok = l.leaves().iter().all(|&(s, d)| if d == 1 { s % n == 0 } else { d % n == 0 && d != n });
+            prop_assume!(ok && l.leaves().iter().any(|&(_, d)| d == 1));
+            let back = downcast(&upcast(&l, n).unwrap(), n).unwrap();
+            prop_assert_eq!(images(&back), images(&l));
+        }
+
+        #[test]
+        fn max_common_layout_is_common_and_contiguous(sa: u64, swap: bool) {
+            let x = random(sa, Gen { zero: false, gaps: false, ..POW2 });
+            let y = Layout::compact(x.shape().clone()).unwrap();
+            let (a, b) = if swap { (y, x) } else { (x, y) };
+            let r = max_common_layout(&a, &b).unwrap();
+            prop_assert_eq!(r.size().unwrap(), max_common_vector(&a, &b).unwrap());
+            for i in 0..r.size().unwrap() {
+                let j = r.eval(i).unwrap();
+                prop_assert_eq!(a.eval(j).unwrap(), i);
+                prop_assert_eq!(b.eval(j).unwrap(), i);
+            }
+        }
+
+        #[test]
+        fn nullspace_maps_to_zero(seed: u64) {
+            let l = random(seed, ANY);
+            let k = nullspace(&l).unwrap();
+            for i in 0..k.size().unwrap() {
+                prop_assert_eq!(l.eval(k.eval(i).unwrap()).unwrap(), 0);
+            }
+        }
+
+        #[test]
+        fn identity_layouts_map_coordinates_to_themselves(seed: u64) {
+            let shape = random(seed, ANY).shape().clone();
+            let id = make_identity_layout(&shape).unwrap();
+            for i in 0..id.size().unwrap() {
+                let c = id.idx2crd(i).unwrap();
+                // The image is the arithmetic tuple of c: c itself, or (i) for an integer shape.
+                let v = id.eval_coord(i).unwrap();
+                let want = if shape.is_tuple() { c } else { IntTuple::Int(i) };
+                prop_assert!(padded_eq(&v, &want), "{} at {}: {}", id, i, v);
+            }
+        }
+
+        #[test]
+        fn group_modes_keeps_the_function(seed: u64, b in 0usize..3, len in 0usize..3) {
+            let l = random(seed, ANY);
+            let e = (b + len).min(l.rank());
+            prop_assume!(l.shape().is_tuple() && b <= e);
+            let g = group_modes(&l, b, e).unwrap();
+            prop_assert_eq!(g.rank(), l.rank() - (e - b) + 1);
+            prop_assert_eq!(images(&g), images(&l));
+        }
+
+        #[test]
+        fn tile_to_shape_reaches_the_target(seed: u64, m in prop::sample::select(vec![1i64, 2, 4]), n in prop::sample::select(vec![1i64, 2, 4])) {
+            let block = random(seed, Gen { leaves: 2, zero: false, ..POW2 });
+            prop_assume!(block.rank() <= 2);
+            let modes = block.modes();
+            let each = |k: usize| modes.get(k).map_or(1, |m| m.size().unwrap());
+            let target = IntTuple::ints(&[each(0) * m, each(1) * n]);
+            let t = tile_to_shape(&block, &target, None).unwrap();
+            let got: Vec<i64> = t.modes().iter().map(|m| m.size().unwrap()).collect();
+            prop_assert_eq!(got, target.flatten());
+        }
+
+        #[test]
+        fn composed_layouts_apply_outer_after_inner(sa: u64, sb: u64, off in 0i64..4) {
+            let outer = random(sa, Gen { zero: false, ..POW2 });
+            let inner = random(sb, Gen { leaves: 2, ..POW2 });
+            prop_assume!(inner.cosize().unwrap() + off <= outer.size().unwrap());
+            let c = ComposedLayout { outer: Outer::Layout(outer.clone()), offset: off, layout: inner.clone() };
+            for i in 0..inner.size().unwrap() {
+                prop_assert_eq!(c.eval(i).unwrap(), outer.eval(off + inner.eval(i).unwrap()).unwrap());
+            }
+        }
+
+        #[test]
+        fn every_function_on_random_arguments_never_panics(seed: u64, f in 0usize..64, k in 0usize..4) {
+            let mut rng = Rng::new(seed);
+            let args = ["(4,8):(1@0,1@1)", "-3", "0", "(2,_)", "[2,_]", "Sw<2,1,3>", "(4,2):(-1,4)", "1", "(1,1):(0,0)", "16", "()", "(8,8):(8,1) o 2 o (4,4):(1,4)"];
+            let name = FUNCTIONS[f % FUNCTIONS.len()].name;
+            let mut list: Vec<String> = (0..k).map(|_| if rng.chance(50) { layout(&mut rng, ANY) } else { rng.pick(&args).to_string() }).collect();
+            list.truncate(k);
+            let _ = eval_expr(&format!("{name}({})", list.join(",")));
+        }
+    }
+
+    /// Equality of coordinates up to trailing zero modes (arithmetic tuples `(a)` == `(a,0)`).
+    fn padded_eq(a: &IntTuple, b: &IntTuple) -> bool {
+        use irc_layout::int_tuple::basis_tuple;
+        match (a, b) {
+            (IntTuple::Basis(v, p), other) | (other, IntTuple::Basis(v, p)) => {
+                padded_eq(&basis_tuple(*v, p), other)
+            }
+            (IntTuple::Tuple(x), IntTuple::Tuple(y)) => (0..x.len().max(y.len())).all(|i| {
+                let zero = IntTuple::Int(0);
+                padded_eq(x.get(i).unwrap_or(&zero), y.get(i).unwrap_or(&zero))
+            }),
+            (IntTuple::Tuple(x), IntTuple::Int(0)) | (IntTuple::Int(0), IntTuple::Tuple(x)) => {
+                x.iter().all(|e| padded_eq(e, &IntTuple::Int(0)))
+            }
+            _ => a == b,
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! and `irc-emit-mlir`.
 
 pub mod lower;
+pub mod templates;
 
 /// Why a graph could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -15,4 +16,4 @@ pub enum LowerError {
     Internal(String),
 }
 
-pub use lower::{SourceInfo, lower_graph};
+pub use lower::{Planned, SourceInfo, lower_fused, lower_graph, plan_and_lower};

@@ -2,7 +2,7 @@
 //! re-parses to an equal module; offsets computed from layouts match the layout algebra; bad
 //! text and bad modules get located errors.
 
-use irc_kir::{self, Expr, IdxOp, offset_expr};
+use irc_kir::{self as kir, Expr, IdxOp, offset_expr};
 use irc_layout::{IntTuple, Layout};
 use irc_lower::{SourceInfo, lower_graph};
 use proptest::prelude::*;

@@ -10,35 +10,24 @@
 //!
 //! # The model
 //!
-//! A first-order roofline over kernels. The graph is cut into kernels by deciding which
-//! tensors are **materialized** (written to global memory):
-//!
-//! - parameters and array constants are in memory already (read, never written); splat
-//!   constants are immediates and cost nothing;
-//! - a graph result is materialized;
-//! - a value read by two or more statements is materialized (no recomputation);
-//! - **views** (transpose, reshape, broadcast) are free: the consumer reads its input through
-//!   a strided layout. The exceptions are a view that is a graph result, and a transpose read
-//!   by a matmul that moves the last axis (a matmul reads batch and row dims at any stride, but
-//!   its operands' inner dim must stay contiguous; a swap of the last two dims is absorbed only
-//!   through the `transpose_a`/`transpose_b` flags, which the rules set): those are copy
-//!   kernels;
-//! - elementwise ops and casts fuse into their single consumer (prologue) or producer
-//!   (epilogue) and are not materialized;
-//! - anchors (matmul, reductions, composites) end a kernel when read by another anchor; read
-//!   by an elementwise op they keep going (an epilogue). A matmul's operands may carry fused
-//!   elementwise prologues, but an anchor feeding a matmul operand is materialized: its result
-//!   must be complete before the mainloop starts (a reduction can only ride along in the
-//!   epilogue, which is what the row-scaling rules exploit).
+//! A first-order roofline over kernels. The graph is cut into kernels by the fusion policy
+//! that lowering uses ([`irc_fused::policy::decide`]: parameters and constant arrays are in
+//! memory, results, anchors, shared elementwise values and computed matmul operands are stored,
+//! a matmul whose single reader chain reaches a stored value is that value's epilogue, views and
+//! single-use elementwise ops are computed where they are read), so the kernels priced here are
+//! the kernels lowering builds (a test checks their number and bytes on every example and on
+//! random graphs).
 //!
 //! Each materialized statement closes one kernel, whose time is
 //! `launch + max(bytes / bandwidth, tensor-core flops / tensor rate + other flops / CUDA-core rate)`,
 //! where bytes are the kernel's output plus each distinct materialized tensor it reads. The
 //! graph's cost is the sum over kernels: kernels run one after the other.
 //!
-//! The target's numbers default to MISSION.md's H100 ceilings ([`Target::h100`]).
+//! The target's numbers are `irc_target`'s (MISSION.md's H100 ceilings by default,
+//! [`Target::h100`]), the same the benchmark's roofline and the verifier's limits use.
 
 use crate::lang::{Head, Node};
+use irc_fused::policy::{self, Home, NodeKind, splat_of};
 use irc_ir::{DType, OpKind, TensorType, ops::Category};
 
 /// Picoseconds.
@@ -47,39 +36,7 @@ pub type Cost = u64;
 /// The cost of what cannot be lowered.
 pub const INFINITY: Cost = u64::MAX;
 
-/// A machine description: the rates the cost model divides by.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Target {
-    pub name: &'static str,
-    /// Global memory bandwidth, bytes per second (read + write).
-    pub bandwidth: f64,
-    /// Tensor-core rate for 16-bit matmuls, flop/s.
-    pub tensor_flops: f64,
-    /// CUDA-core rate for everything else (f32), flop/s.
-    pub cuda_flops: f64,
-    /// Fixed cost of one kernel launch, picoseconds.
-    pub launch: Cost,
-}
-
-impl Target {
-    /// H100 80GB HBM3: 3006 GB/s copy bandwidth and 737 TFLOP/s bf16 matmul (MISSION.md's
-    /// measured ceilings), 67 TFLOP/s f32 on CUDA cores (the data sheet), 3 µs per launch.
-    pub fn h100() -> Target {
-        Target {
-            name: "h100",
-            bandwidth: 3006e9,
-            tensor_flops: 737e12,
-            cuda_flops: 67e12,
-            launch: 3_000_000,
-        }
-    }
-}
-
-impl Default for Target {
-    fn default() -> Target {
-        Target::h100()
-    }
-}
+pub use irc_target::Target;
 
 /// One statement of a selected graph; children index earlier entries.
 #[derive(Clone, Debug)]
@@ -97,31 +54,55 @@ pub struct Dag {
     pub results: Vec<usize>,
 }
 
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-enum Kind {
-    Memory,
-    Immediate,
-    View,
-    Elementwise,
-    Anchor,
+/// A selected graph as the fusion policy sees it.
+struct PolicyDag<'d> {
+    d: &'d Dag,
+    kinds: Vec<NodeKind>,
 }
 
-fn kind(n: &Node) -> Kind {
-    match n.head {
-        Head::Param(_) => Kind::Memory,
-        Head::Op(op) => match op.category() {
-            Category::Constant => {
-                if crate::lang::splat_value(n).is_some() {
-                    Kind::Immediate
-                } else {
-                    Kind::Memory
-                }
-            }
-            Category::View => Kind::View,
-            Category::Unary | Category::Binary | Category::Cast => Kind::Elementwise,
-            Category::Matmul | Category::Reduction | Category::Composite => Kind::Anchor,
-        },
+impl<'d> PolicyDag<'d> {
+    /// `None` when a node is ill-typed.
+    fn new(d: &'d Dag) -> Option<Self> {
+        let kinds = d
+            .nodes
+            .iter()
+            .map(|n| {
+                n.ty.as_ref()?;
+                Some(match n.node.head {
+                    Head::Param(_) => NodeKind::Param,
+                    Head::Op(OpKind::Constant) => NodeKind::Constant {
+                        splat: n.node.attr("value").is_some_and(|v| splat_of(&v).is_some()),
+                    },
+                    Head::Op(op) => NodeKind::of(op, &irc_ir::Attrs::new()),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(PolicyDag { d, kinds })
     }
+}
+
+impl policy::Dag for PolicyDag<'_> {
+    fn len(&self) -> usize {
+        self.kinds.len()
+    }
+    fn kind(&self, i: usize) -> NodeKind {
+        self.kinds[i]
+    }
+    fn operands(&self, i: usize) -> &[usize] {
+        &self.d.nodes[i].children
+    }
+    fn shape(&self, i: usize) -> &[u64] {
+        self.d.nodes[i].ty.as_ref().map_or(&[], |t| &t.shape)
+    }
+    fn results(&self) -> &[usize] {
+        &self.d.results
+    }
+}
+
+/// Where each statement's value lives (see the module doc); `None` when a node is ill-typed.
+pub fn homes(d: &Dag) -> Option<Vec<Home>> {
+    let p = PolicyDag::new(d)?;
+    Some(policy::decide(&p, &[]))
 }
 
 /// Flops of one statement: (tensor-core, CUDA-core).
@@ -177,8 +158,13 @@ fn flops(d: &Dag, i: usize) -> (f64, f64) {
                 1.0
             } * out,
         ),
-        Category::Cast => (0.0, out),
-        Category::View | Category::Constant => (0.0, 0.0),
+        Category::Cast | Category::Compare | Category::Select | Category::Iota => (0.0, out),
+        // Data movement: bytes, no flops.
+        Category::View
+        | Category::Constant
+        | Category::Slice
+        | Category::Concat
+        | Category::Gather => (0.0, 0.0),
     }
 }
 
@@ -193,64 +179,11 @@ fn moves_last_axis(n: &Node) -> bool {
         })
 }
 
-/// Which statements are materialized (see the module doc).
-pub fn materialized(d: &Dag) -> Vec<bool> {
-    let n = d.nodes.len();
-    // Per statement: how many distinct statements read it, and whether a matmul or an anchor
-    // is among them.
-    let mut readers = vec![0u32; n];
-    let mut read_by_matmul = vec![false; n];
-    let mut read_by_anchor = vec![false; n];
-    for node in &d.nodes {
-        let anchor = kind(&node.node) == Kind::Anchor;
-        let matmul = node.node.is(OpKind::Matmul);
-        for (k, &c) in node.children.iter().enumerate() {
-            if node.children[..k].contains(&c) {
-                continue;
-            }
-            readers[c] += 1;
-            read_by_matmul[c] |= matmul;
-            read_by_anchor[c] |= anchor;
-        }
-    }
-    let mut is_result = vec![false; n];
-    for &r in &d.results {
-        is_result[r] = true;
-    }
-    let kinds: Vec<Kind> = d.nodes.iter().map(|x| kind(&x.node)).collect();
-    let mut mat = vec![false; n];
-    for i in 0..n {
-        mat[i] = match kinds[i] {
-            Kind::Memory => true,
-            Kind::Immediate => false,
-            Kind::View => is_result[i] || (moves_last_axis(&d.nodes[i].node) && read_by_matmul[i]),
-            Kind::Elementwise => is_result[i] || readers[i] >= 2,
-            Kind::Anchor => is_result[i] || readers[i] >= 2 || read_by_anchor[i],
-        };
-    }
-    // An anchor reached from a matmul operand through fused prologue ops is materialized.
-    for i in 0..n {
-        if !d.nodes[i].node.is(OpKind::Matmul) {
-            continue;
-        }
-        let mut stack: Vec<usize> = d.nodes[i].children.clone();
-        while let Some(j) = stack.pop() {
-            if kinds[j] == Kind::Anchor {
-                mat[j] = true;
-            } else if !mat[j] {
-                stack.extend(d.nodes[j].children.iter().copied());
-            }
-        }
-    }
-    mat
-}
-
 /// The cost of running `d` on `t`.
 pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
-    if d.nodes.iter().any(|n| n.ty.is_none()) {
+    let Some(home) = homes(d) else {
         return INFINITY;
-    }
-    let mat = materialized(d);
+    };
     // One picosecond per statement breaks ties toward the smaller graph, and one more per
     // division toward multiplication (a division costs several multiplies where compute shows).
     let statements = d
@@ -274,22 +207,57 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         .filter(|&(i, n)| read_by_matmul[i] && moves_last_axis(&n.node))
         .count();
     let mut total: Cost = (statements + flaggable) as Cost;
-    let mut seen = vec![usize::MAX; d.nodes.len()];
-    for i in 0..d.nodes.len() {
-        if !mat[i] || kind(&d.nodes[i].node) == Kind::Memory {
-            continue;
-        }
-        let bytes_out = d.nodes[i].ty.as_ref().map_or(0, |t| t.size_bytes());
-        let (mut tf, mut cf) = flops(d, i);
-        let mut bytes = bytes_out as f64;
+    for k in kernels(d, &home) {
+        let mem = k.bytes as f64 / (t.peak_gbps * 1e9);
+        let compute =
+            k.tensor_flops / (t.peak_tflops * 1e12) + k.cuda_flops / (t.cuda_tflops * 1e12);
+        let ps = (mem.max(compute) * 1e12) as Cost;
+        total = total
+            .saturating_add((t.launch_us * 1e6) as Cost)
+            .saturating_add(ps);
+    }
+    total
+}
 
-        let mut stack: Vec<usize> = d.nodes[i].children.clone();
+/// One kernel as the cost model sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelCost {
+    /// The node the kernel stores.
+    pub root: usize,
+    /// Bytes it moves: its output, and each distinct tensor in memory it reads once.
+    pub bytes: u64,
+    pub tensor_flops: f64,
+    pub cuda_flops: f64,
+}
+
+/// The kernels of `d` given each node's home: one per stored node, computing every node
+/// reached from it that is not in memory.
+pub fn kernels(d: &Dag, home: &[Home]) -> Vec<KernelCost> {
+    let size = |j: usize| d.nodes[j].ty.as_ref().map_or(0, |t| t.size_bytes());
+    let Some(p) = PolicyDag::new(d) else {
+        return vec![];
+    };
+    let mut out = vec![];
+    let mut seen = vec![usize::MAX; d.nodes.len()];
+    for (k, stores) in policy::kernels(&p, home) {
+        let (mut tf, mut cf) = (0.0, 0.0);
+        let mut bytes = 0u64;
+        let mut stack: Vec<usize> = vec![];
+        for &s in &stores {
+            bytes = bytes.saturating_add(size(s));
+            // A constant array stored as a result is read, then written.
+            if d.nodes[s].node.is(OpKind::Constant) && home_is_array(d, s) {
+                bytes = bytes.saturating_add(size(s));
+            }
+            stack.push(s);
+        }
         while let Some(j) = stack.pop() {
-            if std::mem::replace(&mut seen[j], i) == i {
+            if std::mem::replace(&mut seen[j], k) == k {
                 continue;
             }
-            if mat[j] {
-                bytes += d.nodes[j].ty.as_ref().map_or(0, |t| t.size_bytes()) as f64;
+            let own = home[j].kernel() == Some(k);
+            if home[j].in_memory() && !own {
+                bytes = bytes.saturating_add(size(j));
             } else {
                 let (a, b) = flops(d, j);
                 tf += a;
@@ -297,16 +265,37 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
                 stack.extend(d.nodes[j].children.iter().copied());
             }
         }
-        let mem = bytes / t.bandwidth;
-        let compute = tf / t.tensor_flops + cf / t.cuda_flops;
-        let ps = (mem.max(compute) * 1e12) as Cost;
-        total = total.saturating_add(t.launch).saturating_add(ps);
+        out.push(KernelCost {
+            root: k,
+            bytes,
+            tensor_flops: tf,
+            cuda_flops: cf,
+        });
     }
-    total
+    out
+}
+
+fn home_is_array(d: &Dag, i: usize) -> bool {
+    d.nodes[i]
+        .node
+        .attr("value")
+        .is_some_and(|v| splat_of(&v).is_none())
+}
+
+/// The kernels the cost model assumes for a graph as written (`None` if a node is ill-typed).
+pub fn graph_kernels(g: &irc_ir::Graph) -> Option<Vec<KernelCost>> {
+    let d = graph_dag(g);
+    let home = homes(&d)?;
+    Some(kernels(&d, &home))
 }
 
 /// The cost of a graph as written.
 pub fn graph_cost(t: &Target, g: &irc_ir::Graph) -> Cost {
+    dag_cost(t, &graph_dag(g))
+}
+
+/// A graph as a [`Dag`].
+fn graph_dag(g: &irc_ir::Graph) -> Dag {
     let mut d = Dag::default();
     let mut index = vec![usize::MAX; g.values.len()];
     for (i, &p) in g.params.iter().enumerate() {
@@ -338,5 +327,5 @@ pub fn graph_cost(t: &Target, g: &irc_ir::Graph) -> Cost {
         });
     }
     d.results = g.results.iter().map(|r| index[r.index()]).collect();
-    dag_cost(t, &d)
+    d
 }

@@ -41,40 +41,7 @@ pub struct Timing {
     pub flush_bytes: u64,
 }
 
-/// A machine's ceilings: the roofline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Target {
-    pub name: String,
-    /// Peak dense 16-bit tensor-core throughput, TFLOP/s.
-    pub peak_tflops: f64,
-    /// Peak device-memory bandwidth, GB/s (bytes read plus written).
-    pub peak_gbps: f64,
-}
-
-impl Target {
-    /// The H100 80GB HBM3 as measured for MISSION.md: a bf16 8192³ matmul at 737 TFLOP/s and a
-    /// device-to-device copy at 3006 GB/s.
-    pub fn h100() -> Target {
-        Target {
-            name: "H100".into(),
-            peak_tflops: 737.0,
-            peak_gbps: 3006.0,
-        }
-    }
-
-    /// The floor in ms: max(flops / peak rate, bytes / peak bandwidth).
-    pub fn floor_ms(&self, flops: u64, bytes: u64) -> f64 {
-        let compute = flops as f64 / (self.peak_tflops * 1e12);
-        let memory = bytes as f64 / (self.peak_gbps * 1e9);
-        compute.max(memory) * 1e3
-    }
-}
-
-impl Default for Target {
-    fn default() -> Self {
-        Target::h100()
-    }
-}
+pub use irc_target::Target;
 
 /// A timing judged against a target.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the GPU machine: `irc run --device gpu --random --check` on every graph of the corpus
+# (examples/, examples/small/, tests/gpu/) with the CUDA backend and, when the irc binary has
+# the `mlir` feature, the MLIR backend. Prints one line per run and a summary; exits 1 on any
+# failure. Usage: bench/gpu/check_all.sh [IRC]   (default .device-bin/irc)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+irc=${1:-.device-bin/irc}
+backends=(cuda)
+if "$irc" --emit=mlir examples/small/gemm.ir >/dev/null 2>&1; then backends+=(mlir); fi
+pass=0 fail=0
+for f in examples/*.ir examples/small/*.ir tests/gpu/*.ir; do
+    for b in "${backends[@]}"; do
+        start=$(date +%s%N)
+        if out=$("$irc" run "$f" --device gpu --random --check --backend "$b" 2>&1); then
+            pass=$((pass + 1)); status=ok
+        else
+            fail=$((fail + 1)); status=FAIL
+        fi
+        ms=$(( ($(date +%s%N) - start) / 1000000 ))
+        printf '%-4s %-5s %-40s %6d ms  %s\n' "$status" "$b" "$f" "$ms" \
+            "$(echo "$out" | grep -iE 'rel|error|mismatch' | tail -1 | cut -c1-120)"
+    done
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

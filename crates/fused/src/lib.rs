@@ -1,0 +1,251 @@
+//! The Fused IR: level 3 of the pipeline, between the graph IR and the kernel IR.
+//!
+//! A [`Module`] says which kernels a graph becomes and what each computes. It has the device
+//! buffers (graph parameters, results, and intermediates kept in memory) and an ordered list of
+//! [`Group`]s, one per kernel. A group is a small SSA region over graph-IR ops:
+//!
+//! - **loads** name a buffer's value (`%x = load @x`);
+//! - **ops** are graph-IR statements with their types and source locations; views (transpose,
+//!   reshape, broadcast) stay statements here and become layouts when the group is lowered;
+//! - **stores** write a value to a buffer (one or more per group).
+//!
+//! Each group has an **anchor** ([`Anchor`]): the one matmul, reduction or row composite it is
+//! built around, or none for a pointwise group. Relative to a matmul anchor the statements fall
+//! into roles ([`Role`]): the operand *prologue* (what is computed while an operand is read), the
+//! anchor, and the *epilogue*: an epilogue visitor tree in the sense of CUTLASS's EVT —
+//! accumulator fetch, auxiliary loads (with scalar/row/column/full broadcast, [`Broadcast`]),
+//! compute nodes, reductions and stores. [`Group::evt`] reads that tree off the region.
+//!
+//! Text form (`irc --emit=fused`), parsed by [`parse_module`] to an equal module:
+//!
+//! ```text
+//! fused @gemm_bias_relu flops=... min_bytes=... {
+//!   buffer @a = %a : tensor<64x32xf16> input
+//!   buffer @b = %b : tensor<32x48xf16> input
+//!   buffer @bias = %bias : tensor<48xf16> input
+//!   buffer @out = %out : tensor<64x48xf16> output
+//!   group @gemm_bias_relu_k0_matmul matmul {
+//!     %a = load @a
+//!     %b = load @b
+//!     %mm = matmul %a, %b : tensor<64x48xf16> at "gemm_bias_relu.ir:3:3"
+//!     %bias = load @bias
+//!     %out = add %mm, %bias : tensor<64x48xf16> at "gemm_bias_relu.ir:4:3"
+//!     store %out -> @out
+//!   }
+//!   return @out
+//! }
+//! ```
+//!
+//! The module is built by the fusion planner ([`plan`]), whose decisions ([`policy`]) the
+//! e-graph cost model calls too, so the kernels the cost model prices are the kernels lowering
+//! builds. [`verify_module`] checks the invariants listed in its module doc.
+
+pub mod evt;
+mod parse;
+pub mod plan;
+pub mod policy;
+mod print;
+mod verify;
+
+pub use evt::{Broadcast, Evt, EvtNode, Role};
+pub use parse::{ParseError, parse_module};
+pub use plan::{Remark, SourceInfo, plan_graph};
+pub use print::{print_module, print_with_remarks};
+pub use verify::{VerifyError, verify_module};
+
+use irc_ir::{Attrs, OpKind, TensorType, ops::Category};
+
+/// A graph's kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    /// The graph's name (without `@`).
+    pub name: String,
+    /// Floating-point operations of the graph (a multiply-add counts 2).
+    pub flops: u64,
+    /// Bytes every implementation must move: each parameter read and each result written once.
+    pub min_bytes: u64,
+    pub buffers: Vec<Buffer>,
+    /// Kernels, in launch order.
+    pub groups: Vec<Group>,
+    /// The buffers holding the graph's results, in order (an input buffer when a result is a
+    /// parameter).
+    pub results: Vec<String>,
+}
+
+/// One device buffer and the graph value it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub name: String,
+    /// The graph value (`%name`) the buffer holds.
+    pub value: String,
+    pub ty: TensorType,
+    pub kind: BufferKind,
+}
+
+/// What a buffer holds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BufferKind {
+    /// A graph parameter.
+    Input,
+    /// A graph result.
+    Output,
+    /// An intermediate between kernels.
+    Temp,
+}
+
+impl BufferKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferKind::Input => "input",
+            BufferKind::Output => "output",
+            BufferKind::Temp => "temp",
+        }
+    }
+}
+
+/// One kernel: an SSA region of loads, ops and stores.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    /// The kernel's name.
+    pub name: String,
+    pub stmts: Vec<Stmt>,
+}
+
+/// A statement of a group.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `%value = load @buffer`: the buffer's value, of the buffer's type.
+    Load { value: String, buffer: String },
+    /// `%value = op %operands... {attrs} : type at "file:line:col"`.
+    Op(OpStmt),
+    /// `store %value -> @buffer`.
+    Store { value: String, buffer: String },
+}
+
+/// A graph-IR statement inside a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpStmt {
+    pub value: String,
+    pub op: OpKind,
+    pub operands: Vec<String>,
+    pub attrs: Attrs,
+    pub ty: TensorType,
+    /// Where the graph statement was written (`file:line:col`), if known.
+    pub loc: Option<String>,
+}
+
+/// What a group is built around.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Anchor {
+    /// Elementwise work (and views) only: one thread per output element.
+    Pointwise,
+    /// A `reduce_*` op.
+    Reduction,
+    /// A row composite: `softmax`, `rmsnorm`, `layernorm`.
+    Row,
+    /// A `matmul`, with its prologue and epilogue.
+    Matmul,
+}
+
+impl Anchor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Anchor::Pointwise => "pointwise",
+            Anchor::Reduction => "reduction",
+            Anchor::Row => "row",
+            Anchor::Matmul => "matmul",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Anchor> {
+        [
+            Anchor::Pointwise,
+            Anchor::Reduction,
+            Anchor::Row,
+            Anchor::Matmul,
+        ]
+        .into_iter()
+        .find(|a| a.name() == s)
+    }
+
+    /// The anchor an op is, if it is one.
+    pub fn of(op: OpKind) -> Option<Anchor> {
+        match op.category() {
+            Category::Matmul => Some(Anchor::Matmul),
+            Category::Reduction => Some(Anchor::Reduction),
+            Category::Composite => Some(Anchor::Row),
+            _ => None,
+        }
+    }
+}
+
+impl Group {
+    /// The index of the anchor statement, if the group has one.
+    pub fn anchor_index(&self) -> Option<usize> {
+        self.stmts
+            .iter()
+            .position(|s| matches!(s, Stmt::Op(o) if Anchor::of(o.op).is_some()))
+    }
+
+    /// What the group is built around.
+    pub fn anchor(&self) -> Anchor {
+        match self.anchor_index().map(|i| &self.stmts[i]) {
+            Some(Stmt::Op(o)) => Anchor::of(o.op).unwrap_or(Anchor::Pointwise),
+            _ => Anchor::Pointwise,
+        }
+    }
+
+    /// The ops of the group, in order.
+    pub fn ops(&self) -> impl Iterator<Item = &OpStmt> {
+        self.stmts.iter().filter_map(|s| match s {
+            Stmt::Op(o) => Some(o),
+            _ => None,
+        })
+    }
+
+    /// `(value, buffer)` of every store, in order.
+    pub fn stores(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.stmts.iter().filter_map(|s| match s {
+            Stmt::Store { value, buffer } => Some((value.as_str(), buffer.as_str())),
+            _ => None,
+        })
+    }
+
+    /// `(value, buffer)` of every load, in order.
+    pub fn loads(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.stmts.iter().filter_map(|s| match s {
+            Stmt::Load { value, buffer } => Some((value.as_str(), buffer.as_str())),
+            _ => None,
+        })
+    }
+}
+
+impl Module {
+    pub fn buffer(&self, name: &str) -> Option<&Buffer> {
+        self.buffers.iter().find(|b| b.name == name)
+    }
+
+    /// Bytes one group moves: every buffer it stores, every distinct buffer it loads and every
+    /// constant array it reads — what the cost model charges a kernel for.
+    pub fn group_bytes(&self, g: &Group) -> u64 {
+        let mut seen: Vec<&str> = vec![];
+        let mut bytes = 0u64;
+        for s in &g.stmts {
+            let b = match s {
+                Stmt::Load { buffer, .. } | Stmt::Store { buffer, .. } => {
+                    if seen.contains(&buffer.as_str()) {
+                        continue;
+                    }
+                    seen.push(buffer);
+                    self.buffer(buffer).map_or(0, |b| b.ty.size_bytes())
+                }
+                Stmt::Op(o) if o.op == OpKind::Constant && !policy::is_splat(&o.attrs) => {
+                    o.ty.size_bytes()
+                }
+                Stmt::Op(_) => 0,
+            };
+            bytes = bytes.saturating_add(b);
+        }
+        bytes
+    }
+}

@@ -1,0 +1,327 @@
+//! The fusion planner: a verified graph to a Fused IR [`Module`].
+//!
+//! [`policy::decide`] says where each value lives; the planner turns that into buffers and
+//! groups: one group per stored value (a matmul whose epilogue reaches the value joins its
+//! group), holding every op computed inline on the way from the group's loads to its store.
+//! [`Remark`]s say why, for `irc --emit=fused --explain`.
+
+use crate::policy::{self, Dag, Home, NodeKind, Why};
+use crate::{Buffer, BufferKind, Group, Module, OpStmt, Stmt};
+use irc_ir::infer::matmul_shape;
+use irc_ir::print::value_names;
+use irc_ir::{Attr, Category, Graph, Span, ValueDef, ValueId};
+
+/// The source a graph was parsed from, to name `file:line:col` of its statements.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct SourceInfo<'a> {
+    /// The file name kernels cite (`<input>` when empty).
+    pub name: &'a str,
+    pub text: &'a str,
+}
+
+/// One explained decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remark {
+    /// The group it is about.
+    pub group: String,
+    pub text: String,
+}
+
+/// A [`Graph`] seen as a policy DAG: node `i` is value `i`.
+struct GraphDag<'g> {
+    g: &'g Graph,
+    operands: Vec<Vec<usize>>,
+    kinds: Vec<NodeKind>,
+    results: Vec<usize>,
+}
+
+impl<'g> GraphDag<'g> {
+    fn new(g: &'g Graph) -> Self {
+        let n = g.values.len();
+        let mut operands = vec![vec![]; n];
+        let mut kinds = vec![NodeKind::Param; n];
+        for inst in &g.insts {
+            let r = inst.result.index();
+            operands[r] = inst.operands.iter().map(|o| o.index()).collect();
+            kinds[r] = NodeKind::of(inst.op, &inst.attrs);
+        }
+        let results = g.results.iter().map(|r| r.index()).collect();
+        GraphDag {
+            g,
+            operands,
+            kinds,
+            results,
+        }
+    }
+}
+
+impl Dag for GraphDag<'_> {
+    fn len(&self) -> usize {
+        self.kinds.len()
+    }
+    fn kind(&self, i: usize) -> NodeKind {
+        self.kinds[i]
+    }
+    fn operands(&self, i: usize) -> &[usize] {
+        &self.operands[i]
+    }
+    fn shape(&self, i: usize) -> &[u64] {
+        &self.g.values[i].ty.shape
+    }
+    fn results(&self) -> &[usize] {
+        &self.results
+    }
+}
+
+/// A name usable as a buffer or kernel name.
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Plans a verified graph; `forced` holds the views lowering found it cannot compose.
+pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module, Vec<Remark>) {
+    let dag = GraphDag::new(g);
+    let mut forced_at = vec![false; g.values.len()];
+    for v in forced {
+        forced_at[v.index()] = true;
+    }
+    let home = policy::decide(&dag, &forced_at);
+    let names = value_names(g);
+    let module_name = sanitize(&g.name);
+
+    // Buffers: parameters in order, then stored values in statement order.
+    let mut buffers: Vec<Buffer> = vec![];
+    let mut buffer_of: Vec<Option<usize>> = vec![None; g.values.len()];
+    let mut taken = std::collections::HashSet::new();
+    let mut add = |v: ValueId, kind: BufferKind, buffers: &mut Vec<Buffer>| {
+        let base = sanitize(&names[v.index()]);
+        let mut name = base.clone();
+        let mut n = 1;
+        while !taken.insert(name.clone()) {
+            name = format!("{base}_{n}");
+            n += 1;
+        }
+        buffer_of[v.index()] = Some(buffers.len());
+        buffers.push(Buffer {
+            name,
+            value: names[v.index()].clone(),
+            ty: g.ty(v).clone(),
+            kind,
+        });
+    };
+    for &p in &g.params {
+        add(p, BufferKind::Input, &mut buffers);
+    }
+    let is_result = |v: ValueId| g.results.contains(&v);
+    for inst in &g.insts {
+        if home[inst.result.index()].kernel().is_some() {
+            let kind = if is_result(inst.result) {
+                BufferKind::Output
+            } else {
+                BufferKind::Temp
+            };
+            add(inst.result, kind, &mut buffers);
+        }
+    }
+
+    let loc = |i: usize| -> Option<String> {
+        let inst = &g.insts[i];
+        if let Some(p) = &inst.loc {
+            return Some(format!("{}:{}:{}", p.file, p.line, p.col));
+        }
+        let span = inst.span?;
+        let (line, col) = line_col(src.text, span);
+        let file = if src.name.is_empty() {
+            "<input>"
+        } else {
+            src.name
+        };
+        Some(format!("{file}:{line}:{col}"))
+    };
+    let inst_of = |v: usize| match g.values[v].def {
+        ValueDef::Inst(i) => Some(i),
+        ValueDef::Param(_) => None,
+    };
+
+    let mut groups = vec![];
+    let mut remarks = vec![];
+    let mut member = vec![usize::MAX; g.values.len()];
+    for (leader, stores) in policy::kernels(&dag, &home) {
+        let Some(lead_inst) = inst_of(leader) else {
+            continue;
+        };
+        let name = format!(
+            "{module_name}_k{}_{}",
+            groups.len(),
+            g.insts[lead_inst].op.name()
+        );
+        // The ops computed in this kernel: everything reached from its stores through values
+        // that are not in memory (or are stored by this kernel).
+        let mut loads: Vec<usize> = vec![];
+        let mut stack = stores.clone();
+        while let Some(v) = stack.pop() {
+            if member[v] == leader {
+                continue;
+            }
+            let own = home[v].kernel() == Some(leader);
+            if !own && buffer_of[v].is_some() {
+                if !loads.contains(&v) {
+                    loads.push(v);
+                }
+                continue;
+            }
+            member[v] = leader;
+            stack.extend(dag.operands(v).iter().copied());
+        }
+        loads.sort_by_key(|&v| buffer_of[v]);
+        let mut stmts: Vec<Stmt> = loads
+            .iter()
+            .map(|&v| Stmt::Load {
+                value: names[v].clone(),
+                buffer: buffers[buffer_of[v].unwrap_or(0)].name.clone(),
+            })
+            .collect();
+        let mut fused = vec![];
+        for (j, x) in g.insts.iter().enumerate() {
+            let v = x.result.index();
+            if member[v] != leader {
+                continue;
+            }
+            if v != leader && !stores.contains(&v) && !matches!(x.op.category(), Category::Constant)
+            {
+                fused.push(format!("%{} ({})", names[v], x.op.name()));
+            }
+            stmts.push(Stmt::Op(OpStmt {
+                value: names[v].clone(),
+                op: x.op,
+                operands: x
+                    .operands
+                    .iter()
+                    .map(|o| names[o.index()].clone())
+                    .collect(),
+                attrs: x.attrs.clone(),
+                ty: g.ty(x.result).clone(),
+                loc: loc(j),
+            }));
+        }
+        for &v in &stores {
+            stmts.push(Stmt::Store {
+                value: names[v].clone(),
+                buffer: buffers[buffer_of[v].unwrap_or(0)].name.clone(),
+            });
+            let Home::Stored { why, .. } = &home[v] else {
+                continue;
+            };
+            let reason = match why {
+                Why::Result => "it is a graph result".to_string(),
+                Why::Anchor => format!(
+                    "{} ends a kernel: its readers need the whole result (a reduction boundary)",
+                    g.insts[inst_of(v).unwrap_or(0)].op.name()
+                ),
+                Why::SharedBy(n) => {
+                    format!("{n} statements read it; each would recompute it")
+                }
+                Why::MatmulOperand(m) => format!(
+                    "it is an operand of the matmul %{}, whose every tile would recompute it",
+                    names[*m]
+                ),
+                Why::Forced => {
+                    "its layout cannot be composed with its reader's access, so it is copied".into()
+                }
+                Why::ReadOutsideEpilogue => {
+                    "a statement outside this kernel's epilogue reads it".into()
+                }
+            };
+            remarks.push(Remark {
+                group: name.clone(),
+                text: format!("%{} is kept in memory: {reason}", names[v]),
+            });
+        }
+        if home[leader] == Home::Epilogue {
+            remarks.push(Remark {
+                group: name.clone(),
+                text: format!(
+                    "the matmul %{} is not stored: only its epilogue reads it",
+                    names[leader]
+                ),
+            });
+        }
+        if !fused.is_empty() {
+            remarks.push(Remark {
+                group: name.clone(),
+                text: format!("fused: {}", fused.join(", ")),
+            });
+        }
+        groups.push(Group { name, stmts });
+    }
+
+    let results = g
+        .results
+        .iter()
+        .map(|r| buffers[buffer_of[r.index()].unwrap_or(0)].name.clone())
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let min_bytes = g
+        .params
+        .iter()
+        .chain(&g.results)
+        .filter(|v| seen.insert(**v))
+        .fold(0u64, |b, &v| b.saturating_add(g.ty(v).size_bytes()));
+    let module = Module {
+        name: module_name,
+        flops: graph_flops(g),
+        min_bytes,
+        buffers,
+        groups,
+        results,
+    };
+    for grp in &module.groups {
+        if let Some(evt) = grp.evt(&module) {
+            remarks.push(Remark {
+                group: grp.name.clone(),
+                text: format!("epilogue tree: {evt}"),
+            });
+        }
+    }
+    (module, remarks)
+}
+
+fn line_col(text: &str, span: Span) -> (usize, usize) {
+    let start = span.range().start.min(text.len());
+    let before = text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Floating-point work: 2·M·N·K per matmul, one per element per elementwise op or reduction
+/// input, a handful per element for composites.
+fn graph_flops(g: &Graph) -> u64 {
+    let mut flops = 0u64;
+    for inst in &g.insts {
+        let out = g.ty(inst.result);
+        let f = match inst.op.category() {
+            Category::Matmul => {
+                let (a, b) = (g.ty(inst.operands[0]), g.ty(inst.operands[1]));
+                let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
+                matmul_shape(&a.shape, &b.shape, flag("transpose_a"), flag("transpose_b"))
+                    .map(|s| 2 * s.m * s.n * s.k * s.batch.iter().product::<u64>())
+                    .unwrap_or(0)
+            }
+            Category::Unary | Category::Binary => out.numel(),
+            Category::Reduction => g.ty(inst.operands[0]).numel(),
+            Category::Composite => 5 * out.numel(),
+            _ => 0,
+        };
+        flops = flops.saturating_add(f);
+    }
+    flops
+}

@@ -1,0 +1,331 @@
+//! The fusion policy: which values a graph keeps in memory, and why.
+//!
+//! One function, [`decide`], over any DAG of graph-IR ops ([`Dag`]): the fusion planner runs it
+//! on a [`Graph`](irc_ir::Graph) and the e-graph cost model on each candidate selection, so the
+//! kernels the cost model prices are exactly the kernels lowering builds.
+//!
+//! The rules, in order (each stored value is one kernel, its *group*):
+//!
+//! 1. Parameters and constant arrays are in memory already; splat constants are immediates.
+//! 2. A graph result is stored (a view or constant that is a result is a copy kernel).
+//! 3. An anchor (matmul, reduction, row composite) is stored: its consumers start new kernels.
+//! 4. An elementwise value read by two or more statements is stored (no recomputation).
+//! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
+//!    tile would otherwise recompute it.
+//! 6. A matmul's **epilogue** is the closure of its same-shape elementwise readers whose other
+//!    operands do not depend on it. When a member would be stored anyway (a result, a value read
+//!    twice, a matmul operand), the whole closure runs in the matmul's kernel; a member is then
+//!    stored only if it is a result or read outside the closure (so one kernel may store several
+//!    values, the matmul's own result among them), and the matmul itself only if it must be.
+//!    Otherwise the matmul is stored and its readers compute the chain inline (the same bytes,
+//!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
+//! 7. A view is read through a layout; a view that cannot be composed with its reader's access
+//!    is *forced* into memory by lowering (the caller passes it in `forced`).
+//!
+//! Everything else (single-use elementwise ops, views, immediates) is computed inside the
+//! kernel of each value that reads it.
+
+use irc_ir::infer::flatten_value;
+use irc_ir::{Attr, Attrs, OpKind, ops::Category};
+
+/// What a node is, for fusion.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    Param,
+    /// A constant; `splat` when all its elements are equal (an immediate).
+    Constant {
+        splat: bool,
+    },
+    View,
+    Elementwise,
+    Anchor(OpKind),
+}
+
+impl NodeKind {
+    /// The kind of a statement of `op` with `attrs`.
+    pub fn of(op: OpKind, attrs: &Attrs) -> NodeKind {
+        match op.category() {
+            Category::Constant => NodeKind::Constant {
+                splat: is_splat(attrs),
+            },
+            Category::View => NodeKind::View,
+            Category::Unary
+            | Category::Binary
+            | Category::Cast
+            | Category::Compare
+            | Category::Select
+            | Category::Iota => NodeKind::Elementwise,
+            Category::Matmul | Category::Reduction | Category::Composite => NodeKind::Anchor(op),
+            // Data movement no layout states (yet: a unit-step slice is an offset, a view, once
+            // lowering composes it): stored, a kernel of its own, like an anchor.
+            Category::Slice | Category::Concat | Category::Gather => NodeKind::Anchor(op),
+        }
+    }
+}
+
+/// Whether a constant's `value` attribute has all elements equal.
+pub fn is_splat(attrs: &Attrs) -> bool {
+    splat_value(attrs).is_some()
+}
+
+/// The value of a constant whose elements are all equal.
+pub fn splat_value(attrs: &Attrs) -> Option<f64> {
+    splat_of(attrs.get("value").unwrap_or(&Attr::Int(0)))
+}
+
+/// The element of a constant `value` attribute whose elements are all equal.
+pub fn splat_of(value: &Attr) -> Option<f64> {
+    let mut flat = vec![];
+    flatten_value(value, &mut flat);
+    let num = |a: &Attr| match a {
+        Attr::Bool(b) => f64::from(u8::from(*b)),
+        other => other.as_f64().unwrap_or(0.0),
+    };
+    let first = num(flat.first()?);
+    flat.iter()
+        .all(|v| num(v).to_bits() == first.to_bits())
+        .then_some(first)
+}
+
+/// A DAG in topological order: node `i`'s operands are earlier nodes.
+pub trait Dag {
+    fn len(&self) -> usize;
+    fn kind(&self, i: usize) -> NodeKind;
+    fn operands(&self, i: usize) -> &[usize];
+    fn shape(&self, i: usize) -> &[u64];
+    /// The graph's results (a node may appear more than once).
+    fn results(&self) -> &[usize];
+}
+
+/// Why a value is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// A graph result.
+    Result,
+    /// A matmul, reduction or composite: its readers start new kernels (a reduction boundary).
+    Anchor,
+    /// Read by this many statements, which would each recompute it.
+    SharedBy(usize),
+    /// Read as an operand by the matmul at this node: each tile would recompute it.
+    MatmulOperand(usize),
+    /// A view that lowering could not compose with its reader's access layout.
+    Forced,
+    /// Computed in a matmul's epilogue and read by a statement outside it.
+    ReadOutsideEpilogue,
+}
+
+/// Where a node's value lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// A parameter or constant array: in memory before any kernel runs.
+    Memory,
+    /// A splat constant: a literal in the code.
+    Immediate,
+    /// Computed inside the kernels that read it.
+    Inline,
+    /// Stored to a buffer by the kernel led by node `kernel` (itself, or the matmul whose
+    /// epilogue computes it).
+    Stored { why: Why, kernel: usize },
+    /// A matmul that is not stored: computed only by its own kernel, for its epilogue.
+    Epilogue,
+}
+
+impl Home {
+    /// Whether reading the node reads memory (it is a buffer or a constant array).
+    pub fn in_memory(&self) -> bool {
+        matches!(self, Home::Memory | Home::Stored { .. })
+    }
+
+    /// The node leading the kernel that stores this one, if it is stored.
+    pub fn kernel(&self) -> Option<usize> {
+        match self {
+            Home::Stored { kernel, .. } => Some(*kernel),
+            _ => None,
+        }
+    }
+}
+
+/// Every kernel, as its leading node and the nodes it stores, in an order that runs each kernel
+/// after the kernels whose results it reads.
+pub fn kernels(d: &impl Dag, home: &[Home]) -> Vec<(usize, Vec<usize>)> {
+    let n = d.len();
+    let mut stores: Vec<Vec<usize>> = vec![vec![]; n];
+    for i in 0..n {
+        if let Some(k) = home[i].kernel() {
+            stores[k].push(i);
+        }
+    }
+    // Kernels in the order of their first store, then moved after the kernels they read
+    // (a depth-first topological sort; the kernel graph is acyclic by rule 6).
+    let mut order: Vec<usize> = (0..n).filter(|&k| !stores[k].is_empty()).collect();
+    order.sort_by_key(|&k| stores[k][0]);
+    let mut reads: Vec<Vec<usize>> = vec![vec![]; n];
+    let mut seen = vec![usize::MAX; n];
+    for &k in &order {
+        let mut stack: Vec<usize> = stores[k]
+            .iter()
+            .flat_map(|&s| d.operands(s).to_vec())
+            .collect();
+        while let Some(j) = stack.pop() {
+            if std::mem::replace(&mut seen[j], k) == k {
+                continue;
+            }
+            match home[j].kernel() {
+                Some(o) if o != k => {
+                    if !reads[k].contains(&o) {
+                        reads[k].push(o);
+                    }
+                }
+                _ if home[j] == Home::Memory => {}
+                _ => stack.extend(d.operands(j).iter().copied()),
+            }
+        }
+    }
+    let mut done = vec![false; n];
+    let mut out = vec![];
+    fn visit(
+        k: usize,
+        reads: &[Vec<usize>],
+        done: &mut [bool],
+        stores: &mut [Vec<usize>],
+        out: &mut Vec<(usize, Vec<usize>)>,
+    ) {
+        if std::mem::replace(&mut done[k], true) {
+            return;
+        }
+        for &o in &reads[k] {
+            visit(o, reads, done, stores, out);
+        }
+        out.push((k, std::mem::take(&mut stores[k])));
+    }
+    for k in order {
+        visit(k, &reads, &mut done, &mut stores, &mut out);
+    }
+    out
+}
+
+/// Decides the home of every node; `forced[i]` marks views lowering must store (rule 7).
+pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
+    let n = d.len();
+    // Readers by distinct statements (`mul %x, %x` reads %x once) and by results.
+    let mut uses = vec![0usize; n];
+    for i in 0..n {
+        let ops = d.operands(i);
+        for (k, &o) in ops.iter().enumerate() {
+            if !ops[..k].contains(&o) {
+                uses[o] += 1;
+            }
+        }
+    }
+    let mut is_result = vec![false; n];
+    for &r in d.results() {
+        uses[r] += 1;
+        is_result[r] = true;
+    }
+    let forced_at = |i: usize| forced.get(i).copied().unwrap_or(false);
+    let stored = |why: Why, kernel: usize| Home::Stored { why, kernel };
+    let mut home: Vec<Home> = (0..n)
+        .map(|i| match d.kind(i) {
+            NodeKind::Param => Home::Memory,
+            _ if is_result[i] => stored(Why::Result, i),
+            _ if forced_at(i) => stored(Why::Forced, i),
+            NodeKind::Constant { splat: true } => Home::Immediate,
+            NodeKind::Constant { splat: false } => Home::Memory,
+            NodeKind::Anchor(_) => stored(Why::Anchor, i),
+            NodeKind::Elementwise if uses[i] > 1 => stored(Why::SharedBy(uses[i]), i),
+            NodeKind::Elementwise | NodeKind::View => Home::Inline,
+        })
+        .collect();
+    // Rule 5: computed matmul operands.
+    for i in 0..n {
+        if d.kind(i) != NodeKind::Anchor(OpKind::Matmul) {
+            continue;
+        }
+        for &o in d.operands(i) {
+            let mut v = o;
+            loop {
+                match d.kind(v) {
+                    NodeKind::View if home[v] == Home::Inline => v = d.operands(v)[0],
+                    NodeKind::Elementwise if home[v] == Home::Inline => {
+                        home[v] = stored(Why::MatmulOperand(i), v);
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+    // Rule 6: epilogues.
+    let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
+    for i in 0..n {
+        for &o in d.operands(i) {
+            if !readers[o].contains(&i) {
+                readers[o].push(i);
+            }
+        }
+    }
+    let mut claimed = vec![false; n];
+    let mut desc = vec![usize::MAX; n];
+    for m in 0..n {
+        if d.kind(m) != NodeKind::Anchor(OpKind::Matmul) || forced_at(m) {
+            continue;
+        }
+        // What depends on m: an epilogue node may not read it except through the epilogue.
+        let mut stack = vec![m];
+        while let Some(x) = stack.pop() {
+            if std::mem::replace(&mut desc[x], m) != m {
+                stack.extend(readers[x].iter().copied());
+            }
+        }
+        let desc = |x: usize| desc[x] == m;
+        let mut member = vec![false; n];
+        member[m] = true;
+        let mut closure = vec![m];
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for ci in 0..closure.len() {
+                for &r in &readers[closure[ci]] {
+                    let joins = !member[r]
+                        && !claimed[r]
+                        && !forced_at(r)
+                        && d.kind(r) == NodeKind::Elementwise
+                        && d.shape(r) == d.shape(m)
+                        && d.operands(r).iter().all(|&o| member[o] || !desc(o));
+                    if joins {
+                        member[r] = true;
+                        closure.push(r);
+                        grew = true;
+                    }
+                }
+            }
+        }
+        // Worth it only if some member would be stored anyway (a result, a value read twice,
+        // a matmul operand): otherwise the readers outside compute the members inline from the
+        // stored matmul, which moves the same bytes without an extra pass in the epilogue.
+        let worth = closure
+            .iter()
+            .any(|&x| x != m && matches!(home[x], Home::Stored { .. }));
+        if !worth {
+            continue;
+        }
+        for &x in &closure {
+            claimed[x] = true;
+            let outside = readers[x].iter().any(|&r| !member[r]);
+            home[x] = if is_result[x] {
+                stored(Why::Result, m)
+            } else if outside {
+                let why = match &home[x] {
+                    Home::Stored { why, .. } if x == m => why.clone(),
+                    _ => Why::ReadOutsideEpilogue,
+                };
+                stored(why, m)
+            } else if x == m {
+                Home::Epilogue
+            } else {
+                Home::Inline
+            };
+        }
+    }
+    home
+}

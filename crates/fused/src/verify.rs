@@ -1,0 +1,173 @@
+//! The Fused IR verifier. A module that passes can be lowered: every template may assume these.
+//!
+//! **Buffers**
+//! - Buffer names are unique; every `load`, `store` and `return` names a declared buffer.
+//! - Input buffers are never stored; every output and temp buffer is stored exactly once.
+//!
+//! **Groups**
+//! - Group names are unique; a group stores at least one value.
+//! - SSA inside a group: each value is defined once, before its uses.
+//! - A load reads an input buffer or one stored by an earlier group (kernels run in order), and
+//!   names the buffer's value (`%x = load @x` where `buffer @x = %x`).
+//! - Every op type-checks with the graph IR's own typing rule (`check_op`) at its written type.
+//! - A value defined in several groups (a view recomputed by each reader) is the same statement
+//!   everywhere.
+//! - At most one anchor per group; a reduction or row group stores only its anchor's result,
+//!   a matmul group only its anchor or values computed from it (its epilogue).
+//! - A stored value has its buffer's type.
+//!
+//! Not checked yet: that a group's prologue/epilogue is one the templates can build (lowering
+//! reports that as an error naming the group).
+
+use crate::{Anchor, BufferKind, Module, OpStmt, Stmt};
+use irc_ir::{TensorType, check_op};
+use std::collections::HashMap;
+use std::fmt;
+
+/// A broken invariant, naming the group (if any) and what is wrong.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub struct VerifyError {
+    pub group: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.group {
+            Some(g) => write!(f, "in group @{g}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Checks the invariants of the module doc.
+pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
+    let top = |message: String| VerifyError {
+        group: None,
+        message,
+    };
+    let mut buffers = HashMap::new();
+    for b in &m.buffers {
+        if buffers.insert(b.name.as_str(), b).is_some() {
+            return Err(top(format!("buffer @{} is declared twice", b.name)));
+        }
+    }
+    let mut stored: HashMap<&str, usize> = HashMap::new();
+    let mut defs: HashMap<&str, &OpStmt> = HashMap::new();
+    let mut group_names = std::collections::HashSet::new();
+    for (gi, g) in m.groups.iter().enumerate() {
+        let fail = |message: String| VerifyError {
+            group: Some(g.name.clone()),
+            message,
+        };
+        if !group_names.insert(g.name.as_str()) {
+            return Err(fail("the group name is used twice".into()));
+        }
+        let mut local: HashMap<&str, &TensorType> = HashMap::new();
+        // Values that depend on the anchor (for the epilogue check).
+        let mut after_anchor: Vec<&str> = vec![];
+        let mut anchors = 0;
+        for s in &g.stmts {
+            match s {
+                Stmt::Load { value, buffer } => {
+                    let b = buffers
+                        .get(buffer.as_str())
+                        .ok_or_else(|| fail(format!("load of undeclared buffer @{buffer}")))?;
+                    if b.kind != BufferKind::Input
+                        && stored.get(buffer.as_str()).is_none_or(|&s| s >= gi)
+                    {
+                        return Err(fail(format!(
+                            "@{buffer} is loaded before a kernel stores it"
+                        )));
+                    }
+                    if &b.value != value {
+                        return Err(fail(format!("@{buffer} holds %{}, not %{value}", b.value)));
+                    }
+                    if local.insert(value, &b.ty).is_some() {
+                        return Err(fail(format!("%{value} is defined twice")));
+                    }
+                }
+                Stmt::Op(o) => {
+                    let mut tys = vec![];
+                    for a in &o.operands {
+                        tys.push(*local.get(a.as_str()).ok_or_else(|| {
+                            fail(format!("%{} uses %{a} before it is defined", o.value))
+                        })?);
+                    }
+                    check_op(o.op, &tys, &o.attrs, Some(&o.ty)).map_err(|e| {
+                        fail(format!("%{} = {}: {}", o.value, o.op.name(), e.message))
+                    })?;
+                    if local.insert(&o.value, &o.ty).is_some() {
+                        return Err(fail(format!("%{} is defined twice", o.value)));
+                    }
+                    if let Some(prev) = defs.insert(&o.value, o)
+                        && prev != o
+                    {
+                        return Err(fail(format!(
+                            "%{} is defined differently in another group",
+                            o.value
+                        )));
+                    }
+                    if Anchor::of(o.op).is_some() {
+                        anchors += 1;
+                        after_anchor.push(&o.value);
+                    } else if o
+                        .operands
+                        .iter()
+                        .any(|a| after_anchor.contains(&a.as_str()))
+                    {
+                        after_anchor.push(&o.value);
+                    }
+                }
+                Stmt::Store { value, buffer } => {
+                    let b = buffers
+                        .get(buffer.as_str())
+                        .ok_or_else(|| fail(format!("store to undeclared buffer @{buffer}")))?;
+                    if b.kind == BufferKind::Input {
+                        return Err(fail(format!("store to the input buffer @{buffer}")));
+                    }
+                    let ty = local
+                        .get(value.as_str())
+                        .ok_or_else(|| fail(format!("store of undefined %{value}")))?;
+                    if *ty != &b.ty {
+                        return Err(fail(format!(
+                            "%{value} : {ty} stored to @{buffer} : {}",
+                            b.ty
+                        )));
+                    }
+                    if stored.insert(buffer, gi).is_some() {
+                        return Err(fail(format!("@{buffer} is stored twice")));
+                    }
+                    let ok = match g.anchor() {
+                        Anchor::Pointwise => true,
+                        Anchor::Reduction | Anchor::Row => after_anchor.first() == Some(&&**value),
+                        Anchor::Matmul => after_anchor.contains(&value.as_str()),
+                    };
+                    if !ok {
+                        return Err(fail(format!(
+                            "%{value} is stored but is not computed from the {} anchor",
+                            g.anchor().name()
+                        )));
+                    }
+                }
+            }
+        }
+        if anchors > 1 {
+            return Err(fail(format!("{anchors} anchors in one group")));
+        }
+        if g.stores().next().is_none() {
+            return Err(fail("the group stores nothing".into()));
+        }
+    }
+    for b in &m.buffers {
+        if b.kind != BufferKind::Input && !stored.contains_key(b.name.as_str()) {
+            return Err(top(format!("@{} is never stored", b.name)));
+        }
+    }
+    for r in &m.results {
+        if !buffers.contains_key(r.as_str()) {
+            return Err(top(format!("return of undeclared buffer @{r}")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,737 @@
+//! The tensor-core matmul template for sm_80+ (`mma.sync.m16n8k16`, f16/bf16): 16-byte copies
+//! into shared tiles, ldmatrix fragments through lane layouts, an epilogue staged through
+//! shared memory with 16-byte stores.
+
+use crate::LowerError;
+use crate::lower::*;
+use irc_ir::{DType, Inst, ValueId};
+use irc_kir::Intrinsic;
+use irc_kir::{self as kir, Builtin, Expr, IdxOp, Space, Stmt, Ty};
+use irc_layout::{Layout, LayoutError, coalesce, composition};
+
+/// The rows whose starts the 32 lanes give `ldmatrix.x4`, as a layout from the lane to an
+/// element of a 16x16 tile (column-major index `row + 16*col`, rows being M for A and N for B,
+/// columns K). The four 8x8 matrices are the mma fragment registers in order: for A
+/// (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15); for B the two
+/// registers of atom 0 then of atom 1: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+/// (n 8-15, k 8-15). Lane `i` gives row `i % 8` of matrix `i / 8`; with `trans` the tile is stored
+/// K-major-by-rows (each 8x8 matrix's stored rows are K), so the lane's row is a K row.
+pub(crate) fn ldmatrix_x4_rows(b_operand: bool, trans: bool) -> Result<Layout, LayoutError> {
+    // Lane bits: (i % 8, (i / 8) % 2, i / 16). Without trans the first walks rows (stride 1);
+    // with trans it walks K (stride 16).
+    let s0 = if trans { 16 } else { 1 };
+    let (s1, s2) = match (b_operand, trans) {
+        // A: matrix bit 0 is rows + 8, bit 1 is k + 8.
+        (false, false) => (8, 128),
+        (false, true) => (8, 128),
+        // B: matrix bit 0 is k + 8, bit 1 is n + 8.
+        (true, _) => (128, 8),
+    };
+    Layout::flat(&[8, 2, 2], &[s0, s1, s2])
+}
+
+/// The grid of a tiled matmul: N tiles on x, M tiles on y, batches on z (a grid-stride loop
+/// covers batches beyond 65535).
+pub(crate) fn matmul_grid(m: u64, n: u64, batch: u64, bm: u64, bn: u64) -> R<[u32; 3]> {
+    let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
+    if gy > 65535 || gx > i32::MAX as u64 {
+        return Err(Retry::Fail(LowerError::Unsupported {
+            op: "matmul".into(),
+            reason: format!(
+                "{m}x{n} needs {gy}x{gx} tiles of {bm}x{bn}; at most 65535 row tiles and 2^31-1 column tiles are supported"
+            ),
+        }));
+    }
+    Ok([gx as u32, gy as u32, batch.clamp(1, 65535) as u32])
+}
+
+/// What the tensor-core matmul template needs to know about one matmul.
+pub(crate) struct TcPlan {
+    pub(crate) m: u64,
+    pub(crate) n: u64,
+    pub(crate) k: u64,
+    pub(crate) batch: u64,
+    pub(crate) dtype: DType,
+    /// `(m, k, batch)` → A's index, `(k, n, batch)` → B's, `(m, n, batch)` → C's.
+    pub(crate) access_a: Layout,
+    pub(crate) access_b: Layout,
+    pub(crate) access_c: Layout,
+    pub(crate) a_k_fast: bool,
+    pub(crate) b_n_fast: bool,
+}
+
+/// Tensor-core tiles: a block of 8 warps (2 x 4) computes 128 x 128 outputs in 64-deep K
+/// steps; each warp owns 64 x 32 outputs, 4 x 4 `mma.m16n8k16` atoms.
+pub(crate) const TC_BM: u64 = 128;
+pub(crate) const TC_BN: u64 = 128;
+pub(crate) const TC_BK: u64 = 64;
+pub(crate) const TC_WARPS_N: u64 = 4;
+pub(crate) const TC_MT: u64 = 4;
+pub(crate) const TC_NT: u64 = 4;
+/// Row pitch of the shared tiles, in elements: K plus 8 keeps fragment reads spread over banks.
+pub(crate) const TC_PITCH: i64 = 72;
+
+impl Builder<'_, '_> {
+    /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
+    ///
+    /// Every fragment access is a layout: the shared tiles are `(rows, k)` with pitch
+    /// [`TC_PITCH`]; a warp's A fragments are the view `composition(tile16x16, mma_a)` extended
+    /// with the atom, k-step and warp modes, and likewise for B; the accumulator's (row, col) per
+    /// value comes from the `mma_c` atom.
+    pub(crate) fn matmul_tc(&mut self, inst: &Inst, roots: &[ValueId], p: TcPlan) -> R<()> {
+        use irc_layout::mma_m16n8k16_c;
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        self.kernel.grid = matmul_grid(p.m, p.n, p.batch, TC_BM, TC_BN)?;
+        self.kernel.block = [THREADS, 1, 1];
+        let dt = p.dtype;
+        let cs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, p.access_c.clone()))
+            .collect();
+        let root = roots[0];
+        let mm = inst.result;
+        let li = |s: i64, d: i64| Layout::int(s, d).map_err(internal);
+        // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
+        // the matmul's dtype.
+        let c_vec = match vector_layout(&p.access_c, 1, 8) {
+            Some(l) if roots.len() == 1 && self.ty(root).dtype == dt => Some(self.global(root, l)),
+            _ => None,
+        };
+        // Shared tiles are (rows, k). The operand's contiguous dimension in global memory is
+        // contiguous in shared memory too, so tiles fill with 16-byte copies where they can.
+        let smem_strides = |k_fast: bool, rows: u64| -> (i64, i64) {
+            if k_fast {
+                (TC_PITCH, 1)
+            } else {
+                (1, rows as i64 + 8)
+            }
+        };
+        let (sa_r, sa_k) = smem_strides(p.a_k_fast, TC_BM);
+        let (sb_r, sb_k) = smem_strides(!p.b_n_fast, TC_BN);
+        let tile = |rows: u64, r: i64, k: i64| {
+            Layout::flat(&[rows as i64, TC_BK as i64], &[r, k]).map_err(internal)
+        };
+        let sa = self.tensor(Space::Shared, dt, tile(TC_BM, sa_r, sa_k)?);
+        let sb = self.tensor(Space::Shared, dt, tile(TC_BN, sb_r, sb_k)?);
+        // The epilogue's staging tile reuses A's shared tile once the main loop is done: half
+        // the block's rows, pitch 136 (16-byte rows; the accumulator pairs a warp stores land
+        // in distinct banks).
+        let stage = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            Layout::flat(&[TC_BM as i64 / 2, TC_BN as i64], &[TC_BN as i64 + 8, 1])
+                .map_err(internal)?,
+        );
+        let stage_v = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            Layout::flat(
+                &[8, TC_BM as i64 / 2, TC_BN as i64 / 8],
+                &[1, TC_BN as i64 + 8, 8],
+            )
+            .map_err(internal)?,
+        );
+        // Fragments come from shared memory by `ldmatrix.x4`: each lane names the start of one
+        // 8-element row of a 16x16 tile (`ldmatrix_x4_rows`, composed with the tile's layout),
+        // extended with modes for the atom, the k-step and the warp. `.trans` where the tile's
+        // contiguous dimension is M (A) or N (B). `tests::ldmatrix_feeds_the_mma_atoms` checks
+        // that what each lane receives is the mma atom's fragment.
+        let atom_c = mma_m16n8k16_c().map_err(internal)?;
+        let (trans_a, trans_b) = (!p.a_k_fast, p.b_n_fast);
+        let tile16 = |r: i64, k: i64| Layout::flat(&[16, 16], &[r, k]).map_err(internal);
+        let lanes_a = composition(
+            &tile16(sa_r, sa_k)?,
+            &ldmatrix_x4_rows(false, trans_a).map_err(internal)?,
+        )
+        .map_err(internal)?;
+        let lanes_b = composition(
+            &tile16(sb_r, sb_k)?,
+            &ldmatrix_x4_rows(true, trans_b).map_err(internal)?,
+        )
+        .map_err(internal)?;
+        let warps_m = (THREADS as u64 / 32 / TC_WARPS_N) as i64;
+        let va = concat(&[
+            lanes_a,
+            li(TC_MT as i64, 16 * sa_r)?,
+            li(TC_BK as i64 / 16, 16 * sa_k)?,
+            li(warps_m, (TC_MT * 16) as i64 * sa_r)?,
+        ])?;
+        let vb = concat(&[
+            lanes_b,
+            li(TC_NT as i64 / 2, 16 * sb_r)?,
+            li(TC_BK as i64 / 16, 16 * sb_k)?,
+            li(TC_WARPS_N as i64, (TC_NT * 8) as i64 * sb_r)?,
+        ])?;
+        let rows_a = self.tensor(Space::View(sa.clone()), dt, va);
+        let rows_b = self.tensor(Space::View(sb.clone()), dt, vb);
+        let fa = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[8, TC_MT as i64], &[1, 8]).map_err(internal)?,
+        );
+        let fb = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[4, TC_NT as i64], &[1, 4]).map_err(internal)?,
+        );
+        // One ldmatrix.x4 fills the B fragments of two atoms: 8 values, atom pairs.
+        let fb_pairs = self.tensor(
+            Space::View(fb.clone()),
+            dt,
+            Layout::flat(&[8, TC_NT as i64 / 2], &[1, 8]).map_err(internal)?,
+        );
+        let acc = self.tensor(
+            Space::Registers,
+            DType::F32,
+            Layout::flat(&[4, TC_MT as i64, TC_NT as i64], &[1, 4, 4 * TC_MT as i64])
+                .map_err(internal)?,
+        );
+        let lane = self.let_(
+            "lane",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let warp = self.let_(
+            "warp",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let wm = self.let_(
+            "wm",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, warp.clone(), int(TC_WARPS_N)),
+        );
+        let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(TC_WARPS_N)));
+        let unrolled =
+            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
+                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+                    f(s, i)
+                })
+            };
+        self.for_(
+            "b",
+            bx(Builtin::BidZ),
+            int(p.batch),
+            bx(Builtin::NctaidZ),
+            false,
+            |s, bi| {
+                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(TC_BM)));
+                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(TC_BN)));
+                unrolled(s, "v", 4, &mut |s, v| {
+                    unrolled(s, "i", TC_MT, &mut |s, i| {
+                        let v = v.clone();
+                        unrolled(s, "j", TC_NT, &mut |s, j| {
+                            s.out.push(Stmt::Store {
+                                tensor: acc.clone(),
+                                coord: vec![v.clone(), i.clone(), j],
+                                value: lit(DType::F32, 0.0),
+                            });
+                            Ok(())
+                        })
+                    })
+                })?;
+                s.for_("k0", Expr::Int(0), int(p.k), int(TC_BK), false, |s, k0| {
+                    let tiles = [
+                        TileLoad {
+                            v: a,
+                            access: p.access_a.clone(),
+                            rows: TC_BM,
+                            extent: p.m,
+                            row0: m0.clone(),
+                            row_pos: 0,
+                            k_fast: p.a_k_fast,
+                            smem: sa.clone(),
+                            strides: (sa_r, sa_k),
+                        },
+                        TileLoad {
+                            v: bv,
+                            access: p.access_b.clone(),
+                            rows: TC_BN,
+                            extent: p.n,
+                            row0: n0.clone(),
+                            row_pos: 1,
+                            k_fast: !p.b_n_fast,
+                            smem: sb.clone(),
+                            strides: (sb_r, sb_k),
+                        },
+                    ];
+                    for t in &tiles {
+                        s.tc_tile_load(t, &k0, &bi, p.k, dt)?;
+                    }
+                    s.out.push(Stmt::Sync);
+                    // The k-steps of a tile stay a loop: fragment registers are indexed by the
+                    // unrolled atom loops inside, and two interleaved k-steps cost registers.
+                    s.for_(
+                        "ks",
+                        Expr::Int(0),
+                        int(TC_BK / 16),
+                        Expr::Int(1),
+                        false,
+                        |s, ks| {
+                            let frag = |t: &str, at: Vec<Expr>| {
+                                kir::Arg::Frag(kir::Frag {
+                                    tensor: t.to_string(),
+                                    at,
+                                })
+                            };
+                            let ldmatrix = |trans: bool| {
+                                if trans {
+                                    Intrinsic::LdmatrixX4Trans
+                                } else {
+                                    Intrinsic::LdmatrixX4
+                                }
+                            };
+                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                                s.out.push(Stmt::Intrinsic {
+                                    op: ldmatrix(trans_a),
+                                    args: vec![
+                                        frag(&fa, vec![i.clone()]),
+                                        frag(
+                                            &rows_a,
+                                            vec![lane.clone(), i, ks.clone(), wm.clone()],
+                                        ),
+                                    ],
+                                });
+                                Ok(())
+                            })?;
+                            unrolled(s, "j", TC_NT / 2, &mut |s, j| {
+                                s.out.push(Stmt::Intrinsic {
+                                    op: ldmatrix(trans_b),
+                                    args: vec![
+                                        frag(&fb_pairs, vec![j.clone()]),
+                                        frag(
+                                            &rows_b,
+                                            vec![lane.clone(), j, ks.clone(), wn.clone()],
+                                        ),
+                                    ],
+                                });
+                                Ok(())
+                            })?;
+                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                                unrolled(s, "j", TC_NT, &mut |s, j| {
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::MmaM16n8k16,
+                                        args: vec![
+                                            frag(&acc, vec![i.clone(), j.clone()]),
+                                            frag(&fa, vec![i.clone()]),
+                                            frag(&fb, vec![j]),
+                                        ],
+                                    });
+                                    Ok(())
+                                })
+                            })
+                        },
+                    )?;
+                    s.out.push(Stmt::Sync);
+                    Ok(())
+                })?;
+                // Epilogue, through shared memory in two halves of 64 rows: the warps of a half
+                // store their accumulators (value v of atom (i, j) sits at (row, col) =
+                // mma_c(lane, v) of that atom), then all threads read 8 consecutive columns
+                // each, apply the elementwise chain over the matmul, and store them with one
+                // 16-byte copy where the output allows.
+                let atom_c_layout = atom_c.layout().clone();
+                s.for_(
+                    "h",
+                    Expr::Int(0),
+                    Expr::Int(2),
+                    Expr::Int(1),
+                    false,
+                    |s, h| {
+                        s.out.push(Stmt::Sync);
+                        let mine = Expr::idx(IdxOp::Eq, wm.clone(), h.clone());
+                        s.if_(mine, |s| {
+                            unrolled(s, "i", TC_MT, &mut |s, i| {
+                                let i2 = i.clone();
+                                unrolled(s, "j", TC_NT, &mut |s, j| {
+                                    let (i3, j2) = (i2.clone(), j.clone());
+                                    unrolled(s, "v", 4, &mut |s, v| {
+                                        let cidx = kir::offset_expr(
+                                            &atom_c_layout,
+                                            &[lane.clone(), v.clone()],
+                                        )
+                                        .map_err(internal)?;
+                                        let cidx = s.let_("ci", Ty::Idx, cidx);
+                                        let row = add(
+                                            mul(i3.clone(), Expr::Int(16)),
+                                            Expr::idx(IdxOp::Rem, cidx.clone(), Expr::Int(16)),
+                                        );
+                                        let col = add(
+                                            add(
+                                                mul(wn.clone(), int(TC_NT * 8)),
+                                                mul(j2.clone(), Expr::Int(8)),
+                                            ),
+                                            Expr::idx(IdxOp::Div, cidx, Expr::Int(16)),
+                                        );
+                                        let accv = cast_to(
+                                            dt,
+                                            DType::F32,
+                                            Expr::load(&acc, vec![v, i3.clone(), j2.clone()]),
+                                        );
+                                        s.out.push(Stmt::Store {
+                                            tensor: stage.clone(),
+                                            coord: vec![row, col],
+                                            value: accv,
+                                        });
+                                        Ok(())
+                                    })
+                                })
+                            })
+                        })?;
+                        s.out.push(Stmt::Sync);
+                        let chunks = (TC_BM / 2) * TC_BN / 8 / u64::from(THREADS);
+                        unrolled(s, "l", chunks, &mut |s, l| {
+                            let e = s.let_(
+                                "e",
+                                Ty::Idx,
+                                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+                            );
+                            let c8 = s.let_(
+                                "c8",
+                                Ty::Idx,
+                                Expr::idx(IdxOp::Rem, e.clone(), int(TC_BN / 8)),
+                            );
+                            let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(TC_BN / 8)));
+                            let col0 = s.let_("c0", Ty::Idx, mul(c8.clone(), Expr::Int(8)));
+                            let gm = s.let_(
+                                "cm",
+                                Ty::Idx,
+                                add(add(m0.clone(), mul(h.clone(), int(TC_BM / 2))), r.clone()),
+                            );
+                            let gn0 = s.let_("cn", Ty::Idx, add(n0.clone(), col0.clone()));
+                            // Each element: the chain over the matmul's (rounded) value.
+                            let element = |s: &mut Self, z: Expr| -> R<(Expr, Expr, Expr)> {
+                                let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                                let col = add(col0.clone(), z);
+                                let staged = Expr::load(&stage, vec![r.clone(), col.clone()]);
+                                let value = if root == mm {
+                                    staged
+                                } else {
+                                    s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                    s.overrides.insert(mm, (p.access_c.clone(), staged));
+                                    s.compute_at(root, &p.access_c, false)?
+                                };
+                                Ok((gn, col, value))
+                            };
+                            match &c_vec {
+                                Some(gv) => {
+                                    // In place in the staging tile, then one copy of 8 elements.
+                                    if root != mm {
+                                        unrolled(s, "z", 8, &mut |s, z| {
+                                            let gn = add(gn0.clone(), z.clone());
+                                            let cond = Expr::idx(
+                                                IdxOp::And,
+                                                lt(gm.clone(), int(p.m)),
+                                                lt(gn, int(p.n)),
+                                            );
+                                            s.if_(cond, |s| {
+                                                let (_, col, value) = element(s, z.clone())?;
+                                                s.out.push(Stmt::Store {
+                                                    tensor: stage.clone(),
+                                                    coord: vec![r.clone(), col],
+                                                    value,
+                                                });
+                                                Ok(())
+                                            })
+                                        })?;
+                                    }
+                                    let cond = Expr::idx(
+                                        IdxOp::And,
+                                        lt(gm.clone(), int(p.m)),
+                                        lt(gn0.clone(), int(p.n)),
+                                    );
+                                    let (gv, stage_v) = (gv.clone(), stage_v.clone());
+                                    s.if_(cond, |s| {
+                                        s.out.push(Stmt::Copy {
+                                            width: 8,
+                                            dst: kir::Frag {
+                                                tensor: gv,
+                                                at: vec![
+                                                    gm.clone(),
+                                                    Expr::idx(
+                                                        IdxOp::Div,
+                                                        gn0.clone(),
+                                                        Expr::Int(8),
+                                                    ),
+                                                    bi.clone(),
+                                                ],
+                                            },
+                                            src: kir::Frag {
+                                                tensor: stage_v,
+                                                at: vec![r.clone(), c8.clone()],
+                                            },
+                                        });
+                                        Ok(())
+                                    })
+                                }
+                                None => unrolled(s, "z", 8, &mut |s, z| {
+                                    let gn = add(gn0.clone(), z.clone());
+                                    let cond = Expr::idx(
+                                        IdxOp::And,
+                                        lt(gm.clone(), int(p.m)),
+                                        lt(gn, int(p.n)),
+                                    );
+                                    s.if_(cond, |s| {
+                                        let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                                        let col = add(col0.clone(), z.clone());
+                                        let staged =
+                                            Expr::load(&stage, vec![r.clone(), col.clone()]);
+                                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                        s.epilogue_stores(
+                                            mm,
+                                            staged,
+                                            &p.access_c,
+                                            roots,
+                                            &cs,
+                                            vec![gm.clone(), gn, bi.clone()],
+                                        )
+                                    })
+                                }),
+                            }
+                        })
+                    },
+                )
+            },
+        )
+    }
+}
+
+/// One operand tile of the tensor-core matmul: `rows x TC_BK` elements of `v` into `smem`.
+pub(crate) struct TileLoad {
+    pub(crate) v: ValueId,
+    /// `(m, k, batch)` for A, `(k, n, batch)` for B → the operand's index.
+    pub(crate) access: Layout,
+    pub(crate) rows: u64,
+    /// M or N.
+    pub(crate) extent: u64,
+    pub(crate) row0: Expr,
+    /// Where the row coordinate sits in `access`'s coordinate (0 for A, 1 for B).
+    pub(crate) row_pos: usize,
+    /// Whether K is the operand's contiguous dimension.
+    pub(crate) k_fast: bool,
+    pub(crate) smem: String,
+    /// The shared tile's (row, k) strides.
+    pub(crate) strides: (i64, i64),
+}
+
+/// `layout` with mode `fast` (which must be `size:1`, size a multiple of `w`) split into a
+/// leading `w:1` vector mode and `(size/w):w`, when every other stride is a multiple of `w`.
+pub(crate) fn vector_layout(layout: &Layout, fast: usize, w: i64) -> Option<Layout> {
+    let modes = layout.modes();
+    let f = coalesce(modes.get(fast)?).ok()?;
+    let size = match f.leaves().as_slice() {
+        [(s, 1)] if s % w == 0 => *s,
+        _ => return None,
+    };
+    let aligned = modes
+        .iter()
+        .enumerate()
+        .all(|(i, m)| i == fast || m.leaves().iter().all(|&(s, d)| s == 1 || d % w == 0));
+    if !aligned {
+        return None;
+    }
+    let mut out = vec![Layout::int(w, 1).ok()?];
+    for (i, m) in modes.into_iter().enumerate() {
+        out.push(if i == fast {
+            Layout::int(size / w, w).ok()?
+        } else {
+            m
+        });
+    }
+    Layout::concat(&out).ok()
+}
+
+impl Builder<'_, '_> {
+    /// Fills one shared tile for K step `k0`: 16-byte copies when the operand is a buffer (or
+    /// views of one) whose contiguous dimension allows it, element by element otherwise; out of
+    /// range elements are zero.
+    pub(crate) fn tc_tile_load(
+        &mut self,
+        t: &TileLoad,
+        k0: &Expr,
+        bi: &Expr,
+        kdim: u64,
+        dt: DType,
+    ) -> R<()> {
+        const W: u64 = 8;
+        let k_pos = 1 - t.row_pos;
+        let coord_of = |row: Expr, k: Expr| -> Vec<Expr> {
+            let mut c = vec![Expr::Int(0), Expr::Int(0), bi.clone()];
+            c[t.row_pos] = row;
+            c[k_pos] = k;
+            c
+        };
+        let fast_pos = if t.k_fast { k_pos } else { t.row_pos };
+        let (r_st, k_st) = t.strides;
+        let vector = if dt.size_bytes() * W == 16 {
+            self.resolve(t.v, &t.access)
+                .and_then(|(buf, l)| vector_layout(&l, fast_pos, W as i64).map(|vl| (buf, vl)))
+        } else {
+            None
+        };
+        let unrolled =
+            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
+                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+                    f(s, i)
+                })
+            };
+        let e_of = |s: &mut Self, l: Expr| {
+            s.let_(
+                "e",
+                Ty::Idx,
+                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+            )
+        };
+        let split = |s: &mut Self, e: &Expr, fast: u64| -> (Expr, Expr) {
+            let lo = s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
+            let hi = s.let_("hi", Ty::Idx, Expr::idx(IdxOp::Div, e.clone(), int(fast)));
+            (lo, hi)
+        };
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let Some((buf, gl)) = vector else {
+            let per_thread = t.rows * TC_BK / u64::from(THREADS);
+            return unrolled(self, "l", per_thread, &mut |s, l| {
+                let e = e_of(s, l);
+                // Consecutive threads walk the operand's contiguous dimension.
+                let (rr, kk) = if t.k_fast {
+                    let (kk, rr) = split(s, &e, TC_BK);
+                    (rr, kk)
+                } else {
+                    split(s, &e, t.rows)
+                };
+                let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr.clone()));
+                let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk.clone()));
+                let cond = Expr::idx(
+                    IdxOp::And,
+                    lt(grow.clone(), int(t.extent)),
+                    lt(gk.clone(), int(kdim)),
+                );
+                s.guarded_tile_load(
+                    t.v,
+                    &t.access,
+                    coord_of(grow, gk),
+                    cond,
+                    dt,
+                    dt,
+                    &t.smem,
+                    vec![rr, kk],
+                )
+            });
+        };
+        let g = self.global(buf, gl);
+        let sv_layout = if t.k_fast {
+            concat(&[
+                li(W, 1)?,
+                li(t.rows, r_st)?,
+                li(TC_BK / W, W as i64 * k_st)?,
+            ])?
+        } else {
+            concat(&[
+                li(W, 1)?,
+                li(t.rows / W, W as i64 * r_st)?,
+                li(TC_BK, k_st)?,
+            ])?
+        };
+        let sv = self.tensor(Space::View(t.smem.clone()), dt, sv_layout);
+        let per_thread = t.rows * TC_BK / W / u64::from(THREADS);
+        unrolled(self, "l", per_thread, &mut |s, l| {
+            let e = e_of(s, l);
+            let (rr, kk, scoord) = if t.k_fast {
+                let (kv, rr) = split(s, &e, TC_BK / W);
+                let kk = s.let_("kk", Ty::Idx, mul(kv.clone(), int(W)));
+                (rr.clone(), kk, vec![rr, kv])
+            } else {
+                let (rv, kk) = split(s, &e, t.rows / W);
+                let rr = s.let_("rr", Ty::Idx, mul(rv.clone(), int(W)));
+                (rr, kk.clone(), vec![rv, kk])
+            };
+            let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr.clone()));
+            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk.clone()));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(grow.clone(), int(t.extent)),
+                lt(gk.clone(), int(kdim)),
+            );
+            let mut gcoord = coord_of(grow, gk);
+            gcoord[fast_pos] = Expr::idx(IdxOp::Div, gcoord[fast_pos].clone(), int(W));
+            let body = vec![Stmt::Copy {
+                width: W as u32,
+                dst: kir::Frag {
+                    tensor: sv.clone(),
+                    at: scoord,
+                },
+                src: kir::Frag {
+                    tensor: g.clone(),
+                    at: gcoord,
+                },
+            }];
+            // Out of range: zeros, element by element.
+            let (smem, rr2, kk2) = (t.smem.clone(), rr.clone(), kk.clone());
+            let orelse = s.block(|s| {
+                unrolled(s, "z", W, &mut |s, z| {
+                    let coord = if t.k_fast {
+                        vec![rr2.clone(), add(kk2.clone(), z)]
+                    } else {
+                        vec![add(rr2.clone(), z), kk2.clone()]
+                    };
+                    s.out.push(Stmt::Store {
+                        tensor: smem.clone(),
+                        coord,
+                        value: lit(dt, 0.0),
+                    });
+                    Ok(())
+                })
+            })?;
+            s.out.push(Stmt::If { cond, body, orelse });
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use irc_layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_b};
+
+    /// What `ldmatrix.x4` hands lane `t` as value `v` (register `v / 2`, half `v % 2`), as a
+    /// shared offset, given the row starts `rows(lane)` and the tile's contiguous stride 1:
+    /// without `.trans` element `2(t%4) + v%2` of the row of lane `8(v/2) + t/4`; with it,
+    /// element `t/4` of the row of lane `8(v/2) + 2(t%4) + v%2`.
+    pub(crate) fn delivered(rows: &Layout, trans: bool, t: i64, v: i64) -> i64 {
+        let j = v / 2;
+        if trans {
+            rows.eval(8 * j + 2 * (t % 4) + v % 2).unwrap() + t / 4
+        } else {
+            rows.eval(8 * j + t / 4).unwrap() + 2 * (t % 4) + v % 2
+        }
+    }
+
+    #[test]
+    pub(crate) fn ldmatrix_feeds_the_mma_atoms() {
+        // (row stride, k stride) of the shared tile: K-contiguous (pitch 40), or rows contiguous
+        // (pitch 136).
+        for (r, k, trans) in [(40, 1, false), (1, 136, true)] {
+            let tile16 = Layout::flat(&[16, 16], &[r, k]).unwrap();
+            // A: 8 values of one 16x16 atom.
+            let rows = composition(&tile16, &ldmatrix_x4_rows(false, trans).unwrap()).unwrap();
+            let atom = composition(&tile16, mma_m16n8k16_a().unwrap().layout()).unwrap();
+            for t in 0..32 {
+                for v in 0..8 {
+                    let want = atom.crd2idx(&IntTuple::ints(&[t, v])).unwrap();
+                    assert_eq!(delivered(&rows, trans, t, v), want, "A r={r} t={t} v={v}");
+                }
+            }
+            // B: values 0-3 are atom 0 (n 0-7), values 4-7 atom 1 (n 8-15).
+            let rows = composition(&tile16, &ldmatrix_x4_rows(true, trans).unwrap()).unwrap();
+            let tile8 = Layout::flat(&[8, 16], &[r, k]).unwrap();
+            let atom = composition(&tile8, mma_m16n8k16_b().unwrap().layout()).unwrap();
+            for t in 0..32 {
+                for v in 0..8 {
+                    let want =
+                        atom.crd2idx(&IntTuple::ints(&[t, v % 4])).unwrap() + (v / 4) * 8 * r;
+                    assert_eq!(delivered(&rows, trans, t, v), want, "B r={r} t={t} v={v}");
+                }
+            }
+        }
+    }
+}

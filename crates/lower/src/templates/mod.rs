@@ -1,0 +1,60 @@
+//! The kernel templates: how each Fused IR group becomes a kernel.
+//!
+//! [`TEMPLATES`] is the table: a template's name, the anchor of the groups it builds, and its
+//! configuration space. Each template is one file of `impl Builder` methods; the lowering picks
+//! one per group by its anchor (and, for matmuls, its dtype).
+
+use irc_fused::Anchor;
+
+mod matmul_mma;
+mod matmul_simt;
+mod pointwise;
+mod reduction;
+mod row;
+
+/// One kernel template.
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateInfo {
+    pub name: &'static str,
+    /// The groups it builds.
+    pub anchor: Anchor,
+    /// When it applies among the templates of its anchor.
+    pub applies: &'static str,
+    /// Its configuration space (today the heuristic's fixed choice, written as the space's
+    /// point the lowering uses).
+    pub config: &'static str,
+}
+
+/// Every template, in the order the lowering tries them for a group's anchor.
+pub const TEMPLATES: &[TemplateInfo] = &[
+    TemplateInfo {
+        name: "pointwise",
+        anchor: Anchor::Pointwise,
+        applies: "every pointwise group",
+        config: "threads=256 (grid-stride loop, at most 2^20 blocks)",
+    },
+    TemplateInfo {
+        name: "reduction",
+        anchor: Anchor::Reduction,
+        applies: "every reduce_* group",
+        config: "one block per output row, threads from the row length (32..256)",
+    },
+    TemplateInfo {
+        name: "row",
+        anchor: Anchor::Row,
+        applies: "softmax, rmsnorm, layernorm over any axis",
+        config: "schedule = cached (warp per row up to 1024 elements, block per row beyond) | streamed",
+    },
+    TemplateInfo {
+        name: "matmul_mma",
+        anchor: Anchor::Matmul,
+        applies: "f16/bf16 matmuls (sm_80+ tensor cores)",
+        config: "block tile 128x128x64, 8 warps (2x4), warp tile 64x32, mma.m16n8k16, smem pitch 72",
+    },
+    TemplateInfo {
+        name: "matmul_simt",
+        anchor: Anchor::Matmul,
+        applies: "f32/f64 matmuls and what the tensor-core template cannot take",
+        config: "block tile 64x64x16, 256 threads, thread tile 4x4",
+    },
+];

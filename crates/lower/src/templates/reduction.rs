@@ -1,0 +1,120 @@
+//! The reduction template: `reduce_*` over any axes, one block per output row, a block-strided
+//! loop and a block reduction; shared helpers for row-wise kernels.
+
+use crate::LowerError;
+use crate::lower::*;
+use irc_ir::infer::reduction_axes;
+use irc_ir::{DType, Inst, OpKind};
+use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Stmt, Ty};
+
+impl Builder<'_, '_> {
+    /// `for %row = bid.x to rows step nctaid.x { ... }`: one block per row.
+    pub(crate) fn rows(&mut self, rows: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
+        self.kernel.grid = [rows.clamp(1, MAX_BLOCKS) as u32, 1, 1];
+        self.for_(
+            "row",
+            bx(Builtin::BidX),
+            int(rows),
+            bx(Builtin::NctaidX),
+            false,
+            f,
+        )
+    }
+
+    /// A block-strided loop over the `k` elements of a row; `f` gets the element index.
+    pub(crate) fn row_loop(&mut self, k: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
+        self.for_("k", bx(Builtin::TidX), int(k), bx(Builtin::NtidX), false, f)
+    }
+
+    /// `%acc` combined with `f` over a row, then reduced across the block.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn row_reduce(
+        &mut self,
+        k: u64,
+        row: &Expr,
+        acc_t: DType,
+        op: ReduceOp,
+        init: f64,
+        f: impl FnOnce(&mut Self, Expr) -> R<Expr>,
+    ) -> R<Expr> {
+        let acc = self.fresh("acc");
+        self.out.push(Stmt::Var {
+            var: acc.clone(),
+            ty: Ty::Elem(acc_t),
+            init: lit(acc_t, init),
+        });
+        let row = row.clone();
+        let acc_var = acc.clone();
+        self.row_loop(k, |b, kv| {
+            b.coord = vec![kv.clone(), row];
+            let x = f(b, kv)?;
+            let combine = match op {
+                ReduceOp::Sum => Func::Add,
+                ReduceOp::Max => Func::Max,
+                ReduceOp::Min => Func::Min,
+            };
+            b.out.push(Stmt::Assign {
+                var: acc_var.clone(),
+                value: Expr::call(combine, vec![Expr::var(&acc_var), x]),
+            });
+            Ok(())
+        })?;
+        let red = self.fresh("red");
+        self.out.push(Stmt::BlockReduce {
+            var: red.clone(),
+            ty: Ty::Elem(acc_t),
+            op,
+            value: Expr::var(&acc),
+        });
+        Ok(Expr::Var(red))
+    }
+
+    pub(crate) fn reduction(&mut self, inst: &Inst) -> R<()> {
+        let x = inst.operands[0];
+        let xshape = self.ty(x).shape.clone();
+        let out_dtype = self.ty(inst.result).dtype;
+        let axes = reduction_axes(xshape.len(), &inst.attrs)
+            .map_err(|e| Retry::Fail(LowerError::Internal(e.message)))?;
+        let st = row_major(&xshape);
+        let red: Vec<(u64, i64)> = axes.iter().map(|&a| (xshape[a], st[a])).collect();
+        let kept: Vec<(u64, i64)> = (0..xshape.len())
+            .filter(|d| !axes.contains(d))
+            .map(|d| (xshape[d], st[d]))
+            .collect();
+        let k: u64 = red.iter().map(|m| m.0).product();
+        let rows = self.ty(inst.result).numel();
+        let access = concat(&[
+            dims_layout(&red).map_err(internal)?,
+            dims_layout(&kept).map_err(internal)?,
+        ])?;
+        let acc_t = math_dtype(self.ty(x).dtype);
+        let (op, init) = match (inst.op, acc_t) {
+            (OpKind::ReduceMax, DType::I64) => (ReduceOp::Max, i64::MIN as f64),
+            (OpKind::ReduceMin, DType::I64) => (ReduceOp::Min, i64::MAX as f64),
+            (OpKind::ReduceMax, _) => (ReduceOp::Max, f64::NEG_INFINITY),
+            (OpKind::ReduceMin, _) => (ReduceOp::Min, f64::INFINITY),
+            _ => (ReduceOp::Sum, 0.0),
+        };
+        let out = self.global(inst.result, linear(rows).map_err(internal)?);
+        self.kernel.block = [row_threads(k), 1, 1];
+        self.rows(rows, |b, row| {
+            let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {
+                let e = b.value_at(x, &access)?;
+                Ok(cast_to(acc_t, b.ty(x).dtype, e))
+            })?;
+            let mut value = red;
+            if inst.op == OpKind::ReduceMean {
+                value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
+            }
+            let value = cast_to(out_dtype, acc_t, value);
+            b.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
+                b.out.push(Stmt::Store {
+                    tensor: out,
+                    coord: vec![row],
+                    value,
+                });
+                Ok(())
+            })
+        })
+    }
+}

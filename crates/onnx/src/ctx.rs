@@ -1,0 +1,260 @@
+//! The import context: the graph being built, the ONNX name environment, known (host) tensors,
+//! constant folding, and the weights.
+
+use crate::{Imported, Options};
+use irc_interp::{Data, Tensor};
+use irc_ir::{Attr, Attrs, DType, Graph, GraphBuilder, OpKind, Provenance, TensorType, ValueId};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+/// Known results with at most this many elements are folded at import time.
+const FOLD_LIMIT: u64 = 1 << 16;
+
+pub type R<T> = Result<T, String>;
+
+/// An ONNX value: computed by the graph, or known on the host.
+#[derive(Clone, Debug)]
+pub enum Val {
+    Dyn(ValueId),
+    /// A known tensor, and the initializer name it came from (for its weight parameter).
+    Known(Rc<Tensor>, Option<Rc<str>>),
+}
+
+/// An ONNX name as an irc value name (`[A-Za-z0-9_.$-]`; anything else becomes `_`).
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.$-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub struct Ctx<'o> {
+    b: GraphBuilder,
+    env: HashMap<String, Val>,
+    weights: Vec<(String, Tensor)>,
+    param_names: HashSet<String>,
+    /// Known tensors already written into the graph, by address (the tensor is kept alive,
+    /// so its address is never reused by another).
+    materialized: HashMap<*const Tensor, (Rc<Tensor>, ValueId)>,
+    pub opset: i64,
+    opts: &'o Options,
+    /// The node being imported: its name becomes the provenance of what it adds.
+    loc: Option<Provenance>,
+}
+
+impl<'o> Ctx<'o> {
+    pub fn new(name: &str, opset: i64, opts: &'o Options) -> Ctx<'o> {
+        Ctx {
+            b: GraphBuilder::new(name),
+            env: HashMap::new(),
+            weights: Vec::new(),
+            param_names: HashSet::new(),
+            materialized: HashMap::new(),
+            opset,
+            opts,
+            loc: None,
+        }
+    }
+
+    pub fn set_node(&mut self, node_name: &str, index: usize) {
+        self.loc = Some(Provenance {
+            file: if node_name.is_empty() {
+                format!("node{index}")
+            } else {
+                node_name.to_string()
+            },
+            line: index as u32,
+            col: 0,
+        });
+    }
+
+    pub fn is_defined(&self, name: &str) -> bool {
+        self.env.contains_key(name)
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<Val> {
+        self.env.get(name).cloned()
+    }
+
+    fn unique_param(&mut self, hint: &str) -> String {
+        let base = sanitize(hint);
+        let base = if base.is_empty() { "w".into() } else { base };
+        let mut name = base.clone();
+        let mut k = 1;
+        while !self.param_names.insert(name.clone()) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        name
+    }
+
+    pub fn define_known(&mut self, name: &str, t: Tensor) {
+        self.env
+            .insert(name.to_string(), Val::Known(Rc::new(t), Some(name.into())));
+    }
+
+    pub fn define_input(&mut self, name: &str, ty: TensorType) {
+        let p = self.unique_param(name);
+        let v = self.b.param(&p, ty);
+        self.env.insert(name.to_string(), Val::Dyn(v));
+    }
+
+    /// Binds a node output; a computed value takes the ONNX name as its name hint.
+    pub fn define(&mut self, name: &str, v: Val, _index: usize) {
+        if let Val::Dyn(id) = v
+            && self.b.graph().value(id).name.is_none()
+        {
+            self.b.name(id, &sanitize(name));
+        }
+        self.env.insert(name.to_string(), v);
+    }
+
+    pub fn ty(&self, v: &Val) -> TensorType {
+        match v {
+            Val::Dyn(id) => self.b.ty(*id).clone(),
+            Val::Known(t, _) => t.ty.clone(),
+        }
+    }
+
+    /// The tensor of a known value.
+    pub fn known<'v>(&self, v: &'v Val) -> Option<&'v Tensor> {
+        match v {
+            Val::Known(t, _) => Some(t),
+            Val::Dyn(_) => None,
+        }
+    }
+
+    /// A known tensor as a value.
+    pub fn konst(&self, t: Tensor) -> Val {
+        Val::Known(Rc::new(t), None)
+    }
+
+    /// A known rank-0 tensor.
+    pub fn scalar(&self, x: f64, dtype: DType) -> Val {
+        let data = Data::from_f64(dtype, vec![x]);
+        self.konst(Tensor {
+            ty: TensorType::scalar(dtype),
+            data,
+        })
+    }
+
+    /// A known 1-D i64 tensor.
+    pub fn ints_val(&self, v: &[i64]) -> Val {
+        self.konst(Tensor {
+            ty: TensorType::new([v.len() as u64], DType::I64),
+            data: Data::I64(v.to_vec()),
+        })
+    }
+
+    /// The value as an irc value, writing a known tensor into the graph (inlined when small,
+    /// a weight parameter otherwise) the first time.
+    pub fn value(&mut self, v: &Val) -> R<ValueId> {
+        let (t, name) = match v {
+            Val::Dyn(id) => return Ok(*id),
+            Val::Known(t, name) => (t, name),
+        };
+        let key = Rc::as_ptr(t);
+        if let Some((_, id)) = self.materialized.get(&key) {
+            return Ok(*id);
+        }
+        // Initializers are weights (but scalars); what the model computes or writes as a
+        // Constant node is inlined when small.
+        let limit = if name.is_some() {
+            1
+        } else {
+            self.opts.inline_limit
+        };
+        let id = if t.ty.numel() <= limit {
+            let value = constant_attr(&t.data, t.ty.rank() == 0);
+            let attrs = Attrs::new().with("value", value);
+            let id = self
+                .b
+                .op_typed(OpKind::Constant, &[], attrs, Some(&t.ty))
+                .map_err(|e| e.message)?;
+            self.b.set_loc(id, self.loc.clone());
+            if let Some(n) = name {
+                self.b.name(id, &sanitize(n));
+            }
+            id
+        } else {
+            let p = self.unique_param(name.as_deref().unwrap_or("const"));
+            self.weights.push((p.clone(), (**t).clone()));
+            self.b.param(&p, t.ty.clone())
+        };
+        self.materialized.insert(key, (t.clone(), id));
+        Ok(id)
+    }
+
+    /// Adds `op` over `operands`, folding it on the host when every operand is known and the
+    /// result is small.
+    pub fn op(&mut self, op: OpKind, operands: &[&Val], attrs: Attrs) -> R<Val> {
+        self.op_typed(op, operands, attrs, None)
+    }
+
+    pub fn op_typed(
+        &mut self,
+        op: OpKind,
+        operands: &[&Val],
+        attrs: Attrs,
+        declared: Option<&TensorType>,
+    ) -> R<Val> {
+        let tys: Vec<TensorType> = operands.iter().map(|v| self.ty(v)).collect();
+        let refs: Vec<&TensorType> = tys.iter().collect();
+        let ty = irc_ir::check_op(op, &refs, &attrs, declared).map_err(|e| {
+            let args: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
+            format!("{} (irc '{op}' of {})", e.message, args.join(", "))
+        })?;
+        let known: Option<Vec<&Tensor>> = operands.iter().map(|v| self.known(v)).collect();
+        if let Some(args) = known
+            && ty.numel() <= FOLD_LIMIT
+        {
+            let data = irc_interp::eval(op, &args, &attrs, &ty).map_err(|e| e.to_string())?;
+            return Ok(self.konst(Tensor { ty, data }));
+        }
+        let ids = operands
+            .iter()
+            .map(|v| self.value(v))
+            .collect::<R<Vec<ValueId>>>()?;
+        let id = self
+            .b
+            .op_typed(op, &ids, attrs, declared)
+            .map_err(|e| e.message)?;
+        self.b.set_loc(id, self.loc.clone());
+        Ok(Val::Dyn(id))
+    }
+
+    pub fn finish(self, results: &[ValueId], opset: i64) -> R<Imported> {
+        let graph: Graph = self.b.finish(results).map_err(|e| e.message)?;
+        irc_ir::verify_graph(&graph).map_err(|d| {
+            let msgs: Vec<String> = d.iter().map(|d| d.message.clone()).collect();
+            format!(
+                "internal error: the imported graph does not verify: {}",
+                msgs.join("; ")
+            )
+        })?;
+        Ok(Imported {
+            graph,
+            weights: self.weights,
+            opset,
+        })
+    }
+}
+
+/// A `constant`'s value attribute for host data (a scalar when `scalar`).
+fn constant_attr(d: &Data, scalar: bool) -> Attr {
+    let items: Vec<Attr> = match d {
+        Data::I1(v) => v.iter().map(|&b| Attr::Bool(b)).collect(),
+        Data::I32(_) | Data::I64(_) => d.to_i64().into_iter().map(Attr::Int).collect(),
+        _ => d.to_f64().into_iter().map(Attr::Float).collect(),
+    };
+    if scalar && items.len() == 1 {
+        items.into_iter().next().unwrap_or(Attr::Int(0))
+    } else {
+        Attr::Array(items)
+    }
+}

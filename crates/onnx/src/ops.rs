@@ -1,0 +1,227 @@
+//! The one table of supported ONNX ops ([`OPS`]): each `ai.onnx` op irc imports, the opset it
+//! is read from, and the function that maps it to irc ops (one op, or a decomposition). The
+//! handlers live in [`crate::ops::handlers`]; `spec/onnx.md`'s coverage table is generated
+//! from this table and the node-test results.
+
+mod math;
+mod shape;
+
+/// Every handler, for the table.
+mod handlers {
+    pub use super::math::*;
+    pub use super::shape::*;
+}
+
+use crate::ctx::{Ctx, R, Val};
+use crate::proto::{AttributeProto, NodeProto, TensorProto};
+
+/// One node being imported: its proto and its resolved inputs (`None` for an omitted optional
+/// input, written `""` in ONNX).
+pub struct Node<'a> {
+    pub proto: &'a NodeProto,
+    pub ins: Vec<Option<Val>>,
+}
+
+impl Node<'_> {
+    /// Input `i`, required.
+    pub fn x(&self, i: usize) -> R<Val> {
+        self.ins
+            .get(i)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| format!("input {i} is required"))
+    }
+
+    /// Input `i`, optional.
+    pub fn opt(&self, i: usize) -> Option<Val> {
+        self.ins.get(i).cloned().flatten()
+    }
+
+    pub fn n_in(&self) -> usize {
+        self.ins.len()
+    }
+
+    pub fn n_out(&self) -> usize {
+        self.proto.output.len()
+    }
+
+    fn attr(&self, name: &str) -> Option<&AttributeProto> {
+        self.proto.attribute.iter().find(|a| a.name == name)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.attr(name).is_some()
+    }
+
+    pub fn int(&self, name: &str, default: i64) -> i64 {
+        self.attr(name).map_or(default, |a| a.i)
+    }
+
+    pub fn float(&self, name: &str, default: f32) -> f32 {
+        self.attr(name).map_or(default, |a| a.f)
+    }
+
+    pub fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        self.attr(name).map(|a| a.ints.clone())
+    }
+
+    pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
+        self.attr(name).map(|a| a.floats.clone())
+    }
+
+    pub fn string(&self, name: &str) -> Option<String> {
+        self.attr(name)
+            .map(|a| String::from_utf8_lossy(&a.s).into_owned())
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorProto> {
+        self.attr(name).and_then(|a| a.t.as_ref())
+    }
+}
+
+/// Maps one node to its output values.
+pub type Handler = fn(&mut Ctx, &Node) -> R<Vec<Val>>;
+
+/// A row of the table.
+pub struct OnnxOp {
+    pub name: &'static str,
+    pub handler: Handler,
+    /// How it maps, for the coverage table.
+    pub note: &'static str,
+}
+
+macro_rules! table {
+    ($( $name:literal => $h:expr, $note:literal; )*) => {
+        /// Every supported ONNX op, in alphabetical order.
+        pub const OPS: &[OnnxOp] = &[$( OnnxOp { name: $name, handler: $h, note: $note } ),*];
+    };
+}
+
+use handlers as h;
+
+#[rustfmt::skip]
+table! {
+    "Abs" => h::abs, "abs";
+    "Add" => h::add, "add";
+    "And" => h::and, "select(a, b, false)";
+    "ArgMax" => h::argmax, "reduce_max, eq, iota, select, reduce_min";
+    "ArgMin" => h::argmin, "reduce_min, eq, iota, select, reduce_min";
+    "BatchNormalization" => h::batchnorm, "inference form: (x - mean) · rsqrt(var + eps) · scale + bias";
+    "Cast" => h::cast, "cast";
+    "CastLike" => h::cast_like, "cast";
+    "Celu" => h::celu, "max(0, x) + min(0, alpha · (exp(x / alpha) - 1))";
+    "Clip" => h::clip, "max, min";
+    "Concat" => h::concat, "concat";
+    "Constant" => h::constant, "known tensor";
+    "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
+    "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
+    "Div" => h::div, "div (integers: through f64, truncated)";
+    "Dropout" => h::dropout, "identity (inference)";
+    "Elu" => h::elu, "select(x < 0, alpha · (exp(x) - 1), x)";
+    "Equal" => h::equal, "eq";
+    "Erf" => h::erf, "erf";
+    "Exp" => h::exp, "exp";
+    "Expand" => h::expand, "broadcast";
+    "EyeLike" => h::eye_like, "iota, eq, cast";
+    "Flatten" => h::flatten, "reshape";
+    "Gather" => h::gather, "gather";
+    "Gelu" => h::gelu, "gelu (approximate='tanh': its tanh formula)";
+    "Gemm" => h::gemm, "matmul (transpose flags), mul, add";
+    "GlobalAveragePool" => h::global_avg_pool, "reduce_mean over spatial axes";
+    "GlobalMaxPool" => h::global_max_pool, "reduce_max over spatial axes";
+    "Greater" => h::greater, "gt";
+    "GreaterOrEqual" => h::greater_or_equal, "ge";
+    "HardSigmoid" => h::hard_sigmoid, "max(0, min(1, alpha · x + beta))";
+    "HardSwish" => h::hard_swish, "x · hardsigmoid(x)";
+    "Identity" => h::identity, "the operand itself";
+    "InstanceNormalization" => h::instance_norm, "reduce_mean, rsqrt, mul, add";
+    "IsInf" => h::is_inf, "eq against ±inf";
+    "IsNaN" => h::is_nan, "ne(x, x)";
+    "LayerNormalization" => h::layernorm, "layernorm (first output only)";
+    "LeakyRelu" => h::leaky_relu, "select(x < 0, alpha · x, x)";
+    "Less" => h::less, "lt";
+    "LessOrEqual" => h::less_or_equal, "le";
+    "Log" => h::log, "log";
+    "LogSoftmax" => h::log_softmax, "x - max - log(sum(exp(x - max)))";
+    "MatMul" => h::matmul, "matmul";
+    "Max" => h::max, "max (variadic)";
+    "Mean" => h::mean, "add, div (variadic)";
+    "Min" => h::min, "min (variadic)";
+    "Mish" => h::mish, "x · tanh(log(1 + exp(x)))";
+    "Mul" => h::mul, "mul";
+    "Neg" => h::neg, "neg";
+    "Not" => h::not, "eq(x, false)";
+    "OneHot" => h::one_hot, "iota, eq, select";
+    "Or" => h::or, "select(a, true, b)";
+    "PRelu" => h::prelu, "select(x < 0, slope · x, x)";
+    "Pow" => h::pow, "pow (exponent cast to the base's dtype)";
+    "RMSNormalization" => h::rmsnorm, "rmsnorm";
+    "Range" => h::range, "known tensor (folded)";
+    "Reciprocal" => h::reciprocal, "recip";
+    "ReduceL1" => h::reduce_l1, "abs, reduce_sum";
+    "ReduceL2" => h::reduce_l2, "mul, reduce_sum, sqrt";
+    "ReduceLogSum" => h::reduce_log_sum, "reduce_sum, log";
+    "ReduceLogSumExp" => h::reduce_log_sum_exp, "reduce_max, exp, reduce_sum, log";
+    "ReduceMax" => h::reduce_max, "reduce_max";
+    "ReduceMean" => h::reduce_mean, "reduce_mean";
+    "ReduceMin" => h::reduce_min, "reduce_min";
+    "ReduceSum" => h::reduce_sum, "reduce_sum";
+    "ReduceSumSquare" => h::reduce_sum_square, "mul, reduce_sum";
+    "Relu" => h::relu, "relu";
+    "Reshape" => h::reshape, "reshape";
+    "Selu" => h::selu, "gamma · select(x <= 0, alpha · (exp(x) - 1), x)";
+    "Shape" => h::shape, "known tensor (static shapes)";
+    "Sigmoid" => h::sigmoid, "sigmoid";
+    "Sign" => h::sign, "select, gt, lt";
+    "Size" => h::size, "known tensor";
+    "Slice" => h::slice, "slice";
+    "Softmax" => h::softmax, "softmax";
+    "Softplus" => h::softplus, "log(exp(x) + 1)";
+    "Softsign" => h::softsign, "x / (1 + |x|)";
+    "SpaceToDepth" => h::space_to_depth, "reshape, transpose, reshape";
+    "Split" => h::split, "slice per output";
+    "Sqrt" => h::sqrt, "sqrt";
+    "Squeeze" => h::squeeze, "reshape";
+    "Sub" => h::sub, "sub";
+    "Sum" => h::sum, "add (variadic)";
+    "Tanh" => h::tanh, "tanh";
+    "ThresholdedRelu" => h::thresholded_relu, "select(x > alpha, x, 0)";
+    "Tile" => h::tile, "reshape, broadcast, reshape";
+    "Transpose" => h::transpose, "transpose";
+    "Trilu" => h::trilu, "iota, compare, select";
+    "Unsqueeze" => h::unsqueeze, "reshape";
+    "Where" => h::where_, "select";
+    "Xor" => h::xor, "ne";
+}
+
+/// The table row of an ONNX op, if supported.
+pub fn lookup(name: &str) -> Option<&'static OnnxOp> {
+    OPS.iter().find(|o| o.name == name)
+}
+
+/// Imports one node: looks its op up in [`OPS`] and runs its handler.
+pub fn import_node(
+    cx: &mut Ctx,
+    index: usize,
+    proto: &NodeProto,
+    ins: Vec<Option<Val>>,
+) -> R<Vec<Val>> {
+    let Some(row) = lookup(&proto.op_type) else {
+        return Err(format!(
+            "op '{}' is not supported by irc's importer (spec/onnx.md lists the supported ops)",
+            proto.op_type
+        ));
+    };
+    cx.set_node(&proto.name, index);
+    let node = Node { proto, ins };
+    let outs = (row.handler)(cx, &node)?;
+    if outs.len() < proto.output.iter().filter(|o| !o.is_empty()).count() {
+        return Err(format!(
+            "irc produces {} output(s) for {}, the node asks for {}",
+            outs.len(),
+            proto.op_type,
+            proto.output.len()
+        ));
+    }
+    Ok(outs)
+}

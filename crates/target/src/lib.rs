@@ -1,0 +1,77 @@
+//! The machine irc compiles for, described once.
+//!
+//! The cost model divides by its rates ([`Target::tensor_flops`] and the rest), `irc bench`
+//! judges timings against its roofline ([`Target::floor_ms`]), the kernel-IR verifier checks
+//! kernels against its limits ([`Target::max_shared_bytes`], [`Target::max_register_elems`]),
+//! and the templates size their tiles from the same limits.
+
+use serde::Serialize;
+
+/// A GPU: its ceilings and its per-block limits.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Target {
+    pub name: String,
+    /// Streaming multiprocessors.
+    pub sms: u32,
+    /// Peak dense 16-bit tensor-core throughput, TFLOP/s.
+    pub peak_tflops: f64,
+    /// Peak device-memory bandwidth, GB/s (bytes read plus written).
+    pub peak_gbps: f64,
+    /// f32 throughput on CUDA cores, TFLOP/s.
+    pub cuda_tflops: f64,
+    /// The fixed cost of one kernel launch, µs.
+    pub launch_us: f64,
+    /// Statically allocated shared memory a block may use, bytes.
+    pub max_shared_bytes: u64,
+    /// Shared memory a block may use with the dynamic opt-in, bytes.
+    pub max_dynamic_shared_bytes: u64,
+    /// Elements a thread's register tensors may hold in total (the rest would spill).
+    pub max_register_elems: u64,
+}
+
+impl Target {
+    /// The H100 80GB HBM3 (sm_90a): a bf16 8192³ matmul at 737 TFLOP/s and a device-to-device
+    /// copy at 3006 GB/s as measured for MISSION.md, 67 TFLOP/s f32 (the data sheet), 132 SMs,
+    /// about 3 µs per launch, 48 KiB of static and 227 KiB of opt-in shared memory per block.
+    pub fn h100() -> Target {
+        Target {
+            name: "H100".into(),
+            sms: 132,
+            peak_tflops: 737.0,
+            peak_gbps: 3006.0,
+            cuda_tflops: 67.0,
+            launch_us: 3.0,
+            max_shared_bytes: 48 * 1024,
+            max_dynamic_shared_bytes: 227 * 1024,
+            max_register_elems: 256,
+        }
+    }
+
+    /// The floor in ms: max(flops / peak rate, bytes / peak bandwidth).
+    pub fn floor_ms(&self, flops: u64, bytes: u64) -> f64 {
+        let compute = flops as f64 / (self.peak_tflops * 1e12);
+        let memory = bytes as f64 / (self.peak_gbps * 1e9);
+        compute.max(memory) * 1e3
+    }
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Target::h100()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_is_the_slower_of_compute_and_memory() {
+        let t = Target::h100();
+        // 4096³ matmul: compute bound.
+        let f = t.floor_ms(2 * 4096u64.pow(3), 3 * 2 * 4096 * 4096);
+        assert!((f - 0.1865).abs() < 1e-3, "{f}");
+        // 3.006 GB read and written: 1 ms, memory bound.
+        assert!((t.floor_ms(0, 3_006_000_000) - 1.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Exports transformer models to ONNX for `irc import` / `irc run`, with inputs and PyTorch's
+outputs as .npy, on a machine with torch, transformers and timm (the GPU machine). No network:
+every model is built from a config with random weights (seeded), never `from_pretrained`.
+
+Models, each in a `small` configuration (a few layers, small hidden size: test fixtures) and a
+`bench` configuration (the real model's sizes):
+
+  gpt2   GPT-2-style decoder        transformers.GPT2LMHeadModel      input_ids [B, S]
+  bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask
+  llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids [B, S]
+  vit    Vision transformer         timm VisionTransformer            pixels [B, 3, H, W]
+
+Usage:
+    python3 scripts/export_models.py --out models [--size small|bench|all] [--models gpt2,bert,...]
+
+For each model it writes OUT/<model>_<size>.onnx, OUT/<model>_<size>.<input>.npy and
+OUT/<model>_<size>.out0.npy (PyTorch eager, float32), and prints the irc commands to check it:
+
+    irc import OUT/gpt2_small.onnx -o OUT/gpt2_small.ir
+    irc run OUT/gpt2_small.ir --input input_ids=OUT/gpt2_small.input_ids.npy --save-outputs DIR
+
+Notes:
+- Shapes are static (irc's graphs are): batch and sequence are fixed at export.
+- Attention is exported in its eager form (`attn_implementation="eager"`), so it appears as
+  MatMul/Softmax/Where that irc imports, not as a fused SDPA op.
+- The exporter folds constant subgraphs (`do_constant_folding=True`), so position ids and the
+  causal mask become initializers; Llama's rotary tables (Sin/Cos of constants) fold the
+  same way. Sin and Cos have no irc op: a model where they depend on an input does not import.
+- timm's patch embedding is a strided Conv2d, which irc does not import; this script replaces
+  it by the same computation written as reshape, transpose and a linear layer (exact).
+"""
+import argparse
+import os
+
+import numpy as np
+import torch
+
+SEED = 15
+
+CONFIGS = {
+    "gpt2": {
+        "small": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=256, n_positions=64, batch=1, seq=16),
+        "bench": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, batch=1, seq=1024),
+    },
+    "bert": {
+        "small": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                      vocab_size=256, max_position_embeddings=64, batch=1, seq=16),
+        "bench": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                      vocab_size=30522, max_position_embeddings=512, batch=8, seq=512),
+    },
+    "llama": {
+        "small": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=172, vocab_size=256, max_position_embeddings=64, batch=1, seq=16),
+        "bench": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                      intermediate_size=8192, vocab_size=32000, max_position_embeddings=2048, batch=1, seq=1024),
+    },
+    "vit": {
+        "small": dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10, batch=1),
+        "bench": dict(img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12, num_classes=1000, batch=8),
+    },
+}
+
+
+def split(cfg):
+    cfg = dict(cfg)
+    shape = {k: cfg.pop(k) for k in ("batch", "seq") if k in cfg}
+    return cfg, shape
+
+
+def gpt2(cfg):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg, s = split(cfg)
+    model = GPT2LMHeadModel(GPT2Config(**cfg, use_cache=False, attn_implementation="eager"))
+    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
+    return model, {"input_ids": ids}
+
+
+def bert(cfg):
+    from transformers import BertConfig, BertModel
+    cfg, s = split(cfg)
+    model = BertModel(BertConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
+    mask = torch.ones((s["batch"], s["seq"]), dtype=torch.int64)
+    return model, {"input_ids": ids, "attention_mask": mask}
+
+
+def llama(cfg):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg, s = split(cfg)
+    model = LlamaForCausalLM(LlamaConfig(**cfg, use_cache=False, attn_implementation="eager"))
+    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
+    return model, {"input_ids": ids}
+
+
+def vit(cfg):
+    from timm.models.vision_transformer import VisionTransformer
+    cfg = dict(cfg)
+    batch = cfg.pop("batch")
+    model = VisionTransformer(**cfg)
+    pe = model.patch_embed
+    p = cfg["patch_size"]
+
+    def patch_embed_as_linear(x):
+        # Conv2d(kernel = stride = p) over non-overlapping patches, as a linear layer.
+        b, c, h, w = x.shape
+        x = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
+        x = x.reshape(b, (h // p) * (w // p), c * p * p)
+        weight = pe.proj.weight.reshape(pe.proj.weight.shape[0], -1)
+        x = torch.nn.functional.linear(x, weight, pe.proj.bias)
+        return pe.norm(x)
+
+    pe.forward = patch_embed_as_linear
+    pixels = torch.randn(batch, 3, cfg["img_size"], cfg["img_size"])
+    return model, {"pixels": pixels}
+
+
+BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit}
+
+
+class Positional(torch.nn.Module):
+    """Calls the model with its inputs as positional arguments and returns one tensor."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *args):
+        out = self.model(**dict(zip(self.names, args)))
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        elif hasattr(out, "logits"):
+            out = out.logits
+        elif hasattr(out, "last_hidden_state"):
+            out = out.last_hidden_state
+        return out
+
+
+def export(name, size, out_dir, opset):
+    torch.manual_seed(SEED)
+    model, inputs = BUILDERS[name](CONFIGS[name][size])
+    model.eval()
+    names = list(inputs)
+    wrapped = Positional(model, names).eval()
+    args = tuple(inputs[n] for n in names)
+    stem = os.path.join(out_dir, f"{name}_{size}")
+    with torch.no_grad():
+        ref = wrapped(*args)
+        kwargs = dict(input_names=names, output_names=["out0"], opset_version=opset,
+                      do_constant_folding=True)
+        try:
+            torch.onnx.export(wrapped, args, stem + ".onnx", dynamo=False, **kwargs)
+        except TypeError:  # a torch without the dynamo switch: the TorchScript exporter
+            torch.onnx.export(wrapped, args, stem + ".onnx", **kwargs)
+    for n in names:
+        np.save(f"{stem}.{n}.npy", inputs[n].numpy())
+    np.save(f"{stem}.out0.npy", ref.float().numpy())
+    flags = " ".join(f"--input {n}={stem}.{n}.npy" for n in names)
+    print(f"{stem}.onnx  {tuple(ref.shape)}\n  irc import {stem}.onnx -o {stem}.ir\n"
+          f"  irc run {stem}.ir {flags} --save-outputs {stem}.irc_out")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="models")
+    ap.add_argument("--size", choices=["small", "bench", "all"], default="small")
+    ap.add_argument("--models", default=",".join(BUILDERS))
+    ap.add_argument("--opset", type=int, default=17)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    sizes = ["small", "bench"] if a.size == "all" else [a.size]
+    for name in a.models.split(","):
+        for size in sizes:
+            export(name, size, a.out, a.opset)
+
+
+if __name__ == "__main__":
+    main()
