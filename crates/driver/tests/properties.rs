@@ -170,6 +170,10 @@ fn build(dt: &str, params: [usize; 3], steps: &[Step]) -> String {
 /// `-O`, every stage of `irc_pipeline` to CUDA (to NVRTC's PTX when NVRTC is found) and, with the
 /// `mlir` feature, to a verified MLIR module. Returns the first failure.
 fn pipeline(text: &str) -> Result<(), String> {
+    pipeline_with(text, true)
+}
+
+fn pipeline_with(text: &str, mlir: bool) -> Result<(), String> {
     use irc_pipeline::{Pipeline, Stage};
     let module = irc_frontend::parse_module(text).map_err(|d| format!("does not parse: {d:?}"))?;
     let g = &module.graphs[0];
@@ -187,9 +191,10 @@ fn pipeline(text: &str) -> Result<(), String> {
         };
         p.compile(g, Default::default(), until)
             .map_err(|e| format!("{label}: {e}"))?;
-        #[cfg(feature = "mlir")]
-        p.compile(g, Default::default(), Stage::Mlir)
-            .map_err(|e| format!("{label}: MLIR: {e}"))?;
+        if mlir && cfg!(feature = "mlir") {
+            p.compile(g, Default::default(), Stage::Mlir)
+                .map_err(|e| format!("{label}: MLIR: {e}"))?;
+        }
     }
     Ok(())
 }
@@ -237,20 +242,36 @@ fn nonfinite_and_huge_constant_arrays() {
     }
 }
 
-/// A chain 10,000 statements deep (elementwise ops reading the two values before them).
-#[test]
-fn deep_chain_of_binary_ops() {
+/// A chain 10,000 statements deep (elementwise ops reading the two values before them, so
+/// every value is a kernel of its own), through the CUDA backend.
+fn deep_chain(n: usize) -> String {
     let mut text = String::from(
         "graph @deep(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>) -> tensor<3x5xf32> {\n",
     );
     let (mut a, mut b) = ("x".to_string(), "y".to_string());
-    for i in 0..10_000 {
+    for i in 0..n {
         let op = ["add", "mul", "sub", "max"][i % 4];
         let _ = writeln!(text, "  %v{i} = {op} %{a}, %{b}");
         b = std::mem::replace(&mut a, format!("v{i}"));
     }
     let _ = writeln!(text, "  return %{a}\n}}");
-    if let Err(e) = pipeline(&text) {
+    text
+}
+
+#[test]
+fn deep_chain_of_binary_ops() {
+    if let Err(e) = pipeline_with(&deep_chain(10_000), false) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+#[cfg_attr(
+    feature = "mlir",
+    ignore = "crates/emit-mlir: 10,000 kernels take about 10 minutes (most of it in mlir::SymbolTable::lookupSymbolIn); passes, too slow for CI"
+)]
+fn deep_chain_of_binary_ops_through_mlir() {
+    if let Err(e) = pipeline_with(&deep_chain(10_000), true) {
         panic!("{e}");
     }
 }
