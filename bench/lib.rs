@@ -91,3 +91,36 @@ pub fn transformer_graph(layers: usize, seq: u64, dim: u64, heads: u64) -> Strin
         t(&[seq, dim])
     )
 }
+
+/// A chain of `n` elementwise statements over `tensor<64x64xf32>` in which every value is read
+/// twice (`v[i]` reads `v[i-1]` and, every other op, `v[i-2]`): the shape on which the `-O`
+/// pipeline was once quadratic.
+pub fn chain_graph(n: usize) -> String {
+    let mut s = String::from(
+        "graph @chain(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> tensor<64x64xf32> {\n",
+    );
+    let (mut prev, mut prev2) = ("x".to_string(), "y".to_string());
+    for i in 0..n {
+        let line = match i % 6 {
+            0 => format!("  %v{i} = exp %{prev}\n"),
+            1 => format!("  %v{i} = add %{prev}, %{prev2}\n"),
+            2 => format!("  %v{i} = mul %{prev}, %{prev2}\n"),
+            3 => format!("  %v{i} = relu %{prev}\n"),
+            4 => format!("  %v{i} = sub %{prev}, %{prev2}\n"),
+            _ => format!("  %v{i} = tanh %{prev}\n"),
+        };
+        s.push_str(&line);
+        prev2 = std::mem::replace(&mut prev, format!("v{i}"));
+    }
+    s.push_str(&format!("  return %{prev}\n}}\n"));
+    s
+}
+
+/// A decomposed transformer (`transformer_graph(layers, 128, 256, 4)`, the composites written
+/// in primitives: 51 statements a layer) with about `statements` statements.
+pub fn transformer_statements(statements: usize) -> irc_ir::Graph {
+    let layers = statements.div_ceil(51).max(1);
+    let text = transformer_graph(layers, 128, 256, 4);
+    let m = irc_frontend::parse_module(&text).expect("the generated transformer parses");
+    irc_ir::decompose_graph(&m.graphs[0]).expect("the generated transformer decomposes")
+}

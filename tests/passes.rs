@@ -69,6 +69,15 @@ rule_test!(fold_transpose_of_matmul, "fold-transpose",
 rule_test!(transposes_compose_to_identity, "canonicalize",
     "graph @f(%a: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> { %t = transpose %a {perm = [1, 2, 0]}  %u = transpose %t {perm = [2, 0, 1]}  %e = exp %u  return %e }"
     => "%e = exp %a : tensor<2x3x4xf32>\nreturn %e");
+rule_test!(identity_transpose_with_negative_perm_removed, "canonicalize",
+    "graph @f(%a: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> { %t = transpose %a {perm = [0, 1, -1]}  %e = exp %t  return %e }"
+    => "%e = exp %a : tensor<2x3x4xf32>\nreturn %e");
+rule_test!(negative_perms_compose_to_identity, "canonicalize",
+    "graph @f(%a: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> { %t = transpose %a {perm = [-2, -1, 0]}  %u = transpose %t {perm = [2, 0, 1]}  %e = exp %u  return %e }"
+    => "%e = exp %a : tensor<2x3x4xf32>\nreturn %e");
+rule_test!(negative_perm_swap_folds_into_matmul, "fold-transpose",
+    "graph @f(%a: tensor<4x8xf32>, %b: tensor<6x8xf32>) -> tensor<4x6xf32> { %t = transpose %b {perm = [-1, 0]}  %c = matmul %a, %t  return %c }"
+    => "%c = matmul %a, %b {transpose_b = true} : tensor<4x6xf32>\nreturn %c");
 rule_test!(transpose_sinks_through_unary_into_matmul, "fold-transpose",
     "graph @f(%a: tensor<4x8xf32>, %b: tensor<6x8xf32>) -> tensor<4x6xf32> { %t = transpose %b {perm = [1, 0]}  %r = relu %t  %c = matmul %a, %r  return %c }"
     => "%0 = relu %b : tensor<6x8xf32>\n%c = matmul %a, %0 {transpose_b = true} : tensor<4x6xf32>\nreturn %c");

@@ -14,7 +14,8 @@ mod opt;
 mod run;
 mod verify_diags;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// The graph IR allocates a few small strings and vectors per statement; mimalloc makes that
@@ -46,8 +47,57 @@ enum Command {
     Layout(layout::LayoutArgs),
 }
 
+const SUBCOMMANDS: [&str; 3] = ["run", "bench", "layout"];
+
+/// Levenshtein distance, for "did you mean" hints.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// `irc rnu file.ir`: a first word that is no file but is a subcommand misspelt. Clap would
+/// read it as the input file and complain about the next word; say what was meant instead.
+fn misspelt_subcommand(args: &[String]) -> Option<String> {
+    let first = args.get(1)?;
+    if first.starts_with('-') || std::path::Path::new(first).exists() {
+        return None;
+    }
+    let best = SUBCOMMANDS
+        .iter()
+        .min_by_key(|s| distance(first, s))
+        .filter(|s| distance(first, s) <= 2 && first.as_str() != **s)?;
+    Some(format!(
+        "'{first}' is neither a file nor a subcommand; did you mean `irc {best}`?"
+    ))
+}
+
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(hint) = misspelt_subcommand(&argv) {
+        eprintln!("irc: error: {hint}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
+    // `irc` alone at a terminal would wait for a graph on standard input: show the usage.
+    if cli.command.is_none()
+        && cli.opt.input == "-"
+        && !argv.iter().skip(1).any(|a| a == "-")
+        && std::io::stdin().is_terminal()
+    {
+        let _ = Cli::command().print_help();
+        eprintln!("\n(`irc -` reads a graph from standard input.)");
+        return ExitCode::from(2);
+    }
     let result = match &cli.command {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),

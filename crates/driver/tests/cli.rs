@@ -297,3 +297,47 @@ fn run_uses_the_pipeline() {
         stderr(&o)
     );
 }
+
+/// A file with no graph (empty, or comments only) is an empty module: `irc` prints nothing and
+/// exits 0, as `mlir-opt` does; `irc run` and `irc bench` need a graph and say so.
+#[test]
+fn empty_module_is_accepted_and_run_says_no_graph() {
+    let d = scratch("empty");
+    for (name, text) in [("empty.ir", ""), ("comments.ir", "// only a comment\n\n")] {
+        let f = d.join(name);
+        std::fs::write(&f, text).unwrap();
+        let f = f.to_str().unwrap();
+        let o = irc(&[f]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert!(o.stdout.trim_ascii().is_empty(), "{name}");
+        for sub in ["run", "bench"] {
+            let o = irc(&[sub, f]);
+            assert_eq!(o.status.code(), Some(1), "{sub} {name}");
+            assert!(
+                stderr(&o).contains("holds no graph"),
+                "{sub} {name}: {}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
+/// `return (%a, %b)` is a located parse error, as the spec says (`return %a, %b` is the form).
+#[test]
+fn return_in_parentheses_is_an_error() {
+    let o = irc(&["tests/errors/return_in_parentheses.ir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(":5:10: error:"), "{}", stderr(&o));
+}
+
+/// A misspelt subcommand is named as such, not read as an input file.
+#[test]
+fn misspelt_subcommand_gets_a_hint() {
+    let o = irc(&["rnu", "examples/small/gemm.ir"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean `irc run`?"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -42,16 +42,50 @@ pub fn emit(m: &Module) -> CudaModule {
     }
     out.push_str("// END IRC MANIFEST\n\n");
     out.push_str(PRELUDE);
+    // Constant arrays. An initialiser must be a constant expression (NVRTC rejects
+    // `__longlong_as_double(...)` there: "dynamic initialization is not supported"), so an array
+    // holding NaN or ±inf is stored as the bits of its values and reinterpreted where it is read.
+    let mut bits: HashMap<&str, DType> = HashMap::new();
     for c in &m.constants {
         let (cty, vals): (&str, Vec<String>) = match c.dtype {
-            DType::F64 => (
-                "double",
-                c.values.iter().map(|&v| float_lit(v, DType::F64)).collect(),
-            ),
-            d if d.is_float() => (
-                "float",
-                c.values.iter().map(|&v| float_lit(v, DType::F32)).collect(),
-            ),
+            d if d.is_float() => {
+                let storage = if d == DType::F64 {
+                    DType::F64
+                } else {
+                    DType::F32
+                };
+                // Round to the stored type first: 1e300 in an f32 array is +inf, as the spec
+                // and the interpreter say, not the literal `1e300f`.
+                let vals: Vec<f64> = c
+                    .values
+                    .iter()
+                    .map(|&v| {
+                        if storage == DType::F64 {
+                            v
+                        } else {
+                            f64::from(v as f32)
+                        }
+                    })
+                    .collect();
+                if vals.iter().all(|v| v.is_finite()) {
+                    let cty = if storage == DType::F64 {
+                        "double"
+                    } else {
+                        "float"
+                    };
+                    (cty, vals.iter().map(|&v| float_lit(v, storage)).collect())
+                } else if storage == DType::F64 {
+                    bits.insert(&c.name, DType::F64);
+                    let vals = vals.iter().map(|v| format!("0x{:016x}ULL", v.to_bits()));
+                    ("unsigned long long", vals.collect())
+                } else {
+                    bits.insert(&c.name, DType::F32);
+                    let vals = vals
+                        .iter()
+                        .map(|&v| format!("0x{:08x}u", (v as f32).to_bits()));
+                    ("unsigned int", vals.collect())
+                }
+            }
             _ => (
                 "long long",
                 c.values
@@ -72,7 +106,7 @@ pub fn emit(m: &Module) -> CudaModule {
         out.push('\n');
     }
     for k in &m.kernels {
-        emit_kernel(&mut out, k);
+        emit_kernel(&mut out, k, &bits);
     }
     CudaModule {
         source: out,
@@ -219,11 +253,13 @@ fn float_lit(v: f64, d: DType) -> String {
 
 struct KernelEmitter<'k> {
     k: &'k kir::Kernel,
+    /// Constant arrays stored as bits, with the float type they hold.
+    bits: &'k HashMap<&'k str, DType>,
     tensors: HashMap<&'k str, &'k kir::TensorDecl>,
     out: String,
 }
 
-fn emit_kernel(out: &mut String, k: &kir::Kernel) {
+fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k str, DType>) {
     let _ = writeln!(
         out,
         "// kernel @{}: grid ({}, {}, {}), block ({}, {}, {})",
@@ -297,6 +333,7 @@ fn emit_kernel(out: &mut String, k: &kir::Kernel) {
     }
     let mut e = KernelEmitter {
         k,
+        bits,
         tensors,
         out: String::new(),
     };
@@ -442,7 +479,11 @@ impl KernelEmitter<'_> {
         let off = self.expr(&off);
         match &t.space {
             Space::Global(p) => format!("p_{p}[{off}]"),
-            Space::Const(c) => format!("c_{c}[{off}]"),
+            Space::Const(c) => match self.bits.get(c.as_str()) {
+                Some(DType::F64) => format!("__longlong_as_double((long long)c_{c}[{off}])"),
+                Some(_) => format!("__uint_as_float(c_{c}[{off}])"),
+                None => format!("c_{c}[{off}]"),
+            },
             Space::Shared | Space::Registers => format!("t_{}[{off}]", t.name),
             Space::View(base) => format!("t_{base}[{off}]"),
         }

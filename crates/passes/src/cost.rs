@@ -172,8 +172,11 @@ fn flops(d: &Dag, i: usize) -> (f64, f64) {
 /// operand, only through its transpose flags.
 fn moves_last_axis(n: &Node) -> bool {
     n.is(OpKind::Transpose)
-        && n.ints("perm")
-            .is_some_and(|p| p.last().is_some_and(|&l| l as usize + 1 != p.len()))
+        && n.ints("perm").is_some_and(|p| {
+            // Negative entries count from the end: -1 is the last axis.
+            p.last()
+                .is_some_and(|&l| l != -1 && l != p.len() as i64 - 1)
+        })
 }
 
 /// The cost of running `d` on `t`.
@@ -191,16 +194,17 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         .sum::<usize>();
     // And toward the matmul flags over a transpose that a matmul reads (fused into its
     // producer's store it may cost no kernel, but the flag form is never worse).
+    let mut read_by_matmul = vec![false; d.nodes.len()];
+    for n in d.nodes.iter().filter(|n| n.node.is(OpKind::Matmul)) {
+        for &c in &n.children {
+            read_by_matmul[c] = true;
+        }
+    }
     let flaggable = d
         .nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| moves_last_axis(&n.node))
-        .filter(|(i, _)| {
-            d.nodes
-                .iter()
-                .any(|c| c.node.is(OpKind::Matmul) && c.children.contains(i))
-        })
+        .filter(|&(i, n)| read_by_matmul[i] && moves_last_axis(&n.node))
         .count();
     let mut total: Cost = (statements + flaggable) as Cost;
     for k in kernels(d, &home) {

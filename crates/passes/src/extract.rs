@@ -8,36 +8,57 @@
 //! input), and a local search swaps one class's node at a time, keeping a swap when the whole
 //! selected DAG gets cheaper, until a round changes nothing (or `max_rounds`).
 //!
-//! Every evaluation is exact on the DAG. The search is not exact in general: a gain that needs
-//! several classes to change at once (an rmsnorm shared by three matmuls, each of which could
-//! absorb it) is not found, and the input's choice stays. An exact ILP extractor would find it;
-//! at a few thousand classes single swaps are what fits the time budget.
+//! A move is judged by the cost of a window of the selected DAG around it (`search.rs`): exact
+//! when the window holds the whole DAG (up to [`crate::search::WINDOW`] classes), and on larger
+//! graphs a local estimate, with the whole DAG re-costed after every round (a round that did
+//! not pay is undone). The search is not exact in general: a gain that needs several classes to
+//! change at once is found only in the one shape [`unshare`] tries (a shared producer absorbed
+//! by all its readers); an exact ILP extractor would find the rest.
+//!
+//! Every stage is near-linear in the e-graph: the seed is one Dijkstra-like pass, a move costs a
+//! window (not the DAG), and the search keeps readers, liveness and a topological labelling up
+//! to date instead of recomputing them.
 
 use crate::cost::{Cost, Dag, DagNode, INFINITY, Target, dag_cost};
 use crate::lang::{EGraph, Head, Node};
+use crate::search::{Kids, NONE, Search};
 use egg::{Id, Language};
 use std::collections::HashMap;
 
 /// A selection: one node per reachable class.
 pub type Choice = HashMap<Id, Node>;
 
-const NONE: u32 = u32::MAX;
-
 /// A selection as the search keeps it: for each class id, the index of the chosen node in
 /// the class (`NONE` for none). Cheap to copy and to look up.
 type Sel = Vec<u32>;
 
 /// The seed's local cost of a node: strictly positive, so a cyclic choice never wins.
-fn local_cost(eg: &EGraph, n: &Node) -> Cost {
-    let bytes = |id: Id| eg[id].data.ty.as_ref().map_or(0, |t| t.size_bytes());
+/// `bytes` is the size of each class's type, by class id.
+fn local_cost(bytes: &[u64], n: &Node) -> Cost {
     match n.head {
         Head::Param(_) => 1,
         Head::Op(op) => match op.category() {
             irc_ir::ops::Category::View => 1,
             irc_ir::ops::Category::Constant => 1,
-            _ => 1 + n.children.iter().map(|&c| bytes(c)).sum::<u64>() / 64 + 1000,
+            _ => {
+                1 + n
+                    .children
+                    .iter()
+                    .map(|&c| bytes[usize::from(c)])
+                    .sum::<u64>()
+                    / 64
+                    + 1000
+            }
         },
     }
+}
+
+fn class_bytes(eg: &EGraph) -> Vec<u64> {
+    let mut bytes = vec![0; id_bound(eg)];
+    for c in eg.classes() {
+        bytes[usize::from(c.id)] = c.data.ty.as_ref().map_or(0, |t| t.size_bytes());
+    }
+    bytes
 }
 
 fn id_bound(eg: &EGraph) -> usize {
@@ -47,34 +68,83 @@ fn id_bound(eg: &EGraph) -> usize {
         .map_or(0, |m| m + 1)
 }
 
-/// The seed: a fixed point of best costs per class, as egg's extractor computes, except that a
-/// node costs its own cost plus the *largest* of its children's, not their sum. A tree sum
-/// doubles at every shared value (a residual stream makes it exponential in depth and it
-/// saturates); the max stays finite, and a strictly positive own cost still rules out cycles.
+/// The seed: best costs per class, as egg's extractor computes them, except that a node costs
+/// its own cost plus the *largest* of its children's, not their sum. A tree sum doubles at
+/// every shared value (a residual stream makes it exponential in depth and it saturates); the
+/// max stays finite, and a strictly positive own cost still rules out cycles.
+///
+/// Computed in one pass, Knuth's generalisation of Dijkstra's algorithm: a node's cost is known
+/// once all its children's classes are final, and the cheapest known node of any class is final
+/// (costs only grow along edges). That is `O(E log E)`; the fixed-point iteration it replaces
+/// took one sweep over the whole e-graph per level of depth (quadratic on a long chain). Ties
+/// go to the lower node index of a class.
 fn seed(eg: &EGraph) -> Sel {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let n = id_bound(eg);
-    let mut best: Vec<(Cost, u32)> = vec![(INFINITY, NONE); n];
-    loop {
-        let mut changed = false;
-        for class in eg.classes() {
-            if class.data.ty.is_none() {
-                continue;
-            }
-            for (i, node) in class.nodes.iter().enumerate() {
-                let mut c: Cost = 0;
-                for &ch in &node.children {
-                    c = c.max(best[usize::from(eg.find(ch))].0);
-                }
-                let c = c.saturating_add(local_cost(eg, node));
-                let slot = &mut best[usize::from(class.id)];
-                if c < slot.0 {
-                    *slot = (c, i as u32);
-                    changed = true;
-                }
-            }
+    let bytes = class_bytes(eg);
+    // Every node of a typed class: its class, its index there, its own cost, its distinct
+    // children (a range of `kids`) and how many of them are not final yet.
+    struct Entry {
+        class: u32,
+        index: u32,
+        own: Cost,
+        kids: std::ops::Range<usize>,
+        pending: u32,
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut kids: Vec<u32> = Vec::new();
+    let mut readers: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut heap: BinaryHeap<Reverse<(Cost, u32, u32)>> = BinaryHeap::new();
+    for class in eg.classes() {
+        if class.data.ty.is_none() {
+            continue;
         }
-        if !changed {
-            break;
+        for (i, node) in class.nodes.iter().enumerate() {
+            let from = kids.len();
+            for &ch in &node.children {
+                let ch = usize::from(eg.find(ch)) as u32;
+                if !kids[from..].contains(&ch) {
+                    kids.push(ch);
+                }
+            }
+            let e = entries.len() as u32;
+            for &ch in &kids[from..] {
+                readers[ch as usize].push(e);
+            }
+            let own = local_cost(&bytes, node);
+            let pending = (kids.len() - from) as u32;
+            if pending == 0 {
+                heap.push(Reverse((own, usize::from(class.id) as u32, i as u32)));
+            }
+            entries.push(Entry {
+                class: usize::from(class.id) as u32,
+                index: i as u32,
+                own,
+                kids: from..kids.len(),
+                pending,
+            });
+        }
+    }
+    let mut best: Vec<(Cost, u32)> = vec![(INFINITY, NONE); n];
+    while let Some(Reverse((cost, class, index))) = heap.pop() {
+        let slot = &mut best[class as usize];
+        if slot.1 != NONE || cost == INFINITY {
+            continue;
+        }
+        *slot = (cost, index);
+        for &e in &readers[class as usize] {
+            let entry = &mut entries[e as usize];
+            entry.pending -= 1;
+            if entry.pending == 0 && best[entry.class as usize].1 == NONE {
+                let c = kids[entry.kids.clone()]
+                    .iter()
+                    .map(|&k| best[k as usize].0)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(entry.own);
+                heap.push(Reverse((c, entry.class, entry.index)));
+            }
         }
     }
     best.into_iter().map(|(_, i)| i).collect()
@@ -204,110 +274,113 @@ pub fn extract(
     }
     let mut cost = cost_of(t, eg, &sel, roots);
     let mut improvements = 0;
+    let table = Kids::new(eg, sel.len());
+    let mut search = Search::new(t, eg, &table, roots, sel);
     for _ in 0..max_rounds {
-        let mut improved = false;
-        for c in reachable_classes(eg, &sel, roots) {
+        let start = search.sel.clone();
+        let mut kept = 0;
+        for c in reachable_classes(eg, &start, roots) {
             let ci = usize::from(c);
             let count = eg[c].nodes.len();
-            if count < 2 {
+            if count < 2 || !search.is_live(ci as u32) {
                 continue;
             }
             for i in 0..count as u32 {
                 let n = &eg[c].nodes[i as usize];
-                if sel[ci] == i
+                if search.sel[ci] == i
                     || n.children
                         .iter()
-                        .any(|&ch| sel[usize::from(eg.find(ch))] == NONE)
+                        .any(|&ch| search.sel[usize::from(eg.find(ch))] == NONE)
                 {
                     continue;
                 }
-                let old = std::mem::replace(&mut sel[ci], i);
-                let new_cost = cost_of(t, eg, &sel, roots);
-                if new_cost < cost {
-                    cost = new_cost;
-                    improvements += 1;
-                    improved = true;
-                } else {
-                    sel[ci] = old;
+                if search.try_move(&[(ci as u32, i)]).is_some() {
+                    kept += 1;
                 }
             }
         }
-        let unshared = unshare(t, eg, roots, &mut sel, &mut cost);
-        if unshared > 0 {
-            improvements += unshared;
-            improved = true;
-        }
-        if !improved {
+        kept += unshare(eg, &mut search);
+        if kept == 0 {
             break;
         }
+        // Moves were judged on windows: re-cost the whole DAG, and undo a round that did not pay.
+        let new_cost = cost_of(t, eg, &search.sel, roots);
+        if new_cost >= cost {
+            search.sel = start;
+            search.rebuild();
+            break;
+        }
+        cost = new_cost;
+        improvements += kept;
     }
     Extracted {
-        choice: to_choice(eg, &sel, roots),
+        choice: to_choice(eg, &search.sel, roots),
         cost,
         improvements,
     }
 }
+
+/// The most readers a producer may have for [`unshare`] to try dropping it.
+pub const UNSHARE_READERS: usize = 16;
 
 /// The one move single swaps cannot make: stop using a shared producer. For each selected
 /// class read by two or more selected classes, switch every reader to its cheapest
 /// alternative that does not read it (so the producer drops out of the DAG), and keep the
 /// result if the whole DAG got cheaper. This is what lets one `rmsnorm` feeding three matmuls
 /// be absorbed by all three at once. Returns how many such moves it kept.
-fn unshare(t: &Target, eg: &EGraph, roots: &[Id], sel: &mut Sel, cost: &mut Cost) -> usize {
+///
+/// A producer with more than [`UNSHARE_READERS`] readers is left alone: the readers are switched
+/// one after the other, each judged with the ones before it, so the move costs the square of
+/// their number, and what has that many readers (a splat constant shared by every layer, a
+/// parameter) has no kernel to save.
+fn unshare(eg: &EGraph, search: &mut Search) -> usize {
     let mut kept = 0;
-    let mut readers: HashMap<Id, Vec<Id>> = HashMap::new();
-    for c in reachable_classes(eg, sel, roots) {
-        let Some(n) = chosen(eg, sel, c) else {
+    for (p, users) in search.shared() {
+        if users.len() > UNSHARE_READERS {
             continue;
-        };
-        for &ch in &n.children {
-            let list = readers.entry(eg.find(ch)).or_default();
-            if !list.contains(&c) {
-                list.push(c);
-            }
         }
-    }
-    let root_set: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
-    let mut shared: Vec<(Id, Vec<Id>)> = readers
-        .into_iter()
-        .filter(|(p, users)| users.len() >= 2 && !root_set.contains(p))
-        .collect();
-    shared.sort();
-    for (p, users) in shared {
-        let mut trial = sel.clone();
+        let pid = Id::from(p as usize);
+        // Every reader needs an alternative that does not read `p`; most have none (a class
+        // of one node), and then there is nothing to try.
+        let has_alternative = |u: u32| {
+            eg[Id::from(u as usize)]
+                .nodes
+                .iter()
+                .any(|n| n.children.iter().all(|&ch| eg.find(ch) != pid))
+        };
+        if !users.iter().all(|&u| has_alternative(u)) {
+            continue;
+        }
+        let mut mv: Vec<(u32, u32)> = Vec::with_capacity(users.len());
         let mut ok = true;
         for &u in &users {
-            let ui = usize::from(u);
-            let mut best: Option<(Cost, u32)> = None;
-            for (i, n) in eg[u].nodes.iter().enumerate() {
+            let mut best: Option<(i128, u32)> = None;
+            for (i, n) in eg[Id::from(u as usize)].nodes.iter().enumerate() {
                 if n.children.iter().any(|&ch| {
                     let ch = eg.find(ch);
-                    ch == p || trial[usize::from(ch)] == NONE
+                    ch == pid || search.sel[usize::from(ch)] == NONE
                 }) {
                     continue;
                 }
-                let old = std::mem::replace(&mut trial[ui], i as u32);
-                let c = cost_of(t, eg, &trial, roots);
-                trial[ui] = old;
-                if best.is_none_or(|(bc, _)| c < bc) {
-                    best = Some((c, i as u32));
+                mv.push((u, i as u32));
+                let d = search.delta(&mv);
+                mv.pop();
+                if let Some(d) = d
+                    && best.is_none_or(|(bd, _)| d < bd)
+                {
+                    best = Some((d, i as u32));
                 }
             }
             match best {
-                Some((_, i)) => trial[ui] = i,
+                Some((_, i)) => mv.push((u, i)),
                 None => {
                     ok = false;
                     break;
                 }
             }
         }
-        if ok {
-            let c = cost_of(t, eg, &trial, roots);
-            if c < *cost {
-                *sel = trial;
-                *cost = c;
-                kept += 1;
-            }
+        if ok && search.try_move(&mv).is_some() {
+            kept += 1;
         }
     }
     kept
@@ -384,9 +457,11 @@ mod tests {
     impl egg::CostFunction<Node> for TreeCost<'_> {
         type Cost = Cost;
         fn cost<C: FnMut(Id) -> Cost>(&mut self, n: &Node, mut costs: C) -> Cost {
-            n.children.iter().fold(local_cost(self.0, n), |acc, &c| {
-                acc.saturating_add(costs(c))
-            })
+            n.children
+                .iter()
+                .fold(local_cost(&class_bytes(self.0), n), |acc, &c| {
+                    acc.saturating_add(costs(c))
+                })
         }
     }
 }

@@ -25,3 +25,4 @@ pub mod manager;
 pub mod pipeline;
 pub mod registry;
 pub mod rules;
+pub mod search;

@@ -11,14 +11,34 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `site-packages` folders a Python interpreter would import the NVIDIA wheels from: the active
-/// virtualenv's, `IRC_CUDA_PYTHON`'s (or `python3`'s) purelib and platlib, and the parents of
-/// `nvidia/*/lib` folders named in `LD_LIBRARY_PATH`.
+/// virtualenv's, the `.venv-cuda` that `scripts/test.sh` installs the wheels into (in the
+/// current directory or a parent of it, or in a parent of the running executable, such as the
+/// repository of `target/release/irc`), `IRC_CUDA_PYTHON`'s (or `python3`'s) purelib and
+/// platlib, and the parents of `nvidia/*/lib` folders named in `LD_LIBRARY_PATH`.
 fn site_packages() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
-        if let Ok(entries) = std::fs::read_dir(Path::new(&venv).join("lib")) {
+    let venv_sites = |venv: &Path, out: &mut Vec<PathBuf>| {
+        if let Ok(entries) = std::fs::read_dir(venv.join("lib")) {
             for e in entries.flatten() {
                 out.push(e.path().join("site-packages"));
+            }
+        }
+    };
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        venv_sites(Path::new(&venv), &mut out);
+    }
+    let bases = [
+        std::env::current_dir().ok(),
+        std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf)),
+    ];
+    for base in bases.iter().flatten() {
+        for dir in base.ancestors() {
+            let venv = dir.join(".venv-cuda");
+            if venv.is_dir() {
+                venv_sites(&venv, &mut out);
+                break;
             }
         }
     }

@@ -25,9 +25,17 @@ pub const RULES: &[Rule] = &[
     Rule { name: "sink-transpose-through-reduction", equation: "reduce(xᵖ, A) = reduce(x, p[A])ᵖ'", apply: through_reduction },
 ];
 
+/// A transpose's `perm`, negative entries (which count from the end) made non-negative, so that
+/// `[0, 1, -1]` is recognised as the identity and composes like `[0, 1, 2]`.
 fn perm(n: &Node) -> Option<Vec<i64>> {
     if n.is(OpKind::Transpose) {
-        n.ints("perm")
+        let p = n.ints("perm")?;
+        let r = p.len() as i64;
+        Some(
+            p.into_iter()
+                .map(|x| if x < 0 { x + r } else { x })
+                .collect(),
+        )
     } else {
         None
     }
