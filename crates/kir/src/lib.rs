@@ -536,7 +536,9 @@ impl Func {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// Equality is structural, with float literals compared bit for bit (so `f32(nan)` equals
+/// itself and a module with one equals its re-parse).
+#[derive(Clone, Debug)]
 pub enum Expr {
     /// An index literal.
     Int(i64),
@@ -550,6 +552,30 @@ pub enum Expr {
     },
     Idx(IdxOp, Box<Expr>, Box<Expr>),
     Call(Func, Vec<Expr>),
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Expr) -> bool {
+        match (self, other) {
+            (Expr::Int(a), Expr::Int(b)) => a == b,
+            (Expr::Float(a), Expr::Float(b)) => a.to_bits() == b.to_bits(),
+            (Expr::Var(a), Expr::Var(b)) => a == b,
+            (Expr::Builtin(a), Expr::Builtin(b)) => a == b,
+            (
+                Expr::Load {
+                    tensor: ta,
+                    coord: ca,
+                },
+                Expr::Load {
+                    tensor: tb,
+                    coord: cb,
+                },
+            ) => ta == tb && ca == cb,
+            (Expr::Idx(oa, a1, a2), Expr::Idx(ob, b1, b2)) => oa == ob && a1 == b1 && a2 == b2,
+            (Expr::Call(fa, aa), Expr::Call(fb, ab)) => fa == fb && aa == ab,
+            _ => false,
+        }
+    }
 }
 
 impl Expr {
