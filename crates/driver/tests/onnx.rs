@@ -101,6 +101,13 @@ fn transformer_block_end_to_end() {
     );
     // The printed IR re-parses and verifies.
     ok(&irc(&[ir.to_str().unwrap()]));
+    // Its v2 ops (the mask's select, the GELU's erf) lower: it compiles to CUDA, as written
+    // and after -O.
+    for flags in [&["--emit=cuda"][..], &["-O", "--emit=cuda"][..]] {
+        let o = irc(&[flags, &[ir.to_str().unwrap()]].concat());
+        ok(&o);
+        assert!(String::from_utf8_lossy(&o.stdout).contains("__global__"));
+    }
     let out = d.join("out_ir");
     ok(&irc(&[
         "run",

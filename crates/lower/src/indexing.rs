@@ -23,34 +23,58 @@ pub(crate) fn has_negative_stride(access: &Layout) -> bool {
     access.leaves().iter().any(|&(s, d)| s > 1 && d < 0)
 }
 
-/// Whether `offset + access(c)`, read as a row-major index of `shape`, is the offset's
-/// coordinate plus the access's, dimension by dimension with no carry between dimensions, for
-/// every `c`. Then a view that acts on each dimension on its own (a transpose, a broadcast, a
-/// slice) maps `offset + access(c)` to `view(offset) + (view ∘ access)(c)`.
-pub(crate) fn stays_per_dim(shape: &[u64], offset: i64, access: &Layout) -> bool {
+/// Reads through a view that acts on each dimension of `shape` (the view's own shape) on its
+/// own — a transpose, a broadcast, a slice — at `offset + access(c)`: the view's layout maps
+/// that to `view(offset) + Σ c_l · m_l · view(st_k)` when every leaf of the access steps along
+/// one dimension `k` (its stride is `m_l · st_k`, `st` the row-major strides, `m_l` possibly
+/// negative) and every coordinate stays inside its dimension (no carry between dimensions).
+/// Returns that access layout (the access's modes, each flattened) and offset, or `None`.
+pub(crate) fn per_dim(
+    view: &Layout,
+    shape: &[u64],
+    offset: i64,
+    access: &Layout,
+) -> Option<(Layout, i64)> {
     let st = row_major(shape);
     let total: u64 = shape.iter().product();
     if offset < 0 || offset as u64 >= total.max(1) {
-        return false;
+        return None;
     }
-    let mut reach = vec![0i64; shape.len()];
-    for (size, stride) in access.leaves() {
-        if size <= 1 || stride == 0 {
-            continue;
+    let image = |k: usize| view.eval(st[k]).ok();
+    let (mut lo, mut hi) = (vec![0i64; shape.len()], vec![0i64; shape.len()]);
+    let mut modes = vec![];
+    for mode in access.modes() {
+        let (mut sizes, mut strides) = (vec![], vec![]);
+        for (size, stride) in mode.leaves() {
+            let mapped = if size <= 1 || stride == 0 {
+                0
+            } else {
+                // The dimension the stride steps along: the one whose stride divides it with
+                // a quotient below its extent.
+                let k = (0..shape.len())
+                    .find(|&k| stride % st[k] == 0 && (stride / st[k]).unsigned_abs() < shape[k])?;
+                let m = stride / st[k];
+                let reach = (size - 1).checked_mul(m)?;
+                if reach < 0 {
+                    lo[k] += reach;
+                } else {
+                    hi[k] += reach;
+                }
+                m.checked_mul(image(k)?)?
+            };
+            sizes.push(size);
+            strides.push(mapped);
         }
-        if stride < 0 {
-            return false;
-        }
-        // The dimension the stride steps along: the one whose stride divides it with a
-        // quotient below its extent.
-        let Some(k) =
-            (0..shape.len()).find(|&k| stride % st[k] == 0 && (stride / st[k]) < shape[k] as i64)
-        else {
-            return false;
-        };
-        reach[k] = reach[k].saturating_add((size - 1).saturating_mul(stride / st[k]));
+        modes.push(Layout::flat(&sizes, &strides).ok()?);
     }
-    (0..shape.len()).all(|k| (offset / st[k]) % shape[k] as i64 + reach[k] < shape[k] as i64)
+    let fits = (0..shape.len()).all(|k| {
+        let o = (offset / st[k]) % shape[k] as i64;
+        o + lo[k] >= 0 && o + hi[k] < shape[k] as i64
+    });
+    if !fits {
+        return None;
+    }
+    Some((Layout::concat(&modes).ok()?, view.eval(offset).ok()?))
 }
 
 impl Builder<'_, '_> {
@@ -87,15 +111,14 @@ impl Builder<'_, '_> {
             return self.value_at_off(o, access, offset);
         }
         let b = crate::lower::broadcast_layout(&oshape, &shape).map_err(internal)?;
-        let shift = if offset == 0 && !has_negative_stride(access) {
-            0
-        } else if stays_per_dim(&shape, offset, access) {
-            b.eval(offset).map_err(internal)?
-        } else {
-            return Err(Retry::Materialize(self.l.names[v.index()].clone()));
-        };
-        let composed = composition(&b, access).map_err(internal)?;
-        self.value_at_off(o, &composed, shift)
+        if offset == 0 && !has_negative_stride(access) {
+            let composed = composition(&b, access).map_err(internal)?;
+            return self.value_at_off(o, &composed, 0);
+        }
+        match per_dim(&b, &shape, offset, access) {
+            Some((a, shift)) => self.value_at_off(o, &a, shift),
+            None => Err(Retry::Materialize(self.l.names[v.index()].clone())),
+        }
     }
 
     /// The row-major index of the value read at `offset + access(coord)`.

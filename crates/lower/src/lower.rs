@@ -20,7 +20,7 @@
 //! CuTe's colexicographic 1-D coordinate is the row-major linear index.
 
 use crate::LowerError;
-use crate::indexing::{has_negative_stride, stays_per_dim};
+use crate::indexing::{has_negative_stride, per_dim};
 use irc_fused::policy::splat_value;
 use irc_ir::infer::{flatten_value, normalize_axis};
 use irc_ir::print::value_names;
@@ -692,16 +692,13 @@ impl<'l, 'g> Builder<'l, 'g> {
             // access maps the iteration coordinate there. An offset goes through a view
             // dimension by dimension, so the shifted access must not carry between dimensions
             // (a reshape is the identity on indices and keeps it as it is).
-            let shift = if inst.op == OpKind::Reshape {
-                offset
-            } else if offset == 0 && !has_negative_stride(access) {
-                0
-            } else if stays_per_dim(shape, offset, access) {
-                view.eval(offset).map_err(internal)?
-            } else {
-                return Err(materialize());
-            };
-            let composed = composition(&view, access).map_err(|_| materialize())?;
+            let (composed, shift) =
+                if inst.op == OpKind::Reshape || (offset == 0 && !has_negative_stride(access)) {
+                    let composed = composition(&view, access).map_err(|_| materialize())?;
+                    (composed, offset)
+                } else {
+                    per_dim(&view, shape, offset, access).ok_or_else(materialize)?
+                };
             let window = match inst.op {
                 OpKind::Slice => self.slice_view(inst).map_err(internal)?.1,
                 _ => 0,
