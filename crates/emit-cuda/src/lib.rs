@@ -473,9 +473,10 @@ impl KernelEmitter<'_> {
         }
     }
 
-    /// `base[offset]` of a tensor at a coordinate, the offset from the tensor's layout.
+    /// `base[offset]` of a tensor at a coordinate, the offset from the tensor's layout (plus
+    /// its base offset).
     fn place(&self, t: &kir::TensorDecl, coord: &[Expr]) -> String {
-        let off = kir::offset_expr(&t.layout, coord).unwrap_or(Expr::Int(0));
+        let off = t.offset_at(coord).unwrap_or(Expr::Int(0));
         let off = self.expr(&off);
         match &t.space {
             Space::Global(p) => format!("p_{p}[{off}]"),
@@ -537,6 +538,14 @@ impl KernelEmitter<'_> {
                     Func::Div => format!("({} / {})", a[0], a[1]),
                     Func::Neg => format!("(-{})", a[0]),
                     Func::Select => format!("({} ? {} : {})", a[0], a[1], a[2]),
+                    // C++ comparisons are IEEE's: false with a NaN operand, except `!=`.
+                    Func::Eq => format!("({} == {})", a[0], a[1]),
+                    Func::Ne => format!("({} != {})", a[0], a[1]),
+                    Func::Lt => format!("({} < {})", a[0], a[1]),
+                    Func::Le => format!("({} <= {})", a[0], a[1]),
+                    Func::Gt => format!("({} > {})", a[0], a[1]),
+                    Func::Ge => format!("({} >= {})", a[0], a[1]),
+                    Func::Index => format!("(({}){})", self.idx_type(), a[0]),
                     Func::Cast(d) => format!("irc_{}({})", d.name(), a[0]),
                     other => format!("irc_{}({})", other.name(), a.join(", ")),
                 }

@@ -42,6 +42,9 @@ pub enum NodeKind {
     },
     View,
     Elementwise,
+    /// Computed per element like an elementwise op, but reading its operands at other
+    /// coordinates (`concat`, `gather`): inline where read once, never in a matmul's epilogue.
+    Indexing,
     Anchor(OpKind),
 }
 
@@ -52,17 +55,16 @@ impl NodeKind {
             Category::Constant => NodeKind::Constant {
                 splat: is_splat(attrs),
             },
-            Category::View => NodeKind::View,
+            // A slice is a window: a layout and an offset.
+            Category::View | Category::Slice => NodeKind::View,
             Category::Unary
             | Category::Binary
             | Category::Cast
             | Category::Compare
             | Category::Select
             | Category::Iota => NodeKind::Elementwise,
+            Category::Concat | Category::Gather => NodeKind::Indexing,
             Category::Matmul | Category::Reduction | Category::Composite => NodeKind::Anchor(op),
-            // Data movement no layout states (yet: a unit-step slice is an offset, a view, once
-            // lowering composes it): stored, a kernel of its own, like an anchor.
-            Category::Slice | Category::Concat | Category::Gather => NodeKind::Anchor(op),
         }
     }
 }
@@ -270,8 +272,10 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             NodeKind::Constant { splat: true } => Home::Immediate,
             NodeKind::Constant { splat: false } => Home::Memory,
             NodeKind::Anchor(_) => stored(Why::Anchor, i),
-            NodeKind::Elementwise if uses[i] > 1 => stored(Why::SharedBy(uses[i]), i),
-            NodeKind::Elementwise | NodeKind::View => Home::Inline,
+            NodeKind::Elementwise | NodeKind::Indexing if uses[i] > 1 => {
+                stored(Why::SharedBy(uses[i]), i)
+            }
+            NodeKind::Elementwise | NodeKind::Indexing | NodeKind::View => Home::Inline,
         })
         .collect();
     // Rule 2: a result view of a reduction or row composite is stored by the anchor's kernel.
@@ -291,7 +295,7 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             loop {
                 match d.kind(v) {
                     NodeKind::View if home[v] == Home::Inline => v = d.operands(v)[0],
-                    NodeKind::Elementwise if home[v] == Home::Inline => {
+                    NodeKind::Elementwise | NodeKind::Indexing if home[v] == Home::Inline => {
                         home[v] = stored(Why::MatmulOperand(i), v);
                         break;
                     }

@@ -152,13 +152,44 @@ pub enum Space {
     View(String),
 }
 
-/// A tensor: a memory space and a layout from coordinates to element offsets.
+/// A tensor: a memory space, a base offset and a layout from coordinates to element offsets
+/// (CuTe's tensor: an engine pointer advanced by `offset`, composed with a layout). The element
+/// at a coordinate is `offset + layout(coord)`; a global or constant tensor's layout may have
+/// negative strides (a slice walking backwards) as long as every element stays in its buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorDecl {
     pub name: String,
     pub dtype: DType,
     pub space: Space,
+    /// Added to every element offset (`global(%p0) + 12`); 0 for shared, register and view
+    /// tensors.
+    pub offset: i64,
     pub layout: Layout,
+}
+
+impl TensorDecl {
+    /// The least and greatest element offsets the tensor reaches (`offset` included).
+    pub fn span(&self) -> (i64, i64) {
+        let (mut lo, mut hi) = (self.offset, self.offset);
+        for (size, stride) in self.layout.leaves() {
+            let reach = (size - 1).saturating_mul(stride);
+            if reach < 0 {
+                lo = lo.saturating_add(reach);
+            } else {
+                hi = hi.saturating_add(reach);
+            }
+        }
+        (lo, hi)
+    }
+
+    /// The element offset at a coordinate: [`offset_expr`] of the layout plus the base offset.
+    pub fn offset_at(&self, coord: &[Expr]) -> Result<Expr, LayoutError> {
+        Ok(Expr::idx(
+            IdxOp::Add,
+            offset_expr(&self.layout, coord)?,
+            Expr::Int(self.offset),
+        ))
+    }
 }
 
 /// A scalar type: an index or an element type.
@@ -371,14 +402,24 @@ pub enum Func {
     Max,
     Min,
     Pow,
+    Erf,
+    /// Comparisons, giving `i1`: IEEE on floats (false with a NaN operand, except `ne`).
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
     /// `select(cond, a, b)`.
     Select,
+    /// `idx(x)`: an integer element as an index (a gather's index, once it is in range).
+    Index,
     /// Conversion to a dtype: `f32(x)`. Float to integer truncates and saturates, NaN is 0.
     Cast(DType),
 }
 
 impl Func {
-    pub const NAMED: [Func; 20] = [
+    pub const NAMED: [Func; 28] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -398,7 +439,15 @@ impl Func {
         Func::Max,
         Func::Min,
         Func::Pow,
+        Func::Erf,
+        Func::Eq,
+        Func::Ne,
+        Func::Lt,
+        Func::Le,
+        Func::Gt,
+        Func::Ge,
         Func::Select,
+        Func::Index,
     ];
 
     pub fn name(self) -> &'static str {
@@ -422,7 +471,15 @@ impl Func {
             Func::Max => "max",
             Func::Min => "min",
             Func::Pow => "pow",
+            Func::Erf => "erf",
+            Func::Eq => "eq",
+            Func::Ne => "ne",
+            Func::Lt => "lt",
+            Func::Le => "le",
+            Func::Gt => "gt",
+            Func::Ge => "ge",
             Func::Select => "select",
+            Func::Index => "idx",
             Func::Cast(d) => d.name(),
         }
     }
@@ -437,9 +494,18 @@ impl Func {
     pub fn arity(self) -> usize {
         match self {
             Func::Add | Func::Sub | Func::Mul | Func::Div | Func::Max | Func::Min | Func::Pow => 2,
+            f if f.is_compare() => 2,
             Func::Select => 3,
             _ => 1,
         }
+    }
+
+    /// Whether the function is a comparison (two values of one type, an `i1` result).
+    pub fn is_compare(self) -> bool {
+        matches!(
+            self,
+            Func::Eq | Func::Ne | Func::Lt | Func::Le | Func::Gt | Func::Ge
+        )
     }
 
     /// Whether the function is defined on integers (beside floats).
@@ -454,16 +520,25 @@ impl Func {
                 | Func::Mul
                 | Func::Max
                 | Func::Min
+                | Func::Eq
+                | Func::Ne
+                | Func::Lt
+                | Func::Le
+                | Func::Gt
+                | Func::Ge
         )
     }
 
     /// The function for a graph op of the same name, if any.
     pub fn from_op(op: irc_ir::OpKind) -> Option<Func> {
-        Func::from_name(op.name()).filter(|f| !matches!(f, Func::Cast(_) | Func::Select))
+        Func::from_name(op.name())
+            .filter(|f| !matches!(f, Func::Cast(_) | Func::Select | Func::Index))
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// Equality is structural, with float literals compared bit for bit (so `f32(nan)` equals
+/// itself and a module with one equals its re-parse).
+#[derive(Clone, Debug)]
 pub enum Expr {
     /// An index literal.
     Int(i64),
@@ -477,6 +552,30 @@ pub enum Expr {
     },
     Idx(IdxOp, Box<Expr>, Box<Expr>),
     Call(Func, Vec<Expr>),
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Expr) -> bool {
+        match (self, other) {
+            (Expr::Int(a), Expr::Int(b)) => a == b,
+            (Expr::Float(a), Expr::Float(b)) => a.to_bits() == b.to_bits(),
+            (Expr::Var(a), Expr::Var(b)) => a == b,
+            (Expr::Builtin(a), Expr::Builtin(b)) => a == b,
+            (
+                Expr::Load {
+                    tensor: ta,
+                    coord: ca,
+                },
+                Expr::Load {
+                    tensor: tb,
+                    coord: cb,
+                },
+            ) => ta == tb && ca == cb,
+            (Expr::Idx(oa, a1, a2), Expr::Idx(ob, b1, b2)) => oa == ob && a1 == b1 && a2 == b2,
+            (Expr::Call(fa, aa), Expr::Call(fb, ab)) => fa == fb && aa == ab,
+            _ => false,
+        }
+    }
 }
 
 impl Expr {

@@ -263,12 +263,22 @@ impl<'a> Parser<'a> {
                     }
                     other => return Err(c.err(format!("unknown memory space `{other}`"))),
                 };
+                let offset = if c.try_punct("+") {
+                    c.skip_ws();
+                    match c.number()? {
+                        Expr::Int(n) => n,
+                        _ => return Err(c.err("expected an integer offset".into())),
+                    }
+                } else {
+                    0
+                };
                 c.punct("=")?;
                 let layout = c.layout()?;
                 k.tensors.push(TensorDecl {
                     name,
                     dtype,
                     space,
+                    offset,
                     layout,
                 });
             } else {

@@ -73,6 +73,11 @@ fn print_kernel(out: &mut String, k: &Kernel) {
             Space::Registers => "regs".to_string(),
             Space::View(t) => format!("view(%{t})"),
         };
+        let space = if t.offset == 0 {
+            space
+        } else {
+            format!("{space} + {}", t.offset)
+        };
         let _ = writeln!(
             out,
             "    tensor %{} : {} {space} = {}",

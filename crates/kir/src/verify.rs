@@ -7,12 +7,15 @@
 //!   buffers; grid and block are non-empty, a block has at most 1024 threads, grid y and z at
 //!   most 65535;
 //! - a global tensor views a parameter of its dtype, and for every launch its layout stays inside
-//!   the bound buffer (`cosize(layout) <= elements`), so every in-range coordinate is in bounds;
+//!   the bound buffer (`offset + max layout(c) < elements` and `offset + min layout(c) >= 0`;
+//!   only global and const tensors have a base offset or negative strides), so every in-range
+//!   coordinate is in bounds;
 //!   a const tensor stays inside its constant; shared memory is at most 48 KiB per block; a
 //!   register tensor has at most 256 elements;
 //! - every use of a variable is dominated by its definition (block scoping), assignments target
 //!   `var`s, and every expression is well typed: index arithmetic on `idx`, comparisons give
-//!   `i1`, math functions take `f32`/`f64` (integers where the function is defined on them), and
+//!   `i1`, math functions take `f32`/`f64` (integers where the function is defined on them;
+//!   `eq ne lt le gt ge` give `i1`, `idx` turns an i32/i64 into an index), and
 //!   a float literal appears only as the argument of a cast;
 //! - a load or store coordinate has one index per top-level mode of the tensor's layout, or a
 //!   single index; constants are never stored to.
@@ -100,7 +103,7 @@ pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError>
         }
         for t in &k.tensors {
             if let Space::Global(p) = &t.space {
-                let cosize = t.layout.cosize().map_err(|e| merr(e.to_string()))?;
+                let cosize = t.span().1.saturating_add(1);
                 let elems = bound.get(p.as_str()).copied().unwrap_or(0);
                 if cosize as u64 > elems {
                     return Err(merr(format!(
@@ -153,17 +156,27 @@ fn verify_kernel(
         if params.contains_key(t.name.as_str()) || tensors.insert(t.name.as_str(), t).is_some() {
             return Err(err(format!("tensor %{} is declared twice", t.name)));
         }
-        let cosize = t
-            .layout
-            .cosize()
-            .map_err(|e| err(format!("tensor %{}: {e}", t.name)))?;
+        let memory = matches!(t.space, Space::Global(_) | Space::Const(_));
+        if !memory && (t.offset != 0 || t.layout.leaves().iter().any(|&(_, d)| d < 0)) {
+            return Err(err(format!(
+                "tensor %{} has a negative stride or a base offset (only global and const tensors may)",
+                t.name
+            )));
+        }
+        let (lo, hi) = t.span();
+        if lo < 0 {
+            return Err(err(format!(
+                "tensor %{} reaches offset {lo}, before its first element",
+                t.name
+            )));
+        }
+        // One past the greatest offset reached (the layout's cosize when the offset is 0 and
+        // every stride is non-negative).
+        let cosize = hi.saturating_add(1);
         let size = t
             .layout
             .size()
             .map_err(|e| err(format!("tensor %{}: {e}", t.name)))?;
-        if t.layout.leaves().iter().any(|&(_, d)| d < 0) {
-            return Err(err(format!("tensor %{} has a negative stride", t.name)));
-        }
         match &t.space {
             Space::Global(p) => match params.get(p.as_str()) {
                 Some(&d) if d == t.dtype => {}
@@ -588,6 +601,12 @@ impl<'k> Checker<'k> {
                     .iter()
                     .map(|a| self.expr(a))
                     .collect::<Result<Vec<_>, _>>()?;
+                if *f == Func::Index {
+                    return match tys[0] {
+                        Ty::Elem(DType::I32 | DType::I64) => Ok(Ty::Idx),
+                        t => Err(format!("idx takes an i32 or i64 value, not {}", t.name())),
+                    };
+                }
                 if *f == Func::Select {
                     if tys[0] != Ty::Elem(DType::I1) || tys[1] != tys[2] {
                         return Err(
@@ -600,9 +619,14 @@ impl<'k> Checker<'k> {
                 if tys.iter().any(|&x| x != t) {
                     return Err(format!("{} takes arguments of one type", f.name()));
                 }
+                let result = if f.is_compare() {
+                    Ty::Elem(DType::I1)
+                } else {
+                    t
+                };
                 match t {
-                    Ty::Elem(DType::F32 | DType::F64) => Ok(t),
-                    Ty::Elem(DType::I32 | DType::I64) if f.int_ok() => Ok(t),
+                    Ty::Elem(DType::F32 | DType::F64) => Ok(result),
+                    Ty::Elem(DType::I32 | DType::I64) if f.int_ok() => Ok(result),
                     _ => Err(format!(
                         "{} is not defined on {} (convert 16-bit floats to f32 first)",
                         f.name(),

@@ -20,6 +20,7 @@
 //! CuTe's colexicographic 1-D coordinate is the row-major linear index.
 
 use crate::LowerError;
+use crate::indexing::{has_negative_stride, per_dim};
 use irc_fused::policy::splat_value;
 use irc_ir::infer::{flatten_value, normalize_axis};
 use irc_ir::print::value_names;
@@ -235,8 +236,9 @@ pub(crate) fn linear(n: u64) -> Result<Layout, LayoutError> {
     Layout::int(n as i64, 1)
 }
 
+/// Transposes, reshapes, broadcasts and slices: layouts (a slice's with an offset).
 pub(crate) fn is_view(op: OpKind) -> bool {
-    op.category() == Category::View
+    matches!(op.category(), Category::View | Category::Slice)
 }
 
 pub(crate) fn attr_f64(a: &Attr) -> f64 {
@@ -528,7 +530,18 @@ impl<'l, 'g> Builder<'l, 'g> {
 
     /// A tensor of `space` with `layout`, reused when asked again.
     pub(crate) fn tensor(&mut self, space: Space, dtype: DType, layout: Layout) -> String {
-        let key = (format!("{space:?}"), layout.to_string());
+        self.tensor_at(space, dtype, layout, 0)
+    }
+
+    /// A tensor of `space` whose elements start `offset` elements in (a slice's window).
+    pub(crate) fn tensor_at(
+        &mut self,
+        space: Space,
+        dtype: DType,
+        layout: Layout,
+        offset: i64,
+    ) -> String {
+        let key = (format!("{space:?} + {offset}"), layout.to_string());
         if !matches!(space, Space::Shared | Space::Registers)
             && let Some(t) = self.tensor_of.get(&key)
         {
@@ -539,6 +552,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             name: name.clone(),
             dtype,
             space,
+            offset,
             layout,
         });
         self.tensor_of.insert(key, name.clone());
@@ -611,16 +625,22 @@ impl<'l, 'g> Builder<'l, 'g> {
     /// The value `v` at the current iteration coordinate, where `access` maps that coordinate
     /// to `v`'s row-major linear index. The expression has `v`'s dtype.
     pub(crate) fn value_at(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+        self.value_at_off(v, access, 0)
+    }
+
+    /// [`Builder::value_at`] where the coordinate maps to `offset + access(coord)`: the access
+    /// of a value read through a slice, whose window starts `offset` elements in.
+    pub(crate) fn value_at_off(&mut self, v: ValueId, access: &Layout, offset: i64) -> R<Expr> {
         // Reads recurse on the depth of the fused chain (thousands of ops in one kernel): the
         // stack grows on the heap instead of overflowing.
         stacker::maybe_grow(256 * 1024, 16 * 1024 * 1024, || {
-            self.value_at_here(v, access)
+            self.value_at_here(v, access, offset)
         })
     }
 
-    fn value_at_here(&mut self, v: ValueId, access: &Layout) -> R<Expr> {
+    fn value_at_here(&mut self, v: ValueId, access: &Layout, offset: i64) -> R<Expr> {
         if let Some((a, e)) = self.overrides.get(&v) {
-            return if a == access {
+            return if a == access && offset == 0 {
                 Ok(e.clone())
             } else {
                 Err(Retry::Fail(LowerError::Internal(format!(
@@ -629,11 +649,11 @@ impl<'l, 'g> Builder<'l, 'g> {
             };
         }
         let coord: Vec<String> = self.coord.iter().map(kir::print::expr).collect();
-        let key = (v, format!("{access} @ {}", coord.join(",")));
+        let key = (v, format!("{offset} + {access} @ {}", coord.join(",")));
         if let Some(e) = self.memo.get(&key) {
             return Ok(e.clone());
         }
-        let e = self.compute_at(v, access, true)?;
+        let e = self.compute_at_off(v, access, offset, true)?;
         self.memo.insert(key, e.clone());
         Ok(e)
     }
@@ -660,6 +680,7 @@ impl<'l, 'g> Builder<'l, 'g> {
                 dims_layout(&modes)
             }
             OpKind::Broadcast => broadcast_layout(src_shape, shape),
+            OpKind::Slice => Ok(self.slice_view(inst)?.0),
             _ => linear(self.ty(inst.result).numel()),
         }
     }
@@ -673,7 +694,8 @@ impl<'l, 'g> Builder<'l, 'g> {
                 return Some((v, access));
             }
             let inst = self.def(v)?;
-            if !is_view(inst.op) {
+            // A slice's window has an offset, which a buffer's access does not carry here.
+            if !is_view(inst.op) || inst.op == OpKind::Slice {
                 return None;
             }
             access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
@@ -696,9 +718,22 @@ impl<'l, 'g> Builder<'l, 'g> {
     }
 
     pub(crate) fn compute_at(&mut self, v: ValueId, access: &Layout, load: bool) -> R<Expr> {
+        self.compute_at_off(v, access, 0, load)
+    }
+
+    /// [`Builder::compute_at`] at `offset + access(coord)`.
+    pub(crate) fn compute_at_off(
+        &mut self,
+        v: ValueId,
+        access: &Layout,
+        offset: i64,
+        load: bool,
+    ) -> R<Expr> {
         let dtype = self.ty(v).dtype;
         if load && self.l.buffer_of.contains_key(&v) {
-            let t = self.global(v, access.clone());
+            let buffer = self.l.buffer_of[&v].clone();
+            let p = self.param(&buffer);
+            let t = self.tensor_at(Space::Global(p), dtype, access.clone(), offset);
             let load = Expr::load(&t, self.coord.clone());
             return Ok(self.let_("v", Ty::Elem(dtype), load));
         }
@@ -711,11 +746,23 @@ impl<'l, 'g> Builder<'l, 'g> {
         if is_view(inst.op) {
             let src = inst.operands[0];
             let view = self.view_layout(inst).map_err(internal)?;
+            let materialize = || Retry::Materialize(self.l.names[v.index()].clone());
             // The view's layout maps v's coordinate to the source's index; composing with the
-            // access maps the iteration coordinate there.
-            let composed = composition(&view, access)
-                .map_err(|_| Retry::Materialize(self.l.names[v.index()].clone()))?;
-            return self.value_at(src, &composed);
+            // access maps the iteration coordinate there. An offset goes through a view
+            // dimension by dimension, so the shifted access must not carry between dimensions
+            // (a reshape is the identity on indices and keeps it as it is).
+            let (composed, shift) =
+                if inst.op == OpKind::Reshape || (offset == 0 && !has_negative_stride(access)) {
+                    let composed = composition(&view, access).map_err(|_| materialize())?;
+                    (composed, offset)
+                } else {
+                    per_dim(&view, shape, offset, access).ok_or_else(materialize)?
+                };
+            let window = match inst.op {
+                OpKind::Slice => self.slice_view(inst).map_err(internal)?.1,
+                _ => 0,
+            };
+            return self.value_at_off(src, &composed, shift + window);
         }
         match inst.op.category() {
             Category::Constant => {
@@ -731,27 +778,20 @@ impl<'l, 'g> Builder<'l, 'g> {
                     dtype,
                     values,
                 });
-                let t = self.tensor(Space::Const(name), dtype, access.clone());
+                let t = self.tensor_at(Space::Const(name), dtype, access.clone(), offset);
                 let load = Expr::load(&t, self.coord.clone());
                 Ok(self.let_("v", Ty::Elem(dtype), load))
             }
             Category::Cast => {
                 let x = inst.operands[0];
-                let e = self.value_at(x, access)?;
+                let e = self.value_at_off(x, access, offset)?;
                 Ok(self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, e)))
             }
             Category::Unary | Category::Binary => {
                 let math = math_dtype(dtype);
                 let mut args = vec![];
                 for &o in &inst.operands {
-                    let oshape = &self.ty(o).shape;
-                    let e = if oshape == shape {
-                        self.value_at(o, access)?
-                    } else {
-                        let b = broadcast_layout(oshape, shape).map_err(internal)?;
-                        let composed = composition(&b, access).map_err(internal)?;
-                        self.value_at(o, &composed)?
-                    };
+                    let e = self.operand_at(v, o, access, offset)?;
                     args.push(if math == dtype {
                         e
                     } else {
@@ -770,17 +810,11 @@ impl<'l, 'g> Builder<'l, 'g> {
                 }
                 Ok(self.let_("v", Ty::Elem(dtype), e))
             }
-            Category::Compare
-            | Category::Select
-            | Category::Iota
-            | Category::Slice
-            | Category::Concat
-            | Category::Gather => Err(Retry::Fail(LowerError::Unsupported {
-                op: inst.op.name().into(),
-                reason: "no GPU template computes it yet; the reference interpreter runs it \
-                         (`irc run FILE` without `--device gpu`)"
-                    .into(),
-            })),
+            Category::Compare => self.compare(inst, access, offset),
+            Category::Select => self.select(inst, access, offset),
+            Category::Iota => self.iota(inst, access, offset),
+            Category::Concat => self.concat(inst, access, offset),
+            Category::Gather => self.gather(inst, access, offset),
             _ => Err(Retry::Fail(LowerError::Internal(format!(
                 "{} is not materialized",
                 inst.op.name()

@@ -189,6 +189,9 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     vals.push(x);
                     tys.push(t);
                 }
+                if f.is_compare() || *f == Func::Index {
+                    return self.compare_or_index(*f, &vals, &tys);
+                }
                 // The result type: the value operands' (select's are the last two).
                 let t = *tys.last().unwrap_or(&Ty::Idx);
                 let Ty::Elem(d) = t else {
@@ -200,7 +203,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     }
 
     /// The memref, `index`-typed offset and declaration of `tensor[coord]`; the offset is
-    /// [`kir::offset_expr`] of the tensor's layout.
+    /// [`kir::offset_expr`] of the tensor's layout plus its base offset.
     pub(super) fn place(
         &mut self,
         tensor: &str,
@@ -210,7 +213,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             return Err(self.unsupported(format!("undefined tensor %{tensor}")));
         };
         let (memref, decl) = (info.memref, info.decl);
-        let off = kir::offset_expr(&decl.layout, coord)
+        let off = decl
+            .offset_at(coord)
             .map_err(|err| self.unsupported(format!("tensor %{tensor}: {err}")))?;
         let (x, _) = self.expr(&off)?;
         let index = self.push(
@@ -281,6 +285,48 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         self.bin("arith.addf", one, e)
     }
 
+    /// A comparison (`arith.cmpf` with the ordered predicates, `une` for `ne`, as PyTorch: false
+    /// with a NaN operand except `ne`; `arith.cmpi` signed on integers), or `idx(x)`, an integer
+    /// element as an index.
+    fn compare_or_index(&mut self, f: Func, vals: &[MlirValue], tys: &[Ty]) -> R<(MlirValue, Ty)> {
+        let Some(&Ty::Elem(d)) = tys.first() else {
+            return Err(self.unsupported(format!("{} of an index", f.name())));
+        };
+        let x = vals[0];
+        if f == Func::Index {
+            let to = match self.k.index {
+                IndexWidth::I32 => DType::I32,
+                IndexWidth::I64 => DType::I64,
+            };
+            return Ok((self.convert(x, d, to)?, Ty::Idx));
+        }
+        let Some(&y) = vals.get(1) else {
+            return Err(self.unsupported(format!("{} takes two arguments", f.name())));
+        };
+        let r = if d.is_float() {
+            let p = match f {
+                Func::Eq => CmpfPredicate::Oeq,
+                Func::Ne => CmpfPredicate::Une,
+                Func::Lt => CmpfPredicate::Olt,
+                Func::Le => CmpfPredicate::Ole,
+                Func::Gt => CmpfPredicate::Ogt,
+                _ => CmpfPredicate::Oge,
+            };
+            self.cmpf(p, x, y)?
+        } else {
+            let p = match f {
+                Func::Eq => CmpiPredicate::Eq,
+                Func::Ne => CmpiPredicate::Ne,
+                Func::Lt => CmpiPredicate::Slt,
+                Func::Le => CmpiPredicate::Sle,
+                Func::Gt => CmpiPredicate::Sgt,
+                _ => CmpiPredicate::Sge,
+            };
+            self.cmpi(p, x, y)?
+        };
+        Ok((r, Ty::Elem(DType::I1)))
+    }
+
     /// A kernel IR function on values of dtype `d` (f32, f64, or i32/i64 where defined).
     pub(super) fn call(&mut self, f: Func, d: DType, a: &[MlirValue]) -> R<MlirValue> {
         let float = d.is_float();
@@ -330,6 +376,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             (Func::Exp, true) => self.un("math.exp", x),
             (Func::Log, true) => self.un("math.log", x),
             (Func::Tanh, true) => self.un("math.tanh", x),
+            (Func::Erf, true) => self.un("math.erf", x),
             (Func::Sqrt, true) => self.sqrt_rn(d, x),
             (Func::Rsqrt, true) => {
                 let s = self.sqrt_rn(d, x)?;

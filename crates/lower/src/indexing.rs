@@ -1,0 +1,353 @@
+//! Lowering of the graph IR's v2 ops: comparisons, `select`, `iota`, `slice`, `concat` and
+//! `gather`, all computed where they are read (at the reader's access layout).
+//!
+//! - A comparison or `select` is elementwise (its operands broadcast as a binary op's).
+//! - `iota` is the coordinate along its axis of the row-major index the access reaches.
+//! - `slice` is a view: its layout (the window's strides, `step · stride` per axis, possibly
+//!   negative) plus a start offset, carried beside the access layout
+//!   ([`Builder::value_at_off`]) down to the buffer, whose tensor gets the offset as its base.
+//! - `concat` is a choice by the coordinate along its axis: nested `if`s, each branch reading
+//!   its operand at the operand's own row-major index (so every load is in bounds).
+//! - `gather` loads the index, wraps a negative one once, clamps an index still out of range
+//!   to 0 for the address and yields NaN (floats) or 0 (integers, `i1` false) for it.
+
+use crate::lower::{Builder, R, Retry, cast_to, int, internal, linear, lit, math_dtype, row_major};
+use irc_ir::indexing::slice_windows;
+use irc_ir::infer::normalize_axis;
+use irc_ir::{Attr, DType, Inst, ValueId};
+use irc_kir::{self as kir, Expr, Func, IdxOp, Stmt, Ty};
+use irc_layout::{Layout, LayoutError, composition};
+
+/// Whether some stride of `access` is negative (a slice walking backwards).
+pub(crate) fn has_negative_stride(access: &Layout) -> bool {
+    access.leaves().iter().any(|&(s, d)| s > 1 && d < 0)
+}
+
+/// Reads through a view that acts on each dimension of `shape` (the view's own shape) on its
+/// own — a transpose, a broadcast, a slice — at `offset + access(c)`: the view's layout maps
+/// that to `view(offset) + Σ c_l · m_l · view(st_k)` when every leaf of the access steps along
+/// one dimension `k` (its stride is `m_l · st_k`, `st` the row-major strides, `m_l` possibly
+/// negative) and every coordinate stays inside its dimension (no carry between dimensions).
+/// Returns that access layout (the access's modes, each flattened) and offset, or `None`.
+pub(crate) fn per_dim(
+    view: &Layout,
+    shape: &[u64],
+    offset: i64,
+    access: &Layout,
+) -> Option<(Layout, i64)> {
+    let st = row_major(shape);
+    let total: u64 = shape.iter().product();
+    if offset < 0 || offset as u64 >= total.max(1) {
+        return None;
+    }
+    let image = |k: usize| view.eval(st[k]).ok();
+    let (mut lo, mut hi) = (vec![0i64; shape.len()], vec![0i64; shape.len()]);
+    let mut modes = vec![];
+    for mode in access.modes() {
+        let (mut sizes, mut strides) = (vec![], vec![]);
+        for (size, stride) in mode.leaves() {
+            let mapped = if size <= 1 || stride == 0 {
+                0
+            } else {
+                // The dimension the stride steps along: the one whose stride divides it with
+                // a quotient below its extent.
+                let k = (0..shape.len())
+                    .find(|&k| stride % st[k] == 0 && (stride / st[k]).unsigned_abs() < shape[k])?;
+                let m = stride / st[k];
+                let reach = (size - 1).checked_mul(m)?;
+                if reach < 0 {
+                    lo[k] += reach;
+                } else {
+                    hi[k] += reach;
+                }
+                m.checked_mul(image(k)?)?
+            };
+            sizes.push(size);
+            strides.push(mapped);
+        }
+        modes.push(Layout::flat(&sizes, &strides).ok()?);
+    }
+    let fits = (0..shape.len()).all(|k| {
+        let o = (offset / st[k]) % shape[k] as i64;
+        o + lo[k] >= 0 && o + hi[k] < shape[k] as i64
+    });
+    if !fits {
+        return None;
+    }
+    Some((Layout::concat(&modes).ok()?, view.eval(offset).ok()?))
+}
+
+impl Builder<'_, '_> {
+    /// A slice's view layout (a coordinate of the slice, its row-major index, to the source's
+    /// index less the window's start) and the start offset.
+    pub(crate) fn slice_view(&self, inst: &Inst) -> Result<(Layout, i64), LayoutError> {
+        let src = &self.ty(inst.operands[0]).shape;
+        let st = row_major(src);
+        let windows = slice_windows(src, &inst.attrs).unwrap_or_default();
+        let mut modes = vec![];
+        let mut offset = 0i64;
+        for (k, &d) in src.iter().enumerate() {
+            let (start, step, len) = windows
+                .get(k)
+                .map_or((0, 1, d), |w| (w.start as i64, w.step, w.len));
+            offset += start * st[k];
+            modes.push((len, step * st[k]));
+        }
+        Ok((crate::lower::dims_layout(&modes)?, offset))
+    }
+
+    /// Operand `o` of the elementwise value `v` (of `shape`) at `offset + access(coord)`,
+    /// broadcast as numpy does.
+    pub(crate) fn operand_at(
+        &mut self,
+        v: ValueId,
+        o: ValueId,
+        access: &Layout,
+        offset: i64,
+    ) -> R<Expr> {
+        let shape = self.ty(v).shape.clone();
+        let oshape = self.ty(o).shape.clone();
+        if oshape == shape {
+            return self.value_at_off(o, access, offset);
+        }
+        let b = crate::lower::broadcast_layout(&oshape, &shape).map_err(internal)?;
+        if offset == 0 && !has_negative_stride(access) {
+            let composed = composition(&b, access).map_err(internal)?;
+            return self.value_at_off(o, &composed, 0);
+        }
+        match per_dim(&b, &shape, offset, access) {
+            Some((a, shift)) => self.value_at_off(o, &a, shift),
+            None => Err(Retry::Materialize(self.l.names[v.index()].clone())),
+        }
+    }
+
+    /// The row-major index of the value read at `offset + access(coord)`.
+    fn index_at(&mut self, access: &Layout, offset: i64) -> R<Expr> {
+        let e = kir::offset_expr(access, &self.coord).map_err(internal)?;
+        Ok(self.let_("r", Ty::Idx, Expr::idx(IdxOp::Add, e, Expr::Int(offset))))
+    }
+
+    fn axis(&self, inst: &Inst, default: i64) -> usize {
+        let rank = self.ty(inst.result).shape.len();
+        let a = inst
+            .attrs
+            .get("axis")
+            .and_then(Attr::as_int)
+            .unwrap_or(default);
+        normalize_axis(a, rank).unwrap_or(0)
+    }
+
+    /// `value` at the coordinate `[index]` of a row-major walk of it.
+    fn value_at_index(&mut self, value: ValueId, index: Expr) -> R<Expr> {
+        let n = self.ty(value).numel();
+        let saved = std::mem::replace(&mut self.coord, vec![index]);
+        let r = self.value_at(value, &linear(n).map_err(internal)?);
+        self.coord = saved;
+        r
+    }
+
+    /// `eq ne lt le gt ge`: compared in op math (f32 for 16-bit floats, i64 for integers and
+    /// `i1`), IEEE on floats.
+    pub(crate) fn compare(&mut self, inst: &Inst, access: &Layout, offset: i64) -> R<Expr> {
+        let d = self.ty(inst.operands[0]).dtype;
+        let math = math_dtype(d);
+        let mut args = vec![];
+        for &o in &inst.operands {
+            let e = self.operand_at(inst.result, o, access, offset)?;
+            args.push(cast_to(math, d, e));
+        }
+        let f = Func::from_op(inst.op)
+            .filter(|f| f.is_compare())
+            .ok_or_else(|| {
+                Retry::Fail(crate::LowerError::Internal(format!(
+                    "no scalar comparison for {}",
+                    inst.op.name()
+                )))
+            })?;
+        Ok(self.let_("v", Ty::Elem(DType::I1), Expr::call(f, args)))
+    }
+
+    /// `select %c, %a, %b`: `c ? a : b`, no arithmetic and so no rounding.
+    pub(crate) fn select(&mut self, inst: &Inst, access: &Layout, offset: i64) -> R<Expr> {
+        let dtype = self.ty(inst.result).dtype;
+        let mut args = vec![];
+        for &o in &inst.operands {
+            args.push(self.operand_at(inst.result, o, access, offset)?);
+        }
+        Ok(self.let_("v", Ty::Elem(dtype), Expr::call(Func::Select, args)))
+    }
+
+    /// `iota`: the coordinate along the axis of the index the access reaches.
+    pub(crate) fn iota(&mut self, inst: &Inst, access: &Layout, offset: i64) -> R<Expr> {
+        let ty = self.ty(inst.result);
+        let (dtype, shape) = (ty.dtype, ty.shape.clone());
+        let axis = self.axis(inst, 0);
+        let r = self.index_at(access, offset)?;
+        let st = row_major(&shape);
+        let q = Expr::idx(
+            IdxOp::Rem,
+            Expr::idx(IdxOp::Div, r, Expr::Int(st[axis])),
+            int(shape[axis]),
+        );
+        let q = self.let_("q", Ty::Idx, q);
+        Ok(self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, q)))
+    }
+
+    /// `concat`: the operand whose range along the axis holds the coordinate, read at its own
+    /// row-major index in a branch of its own.
+    pub(crate) fn concat(&mut self, inst: &Inst, access: &Layout, offset: i64) -> R<Expr> {
+        let ty = self.ty(inst.result);
+        let (dtype, shape) = (ty.dtype, ty.shape.clone());
+        if inst.operands.len() == 1 {
+            return self.value_at_off(inst.operands[0], access, offset);
+        }
+        let axis = self.axis(inst, 0);
+        let inner = row_major(&shape)[axis];
+        let n = shape[axis] as i64;
+        let r = self.index_at(access, offset)?;
+        let q = Expr::idx(
+            IdxOp::Rem,
+            Expr::idx(IdxOp::Div, r.clone(), Expr::Int(inner)),
+            Expr::Int(n),
+        );
+        let q = self.let_("q", Ty::Idx, q);
+        let outer = self.let_(
+            "o",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, r.clone(), Expr::Int(inner * n)),
+        );
+        // Each operand: where it starts along the axis and its extent there.
+        let mut parts = vec![];
+        let mut start = 0i64;
+        for &o in &inst.operands {
+            let len = self.ty(o).shape[axis] as i64;
+            parts.push((o, start, len));
+            start += len;
+        }
+        let var = self.fresh("c");
+        self.out.push(Stmt::Var {
+            var: var.clone(),
+            ty: Ty::Elem(dtype),
+            init: lit(dtype, 0.0),
+        });
+        let branches = self.concat_branches(&parts, &var, &q, &outer, &r, inner, n)?;
+        self.out.extend(branches);
+        Ok(Expr::Var(var))
+    }
+
+    /// `if q < end0 { c <- x0 } else { if q < end1 { ... } else { c <- xn } }`.
+    #[allow(clippy::too_many_arguments)]
+    fn concat_branches(
+        &mut self,
+        parts: &[(ValueId, i64, i64)],
+        var: &str,
+        q: &Expr,
+        outer: &Expr,
+        r: &Expr,
+        inner: i64,
+        n: i64,
+    ) -> R<Vec<Stmt>> {
+        let [(o, start, len), rest @ ..] = parts else {
+            return Ok(vec![]);
+        };
+        // The operand's own row-major index: r less the rows of the other operands before
+        // this outer index and the operands before it along the axis.
+        let j = Expr::idx(
+            IdxOp::Sub,
+            Expr::idx(
+                IdxOp::Sub,
+                r.clone(),
+                Expr::idx(IdxOp::Mul, outer.clone(), Expr::Int((n - len) * inner)),
+            ),
+            Expr::Int(start * inner),
+        );
+        let body = self.block(|b| {
+            let j = b.let_("j", Ty::Idx, j);
+            let e = b.value_at_index(*o, j)?;
+            b.out.push(Stmt::Assign {
+                var: var.to_string(),
+                value: e,
+            });
+            Ok(())
+        })?;
+        if rest.is_empty() {
+            return Ok(body);
+        }
+        let mut orelse = vec![];
+        let saved = std::mem::take(&mut self.out);
+        let nested = self.concat_branches(rest, var, q, outer, r, inner, n);
+        self.out = saved;
+        orelse.extend(nested?);
+        Ok(vec![Stmt::If {
+            cond: Expr::idx(IdxOp::Lt, q.clone(), Expr::Int(start + len)),
+            body,
+            orelse,
+        }])
+    }
+
+    /// `gather %x, %indices`: the index is loaded, wrapped once when negative, and clamped to
+    /// 0 for the address when still out of range, where the result is NaN (0 for integers,
+    /// false for `i1`): every load is in bounds.
+    pub(crate) fn gather(&mut self, inst: &Inst, access: &Layout, offset: i64) -> R<Expr> {
+        let dtype = self.ty(inst.result).dtype;
+        let (x, indices) = (inst.operands[0], inst.operands[1]);
+        let xshape = self.ty(x).shape.clone();
+        let axis = {
+            let a = inst.attrs.get("axis").and_then(Attr::as_int).unwrap_or(0);
+            normalize_axis(a, xshape.len()).unwrap_or(0)
+        };
+        let inner: i64 = xshape[axis + 1..].iter().product::<u64>() as i64;
+        let n = xshape[axis] as i64;
+        let m = self.ty(indices).numel() as i64;
+        let idt = self.ty(indices).dtype;
+        let r = self.index_at(access, offset)?;
+        let outer = Expr::idx(IdxOp::Div, r.clone(), Expr::Int(m * inner));
+        let mid = Expr::idx(
+            IdxOp::Rem,
+            Expr::idx(IdxOp::Div, r.clone(), Expr::Int(inner)),
+            Expr::Int(m),
+        );
+        let within = Expr::idx(IdxOp::Rem, r, Expr::Int(inner));
+        let mid = self.let_("m", Ty::Idx, mid);
+        let raw = self.value_at_index(indices, mid)?;
+        let i64t = Ty::Elem(DType::I64);
+        let i = self.let_("i", i64t, cast_to(DType::I64, idt, raw));
+        let zero = lit(DType::I64, 0.0);
+        let size = lit(DType::I64, n as f64);
+        let neg = Expr::call(Func::Lt, vec![i.clone(), zero.clone()]);
+        let wrapped = Expr::call(
+            Func::Select,
+            vec![neg, Expr::call(Func::Add, vec![i.clone(), size.clone()]), i],
+        );
+        let w = self.let_("w", i64t, wrapped);
+        let ok = Expr::idx(
+            IdxOp::And,
+            Expr::call(Func::Ge, vec![w.clone(), zero.clone()]),
+            Expr::call(Func::Lt, vec![w.clone(), size]),
+        );
+        let ok = self.let_("ok", Ty::Elem(DType::I1), ok);
+        let clamped = Expr::call(Func::Select, vec![ok.clone(), w, zero]);
+        let k = self.let_("k", Ty::Idx, Expr::call(Func::Index, vec![clamped]));
+        let j = Expr::idx(
+            IdxOp::Add,
+            Expr::idx(
+                IdxOp::Add,
+                Expr::idx(IdxOp::Mul, outer, Expr::Int(n * inner)),
+                Expr::idx(IdxOp::Mul, k, Expr::Int(inner)),
+            ),
+            within,
+        );
+        let j = self.let_("j", Ty::Idx, j);
+        let e = self.value_at_index(x, j)?;
+        let fallback = if dtype.is_float() {
+            lit(dtype, f64::NAN)
+        } else {
+            lit(dtype, 0.0)
+        };
+        Ok(self.let_(
+            "v",
+            Ty::Elem(dtype),
+            Expr::call(Func::Select, vec![ok, e, fallback]),
+        ))
+    }
+}
