@@ -7,8 +7,9 @@
 use irc_fused::Anchor;
 
 mod matmul_mma;
+mod mma_config;
 
-pub use matmul_mma::MmaConfig;
+pub use mma_config::MmaConfig;
 mod matmul_simt;
 mod pointwise;
 mod reduction;
