@@ -132,13 +132,17 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         }
     }
 
+    // Where each line starts, once: a statement's line is a binary search, not a scan.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(src.text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
     let loc = |i: usize| -> Option<String> {
         let inst = &g.insts[i];
         if let Some(p) = &inst.loc {
             return Some(format!("{}:{}:{}", p.file, p.line, p.col));
         }
         let span = inst.span?;
-        let (line, col) = line_col(src.text, span);
+        let (line, col) = line_col(src.text, &line_starts, span);
         let file = if src.name.is_empty() {
             "<input>"
         } else {
@@ -166,6 +170,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         // The ops computed in this kernel: everything reached from its stores through values
         // that are not in memory (or are stored by this kernel).
         let mut loads: Vec<usize> = vec![];
+        let mut members: Vec<usize> = vec![];
         let mut stack = stores.clone();
         while let Some(v) = stack.pop() {
             if member[v] == leader {
@@ -179,8 +184,13 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 continue;
             }
             member[v] = leader;
+            if let Some(i) = inst_of(v) {
+                members.push(i);
+            }
             stack.extend(dag.operands(v).iter().copied());
         }
+        // Statement order: the graph's (each kernel visits only its own ops).
+        members.sort_unstable();
         loads.sort_by_key(|&v| buffer_of[v]);
         let mut stmts: Vec<Stmt> = loads
             .iter()
@@ -190,11 +200,9 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
             })
             .collect();
         let mut fused = vec![];
-        for (j, x) in g.insts.iter().enumerate() {
+        for &j in &members {
+            let x = &g.insts[j];
             let v = x.result.index();
-            if member[v] != leader {
-                continue;
-            }
             if v != leader && !stores.contains(&v) && !matches!(x.op.category(), Category::Constant)
             {
                 fused.push(format!("%{} ({})", names[v], x.op.name()));
@@ -307,11 +315,12 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
     (module, remarks)
 }
 
-fn line_col(text: &str, span: Span) -> (usize, usize) {
+/// The 1-based line and column (in characters) of a span's start.
+fn line_col(text: &str, line_starts: &[usize], span: Span) -> (usize, usize) {
     let start = span.range().start.min(text.len());
-    let before = text.get(..start).unwrap_or("");
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let line = line_starts.partition_point(|&s| s <= start);
+    let from = line_starts.get(line.wrapping_sub(1)).copied().unwrap_or(0);
+    let col = text.get(from..start).map_or(0, |l| l.chars().count()) + 1;
     (line, col)
 }
 
