@@ -208,12 +208,6 @@ impl Builder<'_, '_> {
             Expr::idx(IdxOp::Div, warp.clone(), int(cfg.warps_n)),
         );
         let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(cfg.warps_n)));
-        let unrolled =
-            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
-                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
-                    f(s, i)
-                })
-            };
         self.for_(
             "b",
             bx(Builtin::BidZ),
@@ -223,10 +217,10 @@ impl Builder<'_, '_> {
             |s, bi| {
                 let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(cfg.bm)));
                 let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(cfg.bn)));
-                unrolled(s, "v", 4, &mut |s, v| {
-                    unrolled(s, "i", cfg.mt(), &mut |s, i| {
+                s.unrolled("v", 4, &mut |s, v| {
+                    s.unrolled("i", cfg.mt(), &mut |s, i| {
                         let v = v.clone();
-                        unrolled(s, "j", cfg.nt(), &mut |s, j| {
+                        s.unrolled("j", cfg.nt(), &mut |s, j| {
                             s.out.push(Stmt::Store {
                                 tensor: acc.clone(),
                                 coord: vec![v.clone(), i.clone(), j],
@@ -291,7 +285,7 @@ impl Builder<'_, '_> {
                                     Intrinsic::LdmatrixX4
                                 }
                             };
-                            unrolled(s, "i", cfg.mt(), &mut |s, i| {
+                            s.unrolled("i", cfg.mt(), &mut |s, i| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: ldmatrix(trans_a),
                                     args: vec![
@@ -304,7 +298,7 @@ impl Builder<'_, '_> {
                                 });
                                 Ok(())
                             })?;
-                            unrolled(s, "j", cfg.nt() / 2, &mut |s, j| {
+                            s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: ldmatrix(trans_b),
                                     args: vec![
@@ -317,8 +311,8 @@ impl Builder<'_, '_> {
                                 });
                                 Ok(())
                             })?;
-                            unrolled(s, "i", cfg.mt(), &mut |s, i| {
-                                unrolled(s, "j", cfg.nt(), &mut |s, j| {
+                            s.unrolled("i", cfg.mt(), &mut |s, i| {
+                                s.unrolled("j", cfg.nt(), &mut |s, j| {
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::MmaM16n8k16,
                                         args: vec![
@@ -351,11 +345,11 @@ impl Builder<'_, '_> {
                         s.out.push(Stmt::Sync);
                         let mine = Expr::idx(IdxOp::Eq, wm.clone(), h.clone());
                         s.if_(mine, |s| {
-                            unrolled(s, "i", cfg.mt(), &mut |s, i| {
+                            s.unrolled("i", cfg.mt(), &mut |s, i| {
                                 let i2 = i.clone();
-                                unrolled(s, "j", cfg.nt(), &mut |s, j| {
+                                s.unrolled("j", cfg.nt(), &mut |s, j| {
                                     let (i3, j2) = (i2.clone(), j.clone());
-                                    unrolled(s, "v", 4, &mut |s, v| {
+                                    s.unrolled("v", 4, &mut |s, v| {
                                         let cidx = kir::offset_expr(
                                             &atom_c_layout,
                                             &[lane.clone(), v.clone()],
@@ -390,7 +384,7 @@ impl Builder<'_, '_> {
                         })?;
                         s.out.push(Stmt::Sync);
                         let chunks = (cfg.bm / 2) * cfg.bn / 8 / cfg.threads();
-                        unrolled(s, "l", chunks, &mut |s, l| {
+                        s.unrolled("l", chunks, &mut |s, l| {
                             let e = s.let_(
                                 "e",
                                 Ty::Idx,
@@ -427,7 +421,7 @@ impl Builder<'_, '_> {
                                 Some(gv) => {
                                     // In place in the staging tile, then one copy of 8 elements.
                                     if root != mm {
-                                        unrolled(s, "z", 8, &mut |s, z| {
+                                        s.unrolled("z", 8, &mut |s, z| {
                                             let gn = add(gn0.clone(), z.clone());
                                             let cond = Expr::idx(
                                                 IdxOp::And,
@@ -474,7 +468,7 @@ impl Builder<'_, '_> {
                                         Ok(())
                                     })
                                 }
-                                None => unrolled(s, "z", 8, &mut |s, z| {
+                                None => s.unrolled("z", 8, &mut |s, z| {
                                     let gn = add(gn0.clone(), z.clone());
                                     let cond = Expr::idx(
                                         IdxOp::And,
@@ -590,12 +584,6 @@ impl Builder<'_, '_> {
         } else {
             None
         };
-        let unrolled =
-            |s: &mut Self, hint: &str, n: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| {
-                s.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
-                    f(s, i)
-                })
-            };
         let e_of = |s: &mut Self, l: Expr| {
             s.let_("e", Ty::Idx, add(mul(l, int(t.threads)), bx(Builtin::TidX)))
         };
@@ -607,7 +595,7 @@ impl Builder<'_, '_> {
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let Some((buf, gl)) = vector else {
             let per_thread = t.rows * t.bk / t.threads;
-            return unrolled(self, "l", per_thread, &mut |s, l| {
+            return self.unrolled("l", per_thread, &mut |s, l| {
                 let e = e_of(s, l);
                 // Consecutive threads walk the operand's contiguous dimension.
                 let (rr, kk) = if t.k_fast {
@@ -643,7 +631,7 @@ impl Builder<'_, '_> {
         };
         let sv = self.tensor(Space::View(t.smem.clone()), dt, sv_layout);
         let per_thread = t.rows * t.bk / W / t.threads;
-        unrolled(self, "l", per_thread, &mut |s, l| {
+        self.unrolled("l", per_thread, &mut |s, l| {
             let e = e_of(s, l);
             let (rr, kk, scoord) = if t.k_fast {
                 let (kv, rr) = split(s, &e, t.bk / W);
@@ -677,7 +665,7 @@ impl Builder<'_, '_> {
             // Out of range: zeros, element by element.
             let (smem, rr2, kk2) = (t.smem.clone(), rr.clone(), kk.clone());
             let orelse = s.block(|s| {
-                unrolled(s, "z", W, &mut |s, z| {
+                s.unrolled("z", W, &mut |s, z| {
                     let coord = if t.k_fast {
                         vec![rr2.clone(), add(kk2.clone(), z)]
                     } else {
@@ -693,6 +681,20 @@ impl Builder<'_, '_> {
             })?;
             s.out.push(Stmt::If { cond, body, orelse });
             Ok(())
+        })
+    }
+}
+
+impl Builder<'_, '_> {
+    /// `for %i = 0 to n step 1 unroll { f(i) }`.
+    fn unrolled(
+        &mut self,
+        hint: &str,
+        n: u64,
+        f: &mut dyn FnMut(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        self.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
+            f(s, i)
         })
     }
 }
