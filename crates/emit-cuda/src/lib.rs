@@ -179,6 +179,14 @@ __device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi)
   return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
 }
 
+// A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets
+// (16-byte units, 14 bits each), 128-byte swizzle (layout type 1 in bits 62-63).
+__device__ __forceinline__ unsigned long long irc_wgmma_desc(const void* p, unsigned lbo, unsigned sbo) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
+       | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
 // The low and high 16-bit halves of a 32-bit register (ldmatrix results).
 __device__ __forceinline__ __half irc_lo_f16(unsigned r) { return __ushort_as_half((unsigned short)(r & 0xffffu)); }
 __device__ __forceinline__ __half irc_hi_f16(unsigned r) { return __ushort_as_half((unsigned short)(r >> 16)); }
@@ -256,6 +264,8 @@ struct KernelEmitter<'k> {
     /// Constant arrays stored as bits, with the float type they hold.
     bits: &'k HashMap<&'k str, DType>,
     tensors: HashMap<&'k str, &'k kir::TensorDecl>,
+    /// Register tensors `wgmma` accumulates into.
+    accumulators: Vec<String>,
     out: String,
 }
 
@@ -314,9 +324,30 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
         k.name,
         params.join(", ")
     );
+    let dynamic = kir::dynamic_shared(k);
+    if let Some(d) = &dynamic {
+        let _ = writeln!(
+            out,
+            "  extern __shared__ __align__(1024) unsigned char irc_smem[]; // {} bytes",
+            d.bytes
+        );
+    }
     for t in &k.tensors {
         let size = t.layout.cosize().unwrap_or(1).max(1);
         match t.space {
+            Space::Shared if dynamic.is_some() => {
+                let off = dynamic
+                    .iter()
+                    .flat_map(|d| &d.offsets)
+                    .find(|(n, _)| n == &t.name)
+                    .map_or(0, |(_, o)| *o);
+                let ty = c_type(t.dtype);
+                let _ = writeln!(
+                    out,
+                    "  {ty}* const t_{} = reinterpret_cast<{ty}*>(irc_smem + {off});",
+                    t.name
+                );
+            }
             Space::Shared => {
                 let _ = writeln!(
                     out,
@@ -331,10 +362,23 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
             _ => {}
         }
     }
+    let mut accumulators = vec![];
+    kir::walk(&k.body, &mut |s| {
+        if let Stmt::Intrinsic {
+            op: Intrinsic::Wgmma(_),
+            args,
+        } = s
+            && let Some(f) = args.first().and_then(|a| a.frag())
+            && !accumulators.contains(&f.tensor)
+        {
+            accumulators.push(f.tensor.clone());
+        }
+    });
     let mut e = KernelEmitter {
         k,
         bits,
         tensors,
+        accumulators,
         out: String::new(),
     };
     e.block(&k.body, 1);
@@ -348,7 +392,7 @@ fn has_mma(body: &[Stmt]) -> bool {
         found |= matches!(
             s,
             Stmt::Intrinsic {
-                op: Intrinsic::MmaM16n8k16,
+                op: Intrinsic::MmaM16n8k16 | Intrinsic::Wgmma(_),
                 ..
             }
         )
@@ -590,6 +634,118 @@ impl KernelEmitter<'_> {
                         "{pad}  {lo} = irc_lo_{dt}(r{j}); {hi} = irc_hi_{dt}(r{j});"
                     );
                 }
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            Intrinsic::MbarrierInit
+            | Intrinsic::MbarrierExpectTx
+            | Intrinsic::MbarrierArrive
+            | Intrinsic::MbarrierWait
+            | Intrinsic::FenceBarrierInit
+            | Intrinsic::TmaLoad2d
+            | Intrinsic::TmaLoad3d
+            | Intrinsic::WgmmaFence
+            | Intrinsic::WgmmaCommit
+            | Intrinsic::WgmmaWait
+            | Intrinsic::SetMaxNregInc
+            | Intrinsic::SetMaxNregDec => {
+                let Some(ptx) = kir::intrinsic::ptx(op) else {
+                    return;
+                };
+                // Operands in the table's order: shared addresses as 32-bit "r", a tensor
+                // map's generic address as "l", indices as "r", immediates as "n".
+                let mut ins = vec![];
+                for ((_, kind), a) in op.info().args.iter().zip(args) {
+                    ins.push(match (kind, a) {
+                        (kir::ArgKind::TensorMap, kir::Arg::Frag(f)) => {
+                            let addr = self.place(self.tensors[f.tensor.as_str()], &f.at);
+                            format!("\"l\"((unsigned long long)&{addr})")
+                        }
+                        (_, kir::Arg::Frag(f)) => {
+                            let addr = self.place(self.tensors[f.tensor.as_str()], &f.at);
+                            format!("\"r\"((unsigned)__cvta_generic_to_shared(&{addr}))")
+                        }
+                        (kir::ArgKind::Imm, kir::Arg::Expr(e)) => {
+                            format!("\"n\"({})", self.expr(e))
+                        }
+                        (_, kir::Arg::Expr(e)) => format!("\"r\"((unsigned)({}))", self.expr(e)),
+                    });
+                }
+                let asm = ptx.replace('\n', "\\n");
+                let clobber = if ptx.contains("mbarrier") || ptx.contains("cp.async") {
+                    " : \"memory\""
+                } else {
+                    ""
+                };
+                if op == Intrinsic::WgmmaWait {
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}asm volatile(\"{asm}\" :: {} : \"memory\");",
+                        ins.join(", ")
+                    );
+                    // The accumulators a wgmma wrote are read only after the wait: each passes
+                    // through an empty asm the compiler cannot move above it.
+                    for t in &self.accumulators {
+                        let td = self.tensors[t.as_str()];
+                        let n = td.layout.cosize().unwrap_or(0);
+                        let _ = writeln!(
+                            self.out,
+                            "{pad}#pragma unroll\n{pad}for (int f = 0; f < {n}; ++f) asm volatile(\"\" : \"+f\"(t_{t}[f]) :: \"memory\");"
+                        );
+                    }
+                } else if ins.is_empty() {
+                    let _ = writeln!(self.out, "{pad}asm volatile(\"{asm}\" ::: \"memory\");");
+                } else {
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}asm volatile(\"{asm}\" :: {}{clobber});",
+                        ins.join(", ")
+                    );
+                }
+            }
+            Intrinsic::Wgmma(n) => {
+                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
+                let imm = |i: usize| match &args[i] {
+                    kir::Arg::Expr(Expr::Int(v)) => *v,
+                    _ => 0,
+                };
+                let ta = self.tensors[a.tensor.as_str()];
+                let ab = if ta.dtype == DType::BF16 {
+                    "bf16"
+                } else {
+                    "f16"
+                };
+                let pa = self.place(ta, &a.at);
+                let pb = self.place(self.tensors[b.tensor.as_str()], &b.at);
+                let values = i64::from(n) / 2;
+                let td = self.tensors[d.tensor.as_str()];
+                let outs: Vec<String> = (0..values)
+                    .map(|v| format!("\"+f\"({})", self.place(td, &d.coord(v))))
+                    .collect();
+                let regs: Vec<String> = (0..values).map(|v| format!("%{v}")).collect();
+                let _ = writeln!(self.out, "{pad}{{");
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  const unsigned long long da = irc_wgmma_desc(&{pa}, {}, {});",
+                    imm(5),
+                    imm(6)
+                );
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  const unsigned long long db = irc_wgmma_desc(&{pb}, {}, {});",
+                    imm(7),
+                    imm(8)
+                );
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, %{}, %{}, p, 1, 1, {}, {};\\n}}\\n\" : {} : \"l\"(da), \"l\"(db), \"r\"(1));",
+                    values + 2,
+                    regs.join(","),
+                    values,
+                    values + 1,
+                    imm(3),
+                    imm(4),
+                    outs.join(", ")
+                );
                 let _ = writeln!(self.out, "{pad}}}");
             }
             Intrinsic::MmaM16n8k16 => {

@@ -3,8 +3,9 @@
 //! A row gives the mnemonic the text form uses, a one-sentence meaning, the operands with how
 //! each is accessed ([`ArgKind`]) and a typing check beyond the operand kinds. The printer, the
 //! parser, the verifier and [`written_tensors`](crate::written_tensors) read the table; an
-//! emitter has one case per intrinsic. Adding an instruction (Hopper's wgmma, TMA and mbarrier
-//! are next) is one row here plus its case in each emitter.
+//! emitter has one case per intrinsic. Adding an instruction is one row here plus its case in
+//! each emitter. The Hopper rows (TMA loads, mbarriers, wgmma, register reallocation) are what
+//! the `matmul_wgmma` template is made of.
 
 use crate::{Expr, Frag, TensorDecl};
 use irc_ir::DType;
@@ -38,14 +39,31 @@ pub enum ArgKind {
     RegInOut(i64),
     /// A shared tensor (or a view of one) at a full coordinate, read.
     SharedIn,
+    /// A shared tensor (or a view of one) at a full coordinate, written (asynchronously, by
+    /// a TMA load: complete once its mbarrier's phase completes).
+    SharedOut,
+    /// An mbarrier: an `i64` shared tensor at a full coordinate, read and written.
+    Barrier,
+    /// A TMA tensor map: an `i64` global tensor (a `tensormap` buffer) at its first element.
+    TensorMap,
     /// An index expression.
     Index,
+    /// An integer literal (a PTX immediate).
+    Imm,
 }
 
 impl ArgKind {
     /// Whether the intrinsic writes the operand's tensor.
     pub fn writes(self) -> bool {
-        matches!(self, ArgKind::RegOut(_) | ArgKind::RegInOut(_))
+        matches!(
+            self,
+            ArgKind::RegOut(_) | ArgKind::RegInOut(_) | ArgKind::SharedOut | ArgKind::Barrier
+        )
+    }
+
+    /// Whether the operand is an expression (written as one) rather than a tensor.
+    pub fn is_expr(self) -> bool {
+        matches!(self, ArgKind::Index | ArgKind::Imm)
     }
 }
 
@@ -55,6 +73,28 @@ pub enum Intrinsic {
     LdmatrixX4,
     LdmatrixX4Trans,
     MmaM16n8k16,
+    /// `mbarrier.init`.
+    MbarrierInit,
+    /// `mbarrier.arrive.expect_tx`.
+    MbarrierExpectTx,
+    /// `mbarrier.arrive`.
+    MbarrierArrive,
+    /// `mbarrier.try_wait.parity` until it succeeds.
+    MbarrierWait,
+    /// `fence.mbarrier_init` and `fence.proxy.async`.
+    FenceBarrierInit,
+    /// `cp.async.bulk.tensor.{2,3}d` global to shared through a tensor map.
+    TmaLoad2d,
+    TmaLoad3d,
+    /// `wgmma.fence`, `wgmma.commit_group`, `wgmma.wait_group`.
+    WgmmaFence,
+    WgmmaCommit,
+    WgmmaWait,
+    /// `wgmma.mma_async.m64nNk16` with both operands in shared memory, for N = 64, 128, 256.
+    Wgmma(u16),
+    /// `setmaxnreg.inc` / `setmaxnreg.dec`.
+    SetMaxNregInc,
+    SetMaxNregDec,
 }
 
 /// One row of the table.
@@ -96,7 +136,141 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         ],
         check: check_mma,
     },
+    IntrinsicInfo {
+        op: Intrinsic::MbarrierInit,
+        name: "mbarrier.init",
+        summary: "`mbarrier.init.shared::cta.b64`: the barrier expects `count` arrivals per phase. One thread; before any use, followed by `fence.barrier_init` and a block barrier.",
+        args: &[("bar", ArgKind::Barrier), ("count", ArgKind::Index)],
+        check: check_barrier,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::MbarrierExpectTx,
+        name: "mbarrier.expect_tx",
+        summary: "`mbarrier.arrive.expect_tx.shared::cta.b64`: one arrival, and the current phase also waits for `bytes` bytes of asynchronous copies (TMA loads naming the barrier).",
+        args: &[("bar", ArgKind::Barrier), ("bytes", ArgKind::Index)],
+        check: check_barrier,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::MbarrierArrive,
+        name: "mbarrier.arrive",
+        summary: "`mbarrier.arrive.shared::cta.b64`: one arrival on the barrier.",
+        args: &[("bar", ArgKind::Barrier)],
+        check: check_barrier,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::MbarrierWait,
+        name: "mbarrier.wait",
+        summary: "`mbarrier.try_wait.parity.shared::cta.b64` repeated until the phase of parity `parity` (0 or 1) has completed.",
+        args: &[("bar", ArgKind::Barrier), ("parity", ArgKind::Index)],
+        check: check_barrier,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::FenceBarrierInit,
+        name: "fence.barrier_init",
+        summary: "`fence.mbarrier_init.release.cluster` and `fence.proxy.async.shared::cta`: initialized barriers become visible to TMA (the async proxy).",
+        args: &[],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::TmaLoad2d,
+        name: "tma.load.2d",
+        summary: "`cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes`: one thread copies the tensor map's box at element coordinates (c0 innermost, c1) into `dst` (laid out as the map's swizzle says; out-of-bounds elements are zero), completing `bar`'s transaction bytes.",
+        args: &[
+            ("dst", ArgKind::SharedOut),
+            ("map", ArgKind::TensorMap),
+            ("bar", ArgKind::Barrier),
+            ("c0", ArgKind::Index),
+            ("c1", ArgKind::Index),
+        ],
+        check: check_tma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::TmaLoad3d,
+        name: "tma.load.3d",
+        summary: "As `tma.load.2d`, for a 3-dimensional tensor map (c2 outermost).",
+        args: &[
+            ("dst", ArgKind::SharedOut),
+            ("map", ArgKind::TensorMap),
+            ("bar", ArgKind::Barrier),
+            ("c0", ArgKind::Index),
+            ("c1", ArgKind::Index),
+            ("c2", ArgKind::Index),
+        ],
+        check: check_tma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::WgmmaFence,
+        name: "wgmma.fence",
+        summary: "`wgmma.fence.sync.aligned`: orders register accesses to accumulators before the next `wgmma`. Warpgroup-wide.",
+        args: &[],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::WgmmaCommit,
+        name: "wgmma.commit",
+        summary: "`wgmma.commit_group.sync.aligned`: the warpgroup's uncommitted `wgmma`s become one group.",
+        args: &[],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::WgmmaWait,
+        name: "wgmma.wait",
+        summary: "`wgmma.wait_group.sync.aligned n`: waits until at most `n` groups are pending; their accumulators are then readable.",
+        args: &[("n", ArgKind::Imm)],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::Wgmma(64),
+        name: "wgmma.m64n64k16",
+        summary: WGMMA_SUMMARY,
+        args: &wgmma_args(32),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::Wgmma(128),
+        name: "wgmma.m64n128k16",
+        summary: WGMMA_SUMMARY,
+        args: &wgmma_args(64),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::Wgmma(256),
+        name: "wgmma.m64n256k16",
+        summary: WGMMA_SUMMARY,
+        args: &wgmma_args(128),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::SetMaxNregInc,
+        name: "setmaxnreg.inc",
+        summary: "`setmaxnreg.inc.sync.aligned.u32 n`: the warpgroup's threads may use up to `n` registers (a multiple of 8 in 24..256). Warpgroup-wide.",
+        args: &[("n", ArgKind::Imm)],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::SetMaxNregDec,
+        name: "setmaxnreg.dec",
+        summary: "`setmaxnreg.dec.sync.aligned.u32 n`: the warpgroup's threads give their registers above `n` back. Warpgroup-wide.",
+        args: &[("n", ArgKind::Imm)],
+        check: check_none,
+    },
 ];
+
+const WGMMA_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32`: `d += a * b` for a 64xN tile of the warpgroup, f16 or bf16 operands read from shared memory through matrix descriptors built from `a`'s and `b`'s addresses, 128-byte swizzle, the given leading and stride byte offsets; `a_mn`/`b_mn` 1 where the operand is M-/N-major (0: K-major). `d` is the f32 accumulator fragment `wgmma_m64nk16_d(N)` (N/2 values). Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`.";
+
+const fn wgmma_args(values: i64) -> [(&'static str, ArgKind); 9] {
+    [
+        ("d", ArgKind::RegInOut(values)),
+        ("a", ArgKind::SharedIn),
+        ("b", ArgKind::SharedIn),
+        ("a_mn", ArgKind::Imm),
+        ("b_mn", ArgKind::Imm),
+        ("a_lbo", ArgKind::Imm),
+        ("a_sbo", ArgKind::Imm),
+        ("b_lbo", ArgKind::Imm),
+        ("b_sbo", ArgKind::Imm),
+    ]
+}
 
 impl Intrinsic {
     pub fn info(self) -> &'static IntrinsicInfo {
@@ -146,4 +320,69 @@ fn check_mma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
         return Err("mma accumulates into an f32 fragment".into());
     }
     Ok(())
+}
+
+fn check_none(_: &[Option<&TensorDecl>]) -> Result<(), String> {
+    Ok(())
+}
+
+fn check_barrier(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    match ts[0] {
+        Some(t) if t.dtype == DType::I64 => Ok(()),
+        _ => Err("an mbarrier is an i64 element of shared memory".into()),
+    }
+}
+
+fn check_tma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    check_barrier(&ts[2..])?;
+    match ts[1] {
+        Some(t) if t.dtype == DType::I64 => Ok(()),
+        _ => Err("a tensor map is read through an i64 global tensor".into()),
+    }
+}
+
+fn check_wgmma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
+    if a != b || !matches!(a, Some(DType::F16 | DType::BF16)) {
+        return Err("wgmma takes f16 or bf16 shared operands a and b of one dtype".into());
+    }
+    if d != Some(DType::F32) {
+        return Err("wgmma accumulates into an f32 fragment".into());
+    }
+    Ok(())
+}
+
+/// The PTX of an intrinsic whose operands are all addresses, indices or immediates, with `%i`
+/// for operand `i` of the table row (shared-memory operands as 32-bit shared addresses, a
+/// tensor map as its 64-bit generic address). Both emitters write it as inline assembly, so
+/// the instruction is written once. `None` for the intrinsics with register fragments
+/// (`ldmatrix`, `mma`, `wgmma`), which each emitter builds from its own values.
+pub fn ptx(op: Intrinsic) -> Option<&'static str> {
+    Some(match op {
+        Intrinsic::MbarrierInit => "mbarrier.init.shared::cta.b64 [%0], %1;",
+        Intrinsic::MbarrierExpectTx => "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;",
+        Intrinsic::MbarrierArrive => "mbarrier.arrive.shared::cta.b64 _, [%0];",
+        // Labels are local to the braces, so the loop may be written any number of times.
+        Intrinsic::MbarrierWait => {
+            "{\n.reg .pred P1;\nIRC_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n@!P1 bra IRC_WAIT;\n}"
+        }
+        Intrinsic::FenceBarrierInit => {
+            "fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;"
+        }
+        Intrinsic::TmaLoad2d => {
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+        }
+        Intrinsic::TmaLoad3d => {
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
+        }
+        Intrinsic::WgmmaFence => "wgmma.fence.sync.aligned;",
+        Intrinsic::WgmmaCommit => "wgmma.commit_group.sync.aligned;",
+        Intrinsic::WgmmaWait => "wgmma.wait_group.sync.aligned %0;",
+        Intrinsic::SetMaxNregInc => "setmaxnreg.inc.sync.aligned.u32 %0;",
+        Intrinsic::SetMaxNregDec => "setmaxnreg.dec.sync.aligned.u32 %0;",
+        Intrinsic::LdmatrixX4
+        | Intrinsic::LdmatrixX4Trans
+        | Intrinsic::MmaM16n8k16
+        | Intrinsic::Wgmma(_) => return None,
+    })
 }

@@ -41,6 +41,7 @@ pub mod intrinsic;
 pub mod manifest;
 mod parse;
 pub mod print;
+pub mod smem;
 mod verify;
 
 pub use intrinsic::{Arg, ArgKind, INTRINSICS, Intrinsic, IntrinsicInfo};
@@ -48,6 +49,7 @@ pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError, manifest
 
 pub use parse::{ParseError, parse_module};
 pub use print::print_module;
+pub use smem::{DynamicShared, dynamic_shared};
 pub use verify::{VerifyError, verify_module, verify_module_for};
 
 use irc_ir::DType;
@@ -78,6 +80,34 @@ pub struct BufferDecl {
     pub dtype: DType,
     pub shape: Vec<u64>,
     pub kind: BufferKind,
+    /// Set on a `tensormap` buffer: 128 bytes (`tensor<16xi64>`, temp) the host fills with the
+    /// TMA descriptor of another buffer before any launch.
+    pub tensor_map: Option<TensorMapDecl>,
+}
+
+/// A TMA tensor map over a buffer (CUDA's `CUtensorMap`, encoded by the host with
+/// `cuTensorMapEncodeTiled` once the buffer is allocated): how tiled copies (`tma.load`) see
+/// the buffer's elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMapDecl {
+    /// The buffer it maps; its elements are the map's element type.
+    pub of: String,
+    /// Extents, innermost (contiguous) dimension first, in elements.
+    pub dims: Vec<u64>,
+    /// Byte strides of dimensions 1.. (dimension 0 is contiguous): multiples of 16.
+    pub strides: Vec<u64>,
+    /// The box one copy moves, per dimension, in elements (at most 256 each).
+    pub box_dims: Vec<u32>,
+    /// The shared-memory swizzle of the box, in bytes: 0 (none), 32, 64 or 128; the box's
+    /// innermost extent is at most this many bytes.
+    pub swizzle: u32,
+}
+
+impl TensorMapDecl {
+    /// Bytes one box copies (what its mbarrier's transaction count is).
+    pub fn box_bytes(&self, dtype: DType) -> u64 {
+        self.box_dims.iter().map(|&b| u64::from(b)).product::<u64>() * dtype.size_bytes()
+    }
 }
 
 impl BufferDecl {

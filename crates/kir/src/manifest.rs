@@ -6,7 +6,8 @@
 //! the buffers named by [`Manifest::inputs`], launches every entry of [`Manifest::launches`] in
 //! order (each kernel's parameters are the device pointers of the buffers named by
 //! [`Launch::args`], in that order; kernels take no other parameters), and reads the results
-//! from the buffers named by [`Manifest::outputs`].
+//! from the buffers named by [`Manifest::outputs`]. A buffer with a [`TensorMap`] holds a TMA
+//! descriptor of another buffer: the host encodes it once the buffers are allocated.
 //!
 //! The format is versioned: [`Manifest::FORMAT`] and [`Manifest::VERSION`] are written into
 //! every manifest and checked on reading.
@@ -53,6 +54,27 @@ pub struct Buffer {
     /// Size in bytes (elements × element size; at least 1 is allocated).
     pub bytes: u64,
     pub kind: BufferKind,
+    /// Set on a 128-byte buffer the host must fill, after allocating every buffer and before
+    /// the first launch, with the TMA descriptor (`CUtensorMap`, `cuTensorMapEncodeTiled`)
+    /// this describes. It is not poisoned or copied like other temps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_map: Option<TensorMap>,
+}
+
+/// A TMA tensor map, as `cuTensorMapEncodeTiled` takes it: interleave none, L2 promotion
+/// 128 bytes, out-of-bounds elements filled with zeros.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorMap {
+    /// The buffer it maps (its base address and element type).
+    pub of: usize,
+    /// Extents, innermost first, in elements.
+    pub dims: Vec<u64>,
+    /// Byte strides of dimensions 1...
+    pub strides: Vec<u64>,
+    /// Box extents, innermost first.
+    pub box_dims: Vec<u32>,
+    /// Swizzle in bytes: 0, 32, 64 or 128.
+    pub swizzle: u32,
 }
 
 /// What a buffer holds.
@@ -135,6 +157,17 @@ impl Manifest {
                 )))
             }
         };
+        for b in &self.buffers {
+            if let Some(t) = &b.tensor_map {
+                check_id(&format!("tensor map `{}`", b.name), t.of)?;
+                if b.bytes != 128 || self.buffers[t.of].tensor_map.is_some() {
+                    return Err(ManifestError(format!(
+                        "tensor map `{}` must be 128 bytes and map a data buffer",
+                        b.name
+                    )));
+                }
+            }
+        }
         for &i in &self.inputs {
             check_id("inputs", i)?;
         }
@@ -191,6 +224,13 @@ pub fn manifest_of(m: &crate::Module) -> Manifest {
                 shape: b.shape.clone(),
                 bytes: b.elements() * b.dtype.size_bytes(),
                 kind: b.kind,
+                tensor_map: b.tensor_map.as_ref().map(|t| TensorMap {
+                    of: id[t.of.as_str()],
+                    dims: t.dims.clone(),
+                    strides: t.strides.clone(),
+                    box_dims: t.box_dims.clone(),
+                    swizzle: t.swizzle,
+                }),
             })
             .collect(),
         inputs: m
@@ -210,7 +250,7 @@ pub fn manifest_of(m: &crate::Module) -> Manifest {
                     kernel: l.kernel.clone(),
                     grid: k.grid,
                     block: k.block,
-                    shared_bytes: 0,
+                    shared_bytes: crate::smem::dynamic_shared(k).map_or(0, |d| d.bytes as u32),
                     args: l.args.iter().map(|a| id[a.as_str()]).collect(),
                 }
             })

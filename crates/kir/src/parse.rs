@@ -117,12 +117,48 @@ impl<'a> Parser<'a> {
                         "temp" => BufferKind::Temp,
                         other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
                     };
+                    let tensor_map = if c.try_keyword("tensormap") {
+                        c.punct("(")?;
+                        let of = c.local()?;
+                        c.punct(",")?;
+                        c.keyword("dims")?;
+                        let dims = c.uint_list()?;
+                        c.punct(",")?;
+                        c.keyword("strides")?;
+                        let strides = c.uint_list()?;
+                        c.punct(",")?;
+                        c.keyword("box")?;
+                        let box_dims = c
+                            .uint_list()?
+                            .into_iter()
+                            .map(|b| {
+                                u32::try_from(b)
+                                    .map_err(|_| c.err(format!("box extent {b} is too large")))
+                            })
+                            .collect::<Result<_, _>>()?;
+                        c.punct(",")?;
+                        c.keyword("swizzle")?;
+                        let swizzle = c.uint()?;
+                        let swizzle = u32::try_from(swizzle)
+                            .map_err(|_| c.err(format!("swizzle {swizzle} is too large")))?;
+                        c.punct(")")?;
+                        Some(TensorMapDecl {
+                            of,
+                            dims,
+                            strides,
+                            box_dims,
+                            swizzle,
+                        })
+                    } else {
+                        None
+                    };
                     c.end()?;
                     m.buffers.push(BufferDecl {
                         name,
                         dtype,
                         shape,
                         kind,
+                        tensor_map,
                     });
                 }
                 "constant" => {
@@ -436,7 +472,7 @@ impl<'a> Parser<'a> {
                         c.punct(",")?;
                     }
                     args.push(match kind {
-                        ArgKind::Index => Arg::Expr(c.expr()?),
+                        k if k.is_expr() => Arg::Expr(c.expr()?),
                         _ => Arg::Frag(c.frag()?),
                     });
                 }
@@ -583,6 +619,22 @@ impl<'a> Cursor<'a> {
             .map_err(|_| self.err("expected an unsigned integer".into()))?;
         self.pos += n;
         Ok(v)
+    }
+
+    /// `[a, b, ...]` of unsigned integers (possibly empty).
+    fn uint_list(&mut self) -> Result<Vec<u64>, ParseError> {
+        self.punct("[")?;
+        let mut v = vec![];
+        if self.try_punct("]") {
+            return Ok(v);
+        }
+        loop {
+            v.push(self.uint()?);
+            if self.try_punct("]") {
+                return Ok(v);
+            }
+            self.punct(",")?;
+        }
     }
 
     fn dim3(&mut self) -> Result<[u32; 3], ParseError> {

@@ -22,7 +22,20 @@ pub fn print_module(m: &Module) -> String {
             BufferKind::Temp => "temp",
         };
         let ty = TensorType::new(b.shape.clone(), b.dtype);
-        let _ = writeln!(out, "  buffer %{} : {ty} {kind}", b.name);
+        let map = b.tensor_map.as_ref().map_or(String::new(), |t| {
+            let list = |v: &mut dyn Iterator<Item = u64>| {
+                v.map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+            };
+            format!(
+                " tensormap(%{}, dims [{}], strides [{}], box [{}], swizzle {})",
+                t.of,
+                list(&mut t.dims.iter().copied()),
+                list(&mut t.strides.iter().copied()),
+                list(&mut t.box_dims.iter().map(|&x| u64::from(x))),
+                t.swizzle
+            )
+        });
+        let _ = writeln!(out, "  buffer %{} : {ty} {kind}{map}", b.name);
     }
     for c in &m.constants {
         let vals: Vec<String> = c.values.iter().map(|&v| format_float(v)).collect();
@@ -161,7 +174,11 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
                     Arg::Expr(e) => expr(e),
                 })
                 .collect();
-            let _ = writeln!(out, "{pad}{} {}", op.name(), args.join(", "));
+            if args.is_empty() {
+                let _ = writeln!(out, "{pad}{}", op.name());
+            } else {
+                let _ = writeln!(out, "{pad}{} {}", op.name(), args.join(", "));
+            }
         }
         Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
             let scope = if matches!(s, Stmt::WarpReduce { .. }) {

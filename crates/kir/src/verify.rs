@@ -10,7 +10,8 @@
 //!   the bound buffer (`offset + max layout(c) < elements` and `offset + min layout(c) >= 0`;
 //!   only global and const tensors have a base offset or negative strides), so every in-range
 //!   coordinate is in bounds;
-//!   a const tensor stays inside its constant; shared memory is at most 48 KiB per block; a
+//!   a const tensor stays inside its constant; shared memory is at most 48 KiB per block (static)
+//!   or the target's opt-in limit (dynamic, `smem`); a
 //!   register tensor has at most 256 elements;
 //! - every use of a variable is dominated by its definition (block scoping), assignments target
 //!   `var`s, and every expression is well typed: index arithmetic on `idx`, comparisons give
@@ -58,6 +59,12 @@ pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError>
         }
         if b.shape.contains(&0) {
             return Err(merr(format!("buffer %{} has an empty dimension", b.name)));
+        }
+    }
+    for b in &m.buffers {
+        if let Some(t) = &b.tensor_map {
+            verify_tensor_map(b, t, &buffers)
+                .map_err(|e| merr(format!("tensormap %{}: {e}", b.name)))?;
         }
     }
     let mut consts = HashMap::new();
@@ -120,6 +127,64 @@ pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError>
         if !buffers.contains_key(r.as_str()) {
             return Err(merr(format!("result names undefined buffer %{r}")));
         }
+    }
+    Ok(())
+}
+
+/// A tensor map's buffer is 16 `i64` temps; the map stays inside the buffer it maps and meets
+/// `cuTensorMapEncodeTiled`'s rules (rank 1..=5, 16-byte strides, boxes of at most 256, the
+/// box's inner extent within the swizzle span).
+fn verify_tensor_map(
+    b: &BufferDecl,
+    t: &TensorMapDecl,
+    buffers: &HashMap<&str, &BufferDecl>,
+) -> Result<(), String> {
+    if b.dtype != DType::I64 || b.shape != [16] || b.kind != BufferKind::Temp {
+        return Err("a tensor map is a temp buffer of type tensor<16xi64>".into());
+    }
+    let of = buffers
+        .get(t.of.as_str())
+        .ok_or_else(|| format!("maps undefined buffer %{}", t.of))?;
+    if of.tensor_map.is_some() {
+        return Err(format!("maps %{}, itself a tensor map", t.of));
+    }
+    let rank = t.dims.len();
+    if !(1..=5).contains(&rank) || t.strides.len() + 1 != rank || t.box_dims.len() != rank {
+        return Err(format!(
+            "rank {rank} with {} strides and {} box extents (rank 1 to 5, one stride per dimension after the first)",
+            t.strides.len(),
+            t.box_dims.len()
+        ));
+    }
+    let elem = of.dtype.size_bytes();
+    if t.strides.iter().any(|&s| s % 16 != 0 || s == 0) {
+        return Err("strides must be non-zero multiples of 16 bytes".into());
+    }
+    if t.dims.contains(&0) || t.box_dims.iter().any(|&x| x == 0 || x > 256) {
+        return Err("extents must be positive and box extents at most 256".into());
+    }
+    if !matches!(t.swizzle, 0 | 32 | 64 | 128)
+        || (t.swizzle > 0 && u64::from(t.box_dims[0]) * elem > u64::from(t.swizzle))
+    {
+        return Err(format!(
+            "swizzle {} with an inner box of {} bytes (0, 32, 64 or 128, at least the inner box)",
+            t.swizzle,
+            u64::from(t.box_dims[0]) * elem
+        ));
+    }
+    let last = (t.dims[0] - 1) * elem
+        + t.dims[1..]
+            .iter()
+            .zip(&t.strides)
+            .map(|(&d, &s)| (d - 1).saturating_mul(s))
+            .sum::<u64>();
+    if last + elem > of.elements() * elem {
+        return Err(format!(
+            "reaches byte {} of %{}, which has {} bytes",
+            last + elem,
+            t.of,
+            of.elements() * elem
+        ));
     }
     Ok(())
 }
@@ -236,6 +301,12 @@ fn verify_kernel(
             }
         }
     }
+    // Shared memory past the static limit is dynamic (`smem::dynamic_shared`), up to the
+    // target's opt-in limit, alignment padding included.
+    let (shared_bytes, max_shared_bytes) = match crate::smem::dynamic_shared(k) {
+        Some(d) => (d.bytes as i64, target.max_dynamic_shared_bytes as i64),
+        None => (shared_bytes, max_shared_bytes),
+    };
     if shared_bytes > max_shared_bytes {
         return Err(err(format!(
             "{shared_bytes} bytes of shared memory exceed {max_shared_bytes}"
@@ -436,7 +507,37 @@ impl<'k> Checker<'k> {
                             self.frag(f, *n)?;
                             self.tensors.get(f.tensor.as_str()).copied()
                         }
-                        (ArgKind::SharedIn, Arg::Frag(f)) => Some(self.shared_at(f)?),
+                        (ArgKind::Imm, Arg::Expr(e)) => {
+                            if !matches!(e, Expr::Int(_)) {
+                                return Err(format!(
+                                    "{} operand {name} must be an integer literal",
+                                    info.name
+                                ));
+                            }
+                            None
+                        }
+                        (
+                            ArgKind::SharedIn | ArgKind::SharedOut | ArgKind::Barrier,
+                            Arg::Frag(f),
+                        ) => Some(self.shared_at(f)?),
+                        (ArgKind::TensorMap, Arg::Frag(f)) => {
+                            let t = self
+                                .tensors
+                                .get(f.tensor.as_str())
+                                .copied()
+                                .ok_or_else(|| format!("undefined tensor %{}", f.tensor))?;
+                            if !matches!(t.space, Space::Global(_)) || f.at.len() != t.layout.rank()
+                            {
+                                return Err(format!(
+                                    "{} operand {name}: %{} must be a global tensor at one coordinate per mode",
+                                    info.name, f.tensor
+                                ));
+                            }
+                            for c in &f.at {
+                                self.expr(c)?;
+                            }
+                            Some(t)
+                        }
                         _ => {
                             return Err(format!("{} operand {name} has the wrong kind", info.name));
                         }

@@ -52,8 +52,11 @@ pub struct Planned {
 /// own heuristic.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LowerOptions {
-    /// The tensor-core matmul's configuration for every matmul it builds.
+    /// The tensor-core matmul's configuration for every matmul it builds (this also selects
+    /// the mma.sync template over the Hopper one).
     pub mma: Option<crate::templates::MmaConfig>,
+    /// Whether the Hopper templates (TMA, mbarrier, wgmma: sm_90a) may be used.
+    pub wgmma: bool,
 }
 
 /// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
@@ -302,6 +305,7 @@ impl<'g> Lowering<'g> {
                     irc_fused::BufferKind::Output => BufferKind::Output,
                     irc_fused::BufferKind::Temp => BufferKind::Temp,
                 },
+                tensor_map: None,
             });
         }
         let index = if buffers.iter().all(|b| b.elements() < I32_LIMIT) {

@@ -150,6 +150,16 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The templates' options for this arch and backend: the Hopper templates on sm_90a with
+    /// the CUDA backend (the MLIR backend does not emit their statements yet).
+    pub fn lower_options(&self) -> irc_lower::LowerOptions {
+        let arch = self.arch.as_deref().unwrap_or("sm_90a");
+        irc_lower::LowerOptions {
+            wgmma: arch == "sm_90a" && self.backend == Backend::Cuda,
+            ..self.lower.clone()
+        }
+    }
+
     /// Whether this build can run `stage` with this backend.
     pub fn available(&self, stage: Stage) -> Result<(), PipelineError> {
         let mlir = stage == Stage::Mlir || (stage == Stage::Ptx && self.backend == Backend::Mlir);
@@ -190,7 +200,7 @@ impl Pipeline {
         if until == Stage::Graph {
             return Ok(a);
         }
-        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower)?;
+        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower_options())?;
         if until >= Stage::Cuda && until != Stage::Mlir {
             a.cuda = Some(irc_emit_cuda::emit(&planned.kernels));
         }

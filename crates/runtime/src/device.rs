@@ -123,6 +123,16 @@ impl Gpu {
         for b in &manifest.buffers {
             buffers.push(DeviceBuffer::new(self, b.bytes.max(1) as usize, &b.name)?);
         }
+        for b in manifest.buffers.iter().enumerate() {
+            if let (id, Some(map)) = (b.0, &b.1.tensor_map) {
+                let dtype = manifest.dtype(map.of).unwrap_or(irc_ir::DType::F32);
+                let encoded = crate::tma::encode(map, dtype, buffers[map.of].ptr)?;
+                self.bind()?;
+                // SAFETY: the buffer holds 128 bytes (checked by `Manifest::check`).
+                unsafe { result::memcpy_htod_sync(buffers[id].ptr, &encoded) }
+                    .map_err(driver(format!("copying tensor map `{}`", b.1.name)))?;
+            }
+        }
         Ok(Program {
             gpu: self,
             manifest: manifest.clone(),
@@ -239,7 +249,10 @@ impl<'g> Program<'g> {
     pub fn poison_outputs(&self) -> Result<(), RuntimeError> {
         self.gpu.bind()?;
         for (id, b) in self.manifest.buffers.iter().enumerate() {
-            if b.kind != BufferKind::Input && !self.manifest.inputs.contains(&id) {
+            if b.kind != BufferKind::Input
+                && b.tensor_map.is_none()
+                && !self.manifest.inputs.contains(&id)
+            {
                 self.buffers[id].fill(0xFF)?;
             }
         }

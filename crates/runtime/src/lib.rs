@@ -19,6 +19,7 @@ pub mod bench;
 pub mod device;
 pub mod nvrtc;
 pub mod ptxas;
+mod tma;
 pub mod toolkit;
 
 pub use bench::{BenchOptions, Report, Target, Timing};

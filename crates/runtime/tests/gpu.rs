@@ -45,6 +45,7 @@ fn buffer(name: &str, dtype: &str, size: u64, kind: BufferKind) -> Buffer {
         shape: vec![N as u64],
         bytes: N as u64 * size,
         kind,
+        tensor_map: None,
     }
 }
 

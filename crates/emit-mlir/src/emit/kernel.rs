@@ -399,6 +399,12 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     Intrinsic::LdmatrixX4 => self.ldmatrix(false, f(0)?, f(1)?)?,
                     Intrinsic::LdmatrixX4Trans => self.ldmatrix(true, f(0)?, f(1)?)?,
                     Intrinsic::MmaM16n8k16 => self.mma(f(0)?, f(1)?, f(2)?)?,
+                    other => {
+                        return Err(self.unsupported(format!(
+                            "`{}` (the MLIR backend does not emit the Hopper statements yet)",
+                            other.name()
+                        )));
+                    }
                 }
             }
             Stmt::WarpReduce { var, ty, op, value } => {

@@ -118,6 +118,12 @@ impl Builder<'_, '_> {
                 a_k_fast,
                 b_n_fast,
             };
+            if self.l.options.wgmma
+                && self.l.options.mma.is_none()
+                && self.matmul_wgmma(inst, roots, &plan)?
+            {
+                return Ok(());
+            }
             return self.matmul_tc(inst, roots, plan);
         }
         self.kernel.grid = matmul_grid(m, n, batch, BM, BN)?;

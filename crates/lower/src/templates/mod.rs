@@ -7,6 +7,7 @@
 use irc_fused::Anchor;
 
 mod matmul_mma;
+mod matmul_wgmma;
 mod mma_config;
 
 pub use mma_config::MmaConfig;
@@ -49,6 +50,12 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
         config: "schedule per shape (split::RowSchedule::choose): warp-cached (rows <= 1024) | block-cached (<= 8192) | split (longer rows, fewer than 8*SMs: chunks of a multiple of 1024 over ~8*SMs blocks, partial + merge-and-apply launches) | streamed",
+    },
+    TemplateInfo {
+        name: "matmul_wgmma",
+        anchor: Anchor::Matmul,
+        applies: "f16/bf16 matmuls on sm_90a (CUDA backend) whose operands TMA can read: each a buffer (or views of one) with a unit-stride K or M/N dimension, 16-byte strides, at most one batch stride; batch <= 65535",
+        config: "block tile 128 x BN x 64 with BN the widest of 256/128 that gives every SM a tile (else 64); stages = min(6, shared budget / stage); 3 warpgroups (1 TMA producer, 2 wgmma consumers, setmaxnreg 40/232)",
     },
     TemplateInfo {
         name: "matmul_mma",

@@ -149,6 +149,7 @@ impl Builder<'_, '_> {
             dtype: math,
             shape: vec![r.rows, splits, 3],
             kind: kir::BufferKind::Temp,
+            tensor_map: None,
         };
         self.temps.push(decl.clone());
         let part_layout = Layout::int((r.rows * splits * 3) as i64, 1).map_err(internal)?;

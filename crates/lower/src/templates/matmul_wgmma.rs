@@ -1,0 +1,569 @@
+//! The Hopper matmul template (sm_90a, f16/bf16 in, f32 accumulate): TMA loads of the operand
+//! tiles into 128-byte-swizzled shared memory, an mbarrier ring of stages, one producer
+//! warpgroup and two consumer warpgroups issuing `wgmma.mma_async` (warp specialization with
+//! register reallocation), and the fused epilogue applied to the accumulator fragments.
+//!
+//! Block tile `128 x BN x 64`; consumer warpgroup `c` owns rows `64c..64c+64` of the tile. An
+//! operand is K-major (its contiguous dimension is K) or MN-major; either way a stage holds its
+//! `rows x 64` tile as TMA boxes whose inner extent is 64 elements (128 bytes, the swizzle
+//! span): one box `64 x rows` when K-major, `rows / 64` boxes `64 x 64` when MN-major. The
+//! wgmma descriptors read those boxes as the canonical 128-byte-swizzled layouts
+//! (`irc_layout::gmma_smem_atom`): K-major rows 128 bytes apart, 8-row groups 1024 bytes apart
+//! (SBO); MN-major 64-element chunks one box apart (LBO), 8-row K groups 1024 bytes apart.
+
+use super::matmul_mma::TcPlan;
+use crate::lower::*;
+use irc_ir::{DType, Inst, ValueId};
+use irc_kir::{self as kir, Arg, Builtin, Expr, Frag, IdxOp, Intrinsic, Space, Stmt, Ty};
+use irc_layout::{Layout, coalesce};
+
+/// Block rows (two consumer warpgroups of 64) and the K step (64 f16/bf16: 128 bytes).
+const BM: u64 = 128;
+const BK: u64 = 64;
+/// Threads: a producer warpgroup and two consumers.
+const THREADS: u64 = 384;
+
+/// How one operand is read: its tensor map and where its tile sits in shared memory.
+struct Operand {
+    /// The buffer the map is over.
+    buffer: ValueId,
+    /// Extents and byte strides of the map, innermost first (inner, outer[, batch]).
+    dims: Vec<u64>,
+    strides: Vec<u64>,
+    /// Batch: the linear batch index's divisor and modulus for the map's batch coordinate.
+    batch: Option<(u64, u64)>,
+    /// Whether K is the contiguous dimension.
+    k_major: bool,
+    /// Tile rows (BM for A, BN for B).
+    rows: u64,
+}
+
+impl Operand {
+    fn boxes(&self) -> u64 {
+        if self.k_major { 1 } else { self.rows / 64 }
+    }
+    fn box_dims(&self) -> Vec<u32> {
+        let mut b = if self.k_major {
+            vec![BK as u32, self.rows as u32]
+        } else {
+            vec![64, BK as u32]
+        };
+        if self.batch.is_some() {
+            b.push(1);
+        }
+        b
+    }
+    /// Elements of one stage's tile.
+    fn tile_elems(&self) -> u64 {
+        self.rows * BK
+    }
+    /// Descriptor leading and stride byte offsets.
+    fn lbo_sbo(&self) -> (i64, i64) {
+        if self.k_major {
+            (16, 1024)
+        } else {
+            (64 * 64 * 2, 1024)
+        }
+    }
+    /// Element offset of k-step `ks` (16 of K) inside the tile.
+    fn k_step(&self) -> i64 {
+        if self.k_major { 16 } else { 16 * 64 }
+    }
+}
+
+/// The TMA view of an operand read through `access` (`(rows, k, batch)` for A after the
+/// caller swaps B's modes): `None` where TMA cannot read it (a row or K mode that is not one
+/// stride, strides that are not multiples of 16 bytes, more than one batch stride, a base
+/// that is not a buffer).
+fn operand(
+    buffer: ValueId,
+    layout: &Layout,
+    rows: u64,
+    k: u64,
+    extent: u64,
+    buffer_elems: u64,
+    esize: u64,
+) -> Option<Operand> {
+    let modes = layout.modes();
+    let single = |m: &Layout| -> Option<(i64, i64)> {
+        match coalesce(m).ok()?.leaves().as_slice() {
+            [(s, d)] => Some((*s, *d)),
+            [] => Some((1, 0)),
+            _ => None,
+        }
+    };
+    let (_, r_st) = single(modes.first()?)?;
+    let (_, k_st) = single(modes.get(1)?)?;
+    let batch_leaves: Vec<(i64, i64)> = match modes.get(2) {
+        Some(b) => coalesce(b).ok()?.leaves(),
+        None => vec![],
+    };
+    // Batch coordinate: (bi / div) % size over the batch layout's leaves, broadcasts skipped.
+    let mut div = 1u64;
+    let mut batch = None;
+    let mut batch_stride = 0u64;
+    for (size, stride) in batch_leaves {
+        if size > 1 && stride != 0 {
+            if batch.is_some() || stride < 0 {
+                return None;
+            }
+            batch = Some((div, size as u64));
+            batch_stride = stride as u64;
+        }
+        div *= size.max(1) as u64;
+    }
+    let k_major = k_st == 1 && (r_st > 0 || extent == 1);
+    let (inner, outer, outer_st) = if k_major {
+        (k, extent, r_st.max(0) as u64)
+    } else if r_st == 1 && k_st > 0 {
+        (extent, k, k_st as u64)
+    } else {
+        return None;
+    };
+    let outer_st = if outer == 1 { inner } else { outer_st };
+    let mut dims = vec![inner, outer];
+    let mut strides = vec![outer_st * esize];
+    if let Some((_, size)) = batch {
+        dims.push(size);
+        strides.push(batch_stride * esize);
+    }
+    if strides.iter().any(|&s| s % 16 != 0 || s == 0) {
+        return None;
+    }
+    // Stays inside the buffer (views can only narrow it).
+    let last =
+        (inner - 1) + (outer - 1) * outer_st + batch.map_or(0, |(_, s)| (s - 1) * batch_stride);
+    if last >= buffer_elems {
+        return None;
+    }
+    Some(Operand {
+        buffer,
+        dims,
+        strides,
+        batch,
+        k_major,
+        rows,
+    })
+}
+
+impl Builder<'_, '_> {
+    /// The Hopper matmul, if its operands can be read by TMA: `Ok(false)` (nothing emitted)
+    /// where they cannot, and the caller uses the mma.sync template.
+    pub(crate) fn matmul_wgmma(&mut self, inst: &Inst, roots: &[ValueId], p: &TcPlan) -> R<bool> {
+        if p.batch > 65535 || p.k == 0 {
+            return Ok(false);
+        }
+        // Tile width: the widest of 256, 128, 64 that still gives every SM a tile, else 64.
+        let sms = u64::from(irc_target::Target::default().sms);
+        let tiles = |bn: u64| p.m.div_ceil(BM) * p.n.div_ceil(bn) * p.batch;
+        let bn = [256, 128]
+            .into_iter()
+            .find(|&bn| tiles(bn) >= sms)
+            .unwrap_or(64);
+        let esize = p.dtype.size_bytes();
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        // B's access is (k, n, batch): swap to (n, k, batch) to read it as rows x K.
+        let b_rows_first = {
+            let m = p.access_b.modes();
+            let mut v = vec![m[1].clone(), m[0].clone()];
+            v.extend(m.into_iter().skip(2));
+            concat(&v)?
+        };
+        let elems = |s: &Self, v: ValueId| s.ty(v).shape.iter().product::<u64>();
+        let Some((abuf, al)) = self.resolve(a, &p.access_a) else {
+            return Ok(false);
+        };
+        let Some((bbuf, bl)) = self.resolve(bv, &b_rows_first) else {
+            return Ok(false);
+        };
+        let (ae, be) = (elems(self, abuf), elems(self, bbuf));
+        let Some(oa) = operand(abuf, &al, BM, p.k, p.m, ae, esize) else {
+            return Ok(false);
+        };
+        let Some(ob) = operand(bbuf, &bl, bn, p.k, p.n, be, esize) else {
+            return Ok(false);
+        };
+        let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * esize;
+        let budget = irc_target::Target::default().max_dynamic_shared_bytes - 1024;
+        let stages = (budget / stage_bytes).min(6);
+        if stages < 2 {
+            return Ok(false);
+        }
+        self.kernel.grid = super::matmul_mma::matmul_grid(p.m, p.n, p.batch, BM, bn)?;
+        self.kernel.block = [THREADS as u32, 1, 1];
+        let dt = p.dtype;
+        let maps = [&oa, &ob].map(|o| self.tensor_map(o, dt));
+        let [ma, mb] = maps;
+        let ma = ma?;
+        let mb = mb?;
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let sa = self.tensor(Space::Shared, dt, li(stages * oa.tile_elems(), 1)?);
+        let sb = self.tensor(Space::Shared, dt, li(stages * ob.tile_elems(), 1)?);
+        // full[s] at s, empty[s] at stages + s.
+        let bars = self.tensor(Space::Shared, DType::I64, li(2 * stages, 1)?);
+        // TMA destinations: (stage, box) -> the box's first element.
+        let box_elems = |o: &Operand| (o.tile_elems() / o.boxes()) as i64;
+        let dst_a = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            concat(&[
+                li(stages, oa.tile_elems() as i64)?,
+                li(oa.boxes(), box_elems(&oa))?,
+            ])?,
+        );
+        let dst_b = self.tensor(
+            Space::View(sb.clone()),
+            dt,
+            concat(&[
+                li(stages, ob.tile_elems() as i64)?,
+                li(ob.boxes(), box_elems(&ob))?,
+            ])?,
+        );
+        // wgmma operands: A at (stage, consumer, k-step), B at (stage, k-step). A consumer's 64
+        // rows start 64 rows (K-major) or one box (MN-major) further: 4096 elements either way.
+        let wa = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            concat(&[
+                li(stages, oa.tile_elems() as i64)?,
+                li(2, 64 * 64)?,
+                li(BK / 16, oa.k_step())?,
+            ])?,
+        );
+        let wb = self.tensor(
+            Space::View(sb.clone()),
+            dt,
+            concat(&[
+                li(stages, ob.tile_elems() as i64)?,
+                li(BK / 16, ob.k_step())?,
+            ])?,
+        );
+        let acc = self.tensor(Space::Registers, DType::F32, li(bn / 2, 1)?);
+        let frag = |t: &str, at: Vec<Expr>| {
+            Arg::Frag(Frag {
+                tensor: t.to_string(),
+                at,
+            })
+        };
+        let intr = |op: Intrinsic, args: Vec<Arg>| Stmt::Intrinsic { op, args };
+        let bar = |i: Expr| frag(&bars, vec![i]);
+        let tid = bx(Builtin::TidX);
+        let ktiles = p.k.div_ceil(BK);
+        let tx_bytes = stage_bytes;
+
+        // Barriers: one arrival (the producer's, with the stage's bytes) fills a stage; one
+        // arrival per consumer warpgroup empties it.
+        let init = self.block(|s| {
+            s.unrolled("s", stages, &mut |s, i| {
+                s.out.push(intr(
+                    Intrinsic::MbarrierInit,
+                    vec![bar(i.clone()), Arg::Expr(Expr::Int(1))],
+                ));
+                s.out.push(intr(
+                    Intrinsic::MbarrierInit,
+                    vec![bar(add(i, int(stages))), Arg::Expr(Expr::Int(2))],
+                ));
+                Ok(())
+            })?;
+            s.out.push(intr(Intrinsic::FenceBarrierInit, vec![]));
+            Ok(())
+        })?;
+        self.out.push(Stmt::If {
+            cond: Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)),
+            body: init,
+            orelse: vec![],
+        });
+        self.out.push(Stmt::Sync);
+        let wg = self.let_(
+            "wg",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, tid.clone(), Expr::Int(128)),
+        );
+        let m0 = self.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(BM)));
+        let n0 = self.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(bn)));
+        let bi = bx(Builtin::BidZ);
+
+        // The producer: one thread issues every stage's loads.
+        let producer = self.block(|s| {
+            s.out.push(intr(
+                Intrinsic::SetMaxNregDec,
+                vec![Arg::Expr(Expr::Int(40))],
+            ));
+            let issue = s.block(|s| {
+                s.for_(
+                    "kt",
+                    Expr::Int(0),
+                    int(ktiles),
+                    Expr::Int(1),
+                    false,
+                    |s, kt| {
+                        let st = s.let_(
+                            "st",
+                            Ty::Idx,
+                            Expr::idx(IdxOp::Rem, kt.clone(), int(stages)),
+                        );
+                        let ph = s.let_(
+                            "ph",
+                            Ty::Idx,
+                            Expr::idx(
+                                IdxOp::Rem,
+                                Expr::idx(IdxOp::Div, kt.clone(), int(stages)),
+                                Expr::Int(2),
+                            ),
+                        );
+                        // A stage is reused once both consumers released its previous fill.
+                        let wait = vec![intr(
+                            Intrinsic::MbarrierWait,
+                            vec![
+                                bar(add(st.clone(), int(stages))),
+                                Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph.clone())),
+                            ],
+                        )];
+                        s.out.push(Stmt::If {
+                            cond: Expr::idx(IdxOp::Le, int(stages), kt.clone()),
+                            body: wait,
+                            orelse: vec![],
+                        });
+                        s.out.push(intr(
+                            Intrinsic::MbarrierExpectTx,
+                            vec![bar(st.clone()), Arg::Expr(int(tx_bytes))],
+                        ));
+                        let k0 = s.let_("k0", Ty::Idx, mul(kt, int(BK)));
+                        for (o, map, dst, row0) in
+                            [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
+                        {
+                            for j in 0..o.boxes() {
+                                let row = add(row0.clone(), int(64 * j));
+                                let mut coords = if o.k_major {
+                                    vec![k0.clone(), row]
+                                } else {
+                                    vec![row, k0.clone()]
+                                };
+                                let op = match o.batch {
+                                    Some((div, size)) => {
+                                        coords.push(Expr::idx(
+                                            IdxOp::Rem,
+                                            Expr::idx(IdxOp::Div, bi.clone(), int(div)),
+                                            int(size),
+                                        ));
+                                        Intrinsic::TmaLoad3d
+                                    }
+                                    None => Intrinsic::TmaLoad2d,
+                                };
+                                let mut args = vec![
+                                    frag(dst, vec![st.clone(), int(j)]),
+                                    frag(map, vec![Expr::Int(0)]),
+                                    bar(st.clone()),
+                                ];
+                                args.extend(coords.into_iter().map(Arg::Expr));
+                                s.out.push(intr(op, args));
+                            }
+                        }
+                        Ok(())
+                    },
+                )
+            })?;
+            s.out.push(Stmt::If {
+                cond: Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)),
+                body: issue,
+                orelse: vec![],
+            });
+            Ok(())
+        })?;
+
+        // The consumers: wgmma on each full stage, releasing the previous one once its group
+        // has completed (one group stays in flight), then the epilogue on the accumulators.
+        let (a_lbo, a_sbo) = oa.lbo_sbo();
+        let (b_lbo, b_sbo) = ob.lbo_sbo();
+        let consumer = self.block(|s| {
+            s.out.push(intr(
+                Intrinsic::SetMaxNregInc,
+                vec![Arg::Expr(Expr::Int(232))],
+            ));
+            let c = s.let_(
+                "cw",
+                Ty::Idx,
+                Expr::idx(IdxOp::Sub, wg.clone(), Expr::Int(1)),
+            );
+            s.unrolled("v", bn / 2, &mut |s, v| {
+                s.out.push(Stmt::Store {
+                    tensor: acc.clone(),
+                    coord: vec![v],
+                    value: lit(DType::F32, 0.0),
+                });
+                Ok(())
+            })?;
+            s.for_(
+                "kt",
+                Expr::Int(0),
+                int(ktiles),
+                Expr::Int(1),
+                false,
+                |s, kt| {
+                    let st = s.let_(
+                        "st",
+                        Ty::Idx,
+                        Expr::idx(IdxOp::Rem, kt.clone(), int(stages)),
+                    );
+                    let ph = s.let_(
+                        "ph",
+                        Ty::Idx,
+                        Expr::idx(
+                            IdxOp::Rem,
+                            Expr::idx(IdxOp::Div, kt.clone(), int(stages)),
+                            Expr::Int(2),
+                        ),
+                    );
+                    s.out.push(intr(
+                        Intrinsic::MbarrierWait,
+                        vec![bar(st.clone()), Arg::Expr(ph)],
+                    ));
+                    s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                    s.unrolled("ks", BK / 16, &mut |s, ks| {
+                        s.out.push(intr(
+                            Intrinsic::Wgmma(bn as u16),
+                            vec![
+                                frag(&acc, vec![]),
+                                frag(&wa, vec![st.clone(), c.clone(), ks.clone()]),
+                                frag(&wb, vec![st.clone(), ks]),
+                                Arg::Expr(Expr::Int(i64::from(!oa.k_major))),
+                                Arg::Expr(Expr::Int(i64::from(!ob.k_major))),
+                                Arg::Expr(Expr::Int(a_lbo)),
+                                Arg::Expr(Expr::Int(a_sbo)),
+                                Arg::Expr(Expr::Int(b_lbo)),
+                                Arg::Expr(Expr::Int(b_sbo)),
+                            ],
+                        ));
+                        Ok(())
+                    })?;
+                    s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                    s.out
+                        .push(intr(Intrinsic::WgmmaWait, vec![Arg::Expr(Expr::Int(1))]));
+                    let prev = Expr::idx(IdxOp::Rem, add(kt.clone(), int(stages - 1)), int(stages));
+                    let release = vec![intr(
+                        Intrinsic::MbarrierArrive,
+                        vec![bar(add(prev, int(stages)))],
+                    )];
+                    s.out.push(Stmt::If {
+                        cond: Expr::idx(
+                            IdxOp::And,
+                            Expr::idx(IdxOp::Lt, Expr::Int(0), kt),
+                            Expr::idx(
+                                IdxOp::Eq,
+                                Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(128)),
+                                Expr::Int(0),
+                            ),
+                        ),
+                        body: release,
+                        orelse: vec![],
+                    });
+                    Ok(())
+                },
+            )?;
+            s.out
+                .push(intr(Intrinsic::WgmmaWait, vec![Arg::Expr(Expr::Int(0))]));
+            s.wgmma_epilogue(inst, roots, p, &acc, bn, &c, &m0, &n0, &bi)
+        })?;
+        self.out.push(Stmt::If {
+            cond: Expr::idx(IdxOp::Eq, wg, Expr::Int(0)),
+            body: producer,
+            orelse: consumer,
+        });
+        Ok(true)
+    }
+
+    /// A temp buffer holding the tensor map of `o`, and the kernel's `i64` tensor over it.
+    fn tensor_map(&mut self, o: &Operand, dt: DType) -> R<String> {
+        let of = self.l.buffer_of[&o.buffer].clone();
+        let name = format!("{}_tma{}", self.kernel.name, self.temps.len());
+        let decl = kir::BufferDecl {
+            name: name.clone(),
+            dtype: DType::I64,
+            shape: vec![16],
+            kind: kir::BufferKind::Temp,
+            tensor_map: Some(kir::TensorMapDecl {
+                of,
+                dims: o.dims.clone(),
+                strides: o.strides.clone(),
+                box_dims: o.box_dims(),
+                swizzle: 128,
+            }),
+        };
+        debug_assert!(
+            decl.tensor_map
+                .as_ref()
+                .is_some_and(|t| t.box_bytes(dt) > 0)
+        );
+        self.temps.push(decl);
+        let p = self.param(&name);
+        Ok(self.tensor(
+            Space::Global(p),
+            DType::I64,
+            Layout::int(16, 1).map_err(internal)?,
+        ))
+    }
+
+    /// Each accumulator value through the epilogue chain to every root, where its element is
+    /// inside the output: value `v` of thread `t` of consumer `c` is element
+    /// `wgmma_m64nk16_d(bn)(t, v)` of the consumer's 64 x bn tile.
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma_epilogue(
+        &mut self,
+        inst: &Inst,
+        roots: &[ValueId],
+        p: &TcPlan,
+        acc: &str,
+        bn: u64,
+        c: &Expr,
+        m0: &Expr,
+        n0: &Expr,
+        bi: &Expr,
+    ) -> R<()> {
+        let d = irc_layout::wgmma_m64nk16_d(bn as i64).map_err(internal)?;
+        let dl = d.layout().clone();
+        let mm = inst.result;
+        let dt = p.dtype;
+        let cs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, p.access_c.clone()))
+            .collect();
+        let t = self.let_(
+            "t",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(128)),
+        );
+        let row0 = self.let_(
+            "r0",
+            Ty::Idx,
+            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
+        );
+        self.unrolled("v", bn / 2, &mut |s, v| {
+            let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
+            let idx = s.let_("di", Ty::Idx, idx);
+            let gm = s.let_(
+                "gm",
+                Ty::Idx,
+                add(
+                    row0.clone(),
+                    Expr::idx(IdxOp::Rem, idx.clone(), Expr::Int(64)),
+                ),
+            );
+            let gn = s.let_(
+                "gn",
+                Ty::Idx,
+                add(n0.clone(), Expr::idx(IdxOp::Div, idx, Expr::Int(64))),
+            );
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(gm.clone(), int(p.m)),
+                lt(gn.clone(), int(p.n)),
+            );
+            let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
+            let (cs, bi) = (cs.clone(), bi.clone());
+            s.if_(cond, |s| {
+                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                s.epilogue_stores(mm, value, &p.access_c, roots, &cs, vec![gm, gn, bi])
+            })
+        })
+    }
+}
