@@ -123,6 +123,9 @@ def workload_fns(name, path):
         return (lambda q, k: torch.exp(q @ k.transpose(-1, -2) / 8.0)), {}
     if name == "softmax" or name.startswith("softmax_"):
         return (lambda x: torch.softmax(x, dim=-1)), {}
+    if name == "rmsnorm_gemm":
+        eps = rmsnorm_eps(path)
+        return (lambda x, g, w: F.rms_norm(x, (x.shape[-1],), g, eps) @ w), {}
     if name.startswith("rmsnorm_"):
         eps = rmsnorm_eps(path)
         return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), {}
@@ -136,9 +139,6 @@ def workload_fns(name, path):
     if name == "rmsnorm":
         eps = rmsnorm_eps(path)
         return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), {}
-    if name == "rmsnorm_gemm":
-        eps = rmsnorm_eps(path)
-        return (lambda x, g, w: F.rms_norm(x, (x.shape[-1],), g, eps) @ w), {}
     if name in ("attention", "attention_long"):
         scale = attention_scale(path)
 

@@ -647,7 +647,8 @@ impl KernelEmitter<'_> {
             | Intrinsic::WgmmaCommit
             | Intrinsic::WgmmaWait
             | Intrinsic::SetMaxNregInc
-            | Intrinsic::SetMaxNregDec => {
+            | Intrinsic::SetMaxNregDec
+            | Intrinsic::BarSync => {
                 let Some(ptx) = kir::intrinsic::ptx(op) else {
                     return;
                 };
@@ -671,11 +672,8 @@ impl KernelEmitter<'_> {
                     });
                 }
                 let asm = ptx.replace('\n', "\\n");
-                let clobber = if ptx.contains("mbarrier") || ptx.contains("cp.async") {
-                    " : \"memory\""
-                } else {
-                    ""
-                };
+                // Every one orders memory (barriers, async copies, fences).
+                let clobber = " : \"memory\"";
                 if op == Intrinsic::WgmmaWait {
                     let _ = writeln!(
                         self.out,

@@ -95,6 +95,8 @@ pub enum Intrinsic {
     /// `setmaxnreg.inc` / `setmaxnreg.dec`.
     SetMaxNregInc,
     SetMaxNregDec,
+    /// `bar.sync id, threads`: a named barrier of some of the block's warps.
+    BarSync,
 }
 
 /// One row of the table.
@@ -254,6 +256,13 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         args: &[("n", ArgKind::Imm)],
         check: check_none,
     },
+    IntrinsicInfo {
+        op: Intrinsic::BarSync,
+        name: "bar.sync",
+        summary: "`bar.sync id, threads`: waits until `threads` threads (a multiple of 32) have reached named barrier `id` (1..15; 0 is the block barrier `sync`).",
+        args: &[("id", ArgKind::Index), ("threads", ArgKind::Imm)],
+        check: check_none,
+    },
 ];
 
 const WGMMA_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32`: `d += a * b` for a 64xN tile of the warpgroup, f16 or bf16 operands read from shared memory through matrix descriptors built from `a`'s and `b`'s addresses, 128-byte swizzle, the given leading and stride byte offsets; `a_mn`/`b_mn` 1 where the operand is M-/N-major (0: K-major). `d` is the f32 accumulator fragment `wgmma_m64nk16_d(N)` (N/2 values). Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`.";
@@ -380,6 +389,7 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::WgmmaWait => "wgmma.wait_group.sync.aligned %0;",
         Intrinsic::SetMaxNregInc => "setmaxnreg.inc.sync.aligned.u32 %0;",
         Intrinsic::SetMaxNregDec => "setmaxnreg.dec.sync.aligned.u32 %0;",
+        Intrinsic::BarSync => "bar.sync %0, %1;",
         Intrinsic::LdmatrixX4
         | Intrinsic::LdmatrixX4Trans
         | Intrinsic::MmaM16n8k16

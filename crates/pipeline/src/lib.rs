@@ -150,12 +150,13 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// The templates' options for this arch and backend: the Hopper templates on sm_90a with
-    /// the CUDA backend (the MLIR backend does not emit their statements yet).
-    pub fn lower_options(&self) -> irc_lower::LowerOptions {
+    /// The templates' options for this arch and backend, compiling up to `until`: the Hopper
+    /// templates on sm_90a with the CUDA backend (the MLIR backend does not emit their
+    /// statements yet, so neither `--backend=mlir` nor `--emit=mlir` uses them).
+    pub fn lower_options(&self, until: Stage) -> irc_lower::LowerOptions {
         let arch = self.arch.as_deref().unwrap_or("sm_90a");
         irc_lower::LowerOptions {
-            wgmma: arch == "sm_90a" && self.backend == Backend::Cuda,
+            wgmma: arch == "sm_90a" && self.backend == Backend::Cuda && until != Stage::Mlir,
             ..self.lower.clone()
         }
     }
@@ -200,7 +201,7 @@ impl Pipeline {
         if until == Stage::Graph {
             return Ok(a);
         }
-        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower_options())?;
+        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower_options(until))?;
         if until >= Stage::Cuda && until != Stage::Mlir {
             a.cuda = Some(irc_emit_cuda::emit(&planned.kernels));
         }

@@ -72,16 +72,21 @@ fn emitted_cuda_compiles_without_spills() {
             }
         }
         for (label, graph) in &graphs {
-            let cuda = match irc_lower::lower_graph(graph, Default::default())
-                .map(|m| irc_emit_cuda::emit(&m))
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    failures.push(format!("{rel} @{}: compile_to_cuda failed: {e}", label));
-                    continue;
-                }
-            };
             for arch in ARCHS {
+                // What the pipeline lowers for the arch: the Hopper templates on sm_90a.
+                let options = irc_lower::LowerOptions {
+                    wgmma: arch == "sm_90a",
+                    ..Default::default()
+                };
+                let cuda = match irc_lower::plan_and_lower_with(graph, Default::default(), &options)
+                    .map(|p| irc_emit_cuda::emit(&p.kernels))
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        failures.push(format!("{rel} @{}: compile_to_cuda failed: {e}", label));
+                        continue;
+                    }
+                };
                 let arch = Arch::parse(arch).unwrap();
                 let name = format!("{}.cu", graph.name);
                 let kernels: Vec<KernelResources> =
@@ -157,7 +162,10 @@ fn every_mma_config_compiles_without_spills() {
     assert!(space.contains(&irc_lower::MmaConfig::DEFAULT));
     let mut failures = vec![];
     for cfg in &space {
-        let options = irc_lower::LowerOptions { mma: Some(*cfg) };
+        let options = irc_lower::LowerOptions {
+            mma: Some(*cfg),
+            ..Default::default()
+        };
         for g in &module.graphs {
             let planned = match irc_lower::plan_and_lower_with(g, Default::default(), &options) {
                 Ok(p) => p,

@@ -3,6 +3,12 @@
 //! warpgroup and two consumer warpgroups issuing `wgmma.mma_async` (warp specialization with
 //! register reallocation), and the fused epilogue applied to the accumulator fragments.
 //!
+//! The kernel is persistent: a block per SM walks the output tiles (grouped along M for L2
+//! reuse), the producer running up to the ring's depth ahead of the consumers, across tiles, so
+//! a tile's loads overlap the previous tile's epilogue. The epilogue stages each consumer's
+//! results through shared memory, 64 columns at a time, and stores them with 16-byte copies
+//! (element stores where the output cannot take them).
+//!
 //! Block tile `128 x BN x 64`; consumer warpgroup `c` owns rows `64c..64c+64` of the tile. An
 //! operand is K-major (its contiguous dimension is K) or MN-major; either way a stage holds its
 //! `rows x 64` tile as TMA boxes whose inner extent is 64 elements (128 bytes, the swizzle
@@ -153,8 +159,9 @@ impl Builder<'_, '_> {
         if p.batch > 65535 || p.k == 0 {
             return Ok(false);
         }
-        // Tile width: the widest of 256, 128, 64 that still gives every SM a tile, else 64.
-        let sms = u64::from(irc_target::Target::default().sms);
+        let target = irc_target::Target::default();
+        let sms = u64::from(target.sms);
+        // Tile width: the widest of 256, 128 that still gives every SM a tile, else 64.
         let tiles = |bn: u64| p.m.div_ceil(BM) * p.n.div_ceil(bn) * p.batch;
         let bn = [256, 128]
             .into_iter()
@@ -183,19 +190,30 @@ impl Builder<'_, '_> {
         let Some(ob) = operand(bbuf, &bl, bn, p.k, p.n, be, esize) else {
             return Ok(false);
         };
+        let dt = p.dtype;
+        // The epilogue's staging tiles: per consumer 64 rows x 64 columns, pitch 72 (the rows
+        // of a warp's stores fall in distinct banks).
+        let staging_elems = 64 * STAGE_PITCH;
         let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * esize;
-        let budget = irc_target::Target::default().max_dynamic_shared_bytes - 1024;
+        let fixed = 2 * staging_elems * esize + 1024;
+        let budget = target.max_dynamic_shared_bytes.saturating_sub(fixed);
         let stages = (budget / stage_bytes).min(6);
         if stages < 2 {
             return Ok(false);
         }
-        self.kernel.grid = super::matmul_mma::matmul_grid(p.m, p.n, p.batch, BM, bn)?;
+        let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(bn));
+        let per_batch = tiles_m * tiles_n;
+        let total = per_batch * p.batch;
+        // Tiles are walked in groups of `group` M tiles, N fastest within a group: blocks
+        // running together share A row panels and B column panels in L2.
+        let group = [8, 4, 2, 1]
+            .into_iter()
+            .find(|g| tiles_m % g == 0)
+            .unwrap_or(1);
+        self.kernel.grid = [total.min(sms) as u32, 1, 1];
         self.kernel.block = [THREADS as u32, 1, 1];
-        let dt = p.dtype;
-        let maps = [&oa, &ob].map(|o| self.tensor_map(o, dt));
-        let [ma, mb] = maps;
-        let ma = ma?;
-        let mb = mb?;
+        let ma = self.tensor_map(&oa, dt)?;
+        let mb = self.tensor_map(&ob, dt)?;
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let sa = self.tensor(Space::Shared, dt, li(stages * oa.tile_elems(), 1)?);
         let sb = self.tensor(Space::Shared, dt, li(stages * ob.tile_elems(), 1)?);
@@ -206,18 +224,12 @@ impl Builder<'_, '_> {
         let dst_a = self.tensor(
             Space::View(sa.clone()),
             dt,
-            concat(&[
-                li(stages, oa.tile_elems() as i64)?,
-                li(oa.boxes(), box_elems(&oa))?,
-            ])?,
+            concat(&[li(stages, oa.tile_elems() as i64)?, li(oa.boxes(), box_elems(&oa))?])?,
         );
         let dst_b = self.tensor(
             Space::View(sb.clone()),
             dt,
-            concat(&[
-                li(stages, ob.tile_elems() as i64)?,
-                li(ob.boxes(), box_elems(&ob))?,
-            ])?,
+            concat(&[li(stages, ob.tile_elems() as i64)?, li(ob.boxes(), box_elems(&ob))?])?,
         );
         // wgmma operands: A at (stage, consumer, k-step), B at (stage, k-step). A consumer's 64
         // rows start 64 rows (K-major) or one box (MN-major) further: 4096 elements either way.
@@ -233,23 +245,11 @@ impl Builder<'_, '_> {
         let wb = self.tensor(
             Space::View(sb.clone()),
             dt,
-            concat(&[
-                li(stages, ob.tile_elems() as i64)?,
-                li(BK / 16, ob.k_step())?,
-            ])?,
+            concat(&[li(stages, ob.tile_elems() as i64)?, li(BK / 16, ob.k_step())?])?,
         );
         let acc = self.tensor(Space::Registers, DType::F32, li(bn / 2, 1)?);
-        let frag = |t: &str, at: Vec<Expr>| {
-            Arg::Frag(Frag {
-                tensor: t.to_string(),
-                at,
-            })
-        };
-        let intr = |op: Intrinsic, args: Vec<Arg>| Stmt::Intrinsic { op, args };
-        let bar = |i: Expr| frag(&bars, vec![i]);
         let tid = bx(Builtin::TidX);
         let ktiles = p.k.div_ceil(BK);
-        let tx_bytes = stage_bytes;
 
         // Barriers: one arrival (the producer's, with the stage's bytes) fills a stage; one
         // arrival per consumer warpgroup empties it.
@@ -257,11 +257,11 @@ impl Builder<'_, '_> {
             s.unrolled("s", stages, &mut |s, i| {
                 s.out.push(intr(
                     Intrinsic::MbarrierInit,
-                    vec![bar(i.clone()), Arg::Expr(Expr::Int(1))],
+                    vec![bar(&bars, i.clone()), imm(1)],
                 ));
                 s.out.push(intr(
                     Intrinsic::MbarrierInit,
-                    vec![bar(add(i, int(stages))), Arg::Expr(Expr::Int(2))],
+                    vec![bar(&bars, add(i, int(stages))), imm(2)],
                 ));
                 Ok(())
             })?;
@@ -269,155 +269,87 @@ impl Builder<'_, '_> {
             Ok(())
         })?;
         self.out.push(Stmt::If {
-            cond: Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)),
+            cond: eq(tid.clone(), Expr::Int(0)),
             body: init,
             orelse: vec![],
         });
         self.out.push(Stmt::Sync);
-        let wg = self.let_(
-            "wg",
-            Ty::Idx,
-            Expr::idx(IdxOp::Div, tid.clone(), Expr::Int(128)),
-        );
-        let m0 = self.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(BM)));
-        let n0 = self.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(bn)));
-        let bi = bx(Builtin::BidZ);
+        let wg = self.let_("wg", Ty::Idx, div(tid.clone(), Expr::Int(128)));
+        let walk = TileWalk {
+            total,
+            per_batch,
+            tiles_n,
+            group,
+            bn,
+            ktiles,
+            stages,
+        };
 
-        // The producer: one thread issues every stage's loads.
+        // The producer: one thread issues every stage's loads, tile after tile.
         let producer = self.block(|s| {
-            s.out.push(intr(
-                Intrinsic::SetMaxNregDec,
-                vec![Arg::Expr(Expr::Int(40))],
-            ));
+            s.out.push(intr(Intrinsic::SetMaxNregDec, vec![imm(40)]));
             let issue = s.block(|s| {
-                s.for_(
-                    "kt",
-                    Expr::Int(0),
-                    int(ktiles),
-                    Expr::Int(1),
-                    false,
-                    |s, kt| {
-                        let st = s.let_(
-                            "st",
-                            Ty::Idx,
-                            Expr::idx(IdxOp::Rem, kt.clone(), int(stages)),
-                        );
-                        let ph = s.let_(
-                            "ph",
-                            Ty::Idx,
-                            Expr::idx(
-                                IdxOp::Rem,
-                                Expr::idx(IdxOp::Div, kt.clone(), int(stages)),
-                                Expr::Int(2),
-                            ),
-                        );
-                        // A stage is reused once both consumers released its previous fill.
+                s.tiles(&walk, &mut |s, j, m0, n0, bi| {
+                    s.for_("kt", Expr::Int(0), int(ktiles), Expr::Int(1), false, |s, kt| {
+                        let (it, st, ph) = s.ring(&walk, &j, &kt);
+                        // A stage is refilled once both consumers released its previous fill.
                         let wait = vec![intr(
                             Intrinsic::MbarrierWait,
                             vec![
-                                bar(add(st.clone(), int(stages))),
-                                Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph.clone())),
+                                bar(&bars, add(st.clone(), int(stages))),
+                                Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph)),
                             ],
                         )];
                         s.out.push(Stmt::If {
-                            cond: Expr::idx(IdxOp::Le, int(stages), kt.clone()),
+                            cond: Expr::idx(IdxOp::Le, int(stages), it),
                             body: wait,
                             orelse: vec![],
                         });
                         s.out.push(intr(
                             Intrinsic::MbarrierExpectTx,
-                            vec![bar(st.clone()), Arg::Expr(int(tx_bytes))],
+                            vec![bar(&bars, st.clone()), Arg::Expr(int(stage_bytes))],
                         ));
                         let k0 = s.let_("k0", Ty::Idx, mul(kt, int(BK)));
-                        for (o, map, dst, row0) in
-                            [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
+                        for (o, map, dst, row0) in [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
                         {
-                            for j in 0..o.boxes() {
-                                let row = add(row0.clone(), int(64 * j));
-                                let mut coords = if o.k_major {
-                                    vec![k0.clone(), row]
-                                } else {
-                                    vec![row, k0.clone()]
-                                };
-                                let op = match o.batch {
-                                    Some((div, size)) => {
-                                        coords.push(Expr::idx(
-                                            IdxOp::Rem,
-                                            Expr::idx(IdxOp::Div, bi.clone(), int(div)),
-                                            int(size),
-                                        ));
-                                        Intrinsic::TmaLoad3d
-                                    }
-                                    None => Intrinsic::TmaLoad2d,
-                                };
-                                let mut args = vec![
-                                    frag(dst, vec![st.clone(), int(j)]),
-                                    frag(map, vec![Expr::Int(0)]),
-                                    bar(st.clone()),
-                                ];
-                                args.extend(coords.into_iter().map(Arg::Expr));
-                                s.out.push(intr(op, args));
+                            for jb in 0..o.boxes() {
+                                s.out.push(o.load(dst, map, &bars, &st, jb, row0, &k0, &bi));
                             }
                         }
                         Ok(())
-                    },
-                )
+                    })
+                })
             })?;
             s.out.push(Stmt::If {
-                cond: Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)),
+                cond: eq(tid.clone(), Expr::Int(0)),
                 body: issue,
                 orelse: vec![],
             });
             Ok(())
         })?;
 
-        // The consumers: wgmma on each full stage, releasing the previous one once its group
-        // has completed (one group stays in flight), then the epilogue on the accumulators.
+        // The consumers: wgmma on each full stage, releasing the previous stage once its group
+        // has completed (one group stays in flight), the tile's last stage after the final
+        // wait, then the epilogue on the accumulators.
         let (a_lbo, a_sbo) = oa.lbo_sbo();
         let (b_lbo, b_sbo) = ob.lbo_sbo();
+        let epi = self.wgmma_epilogue_plan(roots, p)?;
         let consumer = self.block(|s| {
-            s.out.push(intr(
-                Intrinsic::SetMaxNregInc,
-                vec![Arg::Expr(Expr::Int(232))],
-            ));
-            let c = s.let_(
-                "cw",
-                Ty::Idx,
-                Expr::idx(IdxOp::Sub, wg.clone(), Expr::Int(1)),
-            );
-            s.unrolled("v", bn / 2, &mut |s, v| {
-                s.out.push(Stmt::Store {
-                    tensor: acc.clone(),
-                    coord: vec![v],
-                    value: lit(DType::F32, 0.0),
-                });
-                Ok(())
-            })?;
-            s.for_(
-                "kt",
-                Expr::Int(0),
-                int(ktiles),
-                Expr::Int(1),
-                false,
-                |s, kt| {
-                    let st = s.let_(
-                        "st",
-                        Ty::Idx,
-                        Expr::idx(IdxOp::Rem, kt.clone(), int(stages)),
-                    );
-                    let ph = s.let_(
-                        "ph",
-                        Ty::Idx,
-                        Expr::idx(
-                            IdxOp::Rem,
-                            Expr::idx(IdxOp::Div, kt.clone(), int(stages)),
-                            Expr::Int(2),
-                        ),
-                    );
-                    s.out.push(intr(
-                        Intrinsic::MbarrierWait,
-                        vec![bar(st.clone()), Arg::Expr(ph)],
-                    ));
+            s.out.push(intr(Intrinsic::SetMaxNregInc, vec![imm(232)]));
+            let c = s.let_("cw", Ty::Idx, Expr::idx(IdxOp::Sub, wg.clone(), Expr::Int(1)));
+            let leader = eq(rem(tid.clone(), Expr::Int(128)), Expr::Int(0));
+            s.tiles(&walk, &mut |s, j, m0, n0, bi| {
+                s.unrolled("v", bn / 2, &mut |s, v| {
+                    s.out.push(Stmt::Store {
+                        tensor: acc.clone(),
+                        coord: vec![v],
+                        value: lit(DType::F32, 0.0),
+                    });
+                    Ok(())
+                })?;
+                s.for_("kt", Expr::Int(0), int(ktiles), Expr::Int(1), false, |s, kt| {
+                    let (it, st, ph) = s.ring(&walk, &j, &kt);
+                    s.out.push(intr(Intrinsic::MbarrierWait, vec![bar(&bars, st.clone()), Arg::Expr(ph)]));
                     s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
                     s.unrolled("ks", BK / 16, &mut |s, ks| {
                         s.out.push(intr(
@@ -426,50 +358,99 @@ impl Builder<'_, '_> {
                                 frag(&acc, vec![]),
                                 frag(&wa, vec![st.clone(), c.clone(), ks.clone()]),
                                 frag(&wb, vec![st.clone(), ks]),
-                                Arg::Expr(Expr::Int(i64::from(!oa.k_major))),
-                                Arg::Expr(Expr::Int(i64::from(!ob.k_major))),
-                                Arg::Expr(Expr::Int(a_lbo)),
-                                Arg::Expr(Expr::Int(a_sbo)),
-                                Arg::Expr(Expr::Int(b_lbo)),
-                                Arg::Expr(Expr::Int(b_sbo)),
+                                imm(i64::from(!oa.k_major)),
+                                imm(i64::from(!ob.k_major)),
+                                imm(a_lbo),
+                                imm(a_sbo),
+                                imm(b_lbo),
+                                imm(b_sbo),
                             ],
                         ));
                         Ok(())
                     })?;
                     s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                    s.out
-                        .push(intr(Intrinsic::WgmmaWait, vec![Arg::Expr(Expr::Int(1))]));
-                    let prev = Expr::idx(IdxOp::Rem, add(kt.clone(), int(stages - 1)), int(stages));
-                    let release = vec![intr(
-                        Intrinsic::MbarrierArrive,
-                        vec![bar(add(prev, int(stages)))],
-                    )];
+                    s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
+                    let prev = rem(add(it, int(stages - 1)), int(stages));
                     s.out.push(Stmt::If {
                         cond: Expr::idx(
                             IdxOp::And,
                             Expr::idx(IdxOp::Lt, Expr::Int(0), kt),
-                            Expr::idx(
-                                IdxOp::Eq,
-                                Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(128)),
-                                Expr::Int(0),
-                            ),
+                            leader.clone(),
                         ),
-                        body: release,
+                        body: vec![intr(
+                            Intrinsic::MbarrierArrive,
+                            vec![bar(&bars, add(prev, int(stages)))],
+                        )],
                         orelse: vec![],
                     });
                     Ok(())
-                },
-            )?;
-            s.out
-                .push(intr(Intrinsic::WgmmaWait, vec![Arg::Expr(Expr::Int(0))]));
-            s.wgmma_epilogue(inst, roots, p, &acc, bn, &c, &m0, &n0, &bi)
+                })?;
+                s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                let last = rem(add(mul(j, int(ktiles)), int(ktiles - 1)), int(stages));
+                s.out.push(Stmt::If {
+                    cond: leader.clone(),
+                    body: vec![intr(
+                        Intrinsic::MbarrierArrive,
+                        vec![bar(&bars, add(last, int(stages)))],
+                    )],
+                    orelse: vec![],
+                });
+                s.wgmma_epilogue(inst, roots, p, &epi, &acc, bn, &c, &m0, &n0, &bi)
+            })
         })?;
         self.out.push(Stmt::If {
-            cond: Expr::idx(IdxOp::Eq, wg, Expr::Int(0)),
+            cond: eq(wg, Expr::Int(0)),
             body: producer,
             orelse: consumer,
         });
         Ok(true)
+    }
+
+    /// `for tile = bid.x to total step nctaid.x`: `f(j, m0, n0, batch)` with `j` the block's
+    /// count of earlier tiles (what places its k-tiles on the ring).
+    fn tiles(
+        &mut self,
+        w: &TileWalk,
+        f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, Expr) -> R<()>,
+    ) -> R<()> {
+        self.for_(
+            "tile",
+            bx(Builtin::BidX),
+            int(w.total),
+            bx(Builtin::NctaidX),
+            false,
+            |s, tile| {
+                let j = s.let_(
+                    "j",
+                    Ty::Idx,
+                    div(Expr::idx(IdxOp::Sub, tile.clone(), bx(Builtin::BidX)), bx(Builtin::NctaidX)),
+                );
+                let bi = s.let_("bi", Ty::Idx, div(tile.clone(), int(w.per_batch)));
+                let t = s.let_("tb", Ty::Idx, rem(tile, int(w.per_batch)));
+                let per_group = w.group * w.tiles_n;
+                let r = s.let_("tr", Ty::Idx, rem(t.clone(), int(per_group)));
+                let tm = add(
+                    mul(div(t, int(per_group)), int(w.group)),
+                    rem(r.clone(), int(w.group)),
+                );
+                let m0 = s.let_("m0", Ty::Idx, mul(tm, int(BM)));
+                let n0 = s.let_("n0", Ty::Idx, mul(div(r, int(w.group)), int(w.bn)));
+                f(s, j, m0, n0, bi)
+            },
+        )
+    }
+
+    /// The ring position of k-tile `kt` of the block's `j`-th tile: (iteration, stage, phase
+    /// parity).
+    fn ring(&mut self, w: &TileWalk, j: &Expr, kt: &Expr) -> (Expr, Expr, Expr) {
+        let it = self.let_("it", Ty::Idx, add(mul(j.clone(), int(w.ktiles)), kt.clone()));
+        let st = self.let_("st", Ty::Idx, rem(it.clone(), int(w.stages)));
+        let ph = self.let_(
+            "ph",
+            Ty::Idx,
+            rem(div(it.clone(), int(w.stages)), Expr::Int(2)),
+        );
+        (it, st, ph)
     }
 
     /// A temp buffer holding the tensor map of `o`, and the kernel's `i64` tensor over it.
@@ -489,11 +470,7 @@ impl Builder<'_, '_> {
                 swizzle: 128,
             }),
         };
-        debug_assert!(
-            decl.tensor_map
-                .as_ref()
-                .is_some_and(|t| t.box_bytes(dt) > 0)
-        );
+        debug_assert!(decl.tensor_map.as_ref().is_some_and(|t| t.box_bytes(dt) > 0));
         self.temps.push(decl);
         let p = self.param(&name);
         Ok(self.tensor(
@@ -503,15 +480,56 @@ impl Builder<'_, '_> {
         ))
     }
 
-    /// Each accumulator value through the epilogue chain to every root, where its element is
-    /// inside the output: value `v` of thread `t` of consumer `c` is element
-    /// `wgmma_m64nk16_d(bn)(t, v)` of the consumer's 64 x bn tile.
+    /// The epilogue's tensors: the staging tile and, where the single root can take 16-byte
+    /// copies (N-contiguous, N a multiple of 8, the matmul's dtype), its vector views.
+    fn wgmma_epilogue_plan(&mut self, roots: &[ValueId], p: &TcPlan) -> R<Epilogue> {
+        let dt = p.dtype;
+        let vector = match super::matmul_mma::vector_layout(&p.access_c, 1, 8) {
+            Some(l)
+                if roots.len() == 1
+                    && self.ty(roots[0]).dtype == dt
+                    && kir::is_vector_operand(&l, 8, p.access_c.rank()) =>
+            {
+                let g = self.global(roots[0], l);
+                let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+                let pitch = STAGE_PITCH as i64;
+                let stage = self.tensor(
+                    Space::Shared,
+                    dt,
+                    concat(&[li(64, pitch)?, li(64, 1)?, li(2, 64 * pitch)?])?,
+                );
+                let stage_v = self.tensor(
+                    Space::View(stage.clone()),
+                    dt,
+                    concat(&[li(8, 1)?, li(64, pitch)?, li(8, 8)?, li(2, 64 * pitch)?])?,
+                );
+                Some((g, stage, stage_v))
+            }
+            _ => None,
+        };
+        let outs = if vector.is_some() {
+            vec![]
+        } else {
+            roots
+                .iter()
+                .map(|&r| self.global(r, p.access_c.clone()))
+                .collect()
+        };
+        Ok(Epilogue { vector, outs })
+    }
+
+    /// The tile's accumulators through the epilogue chain to every root. Value `v` of thread
+    /// `t` of consumer `c` is element `wgmma_m64nk16_d(bn)(t, v)` of the consumer's 64 x bn
+    /// tile. With a vector output, 64 columns at a time: each value's result into the staging
+    /// tile, a warpgroup barrier, 16-byte copies of whole rows of 8 to the output, a barrier;
+    /// otherwise each value stored where it lands.
     #[allow(clippy::too_many_arguments)]
     fn wgmma_epilogue(
         &mut self,
         inst: &Inst,
         roots: &[ValueId],
         p: &TcPlan,
+        epi: &Epilogue,
         acc: &str,
         bn: u64,
         c: &Expr,
@@ -523,47 +541,184 @@ impl Builder<'_, '_> {
         let dl = d.layout().clone();
         let mm = inst.result;
         let dt = p.dtype;
-        let cs: Vec<String> = roots
-            .iter()
-            .map(|&r| self.global(r, p.access_c.clone()))
-            .collect();
-        let t = self.let_(
-            "t",
-            Ty::Idx,
-            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(128)),
-        );
-        let row0 = self.let_(
-            "r0",
-            Ty::Idx,
-            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
-        );
-        self.unrolled("v", bn / 2, &mut |s, v| {
+        let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
+        let row0 = self.let_("r0", Ty::Idx, add(m0.clone(), mul(c.clone(), Expr::Int(64))));
+        let in_range = |gm: &Expr, gn: &Expr| {
+            Expr::idx(IdxOp::And, lt(gm.clone(), int(p.m)), lt(gn.clone(), int(p.n)))
+        };
+        // Value v's (row, column) in the consumer's tile.
+        let place = |s: &mut Self, v: &Expr| -> R<(Expr, Expr)> {
             let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
             let idx = s.let_("di", Ty::Idx, idx);
-            let gm = s.let_(
-                "gm",
-                Ty::Idx,
-                add(
-                    row0.clone(),
-                    Expr::idx(IdxOp::Rem, idx.clone(), Expr::Int(64)),
-                ),
-            );
-            let gn = s.let_(
-                "gn",
-                Ty::Idx,
-                add(n0.clone(), Expr::idx(IdxOp::Div, idx, Expr::Int(64))),
-            );
-            let cond = Expr::idx(
-                IdxOp::And,
-                lt(gm.clone(), int(p.m)),
-                lt(gn.clone(), int(p.n)),
-            );
-            let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
-            let (cs, bi) = (cs.clone(), bi.clone());
-            s.if_(cond, |s| {
-                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                s.epilogue_stores(mm, value, &p.access_c, roots, &cs, vec![gm, gn, bi])
-            })
+            Ok((rem(idx.clone(), Expr::Int(64)), div(idx, Expr::Int(64))))
+        };
+        let Some((g, stage, stage_v)) = &epi.vector else {
+            return self.unrolled("v", bn / 2, &mut |s, v| {
+                let (row, col) = place(s, &v)?;
+                let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));
+                let gn = s.let_("gn", Ty::Idx, add(n0.clone(), col));
+                let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
+                s.if_(in_range(&gm, &gn), |s| {
+                    s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                    s.epilogue_stores(mm, value, &p.access_c, roots, &epi.outs, vec![gm, gn, bi.clone()])
+                })
+            });
+        };
+        let root = roots[0];
+        let named_barrier = || {
+            intr(
+                Intrinsic::BarSync,
+                vec![Arg::Expr(add(c.clone(), Expr::Int(1))), imm(128)],
+            )
+        };
+        self.unrolled("q", bn / 64, &mut |s, q| {
+            s.unrolled("v", 32, &mut |s, v| {
+                let v = add(mul(q.clone(), Expr::Int(32)), v);
+                let (row, col) = place(s, &v)?;
+                let col = Expr::idx(IdxOp::Sub, col, mul(q.clone(), Expr::Int(64)));
+                let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row.clone()));
+                let gn = s.let_("gn", Ty::Idx, add(add(n0.clone(), mul(q.clone(), Expr::Int(64))), col.clone()));
+                let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
+                let (stage, c) = (stage.clone(), c.clone());
+                s.if_(in_range(&gm, &gn), |s| {
+                    let value = if root == mm {
+                        value
+                    } else {
+                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                        s.overrides.insert(mm, (p.access_c.clone(), value));
+                        let e = s.compute_at(root, &p.access_c, false)?;
+                        s.overrides.remove(&mm);
+                        e
+                    };
+                    s.out.push(Stmt::Store {
+                        tensor: stage,
+                        coord: vec![row, col, c],
+                        value,
+                    });
+                    Ok(())
+                })
+            })?;
+            s.out.push(named_barrier());
+            // 64 rows x 8 vectors of 8 over the warpgroup's 128 threads.
+            s.unrolled("l", 4, &mut |s, l| {
+                let e = s.let_("e", Ty::Idx, add(mul(l, Expr::Int(128)), t.clone()));
+                let r = s.let_("rr", Ty::Idx, div(e.clone(), Expr::Int(8)));
+                let c8 = s.let_("c8", Ty::Idx, rem(e, Expr::Int(8)));
+                let gm = s.let_("gm", Ty::Idx, add(row0.clone(), r.clone()));
+                let gn8 = s.let_(
+                    "gn8",
+                    Ty::Idx,
+                    add(div(add(n0.clone(), mul(q.clone(), Expr::Int(64))), Expr::Int(8)), c8.clone()),
+                );
+                let copy = Stmt::Copy {
+                    width: 8,
+                    dst: Frag {
+                        tensor: g.clone(),
+                        at: vec![gm.clone(), gn8.clone(), bi.clone()],
+                    },
+                    src: Frag {
+                        tensor: stage_v.clone(),
+                        at: vec![r, c8, c.clone()],
+                    },
+                };
+                s.out.push(Stmt::If {
+                    cond: in_range(&gm, &mul(gn8, Expr::Int(8))),
+                    body: vec![copy],
+                    orelse: vec![],
+                });
+                Ok(())
+            })?;
+            s.out.push(named_barrier());
+            Ok(())
         })
     }
+}
+
+/// The persistent tile walk and the k-tile ring.
+struct TileWalk {
+    total: u64,
+    per_batch: u64,
+    tiles_n: u64,
+    group: u64,
+    bn: u64,
+    ktiles: u64,
+    stages: u64,
+}
+
+/// The epilogue's outputs: the vector path's (global vector view, staging tile, its vector
+/// view), or one tensor per root for element stores.
+struct Epilogue {
+    vector: Option<(String, String, String)>,
+    outs: Vec<String>,
+}
+
+/// The staging tile's row pitch in elements (64 columns and 8 of padding).
+const STAGE_PITCH: u64 = 72;
+
+impl Operand {
+    /// The TMA load of box `jb` of this operand's tile at k-offset `k0` into stage `st`.
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &self,
+        dst: &str,
+        map: &str,
+        bars: &str,
+        st: &Expr,
+        jb: u64,
+        row0: &Expr,
+        k0: &Expr,
+        bi: &Expr,
+    ) -> Stmt {
+        let row = add(row0.clone(), int(64 * jb));
+        let mut coords = if self.k_major {
+            vec![k0.clone(), row]
+        } else {
+            vec![row, k0.clone()]
+        };
+        let op = match self.batch {
+            Some((d, size)) => {
+                coords.push(rem(div(bi.clone(), int(d)), int(size)));
+                Intrinsic::TmaLoad3d
+            }
+            None => Intrinsic::TmaLoad2d,
+        };
+        let mut args = vec![
+            frag(dst, vec![st.clone(), int(jb)]),
+            frag(map, vec![Expr::Int(0)]),
+            bar(bars, st.clone()),
+        ];
+        args.extend(coords.into_iter().map(Arg::Expr));
+        intr(op, args)
+    }
+}
+
+fn frag(t: &str, at: Vec<Expr>) -> Arg {
+    Arg::Frag(Frag {
+        tensor: t.to_string(),
+        at,
+    })
+}
+
+fn bar(bars: &str, i: Expr) -> Arg {
+    frag(bars, vec![i])
+}
+
+fn imm(v: i64) -> Arg {
+    Arg::Expr(Expr::Int(v))
+}
+
+fn intr(op: Intrinsic, args: Vec<Arg>) -> Stmt {
+    Stmt::Intrinsic { op, args }
+}
+
+fn div(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Div, a, b)
+}
+
+fn rem(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Rem, a, b)
+}
+
+fn eq(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Eq, a, b)
 }
