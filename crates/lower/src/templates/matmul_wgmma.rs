@@ -191,9 +191,10 @@ impl Builder<'_, '_> {
             return Ok(false);
         };
         let dt = p.dtype;
-        // The epilogue's staging tiles: per consumer 64 rows x 64 columns, pitch 72 (the rows
-        // of a warp's stores fall in distinct banks).
-        let staging_elems = 64 * STAGE_PITCH;
+        // The epilogue's staging tiles: per consumer 64 rows x `cw` columns, 8 of padding (the
+        // rows of a warp's stores fall in distinct banks).
+        let cw = 64;
+        let staging_elems = 64 * (cw + 8);
         let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * esize;
         let fixed = 2 * staging_elems * esize + 1024;
         let budget = target.max_dynamic_shared_bytes.saturating_sub(fixed);
@@ -224,12 +225,18 @@ impl Builder<'_, '_> {
         let dst_a = self.tensor(
             Space::View(sa.clone()),
             dt,
-            concat(&[li(stages, oa.tile_elems() as i64)?, li(oa.boxes(), box_elems(&oa))?])?,
+            concat(&[
+                li(stages, oa.tile_elems() as i64)?,
+                li(oa.boxes(), box_elems(&oa))?,
+            ])?,
         );
         let dst_b = self.tensor(
             Space::View(sb.clone()),
             dt,
-            concat(&[li(stages, ob.tile_elems() as i64)?, li(ob.boxes(), box_elems(&ob))?])?,
+            concat(&[
+                li(stages, ob.tile_elems() as i64)?,
+                li(ob.boxes(), box_elems(&ob))?,
+            ])?,
         );
         // wgmma operands: A at (stage, consumer, k-step), B at (stage, k-step). A consumer's 64
         // rows start 64 rows (K-major) or one box (MN-major) further: 4096 elements either way.
@@ -245,7 +252,10 @@ impl Builder<'_, '_> {
         let wb = self.tensor(
             Space::View(sb.clone()),
             dt,
-            concat(&[li(stages, ob.tile_elems() as i64)?, li(BK / 16, ob.k_step())?])?,
+            concat(&[
+                li(stages, ob.tile_elems() as i64)?,
+                li(BK / 16, ob.k_step())?,
+            ])?,
         );
         let acc = self.tensor(Space::Registers, DType::F32, li(bn / 2, 1)?);
         let tid = bx(Builtin::TidX);
@@ -290,34 +300,42 @@ impl Builder<'_, '_> {
             s.out.push(intr(Intrinsic::SetMaxNregDec, vec![imm(40)]));
             let issue = s.block(|s| {
                 s.tiles(&walk, &mut |s, j, m0, n0, bi| {
-                    s.for_("kt", Expr::Int(0), int(ktiles), Expr::Int(1), false, |s, kt| {
-                        let (it, st, ph) = s.ring(&walk, &j, &kt);
-                        // A stage is refilled once both consumers released its previous fill.
-                        let wait = vec![intr(
-                            Intrinsic::MbarrierWait,
-                            vec![
-                                bar(&bars, add(st.clone(), int(stages))),
-                                Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph)),
-                            ],
-                        )];
-                        s.out.push(Stmt::If {
-                            cond: Expr::idx(IdxOp::Le, int(stages), it),
-                            body: wait,
-                            orelse: vec![],
-                        });
-                        s.out.push(intr(
-                            Intrinsic::MbarrierExpectTx,
-                            vec![bar(&bars, st.clone()), Arg::Expr(int(stage_bytes))],
-                        ));
-                        let k0 = s.let_("k0", Ty::Idx, mul(kt, int(BK)));
-                        for (o, map, dst, row0) in [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
-                        {
-                            for jb in 0..o.boxes() {
-                                s.out.push(o.load(dst, map, &bars, &st, jb, row0, &k0, &bi));
+                    s.for_(
+                        "kt",
+                        Expr::Int(0),
+                        int(ktiles),
+                        Expr::Int(1),
+                        false,
+                        |s, kt| {
+                            let (it, st, ph) = s.ring(&walk, &j, &kt);
+                            // A stage is refilled once both consumers released its previous fill.
+                            let wait = vec![intr(
+                                Intrinsic::MbarrierWait,
+                                vec![
+                                    bar(&bars, add(st.clone(), int(stages))),
+                                    Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph)),
+                                ],
+                            )];
+                            s.out.push(Stmt::If {
+                                cond: Expr::idx(IdxOp::Le, int(stages), it),
+                                body: wait,
+                                orelse: vec![],
+                            });
+                            s.out.push(intr(
+                                Intrinsic::MbarrierExpectTx,
+                                vec![bar(&bars, st.clone()), Arg::Expr(int(stage_bytes))],
+                            ));
+                            let k0 = s.let_("k0", Ty::Idx, mul(kt, int(BK)));
+                            for (o, map, dst, row0) in
+                                [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
+                            {
+                                for jb in 0..o.boxes() {
+                                    s.out.push(o.load(dst, map, &bars, &st, jb, row0, &k0, &bi));
+                                }
                             }
-                        }
-                        Ok(())
-                    })
+                            Ok(())
+                        },
+                    )
                 })
             })?;
             s.out.push(Stmt::If {
@@ -333,10 +351,14 @@ impl Builder<'_, '_> {
         // wait, then the epilogue on the accumulators.
         let (a_lbo, a_sbo) = oa.lbo_sbo();
         let (b_lbo, b_sbo) = ob.lbo_sbo();
-        let epi = self.wgmma_epilogue_plan(roots, p)?;
+        let epi = self.wgmma_epilogue_plan(roots, p, cw)?;
         let consumer = self.block(|s| {
             s.out.push(intr(Intrinsic::SetMaxNregInc, vec![imm(232)]));
-            let c = s.let_("cw", Ty::Idx, Expr::idx(IdxOp::Sub, wg.clone(), Expr::Int(1)));
+            let c = s.let_(
+                "cw",
+                Ty::Idx,
+                Expr::idx(IdxOp::Sub, wg.clone(), Expr::Int(1)),
+            );
             let leader = eq(rem(tid.clone(), Expr::Int(128)), Expr::Int(0));
             s.tiles(&walk, &mut |s, j, m0, n0, bi| {
                 s.unrolled("v", bn / 2, &mut |s, v| {
@@ -347,44 +369,54 @@ impl Builder<'_, '_> {
                     });
                     Ok(())
                 })?;
-                s.for_("kt", Expr::Int(0), int(ktiles), Expr::Int(1), false, |s, kt| {
-                    let (it, st, ph) = s.ring(&walk, &j, &kt);
-                    s.out.push(intr(Intrinsic::MbarrierWait, vec![bar(&bars, st.clone()), Arg::Expr(ph)]));
-                    s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                    s.unrolled("ks", BK / 16, &mut |s, ks| {
+                s.for_(
+                    "kt",
+                    Expr::Int(0),
+                    int(ktiles),
+                    Expr::Int(1),
+                    false,
+                    |s, kt| {
+                        let (it, st, ph) = s.ring(&walk, &j, &kt);
                         s.out.push(intr(
-                            Intrinsic::Wgmma(bn as u16),
-                            vec![
-                                frag(&acc, vec![]),
-                                frag(&wa, vec![st.clone(), c.clone(), ks.clone()]),
-                                frag(&wb, vec![st.clone(), ks]),
-                                imm(i64::from(!oa.k_major)),
-                                imm(i64::from(!ob.k_major)),
-                                imm(a_lbo),
-                                imm(a_sbo),
-                                imm(b_lbo),
-                                imm(b_sbo),
-                            ],
+                            Intrinsic::MbarrierWait,
+                            vec![bar(&bars, st.clone()), Arg::Expr(ph)],
                         ));
+                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                        s.unrolled("ks", BK / 16, &mut |s, ks| {
+                            s.out.push(intr(
+                                Intrinsic::Wgmma(bn as u16),
+                                vec![
+                                    frag(&acc, vec![]),
+                                    frag(&wa, vec![st.clone(), c.clone(), ks.clone()]),
+                                    frag(&wb, vec![st.clone(), ks]),
+                                    imm(i64::from(!oa.k_major)),
+                                    imm(i64::from(!ob.k_major)),
+                                    imm(a_lbo),
+                                    imm(a_sbo),
+                                    imm(b_lbo),
+                                    imm(b_sbo),
+                                ],
+                            ));
+                            Ok(())
+                        })?;
+                        s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
+                        let prev = rem(add(it, int(stages - 1)), int(stages));
+                        s.out.push(Stmt::If {
+                            cond: Expr::idx(
+                                IdxOp::And,
+                                Expr::idx(IdxOp::Lt, Expr::Int(0), kt),
+                                leader.clone(),
+                            ),
+                            body: vec![intr(
+                                Intrinsic::MbarrierArrive,
+                                vec![bar(&bars, add(prev, int(stages)))],
+                            )],
+                            orelse: vec![],
+                        });
                         Ok(())
-                    })?;
-                    s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                    s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
-                    let prev = rem(add(it, int(stages - 1)), int(stages));
-                    s.out.push(Stmt::If {
-                        cond: Expr::idx(
-                            IdxOp::And,
-                            Expr::idx(IdxOp::Lt, Expr::Int(0), kt),
-                            leader.clone(),
-                        ),
-                        body: vec![intr(
-                            Intrinsic::MbarrierArrive,
-                            vec![bar(&bars, add(prev, int(stages)))],
-                        )],
-                        orelse: vec![],
-                    });
-                    Ok(())
-                })?;
+                    },
+                )?;
                 s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                 let last = rem(add(mul(j, int(ktiles)), int(ktiles - 1)), int(stages));
                 s.out.push(Stmt::If {
@@ -423,7 +455,10 @@ impl Builder<'_, '_> {
                 let j = s.let_(
                     "j",
                     Ty::Idx,
-                    div(Expr::idx(IdxOp::Sub, tile.clone(), bx(Builtin::BidX)), bx(Builtin::NctaidX)),
+                    div(
+                        Expr::idx(IdxOp::Sub, tile.clone(), bx(Builtin::BidX)),
+                        bx(Builtin::NctaidX),
+                    ),
                 );
                 let bi = s.let_("bi", Ty::Idx, div(tile.clone(), int(w.per_batch)));
                 let t = s.let_("tb", Ty::Idx, rem(tile, int(w.per_batch)));
@@ -443,7 +478,11 @@ impl Builder<'_, '_> {
     /// The ring position of k-tile `kt` of the block's `j`-th tile: (iteration, stage, phase
     /// parity).
     fn ring(&mut self, w: &TileWalk, j: &Expr, kt: &Expr) -> (Expr, Expr, Expr) {
-        let it = self.let_("it", Ty::Idx, add(mul(j.clone(), int(w.ktiles)), kt.clone()));
+        let it = self.let_(
+            "it",
+            Ty::Idx,
+            add(mul(j.clone(), int(w.ktiles)), kt.clone()),
+        );
         let st = self.let_("st", Ty::Idx, rem(it.clone(), int(w.stages)));
         let ph = self.let_(
             "ph",
@@ -470,7 +509,11 @@ impl Builder<'_, '_> {
                 swizzle: 128,
             }),
         };
-        debug_assert!(decl.tensor_map.as_ref().is_some_and(|t| t.box_bytes(dt) > 0));
+        debug_assert!(
+            decl.tensor_map
+                .as_ref()
+                .is_some_and(|t| t.box_bytes(dt) > 0)
+        );
         self.temps.push(decl);
         let p = self.param(&name);
         Ok(self.tensor(
@@ -482,7 +525,7 @@ impl Builder<'_, '_> {
 
     /// The epilogue's tensors: the staging tile and, where the single root can take 16-byte
     /// copies (N-contiguous, N a multiple of 8, the matmul's dtype), its vector views.
-    fn wgmma_epilogue_plan(&mut self, roots: &[ValueId], p: &TcPlan) -> R<Epilogue> {
+    fn wgmma_epilogue_plan(&mut self, roots: &[ValueId], p: &TcPlan, cw: u64) -> R<Epilogue> {
         let dt = p.dtype;
         let vector = match super::matmul_mma::vector_layout(&p.access_c, 1, 8) {
             Some(l)
@@ -492,18 +535,34 @@ impl Builder<'_, '_> {
             {
                 let g = self.global(roots[0], l);
                 let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
-                let pitch = STAGE_PITCH as i64;
+                let pitch = (cw + 8) as i64;
                 let stage = self.tensor(
                     Space::Shared,
                     dt,
-                    concat(&[li(64, pitch)?, li(64, 1)?, li(2, 64 * pitch)?])?,
+                    concat(&[li(64, pitch)?, li(cw, 1)?, li(2, 64 * pitch)?])?,
                 );
                 let stage_v = self.tensor(
                     Space::View(stage.clone()),
                     dt,
-                    concat(&[li(8, 1)?, li(64, pitch)?, li(8, 8)?, li(2, 64 * pitch)?])?,
+                    concat(&[
+                        li(8, 1)?,
+                        li(64, pitch)?,
+                        li(cw / 8, 8)?,
+                        li(2, 64 * pitch)?,
+                    ])?,
                 );
-                Some((g, stage, stage_v))
+                // What thread t's value v of a chunk writes: the staging tile composed with
+                // the accumulator's (thread, value) layout over a 64 x cw tile.
+                let tv = irc_layout::wgmma_m64nk16_d(cw as i64).map_err(internal)?;
+                let part = irc_layout::composition(
+                    &Layout::flat(&[64, cw as i64], &[pitch, 1]).map_err(internal)?,
+                    tv.layout(),
+                )
+                .map_err(internal)?;
+                let mut modes = part.modes();
+                modes.push(li(2, 64 * pitch)?);
+                let stage_tv = self.tensor(Space::View(stage.clone()), dt, concat(&modes)?);
+                Some((g, stage, stage_v, stage_tv))
             }
             _ => None,
         };
@@ -515,13 +574,14 @@ impl Builder<'_, '_> {
                 .map(|&r| self.global(r, p.access_c.clone()))
                 .collect()
         };
-        Ok(Epilogue { vector, outs })
+        Ok(Epilogue { vector, outs, cw })
     }
 
     /// The tile's accumulators through the epilogue chain to every root. Value `v` of thread
     /// `t` of consumer `c` is element `wgmma_m64nk16_d(bn)(t, v)` of the consumer's 64 x bn
-    /// tile. With a vector output, 64 columns at a time: each value's result into the staging
-    /// tile, a warpgroup barrier, 16-byte copies of whole rows of 8 to the output, a barrier;
+    /// tile. With a vector output, `cw` columns at a time: the values into the staging tile, a
+    /// warpgroup barrier, then each thread applies the chain to 8 consecutive elements of a
+    /// row in place and copies them out with one 16-byte store, a barrier;
     /// otherwise each value stored where it lands.
     #[allow(clippy::too_many_arguments)]
     fn wgmma_epilogue(
@@ -542,9 +602,17 @@ impl Builder<'_, '_> {
         let mm = inst.result;
         let dt = p.dtype;
         let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
-        let row0 = self.let_("r0", Ty::Idx, add(m0.clone(), mul(c.clone(), Expr::Int(64))));
+        let row0 = self.let_(
+            "r0",
+            Ty::Idx,
+            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
+        );
         let in_range = |gm: &Expr, gn: &Expr| {
-            Expr::idx(IdxOp::And, lt(gm.clone(), int(p.m)), lt(gn.clone(), int(p.n)))
+            Expr::idx(
+                IdxOp::And,
+                lt(gm.clone(), int(p.m)),
+                lt(gn.clone(), int(p.n)),
+            )
         };
         // Value v's (row, column) in the consumer's tile.
         let place = |s: &mut Self, v: &Expr| -> R<(Expr, Expr)> {
@@ -552,7 +620,7 @@ impl Builder<'_, '_> {
             let idx = s.let_("di", Ty::Idx, idx);
             Ok((rem(idx.clone(), Expr::Int(64)), div(idx, Expr::Int(64))))
         };
-        let Some((g, stage, stage_v)) = &epi.vector else {
+        let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
             return self.unrolled("v", bn / 2, &mut |s, v| {
                 let (row, col) = place(s, &v)?;
                 let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));
@@ -560,7 +628,14 @@ impl Builder<'_, '_> {
                 let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
                 s.if_(in_range(&gm, &gn), |s| {
                     s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                    s.epilogue_stores(mm, value, &p.access_c, roots, &epi.outs, vec![gm, gn, bi.clone()])
+                    s.epilogue_stores(
+                        mm,
+                        value,
+                        &p.access_c,
+                        roots,
+                        &epi.outs,
+                        vec![gm, gn, bi.clone()],
+                    )
                 })
             });
         };
@@ -571,59 +646,73 @@ impl Builder<'_, '_> {
                 vec![Arg::Expr(add(c.clone(), Expr::Int(1))), imm(128)],
             )
         };
-        self.unrolled("q", bn / 64, &mut |s, q| {
-            s.unrolled("v", 32, &mut |s, v| {
-                let v = add(mul(q.clone(), Expr::Int(32)), v);
-                let (row, col) = place(s, &v)?;
-                let col = Expr::idx(IdxOp::Sub, col, mul(q.clone(), Expr::Int(64)));
-                let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row.clone()));
-                let gn = s.let_("gn", Ty::Idx, add(add(n0.clone(), mul(q.clone(), Expr::Int(64))), col.clone()));
-                let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
-                let (stage, c) = (stage.clone(), c.clone());
-                s.if_(in_range(&gm, &gn), |s| {
-                    let value = if root == mm {
-                        value
-                    } else {
-                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                        s.overrides.insert(mm, (p.access_c.clone(), value));
-                        let e = s.compute_at(root, &p.access_c, false)?;
-                        s.overrides.remove(&mm);
-                        e
-                    };
-                    s.out.push(Stmt::Store {
-                        tensor: stage,
-                        coord: vec![row, col, c],
-                        value,
-                    });
-                    Ok(())
-                })
+        let cw = epi.cw as i64;
+        self.unrolled("q", bn / epi.cw, &mut |s, q| {
+            // The matmul's values (rounded to its dtype) into the staging tile, through the
+            // tile's (thread, value) partition: a per-thread base plus a constant per value.
+            s.unrolled("v", epi.cw / 2, &mut |s, v| {
+                let value = cast_to(
+                    dt,
+                    DType::F32,
+                    Expr::load(acc, vec![add(mul(q.clone(), Expr::Int(cw / 2)), v.clone())]),
+                );
+                s.out.push(Stmt::Store {
+                    tensor: stage_tv.clone(),
+                    coord: vec![t.clone(), v, c.clone()],
+                    value,
+                });
+                Ok(())
             })?;
             s.out.push(named_barrier());
-            // 64 rows x 8 vectors of 8 over the warpgroup's 128 threads.
-            s.unrolled("l", 4, &mut |s, l| {
+            // 64 rows x cw/8 vectors of 8 over the warpgroup's 128 threads: the chain on each
+            // of the 8 in place, then one 16-byte copy.
+            s.unrolled("l", epi.cw / 16, &mut |s, l| {
                 let e = s.let_("e", Ty::Idx, add(mul(l, Expr::Int(128)), t.clone()));
-                let r = s.let_("rr", Ty::Idx, div(e.clone(), Expr::Int(8)));
-                let c8 = s.let_("c8", Ty::Idx, rem(e, Expr::Int(8)));
+                let r = s.let_("rr", Ty::Idx, div(e.clone(), Expr::Int(cw / 8)));
+                let c8 = s.let_("c8", Ty::Idx, rem(e, Expr::Int(cw / 8)));
                 let gm = s.let_("gm", Ty::Idx, add(row0.clone(), r.clone()));
                 let gn8 = s.let_(
                     "gn8",
                     Ty::Idx,
-                    add(div(add(n0.clone(), mul(q.clone(), Expr::Int(64))), Expr::Int(8)), c8.clone()),
+                    add(
+                        div(add(n0.clone(), mul(q.clone(), Expr::Int(cw))), Expr::Int(8)),
+                        c8.clone(),
+                    ),
                 );
-                let copy = Stmt::Copy {
-                    width: 8,
-                    dst: Frag {
-                        tensor: g.clone(),
-                        at: vec![gm.clone(), gn8.clone(), bi.clone()],
-                    },
-                    src: Frag {
-                        tensor: stage_v.clone(),
-                        at: vec![r, c8, c.clone()],
-                    },
-                };
+                let body = s.block(|s| {
+                    if root != mm {
+                        s.unrolled("z", 8, &mut |s, z| {
+                            let col = add(mul(c8.clone(), Expr::Int(8)), z.clone());
+                            let gn = s.let_("gn", Ty::Idx, add(mul(gn8.clone(), Expr::Int(8)), z));
+                            let staged = Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]);
+                            s.coord = vec![gm.clone(), gn, bi.clone()];
+                            s.overrides.insert(mm, (p.access_c.clone(), staged));
+                            let value = s.compute_at(root, &p.access_c, false)?;
+                            s.overrides.remove(&mm);
+                            s.out.push(Stmt::Store {
+                                tensor: stage.clone(),
+                                coord: vec![r.clone(), col, c.clone()],
+                                value,
+                            });
+                            Ok(())
+                        })?;
+                    }
+                    s.out.push(Stmt::Copy {
+                        width: 8,
+                        dst: Frag {
+                            tensor: g.clone(),
+                            at: vec![gm.clone(), gn8.clone(), bi.clone()],
+                        },
+                        src: Frag {
+                            tensor: stage_v.clone(),
+                            at: vec![r.clone(), c8.clone(), c.clone()],
+                        },
+                    });
+                    Ok(())
+                })?;
                 s.out.push(Stmt::If {
-                    cond: in_range(&gm, &mul(gn8, Expr::Int(8))),
-                    body: vec![copy],
+                    cond: in_range(&gm, &mul(gn8.clone(), Expr::Int(8))),
+                    body,
                     orelse: vec![],
                 });
                 Ok(())
@@ -645,15 +734,15 @@ struct TileWalk {
     stages: u64,
 }
 
-/// The epilogue's outputs: the vector path's (global vector view, staging tile, its vector
-/// view), or one tensor per root for element stores.
+/// The epilogue's outputs: the vector path's tensors, or one tensor per root for element
+/// stores.
 struct Epilogue {
-    vector: Option<(String, String, String)>,
+    /// (global vector view, staging tile, its vector view, its (thread, value) partition).
+    vector: Option<(String, String, String, String)>,
     outs: Vec<String>,
+    /// Columns per staging pass.
+    cw: u64,
 }
-
-/// The staging tile's row pitch in elements (64 columns and 8 of padding).
-const STAGE_PITCH: u64 = 72;
 
 impl Operand {
     /// The TMA load of box `jb` of this operand's tile at k-offset `k0` into stage `st`.
