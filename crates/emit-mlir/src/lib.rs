@@ -27,7 +27,7 @@ use melior::{
     Context,
     dialect::DialectRegistry,
     ir::{
-        AttributeLike, Module,
+        Attribute, AttributeLike, Module,
         operation::{OperationLike, OperationPrintingFlags, WalkOrder, WalkResult},
     },
     pass::PassManager,
@@ -233,16 +233,21 @@ pub fn compile_to_ptx_with(m: &kir::Module, opts: &PtxOptions) -> Result<String,
     let stages = pipeline(opts)?;
     let (ctx, diags) = context();
     let mut module = build_verified(&ctx, &diags, m)?;
-    let pm = PassManager::new(&ctx);
-    let text = format!("builtin.module({})", stages.join(","));
-    parse_pass_pipeline(pm.as_operation_pass_manager(), &text)
-        .map_err(|e| MlirError::Options(format!("bad pass pipeline `{text}`: {e}")))?;
-    if pm.run(&mut module).is_err() {
-        let mut diagnostics = diags.borrow_mut().join("\n");
-        if diagnostics.is_empty() {
-            diagnostics = "(MLIR gave no diagnostic)".into();
+    // The kernels to the NVVM/LLVM dialects, then (after `extern_dynamic_shared`) to PTX.
+    let (to_llvm, to_ptx) = stages.split_at(2);
+    for part in [to_llvm, to_ptx] {
+        let pm = PassManager::new(&ctx);
+        let text = format!("builtin.module({})", part.join(","));
+        parse_pass_pipeline(pm.as_operation_pass_manager(), &text)
+            .map_err(|e| MlirError::Options(format!("bad pass pipeline `{text}`: {e}")))?;
+        if pm.run(&mut module).is_err() {
+            let mut diagnostics = diags.borrow_mut().join("\n");
+            if diagnostics.is_empty() {
+                diagnostics = "(MLIR gave no diagnostic)".into();
+            }
+            return Err(MlirError::Pipeline { diagnostics });
         }
-        return Err(MlirError::Pipeline { diagnostics });
+        extern_dynamic_shared(&ctx, &module);
     }
     let ptx = binary_object(&module).ok_or_else(|| MlirError::Pipeline {
         diagnostics: "no gpu.binary with a PTX object after gpu-module-to-binary".into(),
@@ -258,6 +263,42 @@ pub fn compile_to_ptx_with(m: &kir::Module, opts: &PtxOptions) -> Result<String,
         });
     }
     Ok(ptx)
+}
+
+/// Gives the dynamic shared memory global that `gpu.dynamic_shared_memory` lowers to
+/// (`__dynamic_shmem__N`, an internal `[0 x i8]`) external linkage and 1024-byte alignment: as
+/// an internal object of known size 0, LLVM's alias analysis may take a 16-byte access to it
+/// and a store to it for different places (a 16-byte copy out of a staging tile then misses
+/// the element stores just before it); as an external one of unknown size, it may not. The
+/// alignment is what TMA's 128-byte-swizzled boxes need.
+fn extern_dynamic_shared(ctx: &Context, module: &Module) {
+    let (Some(external), Some(align)) = (
+        Attribute::parse(ctx, "#llvm.linkage<external>"),
+        Attribute::parse(ctx, "1024 : i64"),
+    ) else {
+        return;
+    };
+    module.as_operation().walk(WalkOrder::PreOrder, |op| {
+        let name = op.name();
+        if name.as_string_ref().as_str() == Ok("llvm.mlir.global")
+            && let Ok(sym) = op.attribute("sym_name")
+            && sym.to_string().contains("__dynamic_shmem__")
+        {
+            // SAFETY: sets attributes of a live op of the module, whose ownership the walk
+            // does not take.
+            unsafe {
+                let raw = op.to_raw();
+                for (key, value) in [("linkage", external), ("alignment", align)] {
+                    let name = mlir_sys::MlirStringRef {
+                        data: key.as_ptr() as *const _,
+                        length: key.len(),
+                    };
+                    mlir_sys::mlirOperationSetInherentAttributeByName(raw, name, value.to_raw());
+                }
+            }
+        }
+        WalkResult::Advance
+    });
 }
 
 /// The object (PTX text) of the module's `gpu.binary`.

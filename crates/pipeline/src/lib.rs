@@ -150,13 +150,12 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// The templates' options for this arch and backend, compiling up to `until`: the Hopper
-    /// templates on sm_90a with the CUDA backend (the MLIR backend does not emit their
-    /// statements yet, so neither `--backend=mlir` nor `--emit=mlir` uses them).
-    pub fn lower_options(&self, until: Stage) -> irc_lower::LowerOptions {
+    /// The templates' options for this arch: the Hopper templates on sm_90a (both backends
+    /// emit their statements).
+    pub fn lower_options(&self) -> irc_lower::LowerOptions {
         let arch = self.arch.as_deref().unwrap_or("sm_90a");
         irc_lower::LowerOptions {
-            wgmma: arch == "sm_90a" && self.backend == Backend::Cuda && until != Stage::Mlir,
+            wgmma: arch == "sm_90a",
             ..self.lower.clone()
         }
     }
@@ -201,7 +200,7 @@ impl Pipeline {
         if until == Stage::Graph {
             return Ok(a);
         }
-        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower_options(until))?;
+        let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower_options())?;
         if until >= Stage::Cuda && until != Stage::Mlir {
             a.cuda = Some(irc_emit_cuda::emit(&planned.kernels));
         }

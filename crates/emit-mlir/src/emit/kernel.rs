@@ -48,6 +48,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     .map_err(|err| build_err("gpu.func", err))
             })
             .collect::<R<_>>()?;
+        let dynamic = kir::dynamic_shared(k);
         for t in &k.tensors {
             let memref = match &t.space {
                 // Views share their base's storage: set after every base is.
@@ -63,10 +64,18 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     let ty = MemRefType::new(e.elem_type(storage), &[n], None, None);
                     ke.get_global(&const_symbol(c), ty)?
                 }
-                Space::Shared => {
-                    let ty = e.shared_memref(t.dtype, cosize(k, t)?);
-                    ke.get_global(&shared_symbol(k, t), ty)?
-                }
+                Space::Shared => match dynamic.as_ref().and_then(|d| {
+                    d.offsets
+                        .iter()
+                        .find(|(n, _)| n == &t.name)
+                        .map(|(_, o)| *o)
+                }) {
+                    Some(offset) => ke.dynamic_shared_tensor(t, offset)?,
+                    None => {
+                        let ty = e.shared_memref(t.dtype, cosize(k, t)?);
+                        ke.get_global(&shared_symbol(k, t), ty)?
+                    }
+                },
                 Space::Registers => {
                     let ty = MemRefType::new(e.elem_type(t.dtype), &[cosize(k, t)?], None, None);
                     ke.alloca(ty)?
@@ -399,12 +408,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     Intrinsic::LdmatrixX4 => self.ldmatrix(false, f(0)?, f(1)?)?,
                     Intrinsic::LdmatrixX4Trans => self.ldmatrix(true, f(0)?, f(1)?)?,
                     Intrinsic::MmaM16n8k16 => self.mma(f(0)?, f(1)?, f(2)?)?,
-                    other => {
-                        return Err(self.unsupported(format!(
-                            "`{}` (the MLIR backend does not emit the Hopper statements yet)",
-                            other.name()
-                        )));
-                    }
+                    other => self.hopper(*other, args)?,
                 }
             }
             Stmt::WarpReduce { var, ty, op, value } => {

@@ -46,6 +46,7 @@ use mlir_sys::{MlirBlock, MlirValue};
 use std::collections::HashMap;
 
 mod fragments;
+mod hopper;
 mod kernel;
 mod reduce;
 mod scalar;
@@ -57,7 +58,7 @@ pub const GPU_MODULE: &str = "kernels";
 const SHARED_SPACE: i64 = 3;
 
 /// `unroll` loops of at most this many iterations are unrolled (`affine.for`).
-const MAX_UNROLL: i64 = 64;
+const MAX_UNROLL: i64 = 128;
 
 /// Builds the MLIR module for a kernel IR module. The caller verifies it.
 pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>, MlirError> {
@@ -135,8 +136,10 @@ pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>,
 
     for k in &m.kernels {
         let kloc = kernel_location(ctx, k);
+        // Dynamic shared memory needs no globals (`kir::smem`).
+        let dynamic = kir::dynamic_shared(k).is_some();
         for t in &k.tensors {
-            if t.space == Space::Shared {
+            if t.space == Space::Shared && !dynamic {
                 let size = cosize(k, t)?;
                 let op = memref::global(
                     ctx,
@@ -429,6 +432,20 @@ impl<'c> Emitter<'c> {
                 // SAFETY: as in the module doc.
                 .map(|&v| unsafe { Value::from_raw(v) })
                 .collect();
+            // Dynamic shared memory, in bytes (`kir::smem`).
+            let dynamic = kir::dynamic_shared(k).map(|d| d.bytes);
+            if let Some(bytes) = dynamic {
+                let op = arith::constant(
+                    ctx,
+                    IntegerAttribute::new(IntegerType::new(ctx, 32).into(), bytes as i64).into(),
+                    loc,
+                );
+                let v = self
+                    .append(body, op)
+                    .result(0)
+                    .map_err(|err| build_err("arith.constant", err))?;
+                operands.push(v.into());
+            }
             // Each host buffer has the type of the parameter it is bound to (`param_sizes`).
             for a in &l.args {
                 // SAFETY: as in the module doc.
@@ -444,7 +461,21 @@ impl<'c> Emitter<'c> {
                         self.id("operandSegmentSizes"),
                         DenseI32ArrayAttribute::new(
                             ctx,
-                            &[0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, n_args, 0],
+                            &[
+                                0,
+                                1,
+                                1,
+                                1,
+                                1,
+                                1,
+                                1,
+                                0,
+                                0,
+                                0,
+                                i32::from(dynamic.is_some()),
+                                n_args,
+                                0,
+                            ],
                         )
                         .into(),
                     ),

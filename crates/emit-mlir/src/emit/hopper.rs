@@ -1,0 +1,308 @@
+//! The Hopper statements (TMA loads, mbarriers, wgmma, register reallocation, named barriers)
+//! and dynamic shared memory.
+//!
+//! Every statement with only addresses, indices and immediates is written as `llvm.inline_asm`
+//! of the PTX the kernel IR's table gives ([`irc_kir::intrinsic::ptx`]): the CUDA emitter writes
+//! the same string, so the instruction exists once. `wgmma` builds its matrix descriptors here,
+//! as the CUDA emitter's `irc_wgmma_desc` does.
+
+use super::*;
+use melior::ir::r#type::IntegerType as IntTy;
+
+impl<'c, 'k> KernelEmitter<'c, 'k> {
+    /// The kernel's dynamic shared memory as bytes (`gpu.dynamic_shared_memory`), hoisted.
+    fn dynamic_shared_base(&mut self) -> R<MlirValue> {
+        let key = CacheKey::Global("__dynamic_shared__".into());
+        if let Some(&v) = self.cache.get(&key) {
+            return Ok(v);
+        }
+        let ty = Type::parse(self.ctx(), "memref<?xi8, #gpu.address_space<workgroup>>")
+            .ok_or_else(|| self.unsupported("the dynamic shared memory type"))?;
+        let op = OperationBuilder::new("gpu.dynamic_shared_memory", self.loc)
+            .add_results(&[ty])
+            .build();
+        let v = self.prologue(op, "gpu.dynamic_shared_memory")?;
+        self.cache.insert(key, v);
+        Ok(v)
+    }
+
+    /// A shared tensor placed at byte `offset` of dynamic shared memory (`memref.view`).
+    pub(super) fn dynamic_shared_tensor(&mut self, t: &TensorDecl, offset: u64) -> R<MlirValue> {
+        let base = self.dynamic_shared_base()?;
+        let n = cosize(self.k, t)?;
+        let ty = Type::parse(
+            self.ctx(),
+            &format!(
+                "memref<{n}x{}, #gpu.address_space<workgroup>>",
+                self.e.elem_type(t.dtype)
+            ),
+        )
+        .ok_or_else(|| self.unsupported("a dynamic shared tensor type"))?;
+        let off = self.index_const(offset as i64)?;
+        let op = OperationBuilder::new("memref.view", self.loc)
+            .add_operands(&[self.v(base), self.v(off)])
+            .add_results(&[ty])
+            .build();
+        self.prologue(op, "memref.view")
+    }
+
+    /// The address of a tensor's element as an integer of `bits` (32: a shared address, 64: a
+    /// generic one).
+    fn address(&mut self, f: &kir::Frag, bits: u32) -> R<MlirValue> {
+        let (memref, index, decl) = self.place(&f.tensor, &f.at)?;
+        let idx = Type::index(self.ctx());
+        let op = OperationBuilder::new("memref.extract_aligned_pointer_as_index", self.loc)
+            .add_operands(&[self.v(memref)])
+            .add_results(&[idx])
+            .build();
+        let base = self.push(op, "memref.extract_aligned_pointer_as_index")?;
+        let size = self.index_const(decl.dtype.size_bytes() as i64)?;
+        let bytes = self.push(
+            Ok(arith::muli(self.v(index), self.v(size), self.loc)),
+            "arith.muli",
+        )?;
+        let at = self.push(
+            Ok(arith::addi(self.v(base), self.v(bytes), self.loc)),
+            "arith.addi",
+        )?;
+        let ty: Type = IntTy::new(self.ctx(), bits).into();
+        self.push(
+            Ok(arith::index_cast(self.v(at), ty, self.loc)),
+            "arith.index_cast",
+        )
+    }
+
+    /// An index expression as an `i32` operand.
+    fn i32_operand(&mut self, e: &Expr) -> R<MlirValue> {
+        let (x, _) = self.expr(e)?;
+        let i32t: Type = IntTy::new(self.ctx(), 32).into();
+        if self.idx_width() == 32 {
+            return Ok(x);
+        }
+        self.push(Ok(arith::trunci(self.v(x), i32t, self.loc)), "arith.trunci")
+    }
+
+    /// `llvm.inline_asm has_side_effects asm, constraints operands`, with result `ty`.
+    fn inline_asm(
+        &mut self,
+        asm: &str,
+        constraints: &str,
+        operands: &[MlirValue],
+        ty: Option<Type<'c>>,
+    ) -> R<Option<MlirValue>> {
+        let ops: Vec<Value> = operands.iter().map(|&v| self.v(v)).collect();
+        let mut b = OperationBuilder::new("llvm.inline_asm", self.loc)
+            .add_operands(&ops)
+            .add_attributes(&[
+                (
+                    self.e.id("asm_string"),
+                    StringAttribute::new(self.ctx(), asm).into(),
+                ),
+                (
+                    self.e.id("constraints"),
+                    StringAttribute::new(self.ctx(), constraints).into(),
+                ),
+                (self.e.id("has_side_effects"), Attribute::unit(self.ctx())),
+            ]);
+        if let Some(t) = ty {
+            b = b.add_results(&[t]);
+            return self.push(b.build(), "llvm.inline_asm").map(Some);
+        }
+        self.push0(b.build(), "llvm.inline_asm")?;
+        Ok(None)
+    }
+
+    /// A table intrinsic of addresses, indices and immediates: its PTX as inline assembly
+    /// (LLVM names operand i `$i`).
+    fn ptx_intrinsic(&mut self, op: Intrinsic, args: &[kir::Arg]) -> R<()> {
+        let Some(ptx) = kir::intrinsic::ptx(op) else {
+            return Err(self.unsupported(format!("`{}` has no PTX template", op.name())));
+        };
+        let mut operands = vec![];
+        let mut constraints = vec![];
+        let mut asm = ptx.to_string();
+        for (i, ((_, kind), a)) in op.info().args.iter().zip(args).enumerate() {
+            match (kind, a) {
+                (kir::ArgKind::TensorMap, kir::Arg::Frag(f)) => {
+                    operands.push(self.address(f, 64)?);
+                    constraints.push("l");
+                }
+                (_, kir::Arg::Frag(f)) => {
+                    operands.push(self.address(f, 32)?);
+                    constraints.push("r");
+                }
+                (kir::ArgKind::Imm, kir::Arg::Expr(Expr::Int(v))) => {
+                    // An immediate goes into the text.
+                    asm = asm.replace(&format!("%{i}"), &v.to_string());
+                    continue;
+                }
+                (_, kir::Arg::Expr(e)) => {
+                    operands.push(self.i32_operand(e)?);
+                    constraints.push("r");
+                }
+            }
+            asm = asm.replace(&format!("%{i}"), &format!("${}", operands.len() - 1));
+        }
+        let mut c = constraints.join(",");
+        c.push_str(if c.is_empty() {
+            "~{memory}"
+        } else {
+            ",~{memory}"
+        });
+        self.inline_asm(&asm, &c, &operands, None)?;
+        if op == Intrinsic::WgmmaWait {
+            self.fence_accumulators()?;
+        }
+        Ok(())
+    }
+
+    /// Every wgmma accumulator through an empty asm after a `wgmma.wait`, so that no read of
+    /// one moves above the wait.
+    fn fence_accumulators(&mut self) -> R<()> {
+        let mut accs = vec![];
+        kir::walk(&self.k.body, &mut |s| {
+            if let Stmt::Intrinsic {
+                op: Intrinsic::Wgmma(_),
+                args,
+            } = s
+                && let Some(f) = args.first().and_then(|a| a.frag())
+                && !accs.contains(&f.tensor)
+            {
+                accs.push(f.tensor.clone());
+            }
+        });
+        for t in accs {
+            let n = cosize(self.k, self.tensors[t.as_str()].decl)?;
+            let frag = kir::Frag {
+                tensor: t.clone(),
+                at: vec![],
+            };
+            let mut vals = vec![];
+            for v in 0..n {
+                vals.push(self.load_at(&t, vec![Expr::Int(v)])?);
+            }
+            let out = self.tied_asm("", &vals, &[], "")?;
+            for (v, x) in out.into_iter().enumerate() {
+                let (memref, index, _) = self.place(&frag.tensor, &[Expr::Int(v as i64)])?;
+                let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+                self.push0(Ok(op), "memref.store")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Inline assembly whose first `vals.len()` operands are f32 registers read and written
+    /// (`=f` outputs tied to the inputs), followed by `extra` operands of the given
+    /// constraints; the new register values.
+    fn tied_asm(
+        &mut self,
+        asm: &str,
+        vals: &[MlirValue],
+        extra: &[MlirValue],
+        extra_constraints: &str,
+    ) -> R<Vec<MlirValue>> {
+        let n = vals.len();
+        let f32t = self.e.elem_type(DType::F32);
+        let mut c: Vec<String> = (0..n).map(|_| "=f".to_string()).collect();
+        if !extra_constraints.is_empty() {
+            c.extend(extra_constraints.split(',').map(str::to_string));
+        }
+        c.extend((0..n).map(|i| i.to_string()));
+        let mut operands: Vec<MlirValue> = extra.to_vec();
+        operands.extend(vals);
+        let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &vec![f32t; n], false);
+        let Some(s) = self.inline_asm(asm, &c.join(","), &operands, Some(st))? else {
+            return Ok(vec![]);
+        };
+        let mut out = vec![];
+        for v in 0..n {
+            let op = melior::dialect::llvm::extract_value(
+                self.ctx(),
+                self.v(s),
+                DenseI64ArrayAttribute::new(self.ctx(), &[v as i64]),
+                f32t,
+                self.loc,
+            );
+            out.push(self.push(Ok(op), "llvm.extractvalue")?);
+        }
+        Ok(out)
+    }
+
+    /// A wgmma matrix descriptor of the shared operand at `f`: start address, leading and
+    /// stride byte offsets (16-byte units, 14 bits each) and the 128-byte swizzle (type 1 in
+    /// bits 62-63), as an i64.
+    fn wgmma_desc(&mut self, f: &kir::Frag, lbo: i64, sbo: i64) -> R<MlirValue> {
+        let a = self.address(f, 64)?;
+        let c = |s: &mut Self, v: i64| s.int_const(64, v);
+        let mask = c(self, 0x3FFFF)?;
+        let four = c(self, 4)?;
+        let a = self.push(
+            Ok(arith::andi(self.v(a), self.v(mask), self.loc)),
+            "arith.andi",
+        )?;
+        let a = self.push(
+            Ok(arith::shrui(self.v(a), self.v(four), self.loc)),
+            "arith.shrui",
+        )?;
+        let fixed = (((lbo >> 4) & 0x3FFF) << 16) | (((sbo >> 4) & 0x3FFF) << 32) | (1i64 << 62);
+        let fixed = c(self, fixed)?;
+        self.push(
+            Ok(arith::ori(self.v(a), self.v(fixed), self.loc)),
+            "arith.ori",
+        )
+    }
+
+    /// `wgmma.mma_async.m64nNk16`: `d += a * b`, the N/2 accumulator values tied in and out.
+    fn wgmma(&mut self, n: u16, args: &[kir::Arg]) -> R<()> {
+        let frag = |i: usize| match args.get(i) {
+            Some(kir::Arg::Frag(f)) => Ok(f.clone()),
+            _ => Err(MlirError::KernelIr(format!("wgmma operand {i}"))),
+        };
+        let imm = |i: usize| match args.get(i) {
+            Some(kir::Arg::Expr(Expr::Int(v))) => Ok(*v),
+            _ => Err(MlirError::KernelIr(format!(
+                "wgmma operand {i} is not a literal"
+            ))),
+        };
+        let (d, a, b) = (frag(0)?, frag(1)?, frag(2)?);
+        let ab = match self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) {
+            Some(DType::BF16) => "bf16",
+            _ => "f16",
+        };
+        let da = self.wgmma_desc(&a, imm(5)?, imm(6)?)?;
+        let db = self.wgmma_desc(&b, imm(7)?, imm(8)?)?;
+        let one = self.int_const(32, 1)?;
+        let values = i64::from(n) / 2;
+        let mut vals = vec![];
+        for v in 0..values {
+            vals.push(self.load_at(&d.tensor, d.coord(v))?);
+        }
+        // Operands: the outputs $0..$values-1, then descA, descB, scale-d, then the tied
+        // inputs.
+        let regs: Vec<String> = (0..values).map(|v| format!("${v}")).collect();
+        let asm = format!(
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, p, 1, 1, {}, {};\n}}\n",
+            values + 2,
+            regs.join(","),
+            values,
+            values + 1,
+            imm(3)?,
+            imm(4)?
+        );
+        let out = self.tied_asm(&asm, &vals, &[da, db, one], "l,l,r")?;
+        for (v, x) in out.into_iter().enumerate() {
+            let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
+            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+            self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
+    /// One of the Hopper intrinsics.
+    pub(super) fn hopper(&mut self, op: Intrinsic, args: &[kir::Arg]) -> R<()> {
+        match op {
+            Intrinsic::Wgmma(n) => self.wgmma(n, args),
+            _ => self.ptx_intrinsic(op, args),
+        }
+    }
+}
