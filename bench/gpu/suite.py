@@ -17,7 +17,7 @@ workload (one `examples/NAME.ir` each) it
 
 A failing irc step is recorded in its row; the suite goes on.
 
-    python3 bench/gpu/suite.py [--suite headline|reductions|all] [--only NAME]... [--quick]
+    python3 bench/gpu/suite.py [--suite headline|reductions|gemm|all] [--only NAME]... [--quick]
                                [--no-compile] [--irc PATH]
 """
 
@@ -64,12 +64,24 @@ REDUCTIONS = (
     [f"{op}_{n}" for op in ("softmax", "rmsnorm", "layernorm") for n in ROW_SIZES]
     + ["layernorm_16x4m", "sum_axis0", "sum_axis1", "sum_axis2"]
 )
-SUITES = {"headline": WORKLOADS, "reductions": REDUCTIONS, "all": WORKLOADS + REDUCTIONS}
+# Issue 12's GEMM shape classes (`--suite gemm`): one `bench/gpu/gemm/NAME.ir` each — square
+# 1k-8k, irregular (aligned and odd), tall-skinny, large K, small K, batched 3-D/4-D,
+# matrix-vector (M = 1, N = 1), transposed operands, f16 and bf16, and epilogue chains (bias +
+# GELU, scale + residual, a row reduction after the matmul).
+GEMMS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "gemm").glob("*.ir"))
+SUITES = {
+    "headline": WORKLOADS,
+    "reductions": REDUCTIONS,
+    "gemm": GEMMS,
+    "all": WORKLOADS + REDUCTIONS + GEMMS,
+}
 
 
 def workload_path(name):
     if name in REDUCTIONS:
         return REPO / "bench" / "gpu" / "reductions" / f"{name}.ir"
+    if name in GEMMS:
+        return REPO / "bench" / "gpu" / "gemm" / f"{name}.ir"
     return REPO / "examples" / f"{name}.ir"
 
 
@@ -111,8 +123,29 @@ def rmsnorm_eps(path):
     return float(m.group(1)) if m else 1e-6
 
 
+def gemm_fn(name, path):
+    """The PyTorch version of a GEMM shape-class graph, from its matmul's flags and epilogue."""
+    text = path.read_text()
+    ta, tb = "transpose_a = true" in text, "transpose_b = true" in text
+
+    def mm(a, b):
+        a = a.transpose(-1, -2) if ta else a
+        b = b.transpose(-1, -2) if tb else b
+        return a @ b
+
+    if "gelu" in text:
+        return lambda a, b, bias: F.gelu(mm(a, b) + bias)
+    if "%r: tensor" in text:
+        return lambda a, b, r: (mm(a, b) * 0.5).to(a.dtype) + r
+    if "reduce_sum" in text:
+        return lambda a, b: torch.relu(mm(a, b)).float().sum(-1)
+    return mm
+
+
 def workload_fns(name, path):
     """(eager function, extra baselines {label: function}); each takes the inputs in order."""
+    if name in GEMMS:
+        return gemm_fn(name, path), {}
     if name == "gemm":
         return (lambda a, b: a @ b), {}
     if name == "gemm_bt":
@@ -171,7 +204,14 @@ def flops_and_bytes(name, params, results):
         math.prod(s) * size[d] for s, d in results
     )
     shapes = {n: s for n, s, _ in params}
-    if name.startswith("gemm") or name == "rmsnorm_gemm":
+    if name in GEMMS:
+        text = workload_path(name).read_text()
+        a, b = shapes["a"], shapes["b"]
+        m, k = (a[-1], a[-2]) if "transpose_a = true" in text else (a[-2], a[-1])
+        n = b[-2] if "transpose_b = true" in text else b[-1]
+        batch = math.prod(s[:-2]) if len(s := (a if len(a) >= len(b) else b)) > 2 else 1
+        flops = 2 * m * n * k * batch
+    elif name.startswith("gemm") or name == "rmsnorm_gemm":
         a, b = list(shapes.values())[0], list(shapes.values())[-1]
         if name == "gemm_bias_relu":
             b = shapes["b"]
@@ -318,8 +358,8 @@ def markdown(rows, meta):
         f"`triton.testing.do_bench` medians in ms (L2 flushed); floor = max(flops / {meta['peak_tflops']} TFLOP/s, "
         f"bytes / {meta['peak_gbps']} GB/s); error = ||out - ref|| / ||ref|| against float64 PyTorch.",
         "",
-        "| workload | floor | eager | torch.compile | SDPA | irc | irc / best | % of floor | irc error | irc max abs | eager error | status |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | floor | eager | torch.compile | SDPA | irc | irc / best | % of floor | irc TFLOP/s | irc error | irc max abs | eager error | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         errs = [r[k] for k in ("irc_run_error", "irc_bench_error", "error") if k in r]
@@ -330,15 +370,21 @@ def markdown(rows, meta):
         else:
             ok = r["ratio"] <= 1.0 and r["irc_ms"] <= 1.15 * r["floor_ms"]
             status = "goal met" if ok else "ok"
+        tflops = r["flops"] / (r["irc_ms"] * 1e9) if r.get("flops") and r.get("irc_ms") else None
         lines.append(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 r["workload"], fmt(r.get("floor_ms")), fmt(r.get("eager_ms")),
                 fmt(r.get("compile_ms")), fmt(r.get("sdpa_ms")), fmt(r.get("irc_ms")),
-                fmt(r.get("ratio"), ".2f"), fmt(r.get("pct_of_floor"), ".1f"),
+                fmt(r.get("ratio"), ".2f"), fmt(r.get("pct_of_floor"), ".1f"), fmt(tflops, ".0f"),
                 fmt(r.get("irc_err"), ".2e"), fmt(r.get("irc_max_abs"), ".3g"),
                 fmt(r.get("eager_err"), ".2e"), status,
             )
         )
+    ratios = [r["ratio"] for r in rows if r.get("ratio") and r.get("irc_correct")]
+    if len(ratios) > 1:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines += ["", f"Geometric mean of irc / best over the {len(ratios)} correct rows: "
+                  f"{geo:.2f}; worst {max(ratios):.2f}."]
     if any("mlir_ms" in r or "mlir_run_error" in r for r in rows):
         lines += [
             "",
@@ -367,11 +413,11 @@ def markdown(rows, meta):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS,
+    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS + GEMMS,
                     help="run only this workload (repeatable)")
     ap.add_argument("--suite", choices=sorted(SUITES), default="headline",
                     help="which list to run: the MISSION.md headline rows (default), issue 17's "
-                         "reductions, or all")
+                         "reductions, issue 12's GEMM shape classes, or all")
     ap.add_argument("--quick", action="store_true", help="fewer timing repetitions")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--irc", type=Path, default=REPO / ".device-bin" / "irc")

@@ -190,11 +190,9 @@ impl Builder<'_, '_> {
         let Some(ob) = operand(bbuf, &bl, bn, p.k, p.n, be, esize) else {
             return Ok(false);
         };
-        let dt = p.dtype;
-        // The epilogue's staging tiles: per consumer 64 rows x `cw` columns, 8 of padding (the
+        // The epilogue's staging tiles: per consumer 64 rows x 64 columns, 8 of padding (the
         // rows of a warp's stores fall in distinct banks).
-        let cw = 64;
-        let staging_elems = 64 * (cw + 8);
+        let staging_elems = 64 * (64 + 8);
         let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * esize;
         let fixed = 2 * staging_elems * esize + 1024;
         let budget = target.max_dynamic_shared_bytes.saturating_sub(fixed);
@@ -211,7 +209,83 @@ impl Builder<'_, '_> {
             .into_iter()
             .find(|g| tiles_m % g == 0)
             .unwrap_or(1);
-        self.kernel.grid = [total.min(sms) as u32, 1, 1];
+        let ktiles = p.k.div_ceil(BK);
+        let (split, kps) = split_k(total, ktiles, sms);
+        let mut walk = TileWalk {
+            total,
+            per_batch,
+            tiles_n,
+            group,
+            bn,
+            stages,
+            split,
+            kps,
+        };
+        if split > 1 {
+            // Split K: a first kernel writes each split's f32 partial tile; this kernel sums
+            // them and applies the epilogue.
+            let ws = kir::BufferDecl {
+                name: format!("{}_partials", self.kernel.name),
+                dtype: DType::F32,
+                shape: vec![split, p.batch, p.m, p.n],
+                kind: kir::BufferKind::Temp,
+                tensor_map: None,
+            };
+            self.temps.push(ws.clone());
+            let index = self.l.g.insts.iter().position(|i| i.result == inst.result);
+            let mut pb = Builder::new(
+                self.l,
+                format!("{}_partial", self.kernel.name),
+                index.unwrap_or(0),
+            );
+            pb.temps.push(ws.clone());
+            let pp = pb.param(&ws.name);
+            let part = pb.tensor(
+                Space::Global(pp),
+                DType::F32,
+                Layout::flat(
+                    &[p.m as i64, p.n as i64, p.batch as i64, split as i64],
+                    &[
+                        p.n as i64,
+                        1,
+                        (p.m * p.n) as i64,
+                        (p.batch * p.m * p.n) as i64,
+                    ],
+                )
+                .map_err(internal)?,
+            );
+            walk.total = total * split;
+            pb.wgmma_kernel(inst, roots, p, &oa, &ob, &walk, Out::Partials(part))?;
+            let maps: Vec<_> = pb
+                .temps
+                .drain(..)
+                .filter(|t| t.tensor_map.is_some())
+                .collect();
+            self.temps.extend(maps);
+            self.pre.push(pb.finish());
+            self.splitk_reduce(inst, roots, p, &ws.name, split)?;
+            return Ok(true);
+        }
+        self.wgmma_kernel(inst, roots, p, &oa, &ob, &walk, Out::Epilogue)?;
+        Ok(true)
+    }
+
+    /// The warp-specialized kernel over `walk`'s work units, its epilogue `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma_kernel(
+        &mut self,
+        inst: &Inst,
+        roots: &[ValueId],
+        p: &TcPlan,
+        oa: &Operand,
+        ob: &Operand,
+        walk: &TileWalk,
+        out: Out,
+    ) -> R<()> {
+        let (dt, bn, stages, ktiles) = (p.dtype, walk.bn, walk.stages, walk.kps);
+        let sms = u64::from(irc_target::Target::default().sms);
+        let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * dt.size_bytes();
+        self.kernel.grid = [walk.total.min(sms) as u32, 1, 1];
         self.kernel.block = [THREADS as u32, 1, 1];
         let ma = self.tensor_map(&oa, dt)?;
         let mb = self.tensor_map(&ob, dt)?;
@@ -259,7 +333,6 @@ impl Builder<'_, '_> {
         );
         let acc = self.tensor(Space::Registers, DType::F32, li(bn / 2, 1)?);
         let tid = bx(Builtin::TidX);
-        let ktiles = p.k.div_ceil(BK);
 
         // Barriers: one arrival (the producer's, with the stage's bytes) fills a stage; one
         // arrival per consumer warpgroup empties it.
@@ -285,21 +358,12 @@ impl Builder<'_, '_> {
         });
         self.out.push(Stmt::Sync);
         let wg = self.let_("wg", Ty::Idx, div(tid.clone(), Expr::Int(128)));
-        let walk = TileWalk {
-            total,
-            per_batch,
-            tiles_n,
-            group,
-            bn,
-            ktiles,
-            stages,
-        };
 
         // The producer: one thread issues every stage's loads, tile after tile.
         let producer = self.block(|s| {
             s.out.push(intr(Intrinsic::SetMaxNregDec, vec![imm(40)]));
             let issue = s.block(|s| {
-                s.tiles(&walk, &mut |s, j, m0, n0, bi| {
+                s.tiles(walk, &mut |s, j, m0, n0, bi, sk| {
                     s.for_(
                         "kt",
                         Expr::Int(0),
@@ -307,7 +371,7 @@ impl Builder<'_, '_> {
                         Expr::Int(1),
                         false,
                         |s, kt| {
-                            let (it, st, ph) = s.ring(&walk, &j, &kt);
+                            let (it, st, ph) = s.ring(walk, &j, &kt);
                             // A stage is refilled once both consumers released its previous fill.
                             let wait = vec![intr(
                                 Intrinsic::MbarrierWait,
@@ -325,7 +389,12 @@ impl Builder<'_, '_> {
                                 Intrinsic::MbarrierExpectTx,
                                 vec![bar(&bars, st.clone()), Arg::Expr(int(stage_bytes))],
                             ));
-                            let k0 = s.let_("k0", Ty::Idx, mul(kt, int(BK)));
+                            // This split's k-tiles (past K, TMA reads zeros).
+                            let k0 = s.let_(
+                                "k0",
+                                Ty::Idx,
+                                mul(add(mul(sk.clone(), int(walk.kps)), kt), int(BK)),
+                            );
                             for (o, map, dst, row0) in
                                 [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
                             {
@@ -351,7 +420,10 @@ impl Builder<'_, '_> {
         // wait, then the epilogue on the accumulators.
         let (a_lbo, a_sbo) = oa.lbo_sbo();
         let (b_lbo, b_sbo) = ob.lbo_sbo();
-        let epi = self.wgmma_epilogue_plan(roots, p, cw)?;
+        let epi = match out {
+            Out::Epilogue => Some(self.wgmma_epilogue_plan(roots, p, 64)?),
+            Out::Partials(_) => None,
+        };
         let consumer = self.block(|s| {
             s.out.push(intr(Intrinsic::SetMaxNregInc, vec![imm(232)]));
             let c = s.let_(
@@ -360,7 +432,7 @@ impl Builder<'_, '_> {
                 Expr::idx(IdxOp::Sub, wg.clone(), Expr::Int(1)),
             );
             let leader = eq(rem(tid.clone(), Expr::Int(128)), Expr::Int(0));
-            s.tiles(&walk, &mut |s, j, m0, n0, bi| {
+            s.tiles(walk, &mut |s, j, m0, n0, bi, sk| {
                 s.unrolled("v", bn / 2, &mut |s, v| {
                     s.out.push(Stmt::Store {
                         tensor: acc.clone(),
@@ -376,7 +448,7 @@ impl Builder<'_, '_> {
                     Expr::Int(1),
                     false,
                     |s, kt| {
-                        let (it, st, ph) = s.ring(&walk, &j, &kt);
+                        let (it, st, ph) = s.ring(walk, &j, &kt);
                         s.out.push(intr(
                             Intrinsic::MbarrierWait,
                             vec![bar(&bars, st.clone()), Arg::Expr(ph)],
@@ -427,7 +499,15 @@ impl Builder<'_, '_> {
                     )],
                     orelse: vec![],
                 });
-                s.wgmma_epilogue(inst, roots, p, &epi, &acc, bn, &c, &m0, &n0, &bi)
+                match (&epi, &out) {
+                    (Some(epi), _) => {
+                        s.wgmma_epilogue(inst, roots, p, epi, &acc, bn, &c, &m0, &n0, &bi)
+                    }
+                    (None, Out::Partials(part)) => {
+                        s.wgmma_partials(p, part, &acc, bn, &c, &m0, &n0, &bi, &sk)
+                    }
+                    (None, Out::Epilogue) => Ok(()),
+                }
             })
         })?;
         self.out.push(Stmt::If {
@@ -435,7 +515,116 @@ impl Builder<'_, '_> {
             body: producer,
             orelse: consumer,
         });
-        Ok(true)
+        Ok(())
+    }
+
+    /// A split's accumulators, as f32, into its slice of the partials `part` (`(m, n, batch,
+    /// split)`), where they land inside the output.
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma_partials(
+        &mut self,
+        p: &TcPlan,
+        part: &str,
+        acc: &str,
+        bn: u64,
+        c: &Expr,
+        m0: &Expr,
+        n0: &Expr,
+        bi: &Expr,
+        sk: &Expr,
+    ) -> R<()> {
+        let dl = irc_layout::wgmma_m64nk16_d(bn as i64)
+            .map_err(internal)?
+            .layout()
+            .clone();
+        let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
+        let row0 = self.let_(
+            "r0",
+            Ty::Idx,
+            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
+        );
+        self.unrolled("v", bn / 2, &mut |s, v| {
+            let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
+            let idx = s.let_("di", Ty::Idx, idx);
+            let gm = s.let_(
+                "gm",
+                Ty::Idx,
+                add(row0.clone(), rem(idx.clone(), Expr::Int(64))),
+            );
+            let gn = s.let_("gn", Ty::Idx, add(n0.clone(), div(idx, Expr::Int(64))));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(gm.clone(), int(p.m)),
+                lt(gn.clone(), int(p.n)),
+            );
+            s.out.push(Stmt::If {
+                cond,
+                body: vec![Stmt::Store {
+                    tensor: part.to_string(),
+                    coord: vec![gm, gn, bi.clone(), sk.clone()],
+                    value: Expr::load(acc, vec![v]),
+                }],
+                orelse: vec![],
+            });
+            Ok(())
+        })
+    }
+
+    /// Split K's second kernel: every output element sums its `split` partials in split order,
+    /// rounds to the matmul's dtype and goes through the epilogue chain to every root.
+    fn splitk_reduce(
+        &mut self,
+        inst: &Inst,
+        roots: &[ValueId],
+        p: &TcPlan,
+        ws: &str,
+        split: u64,
+    ) -> R<()> {
+        let threads = crate::lower::THREADS;
+        let n = p.batch * p.m * p.n;
+        self.kernel.grid = [
+            n.div_ceil(u64::from(threads)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        self.kernel.block = [threads, 1, 1];
+        let pp = self.param(ws);
+        let part = self.tensor(
+            Space::Global(pp),
+            DType::F32,
+            Layout::flat(&[n as i64, split as i64], &[1, n as i64]).map_err(internal)?,
+        );
+        let outs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, p.access_c.clone()))
+            .collect();
+        let mm = inst.result;
+        let start = add(
+            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+            bx(Builtin::TidX),
+        );
+        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        self.for_("e", start, int(n), step, false, |s, e| {
+            let sum = s.var("acc", Ty::Elem(DType::F32), lit(DType::F32, 0.0));
+            s.for_(
+                "sk",
+                Expr::Int(0),
+                int(split),
+                Expr::Int(1),
+                false,
+                |s, sk| {
+                    let x = Expr::load(&part, vec![e.clone(), sk]);
+                    s.assign(&sum, Expr::call(kir::Func::Add, vec![sum.clone(), x]));
+                    Ok(())
+                },
+            )?;
+            let gn = s.let_("gn", Ty::Idx, rem(e.clone(), int(p.n)));
+            let gm = s.let_("gm", Ty::Idx, rem(div(e.clone(), int(p.n)), int(p.m)));
+            let b = s.let_("b", Ty::Idx, div(e.clone(), int(p.m * p.n)));
+            let value = cast_to(p.dtype, DType::F32, sum);
+            s.coord = vec![gm.clone(), gn.clone(), b.clone()];
+            s.epilogue_stores(mm, value, &p.access_c, roots, &outs, vec![gm, gn, b])
+        })
     }
 
     /// `for tile = bid.x to total step nctaid.x`: `f(j, m0, n0, batch)` with `j` the block's
@@ -443,23 +632,26 @@ impl Builder<'_, '_> {
     fn tiles(
         &mut self,
         w: &TileWalk,
-        f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, Expr) -> R<()>,
+        f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, Expr, Expr) -> R<()>,
     ) -> R<()> {
         self.for_(
-            "tile",
+            "unit",
             bx(Builtin::BidX),
             int(w.total),
             bx(Builtin::NctaidX),
             false,
-            |s, tile| {
+            |s, unit| {
                 let j = s.let_(
                     "j",
                     Ty::Idx,
                     div(
-                        Expr::idx(IdxOp::Sub, tile.clone(), bx(Builtin::BidX)),
+                        Expr::idx(IdxOp::Sub, unit.clone(), bx(Builtin::BidX)),
                         bx(Builtin::NctaidX),
                     ),
                 );
+                // A work unit is (tile, split of K).
+                let sk = s.let_("sk", Ty::Idx, rem(unit.clone(), int(w.split)));
+                let tile = s.let_("tile", Ty::Idx, div(unit, int(w.split)));
                 let bi = s.let_("bi", Ty::Idx, div(tile.clone(), int(w.per_batch)));
                 let t = s.let_("tb", Ty::Idx, rem(tile, int(w.per_batch)));
                 let per_group = w.group * w.tiles_n;
@@ -470,7 +662,7 @@ impl Builder<'_, '_> {
                 );
                 let m0 = s.let_("m0", Ty::Idx, mul(tm, int(BM)));
                 let n0 = s.let_("n0", Ty::Idx, mul(div(r, int(w.group)), int(w.bn)));
-                f(s, j, m0, n0, bi)
+                f(s, j, m0, n0, bi, sk)
             },
         )
     }
@@ -478,11 +670,7 @@ impl Builder<'_, '_> {
     /// The ring position of k-tile `kt` of the block's `j`-th tile: (iteration, stage, phase
     /// parity).
     fn ring(&mut self, w: &TileWalk, j: &Expr, kt: &Expr) -> (Expr, Expr, Expr) {
-        let it = self.let_(
-            "it",
-            Ty::Idx,
-            add(mul(j.clone(), int(w.ktiles)), kt.clone()),
-        );
+        let it = self.let_("it", Ty::Idx, add(mul(j.clone(), int(w.kps)), kt.clone()));
         let st = self.let_("st", Ty::Idx, rem(it.clone(), int(w.stages)));
         let ph = self.let_(
             "ph",
@@ -723,15 +911,38 @@ impl Builder<'_, '_> {
     }
 }
 
-/// The persistent tile walk and the k-tile ring.
+/// The persistent walk over work units (a tile and a split of its K) and the k-tile ring.
 struct TileWalk {
+    /// Work units: tiles times splits.
     total: u64,
     per_batch: u64,
     tiles_n: u64,
     group: u64,
     bn: u64,
-    ktiles: u64,
     stages: u64,
+    /// Splits of K per tile, and k-tiles per split.
+    split: u64,
+    kps: u64,
+}
+
+/// What the consumers do with a work unit's accumulators.
+enum Out {
+    /// The epilogue chain to the group's roots.
+    Epilogue,
+    /// Store them, f32, to this `(m, n, batch, split)` tensor of partials.
+    Partials(String),
+}
+
+/// Splits of K (and k-tiles per split) for `tiles` output tiles of `ktiles` k-tiles: where
+/// the tiles leave more than half the SMs idle and K is long (at least 8 k-tiles a split),
+/// enough splits to give every SM a unit.
+fn split_k(tiles: u64, ktiles: u64, sms: u64) -> (u64, u64) {
+    if tiles * 2 > sms || ktiles < 16 {
+        return (1, ktiles);
+    }
+    let want = (sms / tiles).min(ktiles / 8).max(1);
+    let kps = ktiles.div_ceil(want);
+    (ktiles.div_ceil(kps), kps)
 }
 
 /// The epilogue's outputs: the vector path's tensors, or one tensor per root for element

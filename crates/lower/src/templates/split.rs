@@ -94,7 +94,7 @@ impl Builder<'_, '_> {
         })
     }
 
-    fn var(&mut self, hint: &str, ty: Ty, init: Expr) -> Expr {
+    pub(crate) fn var(&mut self, hint: &str, ty: Ty, init: Expr) -> Expr {
         let var = self.fresh(hint);
         self.out.push(Stmt::Var {
             var: var.clone(),
@@ -104,7 +104,7 @@ impl Builder<'_, '_> {
         Expr::Var(var)
     }
 
-    fn assign(&mut self, var: &Expr, value: Expr) {
+    pub(crate) fn assign(&mut self, var: &Expr, value: Expr) {
         if let Expr::Var(v) = var {
             self.out.push(Stmt::Assign {
                 var: v.clone(),
