@@ -128,7 +128,7 @@ pub fn pipeline(opts: &PtxOptions) -> Result<Vec<String>, MlirError> {
         }
     }
     // `affine-loop-unroll` fully unrolls innermost loops; nests of `unroll` loops need one run
-    // per level. Only the kernel IR's `unroll` loops are `affine.for` (up to 64 iterations).
+    // per level. Only the kernel IR's `unroll` loops are `affine.for` (up to 128 iterations).
     let unroll = "affine-loop-unroll{unroll-factor=-1}";
     Ok(vec![
         // The kernel IR's `unroll` loops (`affine.for`), fully unrolled, then lowered.
