@@ -161,11 +161,13 @@ impl Builder<'_, '_> {
         }
         let target = irc_target::Target::default();
         let sms = u64::from(target.sms);
-        // Tile width: the widest of 256, 128 that still gives every SM a tile, else 64.
+        // Tile width: the widest of 256, 128 (no wider than N needs) whose tiles fill the SMs,
+        // or leave them to split K; else 64.
         let tiles = |bn: u64| p.m.div_ceil(BM) * p.n.div_ceil(bn) * p.batch;
+        let ktiles = p.k.div_ceil(BK);
         let bn = [256, 128]
             .into_iter()
-            .find(|&bn| tiles(bn) >= sms)
+            .find(|&bn| p.n > bn / 2 && (tiles(bn) >= sms || split_k(tiles(bn), ktiles, sms).0 > 1))
             .unwrap_or(64);
         let esize = p.dtype.size_bytes();
         let (a, bv) = (inst.operands[0], inst.operands[1]);
@@ -209,7 +211,6 @@ impl Builder<'_, '_> {
             .into_iter()
             .find(|g| tiles_m % g == 0)
             .unwrap_or(1);
-        let ktiles = p.k.div_ceil(BK);
         let (split, kps) = split_k(total, ktiles, sms);
         let mut walk = TileWalk {
             total,
@@ -649,9 +650,11 @@ impl Builder<'_, '_> {
                         bx(Builtin::NctaidX),
                     ),
                 );
-                // A work unit is (tile, split of K).
-                let sk = s.let_("sk", Ty::Idx, rem(unit.clone(), int(w.split)));
-                let tile = s.let_("tile", Ty::Idx, div(unit, int(w.split)));
+                // A work unit is (split of K, tile), tiles fastest: the tiles sharing an
+                // operand's K slice run together.
+                let tiles = w.total / w.split;
+                let sk = s.let_("sk", Ty::Idx, div(unit.clone(), int(tiles)));
+                let tile = s.let_("tile", Ty::Idx, rem(unit, int(tiles)));
                 let bi = s.let_("bi", Ty::Idx, div(tile.clone(), int(w.per_batch)));
                 let t = s.let_("tb", Ty::Idx, rem(tile, int(w.per_batch)));
                 let per_group = w.group * w.tiles_n;
@@ -934,10 +937,10 @@ enum Out {
 }
 
 /// Splits of K (and k-tiles per split) for `tiles` output tiles of `ktiles` k-tiles: where
-/// the tiles leave more than half the SMs idle and K is long (at least 8 k-tiles a split),
-/// enough splits to give every SM a unit.
+/// the tiles leave more than half the SMs idle and K is long (at least 64 k-tiles, at least 8
+/// a split), enough splits to give every SM a unit.
 fn split_k(tiles: u64, ktiles: u64, sms: u64) -> (u64, u64) {
-    if tiles * 2 > sms || ktiles < 16 {
+    if tiles * 2 > sms || ktiles < 64 {
         return (1, ktiles);
     }
     let want = (sms / tiles).min(ktiles / 8).max(1);
