@@ -161,14 +161,20 @@ impl Builder<'_, '_> {
         }
         let target = irc_target::Target::default();
         let sms = u64::from(target.sms);
-        // Tile width: the widest of 256, 128 (no wider than N needs) whose tiles fill the SMs,
-        // or leave them to split K; else 64.
+        // Tile width: the widest of 256, 128 (no wider than N needs) whose tiles fill the SMs;
+        // else 256 where K will be split and the tiles are full in M and N (each operand
+        // slice is then read by fewest tiles); else 64.
         let tiles = |bn: u64| p.m.div_ceil(BM) * p.n.div_ceil(bn) * p.batch;
         let ktiles = p.k.div_ceil(BK);
-        let bn = [256, 128]
+        let fills = [256, 128]
             .into_iter()
-            .find(|&bn| p.n > bn / 2 && (tiles(bn) >= sms || split_k(tiles(bn), ktiles, sms).0 > 1))
-            .unwrap_or(64);
+            .find(|&bn| p.n > bn / 2 && tiles(bn) >= sms);
+        let wide_split = p.m >= BM && p.n > 128 && split_k(tiles(256), ktiles, sms).0 > 1;
+        let bn = match fills {
+            Some(bn) => bn,
+            None if wide_split => 256,
+            None => 64,
+        };
         let esize = p.dtype.size_bytes();
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         // B's access is (k, n, batch): swap to (n, k, batch) to read it as rows x K.
