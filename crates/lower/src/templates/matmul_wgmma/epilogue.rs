@@ -1,0 +1,329 @@
+//! The Hopper matmul's epilogues: the fused chain staged through shared memory (or stored
+//! element by element), a split's f32 partials, and split K's summing kernel.
+
+use super::*;
+
+/// The epilogue's outputs: the vector path's tensors, or one tensor per root for element
+/// stores.
+pub(super) struct Epilogue {
+    /// (global vector view, staging tile, its vector view, its (thread, value) partition).
+    pub(super) vector: Option<(String, String, String, String)>,
+    pub(super) outs: Vec<String>,
+    /// Columns per staging pass.
+    pub(super) cw: u64,
+}
+
+impl Builder<'_, '_> {
+    /// A split's accumulators, as f32, into its slice of the partials `part` (`(m, n, batch,
+    /// split)`), where they land inside the output.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn wgmma_partials(
+        &mut self,
+        p: &TcPlan,
+        part: &str,
+        acc: &str,
+        bn: u64,
+        c: &Expr,
+        m0: &Expr,
+        n0: &Expr,
+        bi: &Expr,
+        sk: &Expr,
+    ) -> R<()> {
+        let dl = irc_layout::wgmma_m64nk16_d(bn as i64)
+            .map_err(internal)?
+            .layout()
+            .clone();
+        let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
+        let row0 = self.let_(
+            "r0",
+            Ty::Idx,
+            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
+        );
+        self.unrolled("v", bn / 2, &mut |s, v| {
+            let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
+            let idx = s.let_("di", Ty::Idx, idx);
+            let gm = s.let_(
+                "gm",
+                Ty::Idx,
+                add(row0.clone(), rem(idx.clone(), Expr::Int(64))),
+            );
+            let gn = s.let_("gn", Ty::Idx, add(n0.clone(), div(idx, Expr::Int(64))));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(gm.clone(), int(p.m)),
+                lt(gn.clone(), int(p.n)),
+            );
+            s.out.push(Stmt::If {
+                cond,
+                body: vec![Stmt::Store {
+                    tensor: part.to_string(),
+                    coord: vec![gm, gn, bi.clone(), sk.clone()],
+                    value: Expr::load(acc, vec![v]),
+                }],
+                orelse: vec![],
+            });
+            Ok(())
+        })
+    }
+
+    /// Split K's second kernel: every output element sums its `split` partials in split order,
+    /// rounds to the matmul's dtype and goes through the epilogue chain to every root.
+    pub(super) fn splitk_reduce(
+        &mut self,
+        inst: &Inst,
+        roots: &[ValueId],
+        p: &TcPlan,
+        ws: &str,
+        split: u64,
+    ) -> R<()> {
+        let threads = crate::lower::THREADS;
+        let n = p.batch * p.m * p.n;
+        self.kernel.grid = [
+            n.div_ceil(u64::from(threads)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        self.kernel.block = [threads, 1, 1];
+        let pp = self.param(ws);
+        let part = self.tensor(
+            Space::Global(pp),
+            DType::F32,
+            Layout::flat(&[n as i64, split as i64], &[1, n as i64]).map_err(internal)?,
+        );
+        let outs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, p.access_c.clone()))
+            .collect();
+        let mm = inst.result;
+        let start = add(
+            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+            bx(Builtin::TidX),
+        );
+        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        self.for_("e", start, int(n), step, false, |s, e| {
+            let sum = s.var("acc", Ty::Elem(DType::F32), lit(DType::F32, 0.0));
+            s.for_(
+                "sk",
+                Expr::Int(0),
+                int(split),
+                Expr::Int(1),
+                false,
+                |s, sk| {
+                    let x = Expr::load(&part, vec![e.clone(), sk]);
+                    s.assign(&sum, Expr::call(kir::Func::Add, vec![sum.clone(), x]));
+                    Ok(())
+                },
+            )?;
+            let gn = s.let_("gn", Ty::Idx, rem(e.clone(), int(p.n)));
+            let gm = s.let_("gm", Ty::Idx, rem(div(e.clone(), int(p.n)), int(p.m)));
+            let b = s.let_("b", Ty::Idx, div(e.clone(), int(p.m * p.n)));
+            let value = cast_to(p.dtype, DType::F32, sum);
+            s.coord = vec![gm.clone(), gn.clone(), b.clone()];
+            s.epilogue_stores(mm, value, &p.access_c, roots, &outs, vec![gm, gn, b])
+        })
+    }
+
+    /// The epilogue's tensors: the staging tile and, where the single root can take 16-byte
+    /// copies (N-contiguous, N a multiple of 8, the matmul's dtype), its vector views.
+    pub(super) fn wgmma_epilogue_plan(
+        &mut self,
+        roots: &[ValueId],
+        p: &TcPlan,
+        cw: u64,
+    ) -> R<Epilogue> {
+        let dt = p.dtype;
+        let vector = match crate::templates::matmul_mma::vector_layout(&p.access_c, 1, 8) {
+            Some(l)
+                if roots.len() == 1
+                    && self.ty(roots[0]).dtype == dt
+                    && kir::is_vector_operand(&l, 8, p.access_c.rank()) =>
+            {
+                let g = self.global(roots[0], l);
+                let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+                let pitch = (cw + 8) as i64;
+                let stage = self.tensor(
+                    Space::Shared,
+                    dt,
+                    concat(&[li(64, pitch)?, li(cw, 1)?, li(2, 64 * pitch)?])?,
+                );
+                let stage_v = self.tensor(
+                    Space::View(stage.clone()),
+                    dt,
+                    concat(&[
+                        li(8, 1)?,
+                        li(64, pitch)?,
+                        li(cw / 8, 8)?,
+                        li(2, 64 * pitch)?,
+                    ])?,
+                );
+                // What thread t's value v of a chunk writes: the staging tile composed with
+                // the accumulator's (thread, value) layout over a 64 x cw tile.
+                let tv = irc_layout::wgmma_m64nk16_d(cw as i64).map_err(internal)?;
+                let part = irc_layout::composition(
+                    &Layout::flat(&[64, cw as i64], &[pitch, 1]).map_err(internal)?,
+                    tv.layout(),
+                )
+                .map_err(internal)?;
+                let mut modes = part.modes();
+                modes.push(li(2, 64 * pitch)?);
+                let stage_tv = self.tensor(Space::View(stage.clone()), dt, concat(&modes)?);
+                Some((g, stage, stage_v, stage_tv))
+            }
+            _ => None,
+        };
+        let outs = if vector.is_some() {
+            vec![]
+        } else {
+            roots
+                .iter()
+                .map(|&r| self.global(r, p.access_c.clone()))
+                .collect()
+        };
+        Ok(Epilogue { vector, outs, cw })
+    }
+
+    /// The tile's accumulators through the epilogue chain to every root. Value `v` of thread
+    /// `t` of consumer `c` is element `wgmma_m64nk16_d(bn)(t, v)` of the consumer's 64 x bn
+    /// tile. With a vector output, `cw` columns at a time: the values into the staging tile, a
+    /// warpgroup barrier, then each thread applies the chain to 8 consecutive elements of a
+    /// row in place and copies them out with one 16-byte store, a barrier;
+    /// otherwise each value stored where it lands.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn wgmma_epilogue(
+        &mut self,
+        inst: &Inst,
+        roots: &[ValueId],
+        p: &TcPlan,
+        epi: &Epilogue,
+        acc: &str,
+        bn: u64,
+        c: &Expr,
+        m0: &Expr,
+        n0: &Expr,
+        bi: &Expr,
+    ) -> R<()> {
+        let d = irc_layout::wgmma_m64nk16_d(bn as i64).map_err(internal)?;
+        let dl = d.layout().clone();
+        let mm = inst.result;
+        let dt = p.dtype;
+        let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
+        let row0 = self.let_(
+            "r0",
+            Ty::Idx,
+            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
+        );
+        let in_range = |gm: &Expr, gn: &Expr| {
+            Expr::idx(
+                IdxOp::And,
+                lt(gm.clone(), int(p.m)),
+                lt(gn.clone(), int(p.n)),
+            )
+        };
+        // Value v's (row, column) in the consumer's tile.
+        let place = |s: &mut Self, v: &Expr| -> R<(Expr, Expr)> {
+            let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
+            let idx = s.let_("di", Ty::Idx, idx);
+            Ok((rem(idx.clone(), Expr::Int(64)), div(idx, Expr::Int(64))))
+        };
+        let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
+            return self.unrolled("v", bn / 2, &mut |s, v| {
+                let (row, col) = place(s, &v)?;
+                let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));
+                let gn = s.let_("gn", Ty::Idx, add(n0.clone(), col));
+                let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
+                s.if_(in_range(&gm, &gn), |s| {
+                    s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                    s.epilogue_stores(
+                        mm,
+                        value,
+                        &p.access_c,
+                        roots,
+                        &epi.outs,
+                        vec![gm, gn, bi.clone()],
+                    )
+                })
+            });
+        };
+        let root = roots[0];
+        let named_barrier = || {
+            intr(
+                Intrinsic::BarSync,
+                vec![Arg::Expr(add(c.clone(), Expr::Int(1))), imm(128)],
+            )
+        };
+        let cw = epi.cw as i64;
+        self.unrolled("q", bn / epi.cw, &mut |s, q| {
+            // The matmul's values (rounded to its dtype) into the staging tile, through the
+            // tile's (thread, value) partition: a per-thread base plus a constant per value.
+            s.unrolled("v", epi.cw / 2, &mut |s, v| {
+                let value = cast_to(
+                    dt,
+                    DType::F32,
+                    Expr::load(acc, vec![add(mul(q.clone(), Expr::Int(cw / 2)), v.clone())]),
+                );
+                s.out.push(Stmt::Store {
+                    tensor: stage_tv.clone(),
+                    coord: vec![t.clone(), v, c.clone()],
+                    value,
+                });
+                Ok(())
+            })?;
+            s.out.push(named_barrier());
+            // 64 rows x cw/8 vectors of 8 over the warpgroup's 128 threads: the chain on each
+            // of the 8 in place, then one 16-byte copy.
+            s.unrolled("l", epi.cw / 16, &mut |s, l| {
+                let e = s.let_("e", Ty::Idx, add(mul(l, Expr::Int(128)), t.clone()));
+                let r = s.let_("rr", Ty::Idx, div(e.clone(), Expr::Int(cw / 8)));
+                let c8 = s.let_("c8", Ty::Idx, rem(e, Expr::Int(cw / 8)));
+                let gm = s.let_("gm", Ty::Idx, add(row0.clone(), r.clone()));
+                let gn8 = s.let_(
+                    "gn8",
+                    Ty::Idx,
+                    add(
+                        div(add(n0.clone(), mul(q.clone(), Expr::Int(cw))), Expr::Int(8)),
+                        c8.clone(),
+                    ),
+                );
+                let body = s.block(|s| {
+                    if root != mm {
+                        s.unrolled("z", 8, &mut |s, z| {
+                            let col = add(mul(c8.clone(), Expr::Int(8)), z.clone());
+                            let gn = s.let_("gn", Ty::Idx, add(mul(gn8.clone(), Expr::Int(8)), z));
+                            let staged = Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]);
+                            s.coord = vec![gm.clone(), gn, bi.clone()];
+                            s.overrides.insert(mm, (p.access_c.clone(), staged));
+                            let value = s.compute_at(root, &p.access_c, false)?;
+                            s.overrides.remove(&mm);
+                            s.out.push(Stmt::Store {
+                                tensor: stage.clone(),
+                                coord: vec![r.clone(), col, c.clone()],
+                                value,
+                            });
+                            Ok(())
+                        })?;
+                    }
+                    s.out.push(Stmt::Copy {
+                        width: 8,
+                        dst: Frag {
+                            tensor: g.clone(),
+                            at: vec![gm.clone(), gn8.clone(), bi.clone()],
+                        },
+                        src: Frag {
+                            tensor: stage_v.clone(),
+                            at: vec![r.clone(), c8.clone(), c.clone()],
+                        },
+                    });
+                    Ok(())
+                })?;
+                s.out.push(Stmt::If {
+                    cond: in_range(&gm, &mul(gn8.clone(), Expr::Int(8))),
+                    body,
+                    orelse: vec![],
+                });
+                Ok(())
+            })?;
+            s.out.push(named_barrier());
+            Ok(())
+        })
+    }
+}
