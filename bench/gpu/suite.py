@@ -319,7 +319,9 @@ def run_workload(name, args, tmp):
             rel, mx, bad = errors(got, ref)
             row.update({f"{key}_err": rel, f"{key}_max_abs": mx, f"{key}_nonfinite": bad})
             tol = 1e-2 if results[0][1] in ("f16", "bf16") else 1e-4
-            row[f"{key}_correct"] = bad == 0 and rel <= tol
+            # Correct: within the dtype's tolerance, or no further from float64 than PyTorch
+            # eager is (a softmax over 16M f16 elements is all subnormals, for either).
+            row[f"{key}_correct"] = bad == 0 and (rel <= tol or rel <= 1.25 * row["eager_err"])
         except Exception as e:
             row[f"{key}_run_error"] = str(e)[:600]
         try:
@@ -356,7 +358,8 @@ def markdown(rows, meta):
         "",
         f"torch {meta['torch']}, triton {meta['triton']}, irc `{meta['irc_version']}`, arch {meta['arch']}; "
         f"`triton.testing.do_bench` medians in ms (L2 flushed); floor = max(flops / {meta['peak_tflops']} TFLOP/s, "
-        f"bytes / {meta['peak_gbps']} GB/s); error = ||out - ref|| / ||ref|| against float64 PyTorch.",
+        f"bytes / {meta['peak_gbps']} GB/s); error = ||out - ref|| / ||ref|| against float64 PyTorch "
+        "(correct: at most 1e-2 for f16/bf16 results, 1e-4 otherwise, or at most 1.25x eager's error).",
         "",
         "| workload | floor | eager | torch.compile | SDPA | irc | irc / best | % of floor | irc TFLOP/s | irc error | irc max abs | eager error | status |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",

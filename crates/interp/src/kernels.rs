@@ -321,11 +321,26 @@ pub fn reduce(op: OpKind, x: &Tensor, attrs: &Attrs) -> Result<Data, InterpError
     })
 }
 
+/// `f(0) + ... + f(n - 1)` summed pairwise (blocks of 128 in order, then halves), as NumPy
+/// sums: the rounding error grows with `log n`, not `n`, so a long row's sum in f32 stays a
+/// reference for a GPU's tree reduction (a 4M-element row summed in order drifts by 1e-4).
+pub(crate) fn pairwise_sum<T: Real>(n: usize, f: &impl Fn(usize) -> T) -> T {
+    fn go<T: Real>(lo: usize, hi: usize, f: &impl Fn(usize) -> T) -> T {
+        if hi - lo <= 128 {
+            (lo..hi).fold(T::zero(), |a, i| a + f(i))
+        } else {
+            let mid = lo + (hi - lo) / 2;
+            go(lo, mid, f) + go(mid, hi, f)
+        }
+    }
+    go(0, n, f)
+}
+
 fn reduce_rows<T: Real>(op: OpKind, rows: &[T], r: usize) -> Vec<T> {
     rows.par_chunks(r)
         .map(|row| match op {
-            OpKind::ReduceSum => row.iter().copied().sum(),
-            OpKind::ReduceMean => row.iter().copied().sum::<T>() / T::from_f64(r as f64),
+            OpKind::ReduceSum => pairwise_sum(row.len(), &|i| row[i]),
+            OpKind::ReduceMean => pairwise_sum(row.len(), &|i| row[i]) / T::from_f64(r as f64),
             OpKind::ReduceMax => row.iter().copied().fold(T::neg_infinity(), nan_max),
             _ => row.iter().copied().fold(T::infinity(), nan_min),
         })
@@ -574,16 +589,16 @@ fn composite_real<T: Real>(
                 for (o, &v) in o.iter_mut().zip(row) {
                     *o = (v - m).exp();
                 }
-                let s: T = o.iter().copied().sum();
+                let s: T = pairwise_sum(o.len(), &|i| o[i]);
                 o.iter_mut().for_each(|v| *v = *v / s);
             }
             _ => {
                 let mean = if op == OpKind::Layernorm {
-                    row.iter().copied().sum::<T>() / n
+                    pairwise_sum(row.len(), &|i| row[i]) / n
                 } else {
                     T::zero()
                 };
-                let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<T>() / n;
+                let var = pairwise_sum(row.len(), &|i| (row[i] - mean) * (row[i] - mean)) / n;
                 let rstd = T::one() / (var + eps).sqrt();
                 for (i, (o, &v)) in o.iter_mut().zip(row).enumerate() {
                     let mut y = (v - mean) * rstd;
