@@ -31,17 +31,21 @@ pub fn graph_files() -> Vec<String> {
 
 /// A graph file lowered to kernel IR, its locations naming the file as `rel`.
 pub fn lower(rel: &str) -> kir::Module {
+    lower_with(rel, &irc_lower::LowerOptions::default())
+}
+
+/// [`lower`] with the templates' options (`wgmma: true` is what `--arch sm_90a` lowers).
+pub fn lower_with(rel: &str, options: &irc_lower::LowerOptions) -> kir::Module {
     let text = std::fs::read_to_string(root().join(rel)).unwrap();
     let module = irc_frontend::parse_module(&text).unwrap_or_else(|d| panic!("{rel}: {d:?}"));
     let g = &module.graphs[0];
-    irc_lower::lower_graph(
-        g,
-        SourceInfo {
-            name: rel,
-            text: &text,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{rel}: {e}"))
+    let src = SourceInfo {
+        name: rel,
+        text: &text,
+    };
+    irc_lower::plan_and_lower_with(g, src, options)
+        .map(|p| p.kernels)
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 /// A snapshot name for a graph file: `examples/small/gemm.ir` -> `examples_small_gemm`.
