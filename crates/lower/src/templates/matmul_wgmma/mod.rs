@@ -248,10 +248,8 @@ impl Builder<'_, '_> {
         let total = per_batch * p.batch;
         // Tiles are walked in groups of `group` M tiles, N fastest within a group: blocks
         // running together share A row panels and B column panels in L2.
-        let group = [8, 4, 2, 1]
-            .into_iter()
-            .find(|g| tiles_m % g == 0)
-            .unwrap_or(1);
+        // The largest group of at most 8 that divides the M tiles (65 M tiles: groups of 5).
+        let group = (1..=8u64).rev().find(|g| tiles_m % g == 0).unwrap_or(1);
         let (split, kps) = split_k(total, ktiles, sms);
         let mut walk = TileWalk {
             total,
