@@ -252,12 +252,16 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
-    /// `%v : ty = warp_reduce.OP expr`: as `block_reduce`, over the 32 threads of a warp;
-    /// every thread of the warp must reach it.
+    /// `%v : ty = warp_reduce.OP[.W] expr`: as `block_reduce`, over each group of `width`
+    /// consecutive lanes of a warp (a butterfly of `__shfl_xor` over offsets `width/2 .. 1`;
+    /// `width` is a power of two from 2 to 32, and 32, the whole warp, is not written). Every
+    /// thread of the warp must reach it. An mma accumulator row lives in the 4 lanes of a quad:
+    /// its reductions are `warp_reduce.max.4`.
     WarpReduce {
         var: String,
         ty: Ty,
         op: ReduceOp,
+        width: u32,
         value: Expr,
     },
     /// `MNEMONIC args..`: a target instruction of the [`INTRINSICS`] table.

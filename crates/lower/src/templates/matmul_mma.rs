@@ -687,7 +687,7 @@ impl Builder<'_, '_> {
 
 impl Builder<'_, '_> {
     /// `for %i = 0 to n step 1 unroll { f(i) }`.
-    fn unrolled(
+    pub(crate) fn unrolled(
         &mut self,
         hint: &str,
         n: u64,
