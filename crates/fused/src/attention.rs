@@ -159,12 +159,6 @@ fn check(
     if forced_at(m1) || forced_at(p) || forced_at(m2) {
         return no("lowering stored a value of the chain");
     }
-    if is_result[m1] || uses[m1] > 1 {
-        return no("the scores are read outside the chain (a result or a second reader)");
-    }
-    if is_result[p] || uses[p] > 1 {
-        return no("the probabilities are read outside the chain (a result or a second reader)");
-    }
     for &y in &m.prologue {
         let ok =
             d.kind(y) == NodeKind::Elementwise && home[y] == Home::Inline && d.shape(y) == shape;
@@ -180,6 +174,12 @@ fn check(
                 Some(y),
             ));
         }
+    }
+    if is_result[m1] || uses[m1] > 1 {
+        return no("the scores are read outside the chain (a result or a second reader)");
+    }
+    if is_result[p] || uses[p] > 1 {
+        return no("the probabilities are read outside the chain (a result or a second reader)");
     }
     if d.shape(m1) != shape {
         return no("the prologue changes the scores' shape");
@@ -232,6 +232,7 @@ pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
     let Some(&x) = m.prologue.last() else {
         return false;
     };
+    let on_chain = |i: &usize| m.prologue.contains(i) || m.scores == Some(*i);
     let splat = |i: usize| match d.kind(i) {
         NodeKind::Constant { splat: true } => d
             .attr(i, "value")
@@ -262,9 +263,9 @@ pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
     };
     let neg_inf = |i: usize| splat(i) == Some(f64::NEG_INFINITY);
     // `keep` is true where the score is kept.
-    let keep_on_true = if neg_inf(*b) && m.prologue.contains(a) {
+    let keep_on_true = if neg_inf(*b) && on_chain(a) {
         true
-    } else if neg_inf(*a) && m.prologue.contains(b) {
+    } else if neg_inf(*a) && on_chain(b) {
         false
     } else {
         return false;
