@@ -115,3 +115,28 @@ fn keys_contiguous_k_and_v() {
         }",
     );
 }
+
+#[test]
+fn heads_split_by_views_and_merged_back_in_the_store() {
+    // Q, K, V are [B, S, H·D] split into heads by reshape + transpose; the output is transposed
+    // and reshaped back to [B, S, H·D] and stored by the attention kernel through the inverse
+    // of those views (no copy kernel).
+    check(
+        "graph @heads(%q: tensor<2x90x128xf16>, %k: tensor<2x90x128xf16>, %v: tensor<2x90x128xf16>) -> tensor<2x90x128xf16> {
+          %q4 = reshape %q {shape = [2, 90, 2, 64]}
+          %k4 = reshape %k {shape = [2, 90, 2, 64]}
+          %v4 = reshape %v {shape = [2, 90, 2, 64]}
+          %qh = transpose %q4 {perm = [0, 2, 1, 3]}
+          %kh = transpose %k4 {perm = [0, 2, 3, 1]}
+          %vh = transpose %v4 {perm = [0, 2, 1, 3]}
+          %s = matmul %qh, %kh
+          %c = constant {value = 0.125} : tensor<f16>
+          %ss = mul %s, %c
+          %p = softmax %ss {axis = -1}
+          %o = matmul %p, %vh
+          %ot = transpose %o {perm = [0, 2, 1, 3]}
+          %r = reshape %ot {shape = [2, 90, 128]}
+          return %r
+        }",
+    );
+}

@@ -279,7 +279,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         }
         if home[leader] == Home::Epilogue {
             let op = g.insts[lead_inst].op;
-            let text = if op.category() == Category::Matmul {
+            let text = if op.category() == Category::Matmul && att.is_none() {
                 format!(
                     "the matmul %{} is not stored: only its epilogue reads it",
                     names[leader]

@@ -30,7 +30,7 @@
 //!    scores, their elementwise prologue and the softmax are computed in its registers
 //!    ([`Home::Attention`]) — when the prologue can be recomputed per tile, the type is f16 or
 //!    bf16 and the head dims are 32, 64 or 128 ([`crate::attention`] says each reason it
-//!    declines).
+//!    declines). A result view of the output (rule 2's chain) is stored by that kernel.
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
@@ -238,6 +238,7 @@ fn viewed_anchor(
     uses: &[usize],
     is_result: &[bool],
     forced_at: &impl Fn(usize) -> bool,
+    anchor_ok: &impl Fn(usize, OpKind) -> bool,
 ) -> Option<usize> {
     let numel = |i: usize| d.shape(i).iter().product::<u64>();
     if d.kind(r) != NodeKind::View || forced_at(r) {
@@ -250,9 +251,7 @@ fn viewed_anchor(
         }
         match d.kind(v) {
             NodeKind::View => v = *d.operands(v).first()?,
-            NodeKind::Anchor(op)
-                if matches!(op.category(), Category::Reduction | Category::Composite) =>
-            {
+            NodeKind::Anchor(op) if anchor_ok(v, op) => {
                 return Some(v);
             }
             _ => return None,
@@ -300,8 +299,10 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
         })
         .collect();
     // Rule 2: a result view of a reduction or row composite is stored by the anchor's kernel.
+    let reduction_or_row =
+        |_: usize, op: OpKind| matches!(op.category(), Category::Reduction | Category::Composite);
     for &r in d.results() {
-        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at) {
+        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at, &reduction_or_row) {
             home[r] = stored(Why::Result, a);
             home[a] = Home::Epilogue;
         }
@@ -333,6 +334,20 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
         for &x in a.scores.iter().chain(&a.prologue).chain([&a.softmax]) {
             home[x] = Home::Attention { kernel };
             claimed[x] = true;
+        }
+    }
+    // Rule 2 for attention: a result view of an attention output (the heads merged back,
+    // `[B, S, H·D]`) is stored by the attention kernel through the inverse of its layout.
+    let attention_output = |v: usize, op: OpKind| {
+        op == OpKind::Matmul
+            && attention
+                .iter()
+                .any(|a| a.output == v && a.declined.is_none())
+    };
+    for &r in d.results() {
+        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at, &attention_output) {
+            home[r] = stored(Why::Result, a);
+            home[a] = Home::Epilogue;
         }
     }
     // Rule 6: epilogues.

@@ -538,7 +538,10 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         width: u32,
     ) -> R<MlirValue> {
         let mut v = v;
-        for o in [16i64, 8, 4, 2, 1].into_iter().filter(|&o| o < i64::from(width)) {
+        for o in [16i64, 8, 4, 2, 1]
+            .into_iter()
+            .filter(|&o| o < i64::from(width))
+        {
             let other = self.shfl_xor(v, d, o)?;
             v = self.reduce_op(op, d, v, other)?;
         }

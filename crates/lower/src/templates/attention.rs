@@ -35,8 +35,11 @@ use irc_layout::{Layout, coalesce, composition, mma_m16n8k16_c};
 
 /// Query rows per block (4 warps of one 16-row mma atom each).
 pub(crate) const BQ: u64 = 64;
-/// Keys per tile.
-pub(crate) const BKV: u64 = 64;
+/// Keys per tile: 64, or 32 when a head dim is 128 (the S and P registers of 64 keys beside
+/// 128-column O accumulators and Q fragments exceed the 255-register budget on sm_80).
+pub(crate) fn keys_per_tile(d: u64, dv: u64) -> u64 {
+    if d.max(dv) > 64 { 32 } else { 64 }
+}
 const WARPS: u64 = 4;
 const THREADS: u64 = 32 * WARPS;
 
@@ -105,10 +108,20 @@ impl Builder<'_, '_> {
                 self.kernel.origins.push(o);
             }
         }
-        let outs: Vec<String> = roots
-            .iter()
-            .map(|&r| self.global(r, pv.access_c.clone()))
-            .collect();
+        // The output's own buffer and epilogue, or (policy rule 2) a result view of it stored
+        // through the inverse of the view's layout.
+        let viewed = !self.l.buffer_of.contains_key(&o_mm)
+            && roots
+                .iter()
+                .all(|&r| self.def(r).is_some_and(|i| is_view(i.op)));
+        let outs: Vec<String> = if viewed {
+            vec![self.output(o_mm, &pv.access_c)?]
+        } else {
+            roots
+                .iter()
+                .map(|&r| self.global(r, pv.access_c.clone()))
+                .collect()
+        };
         let li = |s: u64, st: i64| Layout::int(s as i64, st).map_err(internal);
         // Shared tiles are (rows, k) as in the matmul template: the contiguous dimension in
         // memory is contiguous in shared memory, rows padded by 8 elements (16 bytes).
@@ -120,20 +133,21 @@ impl Builder<'_, '_> {
             }
         };
         let (q_r, q_k) = strides(q_d_fast, BQ, d);
-        let (k_r, k_k) = strides(!k_keys_fast, BKV, d);
-        let (v_r, v_k) = strides(!v_d_fast, dv, BKV);
+        let bkv = keys_per_tile(d, dv);
+        let (k_r, k_k) = strides(!k_keys_fast, bkv, d);
+        let (v_r, v_k) = strides(!v_d_fast, dv, bkv);
         let tile = |rows: u64, kext: u64, (r, k): (i64, i64)| {
             Layout::flat(&[rows as i64, kext as i64], &[r, k]).map_err(internal)
         };
         let smem_q = self.tensor(Space::Shared, dt, tile(BQ, d, (q_r, q_k))?);
-        // K's tile reuses Q's (BQ == BKV) once Q is in registers, when their layouts agree
-        // (both head-dim-contiguous, the usual case).
-        let smem_k = if (q_r, q_k) == (k_r, k_k) {
+        // K's tile reuses Q's once Q is in registers, when their layouts agree (64 keys, both
+        // head-dim-contiguous: the usual case).
+        let smem_k = if (q_r, q_k) == (k_r, k_k) && bkv == BQ {
             smem_q.clone()
         } else {
-            self.tensor(Space::Shared, dt, tile(BKV, d, (k_r, k_k))?)
+            self.tensor(Space::Shared, dt, tile(bkv, d, (k_r, k_k))?)
         };
-        let smem_v = self.tensor(Space::Shared, dt, tile(dv, BKV, (v_r, v_k))?);
+        let smem_v = self.tensor(Space::Shared, dt, tile(dv, bkv, (v_r, v_k))?);
         let cosize = |t: &str| {
             self.kernel
                 .tensors
@@ -169,13 +183,13 @@ impl Builder<'_, '_> {
         ])?;
         let rows_k = concat(&[
             lanes(true, trans_k, k_r, k_k)?,
-            li(BKV / 16, 16 * k_r)?,
+            li(bkv / 16, 16 * k_r)?,
             li(d / 16, 16 * k_k)?,
         ])?;
         let rows_v = concat(&[
             lanes(true, trans_v, v_r, v_k)?,
             li(dv / 16, 16 * v_r)?,
-            li(BKV / 16, 16 * v_k)?,
+            li(bkv / 16, 16 * v_k)?,
         ])?;
         let rows_q = self.tensor(Space::View(smem_q.clone()), dt, rows_q);
         let rows_k = self.tensor(Space::View(smem_k.clone()), dt, rows_k);
@@ -184,7 +198,7 @@ impl Builder<'_, '_> {
             let l = Layout::flat(shape, stride).map_err(internal)?;
             Ok(s.tensor(Space::Registers, dtype, l))
         };
-        let natoms = (BKV / 8) as i64;
+        let natoms = (bkv / 8) as i64;
         let fq = regs(self, dt, &[8, d as i64 / 16], &[1, 8])?;
         let fk = regs(self, dt, &[4, natoms], &[1, 4])?;
         let fk_pairs = self.tensor(
@@ -305,13 +319,13 @@ impl Builder<'_, '_> {
                     l.push(lv);
                 }
                 s.zero(&acc_o, dv / 8)?;
-                s.for_("k0", Expr::Int(0), int(sk), int(BKV), false, |s, k0| {
+                s.for_("k0", Expr::Int(0), int(sk), int(bkv), false, |s, k0| {
                     let body = |s: &mut Self| -> R<()> {
                         s.out.push(Stmt::Sync);
                         let k_tile = TileLoad {
                             v: kt,
                             access: qk.access_b.clone(),
-                            rows: BKV,
+                            rows: bkv,
                             extent: sk,
                             row0: k0.clone(),
                             row_pos: 1,
@@ -332,38 +346,40 @@ impl Builder<'_, '_> {
                             k_fast: !v_d_fast,
                             smem: smem_v.clone(),
                             strides: (v_r, v_k),
-                            bk: BKV,
+                            bk: bkv,
                             threads: THREADS,
                         };
                         s.tc_tile_load(&v_tile, &k0, &bi, sk, dt)?;
                         s.out.push(Stmt::Sync);
                         // S = Q·Kᵀ.
-                        s.zero(&acc_s, BKV / 8)?;
+                        s.zero(&acc_s, bkv / 8)?;
+                        // Each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
+                        // fragment registers live at once).
                         s.unrolled("ks", d / 16, &mut |s, ks| {
-                            s.unrolled("j", BKV / 16, &mut |s, j| {
+                            s.unrolled("j", bkv / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: ldsm(trans_k),
                                     args: vec![
                                         frag(&fk_pairs, vec![j.clone()]),
-                                        frag(&rows_k, vec![lane.clone(), j, ks.clone()]),
+                                        frag(&rows_k, vec![lane.clone(), j.clone(), ks.clone()]),
                                     ],
                                 });
-                                Ok(())
-                            })?;
-                            s.unrolled("j", BKV / 8, &mut |s, j| {
-                                s.out.push(Stmt::Intrinsic {
-                                    op: Intrinsic::MmaM16n8k16,
-                                    args: vec![
-                                        frag(&acc_s, vec![j.clone()]),
-                                        frag(&fq, vec![ks.clone()]),
-                                        frag(&fk, vec![j]),
-                                    ],
-                                });
+                                for half in 0..2 {
+                                    let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::MmaM16n8k16,
+                                        args: vec![
+                                            frag(&acc_s, vec![atom.clone()]),
+                                            frag(&fq, vec![ks.clone()]),
+                                            frag(&fk, vec![atom]),
+                                        ],
+                                    });
+                                }
                                 Ok(())
                             })
                         })?;
                         // The prologue, per score; -inf past the sequence's end.
-                        for j in 0..BKV / 8 {
+                        for j in 0..bkv / 8 {
                             for (val, (row, col)) in rc.iter().enumerate() {
                                 let at = vec![Expr::Int(val as i64), Expr::Int(j as i64)];
                                 let gq = s.let_("gq", Ty::Idx, add(q0.clone(), row.clone()));
@@ -413,7 +429,7 @@ impl Builder<'_, '_> {
                         let mut mref = vec![];
                         for h in 0..2u64 {
                             let mut mx = sval(2 * h, 0);
-                            for j in 0..BKV / 8 {
+                            for j in 0..bkv / 8 {
                                 for val in [2 * h, 2 * h + 1] {
                                     if (j, val) != (0, 2 * h) {
                                         mx = call(Func::Max, vec![mx, sval(val, j)]);
@@ -456,7 +472,7 @@ impl Builder<'_, '_> {
                             mref.push(r);
                         }
                         let mut sums: Vec<Option<Expr>> = vec![None, None];
-                        for j in 0..BKV / 8 {
+                        for j in 0..bkv / 8 {
                             for val in 0..4u64 {
                                 let h = (val / 2) as usize;
                                 let pe = s.let_(
@@ -509,26 +525,26 @@ impl Builder<'_, '_> {
                             }
                         }
                         // O += P·V.
-                        s.unrolled("kk", BKV / 16, &mut |s, kk| {
+                        s.unrolled("kk", bkv / 16, &mut |s, kk| {
                             s.unrolled("j", dv / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: ldsm(trans_v),
                                     args: vec![
                                         frag(&fv_pairs, vec![j.clone()]),
-                                        frag(&rows_v, vec![lane.clone(), j, kk.clone()]),
+                                        frag(&rows_v, vec![lane.clone(), j.clone(), kk.clone()]),
                                     ],
                                 });
-                                Ok(())
-                            })?;
-                            s.unrolled("j", dv / 8, &mut |s, j| {
-                                s.out.push(Stmt::Intrinsic {
-                                    op: Intrinsic::MmaM16n8k16,
-                                    args: vec![
-                                        frag(&acc_o, vec![j.clone()]),
-                                        frag(&p_a, vec![kk.clone()]),
-                                        frag(&fv, vec![j]),
-                                    ],
-                                });
+                                for half in 0..2 {
+                                    let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::MmaM16n8k16,
+                                        args: vec![
+                                            frag(&acc_o, vec![atom.clone()]),
+                                            frag(&p_a, vec![kk.clone()]),
+                                            frag(&fv, vec![atom]),
+                                        ],
+                                    });
+                                }
                                 Ok(())
                             })
                         })
@@ -569,6 +585,14 @@ impl Builder<'_, '_> {
                         let (outs, access_o) = (outs.clone(), pv.access_c.clone());
                         let coord = vec![gq.clone(), gd, bi.clone()];
                         s.if_(lt(gq, int(sq)), |s| {
+                            if viewed {
+                                s.out.push(Stmt::Store {
+                                    tensor: outs[0].clone(),
+                                    coord,
+                                    value: o,
+                                });
+                                return Ok(());
+                            }
                             s.coord = coord.clone();
                             s.epilogue_stores(o_mm, o, &access_o, roots, &outs, coord)
                         })?;
