@@ -140,3 +140,24 @@ fn heads_split_by_views_and_merged_back_in_the_store() {
         }",
     );
 }
+
+#[test]
+fn soft_capping_and_clamps_in_the_prologue() {
+    // Gemma-style soft-capping (tanh(s / c) * c) and a clamp from below, per score.
+    check(
+        "graph @capped(%q: tensor<1x2x77x64xf16>, %k: tensor<1x2x77x64xf16>, %v: tensor<1x2x77x64xf16>) -> tensor<1x2x77x64xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %c = constant {value = 0.125} : tensor<f16>
+          %ss = mul %s, %c
+          %cap = constant {value = 2.0} : tensor<f16>
+          %d = div %ss, %cap
+          %t = tanh %d
+          %sc = mul %t, %cap
+          %lo = constant {value = -1.0} : tensor<f16>
+          %cl = max %sc, %lo
+          %p = softmax %cl {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+    );
+}

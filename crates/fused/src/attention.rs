@@ -157,7 +157,10 @@ fn check(
     let (m2, p) = (m.output, m.softmax);
     let m1 = m.scores.unwrap_or(m2);
     if forced_at(m1) || forced_at(p) || forced_at(m2) {
-        return no("lowering stored a value of the chain");
+        return no(
+            "lowering stored a value of the chain (the template cannot be built for these \
+             layouts)",
+        );
     }
     for &y in &m.prologue {
         let ok =

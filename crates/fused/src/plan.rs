@@ -265,6 +265,11 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                     "it is an operand of the matmul %{}, whose every tile would recompute it",
                     names[*m]
                 ),
+                Why::Forced
+                    if g.insts[inst_of(v).unwrap_or(0)].op.category() == Category::Composite =>
+                {
+                    "lowering could not build the attention kernel that would read it".into()
+                }
                 Why::Forced => {
                     "its layout cannot be composed with its reader's access, so it is copied".into()
                 }

@@ -171,7 +171,8 @@ pub(crate) fn rebuild(m: &irc_fused::Module) -> R<(Graph, HashMap<ValueId, Strin
 }
 
 pub(crate) enum Retry {
-    /// The view with this name cannot be read through a layout: store it.
+    /// The view with this name cannot be read through a layout (or the attention kernel
+    /// reading the softmax with this name cannot be built): store it and plan again.
     Materialize(String),
     Fail(LowerError),
 }

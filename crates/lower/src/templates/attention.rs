@@ -161,11 +161,11 @@ impl Builder<'_, '_> {
         }
         let limit = irc_target::Target::default().max_shared_bytes as i64;
         if bytes.saturating_mul(2) > limit {
-            return Err(unsupported(format!(
-                "its Q, K and V tiles need {} bytes of shared memory (K is not head-dim-contiguous \
-                 like Q); at most {limit}",
-                bytes * 2
-            )));
+            // Too much shared memory for these layouts: plan again with the probabilities stored
+            // (policy rule 8 then declines the chain, and the unfused kernels run).
+            return Err(Retry::Materialize(
+                self.l.names[ops.softmax.result.index()].clone(),
+            ));
         }
         // ldmatrix row starts (see `ldmatrix_x4_rows`) extended with the atom/k-step/warp modes.
         let lanes = |b: bool, trans: bool, r: i64, k: i64| -> R<Layout> {
