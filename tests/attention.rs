@@ -9,7 +9,8 @@ mod emulate;
 use irc_interp::{compare, random::random_tensor, tensor::Data, tensor::Tensor};
 use std::collections::HashMap;
 
-fn check(src: &str) {
+/// Checks the graph's one attention kernel against the interpreter; returns the kernel IR text.
+fn check(src: &str) -> String {
     let m = irc_frontend::parse_module(src).expect("parses");
     let g = &m.graphs[0];
     let k = irc_lower::lower_graph(g, Default::default()).expect("lowers");
@@ -37,11 +38,17 @@ fn check(src: &str) {
     let c = compare::compare(&got, &reference[0]).unwrap();
     assert!(c.passed(), "@{}: {c:?}", g.name);
     eprintln!("@{}: rel err {:.2e}", g.name, c.rel_err);
+    irc_kir::print_module(&k)
+}
+
+/// Whether the kernel skips the key tiles past a causal diagonal (`if (%k0.. < (%q0.. + 64))`).
+fn skips_tiles(kir: &str) -> bool {
+    kir.lines().any(|l| l.trim().starts_with("if (%k0"))
 }
 
 #[test]
 fn odd_sizes_f16_d64() {
-    check(
+    let kir = check(
         "graph @odd(%q: tensor<1x2x100x64xf16>, %k: tensor<1x2x100x64xf16>, %v: tensor<1x2x100x64xf16>) -> tensor<1x2x100x64xf16> {
           %kt = transpose %k {perm = [0, 1, 3, 2]}
           %s = matmul %q, %kt
@@ -52,11 +59,12 @@ fn odd_sizes_f16_d64() {
           return %o
         }",
     );
+    assert!(!skips_tiles(&kir));
 }
 
 #[test]
 fn causal_bf16_d32() {
-    check(
+    let kir = check(
         "graph @causal(%q: tensor<1x2x100x32xbf16>, %k: tensor<1x2x100x32xbf16>, %v: tensor<1x2x100x32xbf16>) -> tensor<1x2x100x32xbf16> {
           %s = matmul %q, %k {transpose_b = true}
           %c = constant {value = 0.17677669529663687} : tensor<bf16>
@@ -71,6 +79,7 @@ fn causal_bf16_d32() {
           return %o
         }",
     );
+    assert!(skips_tiles(&kir));
 }
 
 #[test]
@@ -160,4 +169,28 @@ fn soft_capping_and_clamps_in_the_prologue() {
           return %o
         }",
     );
+}
+
+#[test]
+fn causal_f16_whole_tiles() {
+    let kir =
+    // 128 queries and keys: no tile passes the end (no guards), the causal mask skips the
+    // second key tile of the first query tile; the mask is written the other way round
+    // (`select(col > row, -inf, s)`).
+    check(
+        "graph @causal128(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf16>, %v: tensor<1x2x128x64xf16>) -> tensor<1x2x128x64xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %row = iota {axis = 2} : tensor<1x2x128x128xi64>
+          %col = iota {axis = -1} : tensor<1x2x128x128xi64>
+          %masked = gt %col, %row
+          %ninf = constant {value = -inf} : tensor<f16>
+          %m = select %masked, %ninf, %s
+          %c = constant {value = 0.125} : tensor<f16>
+          %ms = mul %m, %c
+          %p = softmax %ms {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+    );
+    assert!(skips_tiles(&kir));
 }

@@ -388,38 +388,51 @@ impl Builder<'_, '_> {
                                     Ty::Idx,
                                     add(add(k0.clone(), int(8 * j)), col.clone()),
                                 );
-                                let xv = s.fresh("x");
-                                s.out.push(Stmt::Var {
-                                    var: xv.clone(),
-                                    ty: Ty::Elem(DType::F32),
-                                    init: f32v(f64::NEG_INFINITY),
-                                });
-                                let inside = Expr::idx(
-                                    IdxOp::And,
-                                    lt(gq.clone(), int(sq)),
-                                    lt(gk.clone(), int(sk)),
-                                );
-                                let acc_s2 = acc_s.clone();
+                                // The score through the prologue at (gq, gk), as f32.
                                 let access_s = qk.access_c.clone();
-                                let xv2 = xv.clone();
-                                s.if_(inside, |s| {
-                                    s.coord = vec![gq, gk, bi.clone()];
-                                    let score =
-                                        cast_to(s_dt, DType::F32, Expr::load(&acc_s2, at.clone()));
+                                let score =
+                                    cast_to(s_dt, DType::F32, Expr::load(&acc_s, at.clone()));
+                                let coord = vec![gq.clone(), gk.clone(), bi.clone()];
+                                let prologue = |s: &mut Self| -> R<Expr> {
+                                    s.coord = coord;
                                     s.overrides.insert(s_mm, (access_s.clone(), score));
                                     let e = s.value_at(x_val, &access_s)?;
                                     s.overrides.remove(&s_mm);
-                                    let x_dt = s.ty(x_val).dtype;
-                                    s.out.push(Stmt::Assign {
-                                        var: xv2,
-                                        value: cast_to(DType::F32, x_dt, e),
-                                    });
-                                    Ok(())
-                                })?;
+                                    Ok(cast_to(DType::F32, s.ty(x_val).dtype, e))
+                                };
+                                // Guards only where a tile can pass the end of the sequence.
+                                let guard = match (sq % BQ == 0, sk % bkv == 0) {
+                                    (true, true) => None,
+                                    (false, true) => Some(lt(gq, int(sq))),
+                                    (true, false) => Some(lt(gk, int(sk))),
+                                    (false, false) => Some(Expr::idx(
+                                        IdxOp::And,
+                                        lt(gq, int(sq)),
+                                        lt(gk, int(sk)),
+                                    )),
+                                };
+                                let value = match guard {
+                                    None => prologue(s)?,
+                                    Some(inside) => {
+                                        let xv = s.fresh("x");
+                                        s.out.push(Stmt::Var {
+                                            var: xv.clone(),
+                                            ty: Ty::Elem(DType::F32),
+                                            init: f32v(f64::NEG_INFINITY),
+                                        });
+                                        let xv2 = xv.clone();
+                                        s.if_(inside, |s| {
+                                            let value = prologue(s)?;
+                                            s.out.push(Stmt::Assign { var: xv2, value });
+                                            Ok(())
+                                        })?;
+                                        Expr::var(&xv)
+                                    }
+                                };
                                 s.out.push(Stmt::Store {
                                     tensor: acc_s.clone(),
                                     coord: at,
-                                    value: Expr::var(&xv),
+                                    value,
                                 });
                             }
                         }
@@ -584,7 +597,7 @@ impl Builder<'_, '_> {
                         let o = Expr::cast(dt, o);
                         let (outs, access_o) = (outs.clone(), pv.access_c.clone());
                         let coord = vec![gq.clone(), gd, bi.clone()];
-                        s.if_(lt(gq, int(sq)), |s| {
+                        let store = |s: &mut Self| -> R<()> {
                             if viewed {
                                 s.out.push(Stmt::Store {
                                     tensor: outs[0].clone(),
@@ -595,7 +608,13 @@ impl Builder<'_, '_> {
                             }
                             s.coord = coord.clone();
                             s.epilogue_stores(o_mm, o, &access_o, roots, &outs, coord)
-                        })?;
+                        };
+                        // Rows past the end only where the query tiles pass it.
+                        if sq % BQ == 0 {
+                            store(s)?;
+                        } else {
+                            s.if_(lt(gq, int(sq)), store)?;
+                        }
                     }
                 }
                 Ok(())
