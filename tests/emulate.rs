@@ -537,6 +537,7 @@ fn call(f: Func, a: &[f64]) -> f64 {
         Func::Div => a[0] / a[1],
         Func::Max => reduce(ReduceOp::Max, a),
         Func::Min => reduce(ReduceOp::Min, a),
+        Func::MaxNum => a[0].max(a[1]),
         Func::Pow => a[0].powf(a[1]),
         Func::Eq => b(a[0] == a[1]),
         Func::Ne => b(a[0] != a[1]),

@@ -151,6 +151,8 @@ __device__ __forceinline__ long long irc_relu(long long x) { return x > 0 ? x : 
 __device__ __forceinline__ float irc_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double irc_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float irc_exp(float x) { return expf(x); }
+__device__ __forceinline__ float irc_maxnum(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double irc_maxnum(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ double irc_exp(double x) { return exp(x); }
 __device__ __forceinline__ float irc_log(float x) { return logf(x); }
 __device__ __forceinline__ double irc_log(double x) { return log(x); }

@@ -405,6 +405,9 @@ pub enum Func {
     Div,
     Max,
     Min,
+    /// IEEE maxNum: the larger value, a NaN operand ignored (PTX `max.f32`); floats only. For
+    /// reductions whose NaNs reach the result another way (an online softmax's row max).
+    MaxNum,
     Pow,
     Erf,
     /// Comparisons, giving `i1`: IEEE on floats (false with a NaN operand, except `ne`).
@@ -423,7 +426,7 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 28] = [
+    pub const NAMED: [Func; 29] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -442,6 +445,7 @@ impl Func {
         Func::Div,
         Func::Max,
         Func::Min,
+        Func::MaxNum,
         Func::Pow,
         Func::Erf,
         Func::Eq,
@@ -474,6 +478,7 @@ impl Func {
             Func::Div => "div",
             Func::Max => "max",
             Func::Min => "min",
+            Func::MaxNum => "maxnum",
             Func::Pow => "pow",
             Func::Erf => "erf",
             Func::Eq => "eq",
@@ -497,7 +502,14 @@ impl Func {
 
     pub fn arity(self) -> usize {
         match self {
-            Func::Add | Func::Sub | Func::Mul | Func::Div | Func::Max | Func::Min | Func::Pow => 2,
+            Func::Add
+            | Func::Sub
+            | Func::Mul
+            | Func::Div
+            | Func::Max
+            | Func::Min
+            | Func::MaxNum
+            | Func::Pow => 2,
             f if f.is_compare() => 2,
             Func::Select => 3,
             _ => 1,

@@ -445,7 +445,7 @@ impl Builder<'_, '_> {
                             for j in 0..bkv / 8 {
                                 for val in [2 * h, 2 * h + 1] {
                                     if (j, val) != (0, 2 * h) {
-                                        mx = call(Func::Max, vec![mx, sval(val, j)]);
+                                        mx = call(Func::MaxNum, vec![mx, sval(val, j)]);
                                     }
                                 }
                             }
