@@ -400,47 +400,6 @@ impl<'g> Lowering<'g> {
         Ok(self.module)
     }
 
-    /// The statements of an attention group, and whether its prologue is a causal mask.
-    fn attention_ops(
-        &self,
-        grp: &irc_fused::Group,
-        att: irc_fused::AttentionStmts,
-    ) -> R<crate::templates::AttentionOps<'g>> {
-        let inst_of = |k: usize| -> R<&'g Inst> {
-            let irc_fused::Stmt::Op(o) = &grp.stmts[k] else {
-                return Err(Retry::Fail(LowerError::Internal("attention anchor".into())));
-            };
-            let v = self.names.iter().position(|n| *n == o.value).unwrap_or(0);
-            match self.g.values[v].def {
-                ValueDef::Inst(i) => Ok(&self.g.insts[i]),
-                ValueDef::Param(_) => {
-                    Err(Retry::Fail(LowerError::Internal("attention anchor".into())))
-                }
-            }
-        };
-        let (scores, softmax, output) = (
-            inst_of(att.scores)?,
-            inst_of(att.softmax)?,
-            inst_of(att.output)?,
-        );
-        let dag = irc_fused::GraphDag::new(self.g);
-        let x = softmax.operands[0].index();
-        let m = irc_fused::AttentionMatch {
-            output: output.result.index(),
-            softmax: softmax.result.index(),
-            scores: Some(scores.result.index()),
-            prologue: irc_fused::attention::path(&dag, x, scores.result.index()),
-            declined: None,
-            declined_at: None,
-        };
-        Ok(crate::templates::AttentionOps {
-            scores,
-            softmax,
-            output,
-            causal: irc_fused::attention::causal(&dag, &m),
-        })
-    }
-
     pub(crate) fn origin(&self, inst: &Inst) -> kir::Origin {
         let names = &self.names;
         let operands: Vec<String> = inst

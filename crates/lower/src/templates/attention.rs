@@ -29,7 +29,7 @@
 use super::matmul_mma::{TileLoad, ldmatrix_x4_rows};
 use crate::LowerError;
 use crate::lower::*;
-use irc_ir::{DType, Inst, ValueId};
+use irc_ir::{DType, Inst, ValueDef, ValueId};
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
 use irc_layout::{Layout, coalesce, composition, mma_m16n8k16_c};
 
@@ -57,6 +57,49 @@ fn unsupported(reason: String) -> Retry {
         op: "attention".into(),
         reason,
     })
+}
+
+impl<'g> Lowering<'g> {
+    /// The statements of an attention group, and whether its prologue is a causal mask.
+    pub(crate) fn attention_ops(
+        &self,
+        grp: &irc_fused::Group,
+        att: irc_fused::AttentionStmts,
+    ) -> R<crate::templates::AttentionOps<'g>> {
+        let inst_of = |k: usize| -> R<&'g Inst> {
+            let irc_fused::Stmt::Op(o) = &grp.stmts[k] else {
+                return Err(Retry::Fail(LowerError::Internal("attention anchor".into())));
+            };
+            let v = self.names.iter().position(|n| *n == o.value).unwrap_or(0);
+            match self.g.values[v].def {
+                ValueDef::Inst(i) => Ok(&self.g.insts[i]),
+                ValueDef::Param(_) => {
+                    Err(Retry::Fail(LowerError::Internal("attention anchor".into())))
+                }
+            }
+        };
+        let (scores, softmax, output) = (
+            inst_of(att.scores)?,
+            inst_of(att.softmax)?,
+            inst_of(att.output)?,
+        );
+        let dag = irc_fused::GraphDag::new(self.g);
+        let x = softmax.operands[0].index();
+        let m = irc_fused::AttentionMatch {
+            output: output.result.index(),
+            softmax: softmax.result.index(),
+            scores: Some(scores.result.index()),
+            prologue: irc_fused::attention::path(&dag, x, scores.result.index()),
+            declined: None,
+            declined_at: None,
+        };
+        Ok(crate::templates::AttentionOps {
+            scores,
+            softmax,
+            output,
+            causal: irc_fused::attention::causal(&dag, &m),
+        })
+    }
 }
 
 impl Builder<'_, '_> {
