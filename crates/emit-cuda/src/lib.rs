@@ -151,6 +151,8 @@ __device__ __forceinline__ long long irc_relu(long long x) { return x > 0 ? x : 
 __device__ __forceinline__ float irc_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double irc_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float irc_exp(float x) { return expf(x); }
+__device__ __forceinline__ float irc_maxnum(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double irc_maxnum(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ double irc_exp(double x) { return exp(x); }
 __device__ __forceinline__ float irc_log(float x) { return logf(x); }
 __device__ __forceinline__ double irc_log(double x) { return log(x); }
@@ -200,6 +202,11 @@ struct irc_max_op { template <typename T> __device__ __forceinline__ T operator(
 struct irc_min_op { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return irc_min(a, b); } };
 template <typename T, typename F> __device__ __forceinline__ T irc_warp_reduce(T v, F f) {
   for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// The same over each group of W consecutive lanes (W a power of two below 32).
+template <int W, typename T, typename F> __device__ __forceinline__ T irc_lanes_reduce(T v, F f) {
+  for (int o = W / 2; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 template <typename T, typename F> __device__ __forceinline__ T irc_block_reduce(T v, F f) {
@@ -500,16 +507,31 @@ impl KernelEmitter<'_> {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
             }
             Stmt::Intrinsic { op, args } => self.intrinsic(*op, args, &pad),
-            Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
+            Stmt::BlockReduce { var, ty, op, value } => {
                 let v = self.expr(value);
-                let scope = if matches!(s, Stmt::WarpReduce { .. }) {
-                    "warp"
+                let _ = writeln!(
+                    self.out,
+                    "{pad}const {} v_{var} = irc_block_reduce({v}, irc_{}_op());",
+                    self.ty(*ty),
+                    op.name()
+                );
+            }
+            Stmt::WarpReduce {
+                var,
+                ty,
+                op,
+                width,
+                value,
+            } => {
+                let v = self.expr(value);
+                let f = if *width == 32 {
+                    "irc_warp_reduce".to_string()
                 } else {
-                    "block"
+                    format!("irc_lanes_reduce<{width}>")
                 };
                 let _ = writeln!(
                     self.out,
-                    "{pad}const {} v_{var} = irc_{scope}_reduce({v}, irc_{}_op());",
+                    "{pad}const {} v_{var} = {f}({v}, irc_{}_op());",
                     self.ty(*ty),
                     op.name()
                 );

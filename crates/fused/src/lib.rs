@@ -40,6 +40,7 @@
 //! e-graph cost model calls too, so the kernels the cost model prices are the kernels lowering
 //! builds. [`verify_module`] checks the invariants listed in its module doc.
 
+pub mod attention;
 pub mod evt;
 mod parse;
 pub mod plan;
@@ -49,7 +50,8 @@ mod verify;
 
 pub use evt::{Broadcast, Evt, EvtNode, Role};
 pub use parse::{ParseError, parse_module};
-pub use plan::{Remark, SourceInfo, plan_graph};
+pub use plan::{GraphDag, Remark, SourceInfo, plan_graph};
+pub use policy::AttentionMatch;
 pub use print::{print_module, print_with_remarks};
 pub use verify::{VerifyError, verify_module};
 
@@ -145,6 +147,10 @@ pub enum Anchor {
     Row,
     /// A `matmul`, with its prologue and epilogue.
     Matmul,
+    /// `matmul(softmax(prologue(matmul(Q, Kᵀ))), V)`: three anchors in one group, the scores
+    /// and probabilities kept in registers tile by tile (flash attention). Derived from the
+    /// group's ops ([`Group::attention`]).
+    Attention,
 }
 
 impl Anchor {
@@ -154,6 +160,7 @@ impl Anchor {
             Anchor::Reduction => "reduction",
             Anchor::Row => "row",
             Anchor::Matmul => "matmul",
+            Anchor::Attention => "attention",
         }
     }
 
@@ -163,6 +170,7 @@ impl Anchor {
             Anchor::Reduction,
             Anchor::Row,
             Anchor::Matmul,
+            Anchor::Attention,
         ]
         .into_iter()
         .find(|a| a.name() == s)
@@ -179,9 +187,24 @@ impl Anchor {
     }
 }
 
+/// The three anchors of an attention group, as statement indices.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AttentionStmts {
+    /// `matmul(Q, Kᵀ)`: the scores.
+    pub scores: usize,
+    /// The `softmax` over the key axis of the scores after their prologue.
+    pub softmax: usize,
+    /// `matmul(P, V)`: the output.
+    pub output: usize,
+}
+
 impl Group {
-    /// The index of the anchor statement, if the group has one.
+    /// The index of the anchor statement, if the group has one (an attention group's is its
+    /// output matmul).
     pub fn anchor_index(&self) -> Option<usize> {
+        if let Some(a) = self.attention() {
+            return Some(a.output);
+        }
         self.stmts
             .iter()
             .position(|s| matches!(s, Stmt::Op(o) if Anchor::of(o.op).is_some()))
@@ -189,9 +212,61 @@ impl Group {
 
     /// What the group is built around.
     pub fn anchor(&self) -> Anchor {
+        if self.attention().is_some() {
+            return Anchor::Attention;
+        }
         match self.anchor_index().map(|i| &self.stmts[i]) {
             Some(Stmt::Op(o)) => Anchor::of(o.op).unwrap_or(Anchor::Pointwise),
             _ => Anchor::Pointwise,
+        }
+    }
+
+    /// The anchors of an attention group: exactly three anchor statements, a matmul, a
+    /// `softmax` over the last axis and a matmul whose first operand is that softmax, the
+    /// softmax's operand computed from the first matmul (through elementwise statements).
+    pub fn attention(&self) -> Option<AttentionStmts> {
+        let anchors: Vec<usize> = (0..self.stmts.len())
+            .filter(|&i| matches!(&self.stmts[i], Stmt::Op(o) if Anchor::of(o.op).is_some()))
+            .collect();
+        let op = |i: usize| match &self.stmts[i] {
+            Stmt::Op(o) => Some(o),
+            _ => None,
+        };
+        let [s, p, o] = anchors[..] else {
+            return None;
+        };
+        let (so, po, oo) = (op(s)?, op(p)?, op(o)?);
+        let last_axis = po
+            .attrs
+            .get("axis")
+            .and_then(irc_ir::Attr::as_int)
+            .is_some_and(|a| a == -1 || a == po.ty.rank() as i64 - 1);
+        let ok = so.op == OpKind::Matmul
+            && po.op == OpKind::Softmax
+            && last_axis
+            && oo.op == OpKind::Matmul
+            && oo.operands.first() == Some(&po.value)
+            && self.depends(p, &so.value);
+        ok.then_some(AttentionStmts {
+            scores: s,
+            softmax: p,
+            output: o,
+        })
+    }
+
+    /// Whether statement `i` reads `value`, directly or through earlier statements.
+    fn depends(&self, i: usize, value: &str) -> bool {
+        let mut want = vec![value];
+        for s in &self.stmts[..=i] {
+            if let Stmt::Op(o) = s
+                && o.operands.iter().any(|a| want.contains(&a.as_str()))
+            {
+                want.push(&o.value);
+            }
+        }
+        match &self.stmts[i] {
+            Stmt::Op(o) => want.contains(&o.value.as_str()),
+            _ => false,
         }
     }
 

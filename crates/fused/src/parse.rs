@@ -299,7 +299,7 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
             let anchor = c.word();
             if crate::Anchor::from_name(anchor).is_none() {
                 return c.err(format!(
-                    "expected pointwise, reduction, row or matmul, found `{anchor}`"
+                    "expected pointwise, reduction, row, matmul or attention, found `{anchor}`"
                 ));
             }
             c.expect("{")?;

@@ -28,28 +28,32 @@ pub struct Remark {
 }
 
 /// A [`Graph`] seen as a policy DAG: node `i` is value `i`.
-struct GraphDag<'g> {
+pub struct GraphDag<'g> {
     g: &'g Graph,
     operands: Vec<Vec<usize>>,
     kinds: Vec<NodeKind>,
+    insts: Vec<Option<usize>>,
     results: Vec<usize>,
 }
 
 impl<'g> GraphDag<'g> {
-    fn new(g: &'g Graph) -> Self {
+    pub fn new(g: &'g Graph) -> Self {
         let n = g.values.len();
         let mut operands = vec![vec![]; n];
         let mut kinds = vec![NodeKind::Param; n];
-        for inst in &g.insts {
+        let mut insts = vec![None; n];
+        for (i, inst) in g.insts.iter().enumerate() {
             let r = inst.result.index();
             operands[r] = inst.operands.iter().map(|o| o.index()).collect();
             kinds[r] = NodeKind::of(inst.op, &inst.attrs);
+            insts[r] = Some(i);
         }
         let results = g.results.iter().map(|r| r.index()).collect();
         GraphDag {
             g,
             operands,
             kinds,
+            insts,
             results,
         }
     }
@@ -70,6 +74,15 @@ impl Dag for GraphDag<'_> {
     }
     fn results(&self) -> &[usize] {
         &self.results
+    }
+    fn dtype(&self, i: usize) -> Option<irc_ir::DType> {
+        Some(self.g.values[i].ty.dtype)
+    }
+    fn attr(&self, i: usize, name: &str) -> Option<Attr> {
+        self.g.insts[self.insts[i]?].attrs.get(name).cloned()
+    }
+    fn op(&self, i: usize) -> Option<irc_ir::OpKind> {
+        Some(self.g.insts[self.insts[i]?].op)
     }
 }
 
@@ -93,7 +106,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
     for v in forced {
         forced_at[v.index()] = true;
     }
-    let home = policy::decide(&dag, &forced_at);
+    let (home, attention) = policy::decide_explained(&dag, &forced_at);
     let names = value_names(g);
     let module_name = sanitize(&g.name);
 
@@ -162,10 +175,17 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         let Some(lead_inst) = inst_of(leader) else {
             continue;
         };
+        let att = attention
+            .iter()
+            .find(|a| a.output == leader && a.declined.is_none());
         let name = format!(
             "{module_name}_k{}_{}",
             groups.len(),
-            g.insts[lead_inst].op.name()
+            if att.is_some() {
+                "attention"
+            } else {
+                g.insts[lead_inst].op.name()
+            }
         );
         // The ops computed in this kernel: everything reached from its stores through values
         // that are not in memory (or are stored by this kernel).
@@ -203,7 +223,11 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         for &j in &members {
             let x = &g.insts[j];
             let v = x.result.index();
-            if v != leader && !stores.contains(&v) && !matches!(x.op.category(), Category::Constant)
+            let in_attention = matches!(home[v], Home::Attention { .. });
+            if v != leader
+                && !stores.contains(&v)
+                && !in_attention
+                && !matches!(x.op.category(), Category::Constant)
             {
                 fused.push(format!("%{} ({})", names[v], x.op.name()));
             }
@@ -241,6 +265,11 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                     "it is an operand of the matmul %{}, whose every tile would recompute it",
                     names[*m]
                 ),
+                Why::Forced
+                    if g.insts[inst_of(v).unwrap_or(0)].op.category() == Category::Composite =>
+                {
+                    "lowering could not build the attention kernel that would read it".into()
+                }
                 Why::Forced => {
                     "its layout cannot be composed with its reader's access, so it is copied".into()
                 }
@@ -255,7 +284,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         }
         if home[leader] == Home::Epilogue {
             let op = g.insts[lead_inst].op;
-            let text = if op.category() == Category::Matmul {
+            let text = if op.category() == Category::Matmul && att.is_none() {
                 format!(
                     "the matmul %{} is not stored: only its epilogue reads it",
                     names[leader]
@@ -273,6 +302,12 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
             remarks.push(Remark {
                 group: name.clone(),
                 text,
+            });
+        }
+        for a in attention.iter().filter(|a| a.output == leader) {
+            remarks.push(Remark {
+                group: name.clone(),
+                text: attention_remark(&dag, a, &names),
             });
         }
         if !fused.is_empty() {
@@ -313,6 +348,48 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         }
     }
     (module, remarks)
+}
+
+/// What rule 8 did with an attention chain, for `--explain`.
+fn attention_remark(dag: &GraphDag<'_>, a: &policy::AttentionMatch, names: &[String]) -> String {
+    let name = |v: usize| format!("%{}", names[v]);
+    let op = |v: usize| dag.op(v).map_or("param", |o| o.name());
+    let scores = a.scores.map_or("?".to_string(), name);
+    match &a.declined {
+        None => {
+            let prologue: Vec<String> = a
+                .prologue
+                .iter()
+                .map(|&v| format!("{} ({})", name(v), op(v)))
+                .collect();
+            let prologue = if prologue.is_empty() {
+                "none".to_string()
+            } else {
+                prologue.join(", ")
+            };
+            let causal = if crate::attention::causal(dag, a) {
+                "; causal: key tiles past the diagonal are skipped"
+            } else {
+                ""
+            };
+            format!(
+                "attention: scores {scores} (matmul), prologue {prologue}, softmax {}, output {} \
+                 in one kernel; the scores and probabilities stay in registers{causal}",
+                name(a.softmax),
+                name(a.output)
+            )
+        }
+        Some(why) => {
+            let at = a
+                .declined_at
+                .map_or(String::new(), |v| format!(" ({})", name(v)));
+            format!(
+                "not fused as attention (scores {scores}, softmax {}, output {}): {why}{at}",
+                name(a.softmax),
+                name(a.output)
+            )
+        }
+    }
 }
 
 /// The 1-based line and column (in characters) of a span's start.

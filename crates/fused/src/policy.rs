@@ -25,12 +25,19 @@
 //!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
 //! 7. A view is read through a layout; a view that cannot be composed with its reader's access
 //!    is *forced* into memory by lowering (the caller passes it in `forced`).
+//! 8. **Attention** (applied after rule 5, before rule 6): `matmul(softmax(prologue(matmul(Q,
+//!    Kᵀ))), V)` with the softmax over the last axis is one kernel, the output matmul's: the
+//!    scores, their elementwise prologue and the softmax are computed in its registers
+//!    ([`Home::Attention`]) — when the prologue can be recomputed per tile, the type is f16 or
+//!    bf16 and the head dims are 32, 64 or 128 ([`crate::attention`] says each reason it
+//!    declines). A result view of the output (rule 2's chain) is stored by that kernel.
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
 
+pub use crate::attention::AttentionMatch;
 use irc_ir::infer::flatten_value;
-use irc_ir::{Attr, Attrs, OpKind, ops::Category};
+use irc_ir::{Attr, Attrs, DType, OpKind, ops::Category};
 
 /// What a node is, for fusion.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -101,6 +108,12 @@ pub trait Dag {
     fn shape(&self, i: usize) -> &[u64];
     /// The graph's results (a node may appear more than once).
     fn results(&self) -> &[usize];
+    /// The element type of node `i`, if known.
+    fn dtype(&self, i: usize) -> Option<DType>;
+    /// An attribute of node `i`'s statement.
+    fn attr(&self, i: usize, name: &str) -> Option<Attr>;
+    /// The op of node `i` (`None` for a parameter).
+    fn op(&self, i: usize) -> Option<OpKind>;
 }
 
 /// Why a value is stored.
@@ -136,6 +149,9 @@ pub enum Home {
     /// computed from it (a matmul's epilogue, or the result view of a reduction or row
     /// composite, rule 2).
     Epilogue,
+    /// The scores, their prologue or the softmax of an attention chain (rule 8): computed tile
+    /// by tile in the registers of the kernel led by `kernel` (the output matmul), never stored.
+    Attention { kernel: usize },
 }
 
 impl Home {
@@ -222,6 +238,7 @@ fn viewed_anchor(
     uses: &[usize],
     is_result: &[bool],
     forced_at: &impl Fn(usize) -> bool,
+    anchor_ok: &impl Fn(usize, OpKind) -> bool,
 ) -> Option<usize> {
     let numel = |i: usize| d.shape(i).iter().product::<u64>();
     if d.kind(r) != NodeKind::View || forced_at(r) {
@@ -234,9 +251,7 @@ fn viewed_anchor(
         }
         match d.kind(v) {
             NodeKind::View => v = *d.operands(v).first()?,
-            NodeKind::Anchor(op)
-                if matches!(op.category(), Category::Reduction | Category::Composite) =>
-            {
+            NodeKind::Anchor(op) if anchor_ok(v, op) => {
                 return Some(v);
             }
             _ => return None,
@@ -246,6 +261,11 @@ fn viewed_anchor(
 
 /// Decides the home of every node; `forced[i]` marks views lowering must store (rule 7).
 pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
+    decide_explained(d, forced).0
+}
+
+/// [`decide`], with every attention chain rule 8 looked at (accepted or declined).
+pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<AttentionMatch>) {
     let n = d.len();
     // Readers by distinct statements (`mul %x, %x` reads %x once) and by results.
     let mut uses = vec![0usize; n];
@@ -279,8 +299,10 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
         })
         .collect();
     // Rule 2: a result view of a reduction or row composite is stored by the anchor's kernel.
+    let reduction_or_row =
+        |_: usize, op: OpKind| matches!(op.category(), Category::Reduction | Category::Composite);
     for &r in d.results() {
-        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at) {
+        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at, &reduction_or_row) {
             home[r] = stored(Why::Result, a);
             home[a] = Home::Epilogue;
         }
@@ -304,6 +326,30 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             }
         }
     }
+    // Rule 8: attention chains, computed in registers by their output matmul's kernel.
+    let attention = crate::attention::find(d, &home, &uses, &is_result, &forced_at);
+    let mut claimed = vec![false; n];
+    for a in attention.iter().filter(|a| a.declined.is_none()) {
+        let kernel = a.output;
+        for &x in a.scores.iter().chain(&a.prologue).chain([&a.softmax]) {
+            home[x] = Home::Attention { kernel };
+            claimed[x] = true;
+        }
+    }
+    // Rule 2 for attention: a result view of an attention output (the heads merged back,
+    // `[B, S, H·D]`) is stored by the attention kernel through the inverse of its layout.
+    let attention_output = |v: usize, op: OpKind| {
+        op == OpKind::Matmul
+            && attention
+                .iter()
+                .any(|a| a.output == v && a.declined.is_none())
+    };
+    for &r in d.results() {
+        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at, &attention_output) {
+            home[r] = stored(Why::Result, a);
+            home[a] = Home::Epilogue;
+        }
+    }
     // Rule 6: epilogues.
     let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
     for i in 0..n {
@@ -313,7 +359,6 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             }
         }
     }
-    let mut claimed = vec![false; n];
     // Stamps (the matmul's index) instead of fresh vectors: rule 6 stays linear in what each
     // closure touches, not in the graph per matmul.
     let mut member = vec![usize::MAX; n];
@@ -321,7 +366,7 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
     let mut walk = 0usize;
     let mut stack = vec![];
     for m in 0..n {
-        if d.kind(m) != NodeKind::Anchor(OpKind::Matmul) || forced_at(m) {
+        if d.kind(m) != NodeKind::Anchor(OpKind::Matmul) || forced_at(m) || claimed[m] {
             continue;
         }
         member[m] = m;
@@ -376,7 +421,7 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
             };
         }
     }
-    home
+    (home, attention)
 }
 
 /// Whether `o` depends on `m`, by a walk back from `o` that stops below `m` (operands precede

@@ -282,12 +282,16 @@ pub enum Stmt {
         op: ReduceOp,
         value: Expr,
     },
-    /// `%v : ty = warp_reduce.OP expr`: as `block_reduce`, over the 32 threads of a warp;
-    /// every thread of the warp must reach it.
+    /// `%v : ty = warp_reduce.OP[.W] expr`: as `block_reduce`, over each group of `width`
+    /// consecutive lanes of a warp (a butterfly of `__shfl_xor` over offsets `width/2 .. 1`;
+    /// `width` is a power of two from 2 to 32, and 32, the whole warp, is not written). Every
+    /// thread of the warp must reach it. An mma accumulator row lives in the 4 lanes of a quad:
+    /// its reductions are `warp_reduce.max.4`.
     WarpReduce {
         var: String,
         ty: Ty,
         op: ReduceOp,
+        width: u32,
         value: Expr,
     },
     /// `MNEMONIC args..`: a target instruction of the [`INTRINSICS`] table.
@@ -431,6 +435,9 @@ pub enum Func {
     Div,
     Max,
     Min,
+    /// IEEE maxNum: the larger value, a NaN operand ignored (PTX `max.f32`); floats only. For
+    /// reductions whose NaNs reach the result another way (an online softmax's row max).
+    MaxNum,
     Pow,
     Erf,
     /// Comparisons, giving `i1`: IEEE on floats (false with a NaN operand, except `ne`).
@@ -449,7 +456,7 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 28] = [
+    pub const NAMED: [Func; 29] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -468,6 +475,7 @@ impl Func {
         Func::Div,
         Func::Max,
         Func::Min,
+        Func::MaxNum,
         Func::Pow,
         Func::Erf,
         Func::Eq,
@@ -500,6 +508,7 @@ impl Func {
             Func::Div => "div",
             Func::Max => "max",
             Func::Min => "min",
+            Func::MaxNum => "maxnum",
             Func::Pow => "pow",
             Func::Erf => "erf",
             Func::Eq => "eq",
@@ -523,7 +532,14 @@ impl Func {
 
     pub fn arity(self) -> usize {
         match self {
-            Func::Add | Func::Sub | Func::Mul | Func::Div | Func::Max | Func::Min | Func::Pow => 2,
+            Func::Add
+            | Func::Sub
+            | Func::Mul
+            | Func::Div
+            | Func::Max
+            | Func::Min
+            | Func::MaxNum
+            | Func::Pow => 2,
             f if f.is_compare() => 2,
             Func::Select => 3,
             _ => 1,

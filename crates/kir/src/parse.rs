@@ -378,7 +378,19 @@ impl<'a> Parser<'a> {
                 .find(|p| c.rest().starts_with(p));
             if let Some(prefix) = scope {
                 c.pos += prefix.len();
-                let op = match c.word()?.as_str() {
+                let word = c.word()?;
+                let (name, width) = match word.split_once('.') {
+                    Some((n, w)) if prefix == "warp_reduce." => match w.parse::<u32>() {
+                        Ok(w) if w != 32 => (n, w),
+                        _ => {
+                            return Err(c.err(format!(
+                                "expected a lane-group width below 32 after `{n}.`, found `{w}`"
+                            )));
+                        }
+                    },
+                    _ => (word.as_str(), 32),
+                };
+                let op = match name {
                     "sum" => ReduceOp::Sum,
                     "max" => ReduceOp::Max,
                     "min" => ReduceOp::Min,
@@ -387,7 +399,13 @@ impl<'a> Parser<'a> {
                 let value = c.expr()?;
                 c.end()?;
                 return Ok(if prefix == "warp_reduce." {
-                    Stmt::WarpReduce { var, ty, op, value }
+                    Stmt::WarpReduce {
+                        var,
+                        ty,
+                        op,
+                        width,
+                        value,
+                    }
                 } else {
                     Stmt::BlockReduce { var, ty, op, value }
                 });

@@ -180,15 +180,30 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
                 let _ = writeln!(out, "{pad}{} {}", op.name(), args.join(", "));
             }
         }
-        Stmt::BlockReduce { var, ty, op, value } | Stmt::WarpReduce { var, ty, op, value } => {
-            let scope = if matches!(s, Stmt::WarpReduce { .. }) {
-                "warp"
+        Stmt::BlockReduce { var, ty, op, value } => {
+            let _ = writeln!(
+                out,
+                "{pad}%{var} : {} = block_reduce.{} {}",
+                ty.name(),
+                op.name(),
+                expr(value)
+            );
+        }
+        Stmt::WarpReduce {
+            var,
+            ty,
+            op,
+            width,
+            value,
+        } => {
+            let w = if *width == 32 {
+                String::new()
             } else {
-                "block"
+                format!(".{width}")
             };
             let _ = writeln!(
                 out,
-                "{pad}%{var} : {} = {scope}_reduce.{} {}",
+                "{pad}%{var} : {} = warp_reduce.{}{w} {}",
                 ty.name(),
                 op.name(),
                 expr(value)

@@ -557,6 +557,13 @@ impl<'k> Checker<'k> {
                         "block_reduce of %{var} needs f32, f64, i32 or i64 matching its type"
                     ));
                 }
+                if let Stmt::WarpReduce { width, .. } = s
+                    && !(width.is_power_of_two() && (2..=32).contains(width))
+                {
+                    return Err(format!(
+                        "warp_reduce of %{var}: the lane group is a power of two from 2 to 32, not {width}"
+                    ));
+                }
                 self.define(var, *ty, VarKind::Let)
             }
         }

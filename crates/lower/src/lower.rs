@@ -174,7 +174,8 @@ pub(crate) fn rebuild(m: &irc_fused::Module) -> R<(Graph, HashMap<ValueId, Strin
 }
 
 pub(crate) enum Retry {
-    /// The view with this name cannot be read through a layout: store it.
+    /// The view with this name cannot be read through a layout (or the attention kernel
+    /// reading the softmax with this name cannot be built): store it and plan again.
     Materialize(String),
     Fail(LowerError),
 }
@@ -367,19 +368,24 @@ impl<'g> Lowering<'g> {
             };
             let mut b = Builder::new(&self, grp.name.clone(), i);
             b.roots = roots.clone();
-            match inst.op.category() {
-                Category::Matmul => b.matmul(inst, &roots)?,
-                Category::Reduction => {
-                    single("reduction")?;
-                    b.reduction(inst)?
-                }
-                Category::Composite => {
-                    single("row")?;
-                    b.composite(inst)?
-                }
-                _ => {
-                    single("pointwise")?;
-                    b.elementwise(roots[0])?
+            if let Some(att) = grp.attention() {
+                let ops = self.attention_ops(grp, att)?;
+                b.attention(&ops, &roots)?;
+            } else {
+                match inst.op.category() {
+                    Category::Matmul => b.matmul(inst, &roots)?,
+                    Category::Reduction => {
+                        single("reduction")?;
+                        b.reduction(inst)?
+                    }
+                    Category::Composite => {
+                        single("row")?;
+                        b.composite(inst)?
+                    }
+                    _ => {
+                        single("pointwise")?;
+                        b.elementwise(roots[0])?
+                    }
                 }
             }
             let mut temps = std::mem::take(&mut b.temps);

@@ -97,6 +97,18 @@ impl policy::Dag for PolicyDag<'_> {
     fn results(&self) -> &[usize] {
         &self.d.results
     }
+    fn dtype(&self, i: usize) -> Option<DType> {
+        self.d.nodes[i].ty.as_ref().map(|t| t.dtype)
+    }
+    fn attr(&self, i: usize, name: &str) -> Option<irc_ir::Attr> {
+        self.d.nodes[i].node.attr(name)
+    }
+    fn op(&self, i: usize) -> Option<OpKind> {
+        match self.d.nodes[i].node.head {
+            Head::Op(op) => Some(op),
+            Head::Param(_) => None,
+        }
+    }
 }
 
 /// Where each statement's value lives (see the module doc); `None` when a node is ill-typed.

@@ -411,12 +411,18 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     other => self.hopper(*other, args)?,
                 }
             }
-            Stmt::WarpReduce { var, ty, op, value } => {
+            Stmt::WarpReduce {
+                var,
+                ty,
+                op,
+                width,
+                value,
+            } => {
                 let (v, _) = self.expr(value)?;
                 let Ty::Elem(d) = *ty else {
                     return Err(self.unsupported("warp_reduce of an index"));
                 };
-                let r = self.warp_reduce(v, d, *op)?;
+                let r = self.warp_reduce(v, d, *op, *width)?;
                 self.vars.insert(var.clone(), Binding::Value(r, *ty));
             }
             Stmt::Sync => self.barrier()?,
@@ -532,10 +538,20 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         self.push0(Ok(op), "scf.if")
     }
 
-    /// The CUDA prelude's `irc_warp_reduce`: the butterfly over the warp's 32 lanes.
-    pub(super) fn warp_reduce(&mut self, v: MlirValue, d: DType, op: ReduceOp) -> R<MlirValue> {
+    /// The CUDA prelude's `irc_warp_reduce` (`width` 32) and `irc_lanes_reduce<width>`: the
+    /// butterfly over each group of `width` consecutive lanes.
+    pub(super) fn warp_reduce(
+        &mut self,
+        v: MlirValue,
+        d: DType,
+        op: ReduceOp,
+        width: u32,
+    ) -> R<MlirValue> {
         let mut v = v;
-        for o in [16, 8, 4, 2, 1] {
+        for o in [16i64, 8, 4, 2, 1]
+            .into_iter()
+            .filter(|&o| o < i64::from(width))
+        {
             let other = self.shfl_xor(v, d, o)?;
             v = self.reduce_op(op, d, v, other)?;
         }

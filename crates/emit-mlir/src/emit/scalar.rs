@@ -352,6 +352,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             (Func::Max, true) => self.fmax_min(true, x, need_y()?),
             (Func::Min, true) => self.fmax_min(false, x, need_y()?),
             (Func::Max, false) => self.bin("arith.maxsi", x, need_y()?),
+            (Func::MaxNum, true) => self.bin("arith.maxnumf", x, need_y()?),
             (Func::Min, false) => self.bin("arith.minsi", x, need_y()?),
             (Func::Pow, true) => self.bin("math.powf", x, need_y()?),
             (Func::Select, _) => {

@@ -18,10 +18,21 @@ pub(crate) const BK: u64 = 16;
 pub(crate) const TM: u64 = 4;
 pub(crate) const TN: u64 = 4;
 
+/// A matmul's operand and result accesses: `(m, k, batch)` → A's row-major index,
+/// `(k, n, batch)` → B's, `(m, n, batch)` → C's, the batch coordinate one index over the
+/// output's batch dims (row-major; an operand's broadcast batch dims are stride 0).
+pub(crate) struct MatmulAccess {
+    pub(crate) ms: irc_ir::infer::MatmulShape,
+    pub(crate) access_a: Layout,
+    pub(crate) access_b: Layout,
+    pub(crate) access_c: Layout,
+    /// A's logical K stride and B's logical N stride.
+    pub(crate) ak_st: i64,
+    pub(crate) bn_st: i64,
+}
+
 impl Builder<'_, '_> {
-    /// A tiled matmul storing `roots`: the matmul itself and/or values of its epilogue, computed
-    /// from the accumulator ([`Builder::epilogue_stores`]).
-    pub(crate) fn matmul(&mut self, inst: &Inst, roots: &[ValueId]) -> R<()> {
+    pub(crate) fn matmul_access(&self, inst: &Inst) -> R<MatmulAccess> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         let (ashape, bshape) = (self.ty(a).shape.clone(), self.ty(bv).shape.clone());
         let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
@@ -29,8 +40,6 @@ impl Builder<'_, '_> {
         let ms = matmul_shape(&ashape, &bshape, ta, tb)
             .map_err(|e| Retry::Fail(LowerError::Internal(e.message)))?;
         let (m, n, k) = (ms.m, ms.n, ms.k);
-        let dtype = self.ty(inst.result).dtype;
-        let acc_t = math_dtype(dtype);
         let nb = ms.batch.len();
         // Batch modes of an operand, broadcast to the output's batch dims.
         let batch_modes = |shape: &[u64], st: &[i64]| -> Vec<(u64, i64)> {
@@ -89,6 +98,33 @@ impl Builder<'_, '_> {
             li(n, cn_st)?,
             dims_layout(&out_batch).map_err(internal)?,
         ])?;
+        Ok(MatmulAccess {
+            ms,
+            access_a,
+            access_b,
+            access_c,
+            ak_st,
+            bn_st,
+        })
+    }
+}
+
+impl Builder<'_, '_> {
+    /// A tiled matmul storing `roots`: the matmul itself and/or values of its epilogue, computed
+    /// from the accumulator ([`Builder::epilogue_stores`]).
+    pub(crate) fn matmul(&mut self, inst: &Inst, roots: &[ValueId]) -> R<()> {
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        let MatmulAccess {
+            ms,
+            access_a,
+            access_b,
+            access_c,
+            ak_st,
+            bn_st,
+        } = self.matmul_access(inst)?;
+        let (m, n, k) = (ms.m, ms.n, ms.k);
+        let dtype = self.ty(inst.result).dtype;
+        let acc_t = math_dtype(dtype);
         let batch: u64 = ms.batch.iter().product();
         if matches!(dtype, DType::F16 | DType::BF16) {
             // Which dimension is contiguous is a property of the memory read, so look through

@@ -6,8 +6,11 @@
 
 use irc_fused::Anchor;
 
+mod attention;
 mod matmul_mma;
 mod matmul_wgmma;
+
+pub(crate) use attention::AttentionOps;
 mod mma_config;
 
 pub use mma_config::MmaConfig;
@@ -62,6 +65,12 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         anchor: Anchor::Matmul,
         applies: "f16/bf16 matmuls (sm_80+ tensor cores)",
         config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps (MmaConfig::space; default 128x128x64/2x4)",
+    },
+    TemplateInfo {
+        name: "attention",
+        anchor: Anchor::Attention,
+        applies: "attention groups (policy rule 8: f16/bf16, head dims 32/64/128; sm_80+ mma.sync)",
+        config: "FA2 schedule: block per (batch entry, 64 query rows), 4 warps of 16 rows, K/V tiles of 64 keys (32 when a head dim is 128) through shared memory, online softmax in registers, causal tiles skipped",
     },
     TemplateInfo {
         name: "matmul_simt",

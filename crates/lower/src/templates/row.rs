@@ -249,6 +249,7 @@ impl Builder<'_, '_> {
                         var: var.clone(),
                         ty,
                         op,
+                        width: 32,
                         value,
                     }
                 } else {

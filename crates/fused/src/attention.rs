@@ -1,0 +1,305 @@
+//! Policy rule 8: attention. `matmul(softmax(prologue(matmul(Q, Kᵀ))), V)` is one kernel
+//! when the scores can be recomputed tile by tile in registers (flash attention).
+//!
+//! The chain is found from its end: a matmul whose first operand is a `softmax` over the last
+//! axis, read by nothing else. Walking back from the softmax's operand through elementwise
+//! values of the scores' shape computed inline reaches the scores' matmul. Every value on a
+//! path between the two is the **prologue**: elementwise, of the scores' shape, computed inline
+//! (read once), so the template computes it per score at that score's coordinate. What the
+//! prologue reads besides the scores (a scale, a mask or bias tensor through its views, an
+//! `iota` comparison for a causal mask) is any value readable at a coordinate.
+//!
+//! It is declined, with the reason, when the scores or probabilities are read elsewhere, when
+//! the prologue reads the scores at other coordinates (a view, a `concat`, a `gather`) or is
+//! stored, when the element type is not f16/bf16 (the template runs on tensor cores), when the
+//! head dims are not 32, 64 or 128, or when an operand is a vector or `P` is transposed.
+
+use crate::policy::{Dag, Home, NodeKind};
+use irc_ir::infer::matmul_shape;
+use irc_ir::{DType, OpKind};
+
+/// Head dims the attention template takes (Q·Kᵀ's K and V's columns).
+pub const HEAD_DIMS: [u64; 3] = [32, 64, 128];
+
+/// One attention chain the policy looked at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionMatch {
+    /// `matmul(P, V)`: the kernel's anchor.
+    pub output: usize,
+    /// The softmax `P`.
+    pub softmax: usize,
+    /// `matmul(Q, Kᵀ)`, when found.
+    pub scores: Option<usize>,
+    /// The prologue: values on a path from the scores to the softmax (its operand included),
+    /// in node order.
+    pub prologue: Vec<usize>,
+    /// Why the chain stays unfused; `None` when it is one attention kernel.
+    pub declined: Option<String>,
+    /// The node the reason is about, if one.
+    pub declined_at: Option<usize>,
+}
+
+/// The attention chains of `d` given the homes of rules 1 to 5, each accepted or declined.
+pub(crate) fn find(
+    d: &impl Dag,
+    home: &[Home],
+    uses: &[usize],
+    is_result: &[bool],
+    forced_at: &impl Fn(usize) -> bool,
+) -> Vec<AttentionMatch> {
+    let mut out = vec![];
+    for m2 in 0..d.len() {
+        if d.kind(m2) != NodeKind::Anchor(OpKind::Matmul) {
+            continue;
+        }
+        let Some(&p) = d.operands(m2).first() else {
+            continue;
+        };
+        if d.kind(p) != NodeKind::Anchor(OpKind::Softmax) {
+            continue;
+        }
+        let Some(&x) = d.operands(p).first() else {
+            continue;
+        };
+        let shape = d.shape(x).to_vec();
+        // The scores' matmul: reached from x through inline elementwise values of its shape.
+        let mut found: Vec<usize> = vec![];
+        let mut stack = vec![x];
+        let mut seen = vec![];
+        while let Some(y) = stack.pop() {
+            if seen.contains(&y) {
+                continue;
+            }
+            seen.push(y);
+            match d.kind(y) {
+                NodeKind::Anchor(OpKind::Matmul) => {
+                    if !found.contains(&y) {
+                        found.push(y);
+                    }
+                }
+                NodeKind::Elementwise if home[y] == Home::Inline && d.shape(y) == shape => {
+                    stack.extend(d.operands(y).iter().copied());
+                }
+                _ => {}
+            }
+        }
+        let mut m = AttentionMatch {
+            output: m2,
+            softmax: p,
+            scores: None,
+            prologue: vec![],
+            declined: None,
+            declined_at: None,
+        };
+        let m1 = match found[..] {
+            [m1] => m1,
+            [] => {
+                m.declined = Some(
+                    "the softmax's operand is not computed from a matmul by elementwise \
+                     statements computed inline"
+                        .into(),
+                );
+                out.push(m);
+                continue;
+            }
+            _ => {
+                m.declined = Some("the scores are computed from two matmuls".into());
+                out.push(m);
+                continue;
+            }
+        };
+        m.scores = Some(m1);
+        m.prologue = path(d, x, m1);
+        if let Err((why, at)) = check(d, &m, home, uses, is_result, forced_at, &shape) {
+            m.declined = Some(why);
+            m.declined_at = at;
+        }
+        out.push(m);
+    }
+    out
+}
+
+/// The values on a path from `m1` to `x` (`m1` excluded, `x` included when it is not `m1`),
+/// in node order: the prologue of the chain whose softmax reads `x`.
+pub fn path(d: &impl Dag, x: usize, m1: usize) -> Vec<usize> {
+    // Nodes between m1 and x: those x depends on (a walk back from x that stops at m1 and
+    // below it) that depend on m1 (a forward pass in node order).
+    let mut back = vec![false; x + 1];
+    let mut stack = vec![x];
+    while let Some(y) = stack.pop() {
+        if y <= m1 || std::mem::replace(&mut back[y], true) {
+            continue;
+        }
+        stack.extend(d.operands(y).iter().copied());
+    }
+    let mut dep = vec![false; x + 1];
+    dep[m1] = true;
+    let mut out = vec![];
+    for y in m1 + 1..=x {
+        if back[y] && d.operands(y).iter().any(|&o| o <= x && dep[o]) {
+            dep[y] = true;
+            out.push(y);
+        }
+    }
+    out
+}
+
+fn check(
+    d: &impl Dag,
+    m: &AttentionMatch,
+    home: &[Home],
+    uses: &[usize],
+    is_result: &[bool],
+    forced_at: &impl Fn(usize) -> bool,
+    shape: &[u64],
+) -> Result<(), (String, Option<usize>)> {
+    let no = |s: &str| Err((s.to_string(), None));
+    let (m2, p) = (m.output, m.softmax);
+    let m1 = m.scores.unwrap_or(m2);
+    if forced_at(m1) || forced_at(p) || forced_at(m2) {
+        return no(
+            "lowering stored a value of the chain (the template cannot be built for these \
+             layouts)",
+        );
+    }
+    for &y in &m.prologue {
+        let ok =
+            d.kind(y) == NodeKind::Elementwise && home[y] == Home::Inline && d.shape(y) == shape;
+        if !ok {
+            let how = match d.kind(y) {
+                NodeKind::View => "through a view (at other coordinates)",
+                NodeKind::Indexing => "at other coordinates (concat or gather)",
+                _ if home[y] != Home::Inline => "and is kept in memory",
+                _ => "into another shape",
+            };
+            return Err((
+                format!("the prologue cannot be recomputed per tile: it reads the scores {how}"),
+                Some(y),
+            ));
+        }
+    }
+    if is_result[m1] || uses[m1] > 1 {
+        return no("the scores are read outside the chain (a result or a second reader)");
+    }
+    if is_result[p] || uses[p] > 1 {
+        return no("the probabilities are read outside the chain (a result or a second reader)");
+    }
+    if d.shape(m1) != shape {
+        return no("the prologue changes the scores' shape");
+    }
+    for v in [m1, p, m2] {
+        if !matches!(d.dtype(v), Some(DType::F16 | DType::BF16)) {
+            let t = d.dtype(v).map_or("an unknown type", |t| t.name());
+            return no(&format!(
+                "the template runs on tensor cores: f16 or bf16 only, not {t}"
+            ));
+        }
+    }
+    let flag = |i: usize, n: &str| d.attr(i, n).and_then(|a| a.as_bool()).unwrap_or(false);
+    if flag(m2, "transpose_a") {
+        return no("the probabilities are read transposed");
+    }
+    let shape_of = |i: usize| {
+        let [a, b] = d.operands(i) else {
+            return None;
+        };
+        let (sa, sb) = (d.shape(*a), d.shape(*b));
+        if sa.len() < 2 || sb.len() < 2 {
+            return None;
+        }
+        matmul_shape(sa, sb, flag(i, "transpose_a"), flag(i, "transpose_b")).ok()
+    };
+    let (Some(qk), Some(pv)) = (shape_of(m1), shape_of(m2)) else {
+        return no("an operand is a vector (rank 1)");
+    };
+    if !HEAD_DIMS.contains(&qk.k) || !HEAD_DIMS.contains(&pv.n) {
+        return no(&format!(
+            "head dims {} (Q·Kᵀ) and {} (V) must each be 32, 64 or 128",
+            qk.k, pv.n
+        ));
+    }
+    let r = shape.len();
+    if d.shape(m2).len() != r || d.shape(m2)[..r - 2] != shape[..r - 2] {
+        return no("P·V broadcasts P's batch dims");
+    }
+    Ok(())
+}
+
+/// Whether an accepted chain's prologue is a causal mask that the kernel may use to skip key
+/// tiles: its last step (possibly followed by a multiplication or division by a positive
+/// constant) is `select(row >= col, s, -inf)` — or an equivalent comparison (`col <= row`, or
+/// the negation with the operands of the select swapped) — where `row` and `col` are `iota`s
+/// along the query and key axes (possibly broadcast). Scores with `col > row` are then `-inf`,
+/// so a key tile entirely right of a query tile's last row contributes nothing.
+pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
+    let Some(&x) = m.prologue.last() else {
+        return false;
+    };
+    let on_chain = |i: &usize| m.prologue.contains(i) || m.scores == Some(*i);
+    let splat = |i: usize| match d.kind(i) {
+        NodeKind::Constant { splat: true } => d
+            .attr(i, "value")
+            .as_ref()
+            .and_then(crate::policy::splat_of),
+        _ => None,
+    };
+    let mut y = x;
+    if matches!(d.op(y), Some(OpKind::Mul | OpKind::Div)) {
+        let [a, b] = d.operands(y) else {
+            return false;
+        };
+        let (on, off) = if m.prologue.contains(a) {
+            (*a, *b)
+        } else {
+            (*b, *a)
+        };
+        if !splat(off).is_some_and(|c| c > 0.0 && c.is_finite()) {
+            return false;
+        }
+        y = on;
+    }
+    if d.op(y) != Some(OpKind::Select) {
+        return false;
+    }
+    let [c, a, b] = d.operands(y) else {
+        return false;
+    };
+    let neg_inf = |i: usize| splat(i) == Some(f64::NEG_INFINITY);
+    // `keep` is true where the score is kept.
+    let keep_on_true = if neg_inf(*b) && on_chain(a) {
+        true
+    } else if neg_inf(*a) && on_chain(b) {
+        false
+    } else {
+        return false;
+    };
+    let [l, r] = d.operands(*c) else {
+        return false;
+    };
+    let rank = d.shape(x).len() as i64;
+    // Which score axis (-2: query, -1: key) an iota (through broadcasts) counts along.
+    let axis_of = |mut i: usize| -> Option<i64> {
+        while d.op(i) == Some(OpKind::Broadcast) {
+            i = *d.operands(i).first()?;
+        }
+        if d.op(i) != Some(OpKind::Iota) {
+            return None;
+        }
+        let r = d.shape(i).len() as i64;
+        let ax = d.attr(i, "axis").and_then(|a| a.as_int()).unwrap_or(0);
+        let from_end = if ax < 0 { ax } else { ax - r };
+        let dim = d.shape(i).get((r + from_end) as usize)?;
+        let want = d.shape(x).get((rank + from_end) as usize)?;
+        ((from_end == -2 || from_end == -1) && dim == want).then_some(from_end)
+    };
+    let (Some(la), Some(ra)) = (axis_of(*l), axis_of(*r)) else {
+        return false;
+    };
+    // keep == (row >= col), written as the comparison or its negation.
+    let row_ge_col = match (d.op(*c), la, ra) {
+        (Some(OpKind::Ge), -2, -1) | (Some(OpKind::Le), -1, -2) => Some(true),
+        (Some(OpKind::Lt), -2, -1) | (Some(OpKind::Gt), -1, -2) => Some(false),
+        _ => None,
+    };
+    row_ge_col == Some(keep_on_true)
+}

@@ -1,0 +1,559 @@
+//! A CPU emulator of verified kernel IR modules, for checking templates on a machine without a
+//! GPU: every block of every launch runs its threads in lockstep, statement by statement, with a
+//! per-thread active mask for `if` and loops. Warp-wide statements (`ldmatrix`, `mma`,
+//! `warp_reduce`) act on the 32 lanes of each warp as the PTX ISA defines them (the fragment
+//! orders are the `irc_layout` atoms). Values are f64, rounded to the element type at every cast
+//! and every store; index arithmetic is i64.
+//!
+//! What lockstep cannot see: a missing `sync` (every statement finishes in every thread before
+//! the next starts) and races between blocks.
+
+use irc_ir::DType;
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt};
+use irc_layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
+use std::collections::HashMap;
+
+/// Rounds `x` to an element type.
+pub fn round(d: DType, x: f64) -> f64 {
+    match d {
+        DType::F16 => half::f16::from_f64(x).to_f64(),
+        DType::BF16 => half::bf16::from_f64(x).to_f64(),
+        DType::F32 => x as f32 as f64,
+        DType::F64 => x,
+        DType::I1 => f64::from(u8::from(x != 0.0)),
+        DType::I32 if x.is_nan() => 0.0,
+        DType::I32 => x.trunc().clamp(i32::MIN as f64, i32::MAX as f64),
+        DType::I64 if x.is_nan() => 0.0,
+        DType::I64 => x.trunc(),
+    }
+}
+
+/// Runs every launch of `m` on the given input buffers (by name, values as f64); returns every
+/// buffer after the last launch.
+pub fn run(m: &kir::Module, inputs: &HashMap<String, Vec<f64>>) -> HashMap<String, Vec<f64>> {
+    let mut mem: HashMap<String, Vec<f64>> = HashMap::new();
+    for b in &m.buffers {
+        let v = inputs
+            .get(&b.name)
+            .cloned()
+            .unwrap_or_else(|| vec![0.0; b.elements() as usize]);
+        mem.insert(b.name.clone(), v);
+    }
+    for c in &m.constants {
+        mem.insert(format!("const:{}", c.name), c.values.clone());
+    }
+    for l in &m.launches {
+        let k = m
+            .kernels
+            .iter()
+            .find(|k| k.name == l.kernel)
+            .expect("kernel");
+        let [gx, gy, gz] = k.grid;
+        for bz in 0..gz {
+            for by in 0..gy {
+                for bx in 0..gx {
+                    Block::new(k, &l.args, [bx, by, bz]).run(&mut mem);
+                }
+            }
+        }
+    }
+    mem
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Val {
+    I(i64),
+    F(f64),
+}
+
+impl Val {
+    fn f(self) -> f64 {
+        match self {
+            Val::I(i) => i as f64,
+            Val::F(x) => x,
+        }
+    }
+    fn i(self) -> i64 {
+        match self {
+            Val::I(i) => i,
+            Val::F(x) => x as i64,
+        }
+    }
+}
+
+/// Where a tensor's elements live: a memory key and the tensor's offset terms.
+struct Place {
+    key: String,
+    /// Per-thread storage (registers) or shared by the block.
+    per_thread: bool,
+    dtype: DType,
+    offset: i64,
+    layout: irc_layout::Layout,
+}
+
+struct Block<'k> {
+    k: &'k kir::Kernel,
+    bid: [u32; 3],
+    places: HashMap<String, Place>,
+    vars: Vec<HashMap<String, Val>>,
+    regs: Vec<HashMap<String, Vec<f64>>>,
+    shared: HashMap<String, Vec<f64>>,
+    atoms: [Vec<(i64, i64)>; 3],
+}
+
+impl<'k> Block<'k> {
+    fn new(k: &'k kir::Kernel, args: &[String], bid: [u32; 3]) -> Self {
+        let n = k.block[0] as usize;
+        let mut places = HashMap::new();
+        let mut regs = vec![HashMap::new(); n];
+        let mut shared = HashMap::new();
+        for t in &k.tensors {
+            let (key, per_thread) = match &t.space {
+                Space::Global(p) => {
+                    let i = k.params.iter().position(|x| &x.name == p).expect("param");
+                    (args[i].clone(), false)
+                }
+                Space::Const(c) => (format!("const:{c}"), false),
+                Space::Shared => {
+                    let size = t.layout.cosize().expect("cosize") as usize;
+                    shared.insert(t.name.clone(), vec![0.0; size]);
+                    (t.name.clone(), false)
+                }
+                Space::Registers => {
+                    let size = t.layout.cosize().expect("cosize") as usize;
+                    for r in regs.iter_mut() {
+                        r.insert(t.name.clone(), vec![0.0; size]);
+                    }
+                    (t.name.clone(), true)
+                }
+                Space::View(b) => {
+                    let base: &Place = &places[b];
+                    (base.key.clone(), base.per_thread)
+                }
+            };
+            places.insert(
+                t.name.clone(),
+                Place {
+                    key,
+                    per_thread,
+                    dtype: t.dtype,
+                    offset: t.offset,
+                    layout: t.layout.clone(),
+                },
+            );
+        }
+        let table = |l: &irc_layout::Layout, rows: i64, vals: i64| {
+            let mut out = vec![(0, 0); 32 * vals as usize];
+            for t in 0..32 {
+                for v in 0..vals {
+                    let idx = l.crd2idx(&IntTuple::ints(&[t, v])).expect("atom");
+                    out[(t * vals + v) as usize] = (idx % rows, idx / rows);
+                }
+            }
+            out
+        };
+        let atoms = [
+            table(mma_m16n8k16_a().unwrap().layout(), 16, 8),
+            table(mma_m16n8k16_b().unwrap().layout(), 8, 4),
+            table(mma_m16n8k16_c().unwrap().layout(), 16, 4),
+        ];
+        Block {
+            k,
+            bid,
+            places,
+            vars: vec![HashMap::new(); n],
+            regs,
+            shared,
+            atoms,
+        }
+    }
+
+    fn run(&mut self, mem: &mut HashMap<String, Vec<f64>>) {
+        let mask = vec![true; self.vars.len()];
+        let body = &self.k.body;
+        self.stmts(body, &mask, mem);
+    }
+
+    fn offset(&self, t: &str, coord: &[i64]) -> i64 {
+        let p = &self.places[t];
+        let terms = kir::offset_terms(&p.layout, coord.len()).expect("offset terms");
+        let mut off = p.offset;
+        for term in terms {
+            let mut c = coord[term.coord] / term.div;
+            if let Some(m) = term.modulo {
+                c %= m;
+            }
+            off += c * term.stride;
+        }
+        off
+    }
+
+    fn read(&self, t: &str, coord: &[i64], th: usize, mem: &HashMap<String, Vec<f64>>) -> f64 {
+        let off = self.offset(t, coord) as usize;
+        let p = &self.places[t];
+        if p.per_thread {
+            self.regs[th][&p.key][off]
+        } else if let Some(s) = self.shared.get(&p.key) {
+            s[off]
+        } else {
+            mem[&p.key][off]
+        }
+    }
+
+    fn write(
+        &mut self,
+        t: &str,
+        coord: &[i64],
+        th: usize,
+        x: f64,
+        mem: &mut HashMap<String, Vec<f64>>,
+    ) {
+        let off = self.offset(t, coord) as usize;
+        let p = &self.places[t];
+        let x = round(p.dtype, x);
+        let key = p.key.clone();
+        if p.per_thread {
+            self.regs[th].get_mut(&key).unwrap()[off] = x;
+        } else if let Some(s) = self.shared.get_mut(&key) {
+            s[off] = x;
+        } else {
+            mem.get_mut(&key).unwrap()[off] = x;
+        }
+    }
+
+    fn coords(&self, es: &[Expr], th: usize, mem: &HashMap<String, Vec<f64>>) -> Vec<i64> {
+        es.iter().map(|e| self.eval(e, th, mem).i()).collect()
+    }
+
+    fn eval(&self, e: &Expr, th: usize, mem: &HashMap<String, Vec<f64>>) -> Val {
+        match e {
+            Expr::Int(i) => Val::I(*i),
+            Expr::Float(x) => Val::F(*x),
+            Expr::Var(v) => *self.vars[th]
+                .get(v)
+                .unwrap_or_else(|| panic!("%{v} undefined in thread {th}")),
+            Expr::Builtin(b) => Val::I(match b {
+                Builtin::TidX => th as i64,
+                Builtin::BidX => self.bid[0].into(),
+                Builtin::BidY => self.bid[1].into(),
+                Builtin::BidZ => self.bid[2].into(),
+                Builtin::NtidX => self.k.block[0].into(),
+                Builtin::NctaidX => self.k.grid[0].into(),
+                Builtin::NctaidY => self.k.grid[1].into(),
+                Builtin::NctaidZ => self.k.grid[2].into(),
+            }),
+            Expr::Load { tensor, coord } => {
+                let c = self.coords(coord, th, mem);
+                Val::F(self.read(tensor, &c, th, mem))
+            }
+            Expr::Idx(op, a, b) => {
+                let (a, b) = (self.eval(a, th, mem).i(), self.eval(b, th, mem).i());
+                Val::I(match op {
+                    IdxOp::Add => a + b,
+                    IdxOp::Sub => a - b,
+                    IdxOp::Mul => a * b,
+                    IdxOp::Div => a / b,
+                    IdxOp::Rem => a % b,
+                    IdxOp::Lt => i64::from(a < b),
+                    IdxOp::Le => i64::from(a <= b),
+                    IdxOp::Eq => i64::from(a == b),
+                    IdxOp::And => i64::from(a != 0 && b != 0),
+                })
+            }
+            Expr::Call(f, args) => {
+                let a: Vec<f64> = args.iter().map(|x| self.eval(x, th, mem).f()).collect();
+                Val::F(call(*f, &a))
+            }
+        }
+    }
+
+    fn stmts(&mut self, body: &[Stmt], mask: &[bool], mem: &mut HashMap<String, Vec<f64>>) {
+        if !mask.iter().any(|&m| m) {
+            return;
+        }
+        for s in body {
+            self.stmt(s, mask, mem);
+        }
+    }
+
+    fn each(&self, mask: &[bool]) -> Vec<usize> {
+        (0..mask.len()).filter(|&t| mask[t]).collect()
+    }
+
+    fn stmt(&mut self, s: &Stmt, mask: &[bool], mem: &mut HashMap<String, Vec<f64>>) {
+        match s {
+            Stmt::Let { var, value, .. } | Stmt::Assign { var, value } => {
+                for th in self.each(mask) {
+                    let v = self.eval(value, th, mem);
+                    self.vars[th].insert(var.clone(), v);
+                }
+            }
+            Stmt::Var { var, init, ty } => {
+                for th in self.each(mask) {
+                    let mut v = self.eval(init, th, mem);
+                    if let kir::Ty::Elem(d) = ty {
+                        v = Val::F(round(*d, v.f()));
+                    }
+                    self.vars[th].insert(var.clone(), v);
+                }
+            }
+            Stmt::Store {
+                tensor,
+                coord,
+                value,
+            } => {
+                for th in self.each(mask) {
+                    let c = self.coords(coord, th, mem);
+                    let x = self.eval(value, th, mem).f();
+                    self.write(tensor, &c, th, x, mem);
+                }
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                let mut live = mask.to_vec();
+                for th in self.each(mask) {
+                    let v = self.eval(start, th, mem);
+                    self.vars[th].insert(var.clone(), v);
+                }
+                loop {
+                    for th in self.each(&live.clone()) {
+                        let i = self.vars[th][var].i();
+                        live[th] = i < self.eval(end, th, mem).i();
+                    }
+                    if !live.iter().any(|&x| x) {
+                        break;
+                    }
+                    self.stmts(body, &live, mem);
+                    for th in self.each(&live) {
+                        let i = self.vars[th][var].i() + self.eval(step, th, mem).i();
+                        self.vars[th].insert(var.clone(), Val::I(i));
+                    }
+                }
+            }
+            Stmt::If { cond, body, orelse } => {
+                let mut yes = vec![false; mask.len()];
+                let mut no = vec![false; mask.len()];
+                for th in self.each(mask) {
+                    let c = self.eval(cond, th, mem).f() != 0.0;
+                    yes[th] = c;
+                    no[th] = !c;
+                }
+                self.stmts(body, &yes, mem);
+                self.stmts(orelse, &no, mem);
+            }
+            Stmt::Copy { width, dst, src } => {
+                for th in self.each(mask) {
+                    for e in 0..i64::from(*width) {
+                        let mut sc = vec![e];
+                        sc.extend(self.coords(&src.at, th, mem));
+                        let mut dc = vec![e];
+                        dc.extend(self.coords(&dst.at, th, mem));
+                        let x = self.read(&src.tensor, &sc, th, mem);
+                        self.write(&dst.tensor, &dc, th, x, mem);
+                    }
+                }
+            }
+            Stmt::Sync => {}
+            Stmt::BlockReduce { var, op, value, .. } => {
+                let ths = self.each(mask);
+                assert_eq!(ths.len(), mask.len(), "block_reduce with inactive threads");
+                let vals: Vec<f64> = ths.iter().map(|&t| self.eval(value, t, mem).f()).collect();
+                let r = reduce(*op, &vals);
+                for th in ths {
+                    self.vars[th].insert(var.clone(), Val::F(r));
+                }
+            }
+            Stmt::WarpReduce {
+                var,
+                op,
+                width,
+                value,
+                ..
+            } => {
+                let w = *width as usize;
+                let warps = self.warps(mask, "warp_reduce");
+                let vals: Vec<f64> = (0..mask.len())
+                    .map(|t| {
+                        if mask[t] {
+                            self.eval(value, t, mem).f()
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                for th in warps.iter().flat_map(|&w0| w0..w0 + 32) {
+                    let g = th / w * w;
+                    let r = reduce(*op, &vals[g..g + w]);
+                    self.vars[th].insert(var.clone(), Val::F(r));
+                }
+            }
+            Stmt::Intrinsic { op, args } => {
+                for w0 in self.warps(mask, op.name()) {
+                    self.intrinsic(*op, args, w0, mem);
+                }
+            }
+        }
+    }
+
+    /// The first lanes of the warps with an active lane; a warp-wide statement needs all 32.
+    fn warps(&self, mask: &[bool], what: &str) -> Vec<usize> {
+        (0..mask.len() / 32)
+            .map(|w| w * 32)
+            .filter(|&w0| {
+                let active = mask[w0..w0 + 32].iter().filter(|&&m| m).count();
+                assert!(
+                    active == 0 || active == 32,
+                    "{what} with {active} of 32 lanes active"
+                );
+                active == 32
+            })
+            .collect()
+    }
+
+    fn frag_coord(
+        &self,
+        a: &kir::Arg,
+        v: i64,
+        th: usize,
+        mem: &HashMap<String, Vec<f64>>,
+    ) -> (String, Vec<i64>) {
+        let f = a.frag().expect("fragment");
+        let mut c = vec![v];
+        c.extend(self.coords(&f.at, th, mem));
+        (f.tensor.clone(), c)
+    }
+
+    fn intrinsic(
+        &mut self,
+        op: Intrinsic,
+        args: &[kir::Arg],
+        lane0: usize,
+        mem: &mut HashMap<String, Vec<f64>>,
+    ) {
+        match op {
+            Intrinsic::LdmatrixX4 | Intrinsic::LdmatrixX4Trans => {
+                let src = args[1].frag().expect("ldmatrix source");
+                let starts: Vec<i64> = (0..32)
+                    .map(|l| {
+                        let c = self.coords(&src.at, lane0 + l, mem);
+                        self.offset(&src.tensor, &c)
+                    })
+                    .collect();
+                let key = self.places[&src.tensor].key.clone();
+                let smem = self.shared[&key].clone();
+                for t in 0..32usize {
+                    for v in 0..8usize {
+                        let j = v / 2;
+                        let at = if op == Intrinsic::LdmatrixX4Trans {
+                            starts[8 * j + 2 * (t % 4) + v % 2] + (t / 4) as i64
+                        } else {
+                            starts[8 * j + t / 4] + (2 * (t % 4) + v % 2) as i64
+                        };
+                        let (dt, dc) = self.frag_coord(&args[0], v as i64, lane0 + t, mem);
+                        self.write(&dt, &dc, lane0 + t, smem[at as usize], mem);
+                    }
+                }
+            }
+            Intrinsic::MmaM16n8k16 => {
+                let mut a = [[0.0f64; 16]; 16];
+                let mut b = [[0.0f64; 8]; 16];
+                let mut c = [[0.0f64; 8]; 16];
+                for t in 0..32usize {
+                    let th = lane0 + t;
+                    for v in 0..8 {
+                        let (tn, co) = self.frag_coord(&args[1], v as i64, th, mem);
+                        let (r, k) = self.atoms[0][t * 8 + v];
+                        a[r as usize][k as usize] = self.read(&tn, &co, th, mem);
+                    }
+                    for v in 0..4 {
+                        let (tn, co) = self.frag_coord(&args[2], v as i64, th, mem);
+                        let (n, k) = self.atoms[1][t * 4 + v];
+                        b[k as usize][n as usize] = self.read(&tn, &co, th, mem);
+                        let (tn, co) = self.frag_coord(&args[0], v as i64, th, mem);
+                        let (r, col) = self.atoms[2][t * 4 + v];
+                        c[r as usize][col as usize] = self.read(&tn, &co, th, mem);
+                    }
+                }
+                for t in 0..32usize {
+                    for v in 0..4 {
+                        let (r, col) = self.atoms[2][t * 4 + v];
+                        let (r, col) = (r as usize, col as usize);
+                        let mut acc = c[r][col] as f32;
+                        for (k, row) in b.iter().enumerate() {
+                            acc += (a[r][k] * row[col]) as f32;
+                        }
+                        let (tn, co) = self.frag_coord(&args[0], v as i64, lane0 + t, mem);
+                        self.write(&tn, &co, lane0 + t, f64::from(acc), mem);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn reduce(op: ReduceOp, v: &[f64]) -> f64 {
+    match op {
+        ReduceOp::Sum => v.iter().sum(),
+        ReduceOp::Max => v.iter().copied().fold(f64::NEG_INFINITY, |a, b| {
+            if a.is_nan() || b.is_nan() {
+                f64::NAN
+            } else {
+                a.max(b)
+            }
+        }),
+        ReduceOp::Min => v.iter().copied().fold(f64::INFINITY, |a, b| {
+            if a.is_nan() || b.is_nan() {
+                f64::NAN
+            } else {
+                a.min(b)
+            }
+        }),
+    }
+}
+
+fn call(f: Func, a: &[f64]) -> f64 {
+    let b = |x: bool| f64::from(u8::from(x));
+    match f {
+        Func::Neg => -a[0],
+        Func::Abs => a[0].abs(),
+        Func::Exp => a[0].exp(),
+        Func::Log => a[0].ln(),
+        Func::Sqrt => a[0].sqrt(),
+        Func::Rsqrt => 1.0 / a[0].sqrt(),
+        Func::Tanh => a[0].tanh(),
+        Func::Sigmoid => 1.0 / (1.0 + (-a[0]).exp()),
+        Func::Relu => a[0].max(0.0),
+        Func::Silu => a[0] / (1.0 + (-a[0]).exp()),
+        Func::Recip => 1.0 / a[0],
+        Func::Add => a[0] + a[1],
+        Func::Sub => a[0] - a[1],
+        Func::Mul => a[0] * a[1],
+        Func::Div => a[0] / a[1],
+        Func::Max => reduce(ReduceOp::Max, a),
+        Func::Min => reduce(ReduceOp::Min, a),
+        Func::MaxNum => a[0].max(a[1]),
+        Func::Pow => a[0].powf(a[1]),
+        Func::Eq => b(a[0] == a[1]),
+        Func::Ne => b(a[0] != a[1]),
+        Func::Lt => b(a[0] < a[1]),
+        Func::Le => b(a[0] <= a[1]),
+        Func::Gt => b(a[0] > a[1]),
+        Func::Ge => b(a[0] >= a[1]),
+        Func::Select => {
+            if a[0] != 0.0 {
+                a[1]
+            } else {
+                a[2]
+            }
+        }
+        Func::Index => a[0],
+        Func::Cast(d) => round(d, a[0]),
+        Func::Gelu | Func::Erf => panic!("{} is not emulated", f.name()),
+    }
+}
