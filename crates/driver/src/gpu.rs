@@ -47,7 +47,10 @@ pub fn compile(
     let pipeline = irc_pipeline::Pipeline {
         backend: backend.pipeline(),
         arch: Some(arch.to_string()),
-        lower: irc_lower::LowerOptions { mma },
+        lower: irc_lower::LowerOptions {
+            mma,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let a = pipeline

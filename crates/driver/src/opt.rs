@@ -292,6 +292,7 @@ fn compile(
         arch: Some(args.arch.clone()),
         lower: irc_lower::LowerOptions {
             mma: args.mma_config,
+            ..Default::default()
         },
         ..Pipeline::default()
     };

@@ -46,14 +46,48 @@ pub struct Planned {
     pub kernels: kir::Module,
     /// Views lowering found it could not read through a layout, stored by the final plan.
     pub forced: Vec<ValueId>,
+    /// Each group's problem and the configuration its template was built with.
+    pub choices: Vec<Choice>,
+}
+
+/// Where a kernel's configuration came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The template's heuristic (no configuration given for the kernel).
+    Heuristic,
+    /// [`LowerOptions::configs`] (a tuning cache, a test).
+    Given,
+    /// [`LowerOptions::mma`], for every tensor-core matmul.
+    Flag,
+    /// The configuration given for the kernel fails the space's check (a stale cache entry):
+    /// the heuristic's point was used; the reason.
+    Rejected(String),
+}
+
+/// The configuration one group's kernel(s) were built with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The group's name.
+    pub group: String,
+    /// The kernels built for it (a split row group has two).
+    pub kernels: Vec<String>,
+    pub problem: crate::templates::Problem,
+    /// `None` for a template without a configuration space.
+    pub config: Option<crate::templates::Config>,
+    pub source: ConfigSource,
 }
 
 /// Choices the templates take as data (an autotuner's, or a test's); `None` is the template's
 /// own heuristic.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LowerOptions {
-    /// The tensor-core matmul's configuration for every matmul it builds.
+    /// The tensor-core matmul's configuration for every matmul it builds (over `configs`).
     pub mma: Option<crate::templates::MmaConfig>,
+    /// Per-kernel configurations, keyed by [`crate::templates::Problem::key`] (what a tuning
+    /// cache holds); a kernel without one gets its template's heuristic choice.
+    pub configs: std::collections::BTreeMap<String, crate::templates::Config>,
+    /// The GPU the configurations are checked against (default: the H100).
+    pub target: irc_target::Target,
 }
 
 /// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
@@ -84,12 +118,13 @@ pub fn plan_and_lower_with(
                 forced.push(ValueId(v as u32));
             }
             Err(Retry::Fail(e)) => return Err(e),
-            Ok(kernels) => {
+            Ok((kernels, choices)) => {
                 return Ok(Planned {
                     fused,
                     remarks,
                     kernels,
                     forced,
+                    choices,
                 });
             }
         }
@@ -104,22 +139,28 @@ pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerE
 
 /// Lowers a verified Fused IR module to a verified kernel IR module.
 pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
-    lower(m, &LowerOptions::default()).map_err(|r| match r {
-        Retry::Fail(e) => e,
-        Retry::Materialize(v) => LowerError::Unsupported {
-            op: format!("%{v}"),
-            reason: "its view cannot be composed with its reader's access layout; plan the graph \
+    lower(m, &LowerOptions::default())
+        .map(|(k, _)| k)
+        .map_err(|r| match r {
+            Retry::Fail(e) => e,
+            Retry::Materialize(v) => LowerError::Unsupported {
+                op: format!("%{v}"),
+                reason:
+                    "its view cannot be composed with its reader's access layout; plan the graph \
                      again with the view stored"
-                .into(),
-        },
-    })
+                        .into(),
+            },
+        })
 }
 
-pub(crate) fn lower(m: &irc_fused::Module, options: &LowerOptions) -> R<kir::Module> {
+pub(crate) fn lower(
+    m: &irc_fused::Module,
+    options: &LowerOptions,
+) -> R<(kir::Module, Vec<Choice>)> {
     let (g, locs) = rebuild(m)?;
-    let k = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
+    let (k, choices) = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
     kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
-    Ok(k)
+    Ok((k, choices))
 }
 
 /// The graph a Fused IR module computes: its input buffers' values as parameters and each
@@ -330,7 +371,8 @@ impl<'g> Lowering<'g> {
         })
     }
 
-    pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<kir::Module> {
+    pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<(kir::Module, Vec<Choice>)> {
+        let mut choices = vec![];
         let id =
             |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
         for grp in &m.groups {
@@ -361,8 +403,13 @@ impl<'g> Lowering<'g> {
                     }))
                 }
             };
+            let template =
+                crate::templates::template_of(inst.op, self.g.values[lead.index()].ty.dtype);
+            let problem = crate::templates::problem_of(m, grp, self.g, inst, template);
+            let (config, source) = self.resolve(&problem)?;
             let mut b = Builder::new(&self, grp.name.clone(), i);
             b.roots = roots.clone();
+            b.config = config;
             match inst.op.category() {
                 Category::Matmul => b.matmul(inst, &roots)?,
                 Category::Reduction => {
@@ -382,6 +429,13 @@ impl<'g> Lowering<'g> {
             let mut kernels = std::mem::take(&mut b.pre);
             kernels.push(b.finish());
             self.module.buffers.append(&mut temps);
+            choices.push(Choice {
+                group: grp.name.clone(),
+                kernels: kernels.iter().map(|k| k.0.name.clone()).collect(),
+                problem,
+                config,
+                source,
+            });
             for (kernel, args, constants) in kernels {
                 self.module.constants.extend(constants);
                 self.module.launches.push(kir::LaunchStmt {
@@ -391,7 +445,7 @@ impl<'g> Lowering<'g> {
                 self.module.kernels.push(kernel);
             }
         }
-        Ok(self.module)
+        Ok((self.module, choices))
     }
 
     pub(crate) fn origin(&self, inst: &Inst) -> kir::Origin {
@@ -446,6 +500,8 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) temps: Vec<kir::BufferDecl>,
     /// Kernels launched before this one (a split reduction's first pass).
     pub(crate) pre: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
+    /// The group's configuration (`None`: a template without a space).
+    pub(crate) config: Option<crate::templates::Config>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -481,6 +537,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             roots: vec![],
             temps: vec![],
             pre: vec![],
+            config: None,
         }
     }
 

@@ -157,7 +157,10 @@ fn every_mma_config_compiles_without_spills() {
     assert!(space.contains(&irc_lower::MmaConfig::DEFAULT));
     let mut failures = vec![];
     for cfg in &space {
-        let options = irc_lower::LowerOptions { mma: Some(*cfg) };
+        let options = irc_lower::LowerOptions {
+            mma: Some(*cfg),
+            ..Default::default()
+        };
         for g in &module.graphs {
             let planned = match irc_lower::plan_and_lower_with(g, Default::default(), &options) {
                 Ok(p) => p,
