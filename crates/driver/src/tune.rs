@@ -1,0 +1,501 @@
+//! `irc tune FILE`: for each kernel of the compiled graph, its template's space enumerated,
+//! pruned against the target and ranked by the estimate ([`irc_tune::candidates`]); the
+//! default and the best `--top-k` others measured on the GPU as `irc bench` measures (L2
+//! flushed, CUDA events, median; only that kernel's launches timed, after a full run has
+//! filled the buffers they read); the fastest checked against the reference interpreter as
+//! `irc run --check` does; the winners recorded in the tuning cache.
+//!
+//! A candidate replaces the default only when it is at least [`MIN_GAIN`] faster and its
+//! results pass the check. `--list` ranks the candidates without a GPU; `--show` and `--clear`
+//! act on the cache.
+
+use crate::gpu::{CheckHow, Reference, compile, from_host, to_host};
+use crate::opt::Backend;
+use crate::run::{load_inputs, parse, select_graph};
+use crate::tuning::CacheArgs;
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use irc_interp::Tensor;
+use irc_ir::Graph;
+use irc_lower::{Choice, Config, LowerOptions, Problem};
+use irc_runtime::{BenchOptions, Gpu, HostTensor};
+use irc_tune::cache::{self, Entry};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+/// How much faster than the default a candidate must be to replace it.
+pub const MIN_GAIN: f64 = 0.01;
+/// Non-default candidates checked against the reference, fastest first, before settling on
+/// the default.
+const MAX_CHECKS: usize = 3;
+
+#[derive(clap::Args, Debug)]
+pub struct TuneArgs {
+    /// The graph IR file (not needed with --show or --clear).
+    pub input: Option<String>,
+    /// The graph to tune; needed when the file holds several.
+    #[arg(long, value_name = "NAME")]
+    pub graph: Option<String>,
+    /// Configurations measured per kernel besides the default, best first by the estimate.
+    #[arg(long, default_value_t = 20, value_name = "K")]
+    pub top_k: usize,
+    /// Untimed runs before timing each candidate.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u32,
+    /// Timed repetitions of each candidate, each after an L2 flush.
+    #[arg(long, default_value_t = 30)]
+    pub rep: u32,
+    /// The GPU architecture to compile for (and to record the results under).
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
+    /// The seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// For the check of large graphs: how many rows to sample for the reference.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub check_rows: u64,
+    /// Print the tuning cache's entries, and exit.
+    #[arg(long, conflicts_with_all = ["clear", "list"])]
+    pub show: bool,
+    /// Delete the tuning cache file, and exit.
+    #[arg(long, conflicts_with = "list")]
+    pub clear: bool,
+    /// Print each kernel's candidates ranked by the estimate, without measuring (no GPU).
+    #[arg(long)]
+    pub list: bool,
+    /// Tune the graph exactly as written, without the optimizing pipeline.
+    #[arg(long)]
+    pub no_passes: bool,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub passes: crate::opt::PassArgs,
+}
+
+pub fn run(args: &TuneArgs) -> Result<bool> {
+    if args.show || args.clear {
+        if args.cache.no_tune_cache {
+            bail!("--show and --clear act on a tuning cache; drop --no-tune-cache");
+        }
+        let path = args.cache.write_path()?;
+        return if args.show { show(&path) } else { clear(&path) };
+    }
+    let Some(input) = args.input.as_deref() else {
+        bail!("irc tune needs a graph file (or --show, --clear)");
+    };
+    if args.rep == 0 {
+        bail!("--rep must be at least 1");
+    }
+    let pm = if args.no_passes {
+        None
+    } else {
+        args.passes.manager(true)?
+    };
+    let Some(written) = parse(input)? else {
+        return Ok(false);
+    };
+    let mut module = written.clone();
+    if let Some(pm) = &pm {
+        args.passes.run_on(pm, &mut module)?;
+    }
+    let graph = select_graph(&module, input, args.graph.as_deref())?;
+    let reference = select_graph(&written, input, args.graph.as_deref())?;
+    let target = irc_runtime::Target::h100();
+    // The heuristic's build: its problems are what is tuned.
+    let base = irc_pipeline::Pipeline::default()
+        .compile(graph, Default::default(), irc_pipeline::Stage::Layout)
+        .with_context(|| format!("cannot compile @{}", graph.name))?;
+    let problems = unique_problems(&base.planned.map(|p| p.choices).unwrap_or_default());
+    if args.list {
+        print!("{}", list(&problems, &target, args.top_k));
+        return Ok(true);
+    }
+    let gpu = Gpu::new(0).map_err(|e| {
+        anyhow::anyhow!(
+            "irc tune measures kernels on a GPU, and this machine has none usable: {e}\n\
+             (`irc tune --list FILE` ranks the candidates without one)"
+        )
+    })?;
+    Tuner::new(args, &gpu, graph, reference)?.tune(&problems, &target)
+}
+
+/// The problems of `choices` that have a space, once each, with the groups built for them.
+fn unique_problems(choices: &[Choice]) -> Vec<(Problem, Vec<String>)> {
+    let mut out: Vec<(Problem, Vec<String>)> = vec![];
+    for c in choices.iter().filter(|c| c.config.is_some()) {
+        match out.iter_mut().find(|(p, _)| p.key() == c.problem.key()) {
+            Some((_, groups)) => groups.push(c.group.clone()),
+            None => out.push((c.problem.clone(), vec![c.group.clone()])),
+        }
+    }
+    out
+}
+
+fn list(problems: &[(Problem, Vec<String>)], target: &irc_runtime::Target, k: usize) -> String {
+    let mut out = String::new();
+    for (i, (p, groups)) in problems.iter().enumerate() {
+        let space = irc_lower::templates::space(p, target).len();
+        out.push_str(&format!(
+            "kernel {}/{}: @{} ({}; {}): {space} configurations pass the checks\n",
+            i + 1,
+            problems.len(),
+            groups.join(", @"),
+            p.template,
+            p.signature
+        ));
+        for c in irc_tune::candidates(p, target, k) {
+            let tag = if c.default { "  (default)" } else { "" };
+            out.push_str(&format!(
+                "  {:<28} estimate {:>10.2} us{tag}\n",
+                c.config.to_string(),
+                c.estimate_us
+            ));
+        }
+    }
+    out
+}
+
+fn show(path: &std::path::Path) -> Result<bool> {
+    let loaded = cache::read(path);
+    if let Some(w) = &loaded.warning {
+        eprintln!("irc: warning: {w}");
+    }
+    let entries = &loaded.cache.entries;
+    println!("tuning cache {}: {} entries", path.display(), entries.len());
+    for e in entries.values() {
+        println!(
+            "{} (v{}) {} on {} (irc {}): {} {:.4} ms (default {} {:.4} ms, {:.2}x), {} candidates on {}",
+            e.template,
+            e.space_version,
+            e.problem,
+            e.arch,
+            e.irc_version,
+            e.config,
+            e.ms,
+            e.default_config,
+            e.default_ms,
+            e.default_ms / e.ms,
+            e.candidates,
+            e.device
+        );
+    }
+    Ok(true)
+}
+
+fn clear(path: &std::path::Path) -> Result<bool> {
+    if cache::clear(path)? {
+        println!("removed the tuning cache {}", path.display());
+    } else {
+        println!("no tuning cache at {}", path.display());
+    }
+    Ok(true)
+}
+
+/// One kernel's outcome.
+struct Outcome {
+    problem: Problem,
+    groups: Vec<String>,
+    default: Config,
+    default_ms: f64,
+    best: Config,
+    best_ms: f64,
+    measured: usize,
+    seconds: f64,
+}
+
+struct Tuner<'a> {
+    args: &'a TuneArgs,
+    gpu: &'a Gpu,
+    graph: &'a Graph,
+    reference_graph: &'a Graph,
+    inputs: Vec<Tensor>,
+    host: Vec<HostTensor>,
+    reference: Option<Reference>,
+    bench: BenchOptions,
+}
+
+impl<'a> Tuner<'a> {
+    fn new(
+        args: &'a TuneArgs,
+        gpu: &'a Gpu,
+        graph: &'a Graph,
+        reference_graph: &'a Graph,
+    ) -> Result<Tuner<'a>> {
+        let inputs = load_inputs(graph, &[], true, args.seed, None)?;
+        let host = inputs.iter().map(to_host).collect();
+        Ok(Tuner {
+            args,
+            gpu,
+            graph,
+            reference_graph,
+            inputs,
+            host,
+            reference: None,
+            bench: BenchOptions {
+                warmup: args.warmup,
+                rep: args.rep,
+            },
+        })
+    }
+
+    fn options(&self, configs: BTreeMap<String, Config>) -> LowerOptions {
+        LowerOptions {
+            configs,
+            ..Default::default()
+        }
+    }
+
+    /// The median of the launches of `key`'s kernels (all launches with `None`).
+    fn measure(&self, options: LowerOptions, key: Option<&str>) -> Result<f64> {
+        let (cuda, ptx, _, choices) = compile(self.graph, &self.args.arch, Backend::Cuda, options)?;
+        let kernels: HashSet<&str> = choices
+            .iter()
+            .filter(|c| key.is_none_or(|k| c.problem.key() == k))
+            .flat_map(|c| c.kernels.iter().map(String::as_str))
+            .collect();
+        let which: Vec<usize> = (cuda.manifest.launches.iter().enumerate())
+            .filter(|(_, l)| kernels.contains(l.kernel.as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        let mut program = self.gpu.load(&ptx, &cuda.manifest)?;
+        program.write_inputs(&self.host)?;
+        program.launch()?;
+        let t = program.bench_some(self.bench, Some(&which))?;
+        Ok(t.median_ms)
+    }
+
+    /// Whether the graph built with `options` computes what the reference does.
+    fn check(&mut self, options: LowerOptions) -> Result<bool> {
+        let (cuda, ptx, _, _) = compile(self.graph, &self.args.arch, Backend::Cuda, options)?;
+        let mut program = self.gpu.load(&ptx, &cuda.manifest)?;
+        let raw = program.run(&self.host)?;
+        let outputs: Vec<Tensor> = raw
+            .into_iter()
+            .zip(&self.graph.result_types)
+            .map(|(h, ty)| from_host(h, ty.dtype))
+            .collect::<Result<_>>()?;
+        if self.reference.is_none() {
+            let m = &cuda.manifest;
+            let how = CheckHow {
+                rows: self.args.check_rows,
+                full: false,
+                seed: self.args.seed,
+            };
+            let r = Reference::new(
+                self.reference_graph,
+                self.inputs.clone(),
+                m.flops,
+                m.min_bytes,
+                how,
+            )?;
+            self.reference = Some(r);
+        }
+        let r = self.reference.as_ref().expect("computed above");
+        Ok(r.compare(&outputs)?.iter().all(|c| c.passed()))
+    }
+
+    fn tune(
+        mut self,
+        problems: &[(Problem, Vec<String>)],
+        target: &irc_runtime::Target,
+    ) -> Result<bool> {
+        let plans: Vec<Vec<irc_tune::Candidate>> = problems
+            .iter()
+            .map(|(p, _)| irc_tune::candidates(p, target, self.args.top_k))
+            .collect();
+        let total: usize = plans.iter().map(Vec::len).sum();
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let say = |line: String| {
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
+        };
+        say(format!(
+            "irc tune: @{} on {}: {} kernel(s) to tune, {total} configurations to measure",
+            self.graph.name,
+            self.gpu.info().name,
+            problems.len()
+        ));
+        let mut outcomes = vec![];
+        let mut winners: BTreeMap<String, Config> = BTreeMap::new();
+        for (i, ((p, groups), cands)) in problems.iter().zip(&plans).enumerate() {
+            let start = Instant::now();
+            let key = p.key();
+            let mut times: Vec<(Config, f64)> = vec![];
+            for (j, c) in cands.iter().enumerate() {
+                let opts = self.options(BTreeMap::from([(key.clone(), c.config)]));
+                match self.measure(opts, Some(&key)) {
+                    Ok(ms) => times.push((c.config, ms)),
+                    Err(e) => say(format!("  @{}: {} failed: {e:#}", groups[0], c.config)),
+                }
+                let best = times.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+                bar.set_message(format!(
+                    "kernel {}/{} @{}: candidate {}/{}, best {}",
+                    i + 1,
+                    problems.len(),
+                    groups[0],
+                    j + 1,
+                    cands.len(),
+                    best.map_or("-".into(), |(c, ms)| format!("{ms:.4} ms ({c})"))
+                ));
+                bar.inc(1);
+            }
+            let default = cands[0].config;
+            let Some(&(_, default_ms)) = times.iter().find(|(c, _)| *c == default) else {
+                say(format!(
+                    "  @{}: the default configuration could not be measured; not recorded",
+                    groups[0]
+                ));
+                continue;
+            };
+            times.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut best = (default, default_ms);
+            let faster = times
+                .iter()
+                .filter(|(c, ms)| *c != default && *ms < default_ms * (1.0 - MIN_GAIN));
+            for &(c, ms) in faster.take(MAX_CHECKS) {
+                let mut configs = winners.clone();
+                configs.insert(key.clone(), c);
+                if self.check(self.options(configs))? {
+                    best = (c, ms);
+                    break;
+                }
+                say(format!(
+                    "  @{}: {c} is faster but its results fail the check",
+                    groups[0]
+                ));
+            }
+            winners.insert(key, best.0);
+            let o = Outcome {
+                problem: p.clone(),
+                groups: groups.clone(),
+                default,
+                default_ms,
+                best: best.0,
+                best_ms: best.1,
+                measured: times.len(),
+                seconds: start.elapsed().as_secs_f64(),
+            };
+            say(format!(
+                "kernel {}/{} @{}: {} {:.4} ms -> {} {:.4} ms in {:.1} s",
+                i + 1,
+                problems.len(),
+                groups[0],
+                o.default,
+                o.default_ms,
+                o.best,
+                o.best_ms,
+                o.seconds
+            ));
+            outcomes.push(o);
+        }
+        bar.finish_and_clear();
+        self.finish(outcomes, winners)
+    }
+
+    /// The whole graph checked and timed with every winner, the summary, the cache written.
+    fn finish(mut self, outcomes: Vec<Outcome>, winners: BTreeMap<String, Config>) -> Result<bool> {
+        let tuned = self.options(winners);
+        if !self.check(tuned.clone())? {
+            bail!(
+                "@{} with every winner together fails the check against the reference; nothing \
+                 recorded",
+                self.graph.name
+            );
+        }
+        let before = self.measure(self.options(BTreeMap::new()), None)?;
+        let after = self.measure(tuned, None)?;
+        println!("{}", summary(&outcomes));
+        println!(
+            "@{}: {before:.4} ms with the defaults, {after:.4} ms tuned ({:.2}x); results checked against the reference",
+            self.graph.name,
+            before / after
+        );
+        if self.args.cache.no_tune_cache {
+            println!("--no-tune-cache: nothing recorded");
+            return Ok(true);
+        }
+        let path = self.args.cache.write_path()?;
+        let arch = irc_runtime::Arch::parse(&self.args.arch)?.to_string();
+        let device = self.gpu.info().name.clone();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let entries: Vec<Entry> = outcomes
+            .iter()
+            .map(|o| Entry {
+                template: o.problem.template.into(),
+                space_version: irc_lower::templates::space_of(o.problem.template)
+                    .map_or(0, |s| s.version()),
+                problem: o.problem.signature.clone(),
+                arch: arch.clone(),
+                irc_version: irc_tune::IRC_VERSION.into(),
+                config: o.best.to_string(),
+                ms: o.best_ms,
+                default_config: o.default.to_string(),
+                default_ms: o.default_ms,
+                device: device.clone(),
+                candidates: o.measured,
+                tuned_at: now,
+            })
+            .collect();
+        let n = entries.len();
+        if let Some(w) = cache::update(&path, |c| entries.into_iter().for_each(|e| c.insert(e)))? {
+            eprintln!("irc: warning: {w} (replaced)");
+        }
+        println!(
+            "recorded {n} entr{} in {}",
+            if n == 1 { "y" } else { "ies" },
+            path.display()
+        );
+        Ok(true)
+    }
+}
+
+/// The summary table: kernel, template, problem, default and best configurations and times.
+fn summary(outcomes: &[Outcome]) -> String {
+    let mut rows = vec![[
+        "kernel".to_string(),
+        "template".into(),
+        "default".into(),
+        "ms".into(),
+        "best".into(),
+        "ms".into(),
+        "speedup".into(),
+        "tuned in".into(),
+        "problem".into(),
+    ]];
+    for o in outcomes {
+        rows.push([
+            format!("@{}", o.groups.join(", @")),
+            o.problem.template.into(),
+            o.default.to_string(),
+            format!("{:.4}", o.default_ms),
+            o.best.to_string(),
+            format!("{:.4}", o.best_ms),
+            format!("{:.2}x", o.default_ms / o.best_ms),
+            format!("{:.1} s ({} runs)", o.seconds, o.measured),
+            o.problem.signature.clone(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..9)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(s, w)| format!("{s:<w$}"))
+                .collect();
+            cells.join("  ").trim_end().to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
