@@ -30,7 +30,7 @@ pub struct OptArgs {
     pub decompose: bool,
     /// With `--emit=fused`: say for each kernel what was fused into it and why each value it
     /// stores is kept in memory (as `// remark:` lines, which the parser skips). With any
-    /// stage from `fused` on: say on stderr which configuration each kernel was built with and
+    /// stage from `layout` on: say on stderr which configuration each kernel was built with and
     /// whether it came from the tuning cache.
     #[arg(long)]
     pub explain: bool,
@@ -303,7 +303,7 @@ fn compile(
         let a = pipeline
             .compile(g, info, args.emit)
             .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
-        if let (true, Some(p)) = (args.explain, &a.planned) {
+        if let (true, true, Some(p)) = (args.explain, args.emit >= Stage::Layout, &a.planned) {
             eprint!("{}", crate::tuning::explain(&p.choices, &lookup));
         }
         files.push(a.text(args.emit, args.explain));

@@ -185,11 +185,14 @@ fn one_field(text: &str, word: &str, name: &str) -> Result<u64, String> {
     }
 }
 
-/// Memory-bound time: `bytes` at the target's bandwidth, slowed when the resident threads
-/// cannot keep enough loads in flight (below half the GPU's thread slots), plus launches.
-fn memory_us(bytes: f64, resident_threads: f64, launches: f64, t: &Target) -> f64 {
-    let slots = f64::from(t.sms) * SM_THREADS as f64;
-    let fill = (resident_threads / (0.5 * slots)).clamp(0.02, 1.0);
+/// Memory-bound time: `bytes` at the target's bandwidth, slowed when fewer elements are in
+/// flight than the memory system needs to stay busy (about one per thread slot: 2048 per SM,
+/// Little's law at H100 latency and bandwidth), plus the launches. `in_flight` is the resident
+/// threads times the loads each issues before it waits (its cached values, its unrolled
+/// loads).
+fn memory_us(bytes: f64, in_flight: f64, launches: f64, t: &Target) -> f64 {
+    let need = f64::from(t.sms) * SM_THREADS as f64;
+    let fill = (in_flight / need).clamp(0.02, 1.0);
     bytes / (t.peak_gbps * 1e3) / fill + launches * t.launch_us
 }
 
@@ -485,23 +488,27 @@ impl TemplateSpace for RowSpace {
         match *c {
             RowConfig::Warp { rows: r } => {
                 let blocks = rows.div_ceil(r).clamp(1, MAX_BLOCKS);
-                let used = k as f64 / (k.div_ceil(32) * 32) as f64;
-                memory_us(p.bytes as f64, resident(blocks, 32 * r, t) * used, 1.0, t)
+                // Each lane loads its cached values at once, idle lanes past the row's end.
+                let per_lane = k.div_ceil(32);
+                let used = k as f64 / (per_lane * 32) as f64;
+                let flight = resident(blocks, 32 * r, t) * used * per_lane as f64;
+                memory_us(p.bytes as f64, flight, 1.0, t)
             }
             RowConfig::Block { threads } => {
-                let used = k as f64 / (k.div_ceil(threads) * threads) as f64;
+                let per_thread = k.div_ceil(threads);
+                let used = k as f64 / (per_thread * threads) as f64;
                 let blocks = rows.clamp(1, MAX_BLOCKS);
-                memory_us(p.bytes as f64, resident(blocks, threads, t) * used, 1.0, t)
+                let flight = resident(blocks, threads, t) * used * per_thread as f64;
+                // A block reduction per row: more threads, more steps.
+                let tree = (rows as f64) * (threads as f64).log2() * 1e-3 / f64::from(t.sms);
+                memory_us(p.bytes as f64, flight, 1.0, t) + tree
             }
             RowConfig::Split { chunk } => {
                 let blocks = k.div_ceil(chunk) * rows;
                 let used = k as f64 / (k.div_ceil(chunk) * chunk) as f64;
-                memory_us(
-                    p.bytes as f64 + read,
-                    resident(blocks, 256, t) * used,
-                    2.0,
-                    t,
-                )
+                // Four unrolled loads per thread.
+                let flight = resident(blocks, 256, t) * used * 4.0;
+                memory_us(p.bytes as f64 + read, flight, 2.0, t)
             }
             RowConfig::Streamed { threads } => {
                 let blocks = rows.clamp(1, MAX_BLOCKS);
