@@ -499,3 +499,60 @@ fn summary(outcomes: &[Outcome]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choices(text: &str) -> Vec<Choice> {
+        let m = irc_frontend::parse_module(text).unwrap();
+        irc_lower::plan_and_lower(&m.graphs[0], Default::default())
+            .unwrap()
+            .choices
+    }
+
+    /// Identical kernels are tuned once; templates without a space are not tuned.
+    #[test]
+    fn identical_kernels_are_one_problem() {
+        let c = choices(
+            "graph @g(%a: tensor<32x300xf16>, %b: tensor<32x300xf16>, %w: tensor<8x8xf32>) -> (tensor<32x300xf16>, tensor<32x300xf16>, tensor<8x8xf32>) {\n  %x = softmax %a {axis = -1}\n  %y = softmax %b {axis = -1}\n  %m = matmul %w, %w\n  return %x, %y, %m\n}\n",
+        );
+        assert_eq!(c.len(), 3);
+        let p = unique_problems(&c);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].1.len(), 2);
+        assert_eq!(p[0].0.template, "row");
+    }
+
+    #[test]
+    fn the_summary_is_a_table() {
+        let c = choices(
+            "graph @g(%a: tensor<32x300xf16>) -> tensor<32x300xf16> {\n  %x = softmax %a {axis = -1}\n  return %x\n}\n",
+        );
+        let o = Outcome {
+            problem: c[0].problem.clone(),
+            groups: vec![c[0].group.clone()],
+            default: c[0].config.unwrap(),
+            default_ms: 0.02,
+            best: Config::parse("row", "block,threads=128").unwrap(),
+            best_ms: 0.01,
+            measured: 9,
+            seconds: 1.25,
+        };
+        let s = summary(&[o]);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("kernel") && lines[0].contains("speedup"));
+        for cell in [
+            "row",
+            "warp,rows=8",
+            "0.0200",
+            "block,threads=128",
+            "0.0100",
+            "2.00x",
+            "1.2 s (9 runs)",
+        ] {
+            assert!(lines[1].contains(cell), "{cell}: {s}");
+        }
+    }
+}

@@ -228,3 +228,41 @@ fn signatures_are_stable_and_change_with_the_problem() {
     let mm_relu = "graph @m(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>) -> tensor<64x64xf16> {\n  %c = matmul %a, %b\n  %r = relu %c\n  return %r\n}\n";
     assert_ne!(sig(mm), sig(mm_relu));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 24, ..Default::default() })]
+
+    /// On random shapes of each template's problem, every checked point lowers to verified
+    /// kernel IR (the lowering verifies it) with the point it was given.
+    #[test]
+    fn random_shapes_lower_at_every_checked_point(
+        rows in 1u64..300,
+        k in 1u64..20_000,
+        op in 0usize..5,
+        dtype in proptest::sample::select(vec!["f16", "bf16", "f32"]),
+    ) {
+        let ty = format!("tensor<{rows}x{k}x{dtype}>");
+        let text = match op {
+            0 => format!("graph @g(%x: {ty}) -> {ty} {{\n  %r = softmax %x {{axis = -1}}\n  return %r\n}}\n"),
+            1 => format!("graph @g(%x: {ty}) -> {ty} {{\n  %r = rmsnorm %x {{axis = -1, eps = 1e-6}}\n  return %r\n}}\n"),
+            2 => format!("graph @g(%x: {ty}) -> tensor<{rows}x{dtype}> {{\n  %r = reduce_sum %x {{axes = [1]}}\n  return %r\n}}\n"),
+            3 => format!("graph @g(%x: {ty}) -> tensor<{k}x{dtype}> {{\n  %r = reduce_max %x {{axes = [0]}}\n  return %r\n}}\n"),
+            _ => format!("graph @g(%x: {ty}) -> {ty} {{\n  %r = silu %x\n  return %r\n}}\n"),
+        };
+        let g = irc_frontend::parse_module(&text).unwrap().graphs.remove(0);
+        let base = plan_and_lower(&g, Default::default()).unwrap();
+        let target = Target::default();
+        for choice in &base.choices {
+            let p = &choice.problem;
+            for c in space(p, &target) {
+                let options = LowerOptions {
+                    configs: BTreeMap::from([(p.key(), c)]),
+                    ..Default::default()
+                };
+                let planned = plan_and_lower_with(&g, Default::default(), &options)
+                    .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{c}: {e}")))?;
+                proptest::prop_assert_eq!(planned.choices[0].config, Some(c));
+            }
+        }
+    }
+}
