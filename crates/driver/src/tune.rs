@@ -354,23 +354,18 @@ impl<'a> Tuner<'a> {
                 ));
                 continue;
             };
-            times.sort_by(|a, b| a.1.total_cmp(&b.1));
-            let mut best = (default, default_ms);
-            let faster = times
-                .iter()
-                .filter(|(c, ms)| *c != default && *ms < default_ms * (1.0 - MIN_GAIN));
-            for &(c, ms) in faster.take(MAX_CHECKS) {
+            let best = pick(default, default_ms, &times, |c| {
                 let mut configs = winners.clone();
                 configs.insert(key.clone(), c);
-                if self.check(self.options(configs))? {
-                    best = (c, ms);
-                    break;
+                let ok = self.check(self.options(configs))?;
+                if !ok {
+                    say(format!(
+                        "  @{}: {c} is faster but its results fail the check",
+                        groups[0]
+                    ));
                 }
-                say(format!(
-                    "  @{}: {c} is faster but its results fail the check",
-                    groups[0]
-                ));
-            }
+                Ok(ok)
+            })?;
             winners.insert(key, best.0);
             let o = Outcome {
                 problem: p.clone(),
@@ -458,6 +453,29 @@ impl<'a> Tuner<'a> {
     }
 }
 
+/// The winner among measured `times`: the fastest candidate at least [`MIN_GAIN`] faster than
+/// the default whose results pass `check` (at most [`MAX_CHECKS`] tried, fastest first), else
+/// the default.
+fn pick(
+    default: Config,
+    default_ms: f64,
+    times: &[(Config, f64)],
+    mut check: impl FnMut(Config) -> Result<bool>,
+) -> Result<(Config, f64)> {
+    let mut faster: Vec<(Config, f64)> = times
+        .iter()
+        .copied()
+        .filter(|&(c, ms)| c != default && ms < default_ms * (1.0 - MIN_GAIN))
+        .collect();
+    faster.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (c, ms) in faster.into_iter().take(MAX_CHECKS) {
+        if check(c)? {
+            return Ok((c, ms));
+        }
+    }
+    Ok((default, default_ms))
+}
+
 /// The summary table: kernel, template, problem, default and best configurations and times.
 fn summary(outcomes: &[Outcome]) -> String {
     let mut rows = vec![[
@@ -522,6 +540,44 @@ mod tests {
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].1.len(), 2);
         assert_eq!(p[0].0.template, "row");
+    }
+
+    #[test]
+    fn the_winner_is_the_fastest_checked_point_clearly_faster_than_the_default() {
+        let cfg = |t: &str| Config::parse("row", t).unwrap();
+        let d = cfg("warp,rows=8");
+        let (a, b, c) = (
+            cfg("block,threads=128"),
+            cfg("block,threads=256"),
+            cfg("streamed,threads=128"),
+        );
+        let times = [(d, 1.0), (a, 0.8), (b, 0.7), (c, 0.9)];
+        // All pass: the fastest.
+        assert_eq!(pick(d, 1.0, &times, |_| Ok(true)).unwrap(), (b, 0.7));
+        // The fastest fails its check: the next.
+        let mut tried = vec![];
+        let got = pick(d, 1.0, &times, |x| {
+            tried.push(x);
+            Ok(x != b)
+        });
+        assert_eq!(got.unwrap(), (a, 0.8));
+        assert_eq!(tried, vec![b, a]);
+        // Every faster one fails (at most MAX_CHECKS tried): the default.
+        let mut n = 0;
+        let got = pick(d, 1.0, &times, |_| {
+            n += 1;
+            Ok(false)
+        });
+        assert_eq!(got.unwrap(), (d, 1.0));
+        assert_eq!(n, MAX_CHECKS);
+        // Within noise of the default: the default, nothing checked.
+        let close = [(d, 1.0), (a, 0.995)];
+        assert_eq!(
+            pick(d, 1.0, &close, |_| panic!("checked")).unwrap(),
+            (d, 1.0)
+        );
+        // A check that cannot run is an error, not a silent default.
+        assert!(pick(d, 1.0, &times, |_| bail!("no GPU")).is_err());
     }
 
     #[test]
