@@ -1,9 +1,9 @@
 //! `irc tune FILE`: for each kernel of the compiled graph, its template's space enumerated,
 //! pruned against the target and ranked by the estimate ([`irc_tune::candidates`]); the
 //! default and the best `--top-k` others measured on the GPU as `irc bench` measures (L2
-//! flushed, CUDA events, median; only that kernel's launches timed, after a full run has
-//! filled the buffers they read); the fastest checked against the reference interpreter as
-//! `irc run --check` does; the winners recorded in the tuning cache.
+//! flushed, CUDA events, median; only that kernel's launches compiled and timed); the fastest
+//! checked against the reference interpreter as `irc run --check` does (the whole graph); the
+//! winners recorded in the tuning cache.
 //!
 //! A candidate replaces the default only when it is at least [`MIN_GAIN`] faster and its
 //! results pass the check. `--list` ranks the candidates without a GPU; `--show` and `--clear`
@@ -245,23 +245,21 @@ impl<'a> Tuner<'a> {
         }
     }
 
-    /// The median of the launches of `key`'s kernels (all launches with `None`).
+    /// The median time of the kernels built for the problem `key` (of the whole graph with
+    /// `None`). Only those kernels are compiled and launched: the buffers they read from other
+    /// kernels hold whatever the allocation held, which changes no timing (indices are clamped,
+    /// never out of bounds).
     fn measure(&self, options: LowerOptions, key: Option<&str>) -> Result<f64> {
-        let (cuda, ptx, _, choices) = compile(self.graph, &self.args.arch, Backend::Cuda, options)?;
-        let kernels: HashSet<&str> = choices
-            .iter()
-            .filter(|c| key.is_none_or(|k| c.problem.key() == k))
-            .flat_map(|c| c.kernels.iter().map(String::as_str))
-            .collect();
-        let which: Vec<usize> = (cuda.manifest.launches.iter().enumerate())
-            .filter(|(_, l)| kernels.contains(l.kernel.as_str()))
-            .map(|(i, _)| i)
-            .collect();
+        let planned = kernels_of(self.graph, options, key)?;
+        let (cuda, text) = irc_pipeline::cuda_and_ptx(&planned.kernels, &self.args.arch)?;
+        let ptx = irc_runtime::Ptx {
+            text,
+            arch: irc_runtime::Arch::parse(&self.args.arch)?,
+            log: String::new(),
+        };
         let mut program = self.gpu.load(&ptx, &cuda.manifest)?;
         program.write_inputs(&self.host)?;
-        program.launch()?;
-        let t = program.bench_some(self.bench, Some(&which))?;
-        Ok(t.median_ms)
+        Ok(program.bench(self.bench)?.median_ms)
     }
 
     /// Whether the graph built with `options` computes what the reference does.
@@ -453,6 +451,38 @@ impl<'a> Tuner<'a> {
     }
 }
 
+/// The graph lowered with `options`, its kernel IR cut down to the kernels built for the
+/// problem `key` (all with `None`).
+fn kernels_of(
+    graph: &Graph,
+    options: LowerOptions,
+    key: Option<&str>,
+) -> Result<irc_lower::Planned> {
+    let pipeline = irc_pipeline::Pipeline {
+        lower: options,
+        ..Default::default()
+    };
+    let a = pipeline
+        .compile(graph, Default::default(), irc_pipeline::Stage::Layout)
+        .with_context(|| format!("cannot compile @{}", graph.name))?;
+    let Some(mut planned) = a.planned else {
+        bail!("the pipeline produced no kernels for @{}", graph.name);
+    };
+    if let Some(key) = key {
+        let keep: HashSet<String> = (planned.choices.iter())
+            .filter(|c| c.problem.key() == key)
+            .flat_map(|c| c.kernels.iter().cloned())
+            .collect();
+        let m = &mut planned.kernels;
+        m.kernels.retain(|k| keep.contains(&k.name));
+        m.launches.retain(|l| keep.contains(&l.kernel));
+        if m.launches.is_empty() {
+            bail!("no kernel of @{} is built for {key}", graph.name);
+        }
+    }
+    Ok(planned)
+}
+
 /// The winner among measured `times`: the fastest candidate at least [`MIN_GAIN`] faster than
 /// the default whose results pass `check` (at most [`MAX_CHECKS`] tried, fastest first), else
 /// the default.
@@ -578,6 +608,46 @@ mod tests {
         );
         // A check that cannot run is an error, not a silent default.
         assert!(pick(d, 1.0, &times, |_| bail!("no GPU")).is_err());
+    }
+
+    /// A candidate is measured on its problem's kernels alone; that module emits and (where
+    /// NVRTC is found) compiles.
+    #[test]
+    fn a_problem_is_measured_on_its_own_kernels() {
+        let text = "graph @g(%a: tensor<64x5000xf16>, %w: tensor<5000x64xf16>) -> tensor<64x64xf16> {\n  %x = softmax %a {axis = -1}\n  %m = matmul %x, %w\n  return %m\n}\n";
+        let m = irc_frontend::parse_module(text).unwrap();
+        let g = &m.graphs[0];
+        let all = kernels_of(g, LowerOptions::default(), None).unwrap();
+        assert_eq!(all.kernels.launches.len(), 2);
+        let p = unique_problems(&all.choices);
+        assert_eq!(p.len(), 2);
+        let split = Config::parse("row", "split,chunk=1024").unwrap();
+        let key = p.iter().find(|(p, _)| p.template == "row").unwrap().0.key();
+        let options = LowerOptions {
+            configs: BTreeMap::from([(key.clone(), split)]),
+            ..Default::default()
+        };
+        let one = kernels_of(g, options, Some(&key)).unwrap();
+        // The split schedule: its partial and merge kernels, nothing of the matmul.
+        let names: Vec<&str> = one
+            .kernels
+            .launches
+            .iter()
+            .map(|l| l.kernel.as_str())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.iter().all(|n| n.contains("softmax")), "{names:?}");
+        match irc_pipeline::cuda_and_ptx(&one.kernels, "sm_90a") {
+            Ok((cuda, ptx)) => {
+                assert_eq!(cuda.manifest.launches.len(), 2);
+                assert!(ptx.contains(".entry") && !ptx.contains("matmul"));
+            }
+            Err(irc_pipeline::PipelineError::Runtime(irc_runtime::RuntimeError::NotFound {
+                ..
+            })) => println!("SKIPPED the NVRTC compile: no toolchain"),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(kernels_of(g, LowerOptions::default(), Some("no such key")).is_err());
     }
 
     #[test]

@@ -130,29 +130,15 @@ pub fn flush_bytes(l2_bytes: u64) -> u64 {
 impl Program<'_> {
     /// Times the launch sequence (inputs must have been written).
     pub fn bench(&self, opts: BenchOptions) -> Result<Timing, RuntimeError> {
-        self.bench_some(opts, None)
-    }
-
-    /// Times the launches whose indices are in `which` (all with `None`), each repetition
-    /// after an L2 flush as [`Program::bench`] does; the buffers they read must have been
-    /// filled (by a full run).
-    pub fn bench_some(
-        &self,
-        opts: BenchOptions,
-        which: Option<&[usize]>,
-    ) -> Result<Timing, RuntimeError> {
         if opts.rep == 0 {
             return Err(RuntimeError::Input("--rep must be at least 1".into()));
-        }
-        if which.is_some_and(|w| !w.iter().any(|&i| i < self.manifest().launches.len())) {
-            return Err(RuntimeError::Input("no launch to time".into()));
         }
         let gpu = self.gpu();
         let flush_n = flush_bytes(gpu.info().l2_bytes);
         let flush = DeviceBuffer::new(gpu, flush_n as usize, "the L2 flush buffer")?;
         for _ in 0..opts.warmup {
             flush.fill(0)?;
-            self.enqueue_some(which)?;
+            self.enqueue()?;
         }
         self.sync()?;
         let mut events = Vec::with_capacity(opts.rep as usize);
@@ -167,7 +153,7 @@ impl Program<'_> {
                 .map_err(driver("cuEventCreate"))?;
             flush.fill(0)?;
             start.record(&gpu.stream).map_err(driver("cuEventRecord"))?;
-            self.enqueue_some(which)?;
+            self.enqueue()?;
             end.record(&gpu.stream).map_err(driver("cuEventRecord"))?;
             events.push((start, end));
         }

@@ -248,25 +248,9 @@ impl<'g> Program<'g> {
 
     /// Enqueues the whole launch sequence on the stream (no synchronization).
     pub fn enqueue(&self) -> Result<(), RuntimeError> {
-        self.enqueue_some(None)
-    }
-
-    /// Enqueues the launches whose indices (in [`Manifest::launches`]) are in `which`, in
-    /// order; all of them with `None`. What one kernel's timing runs (`irc tune`), after a
-    /// full run has filled the buffers it reads.
-    pub fn enqueue_some(&self, which: Option<&[usize]>) -> Result<(), RuntimeError> {
         self.gpu.bind()?;
         let stream = self.gpu.stream.cu_stream();
-        for (i, (l, f)) in self
-            .manifest
-            .launches
-            .iter()
-            .zip(&self.functions)
-            .enumerate()
-        {
-            if which.is_some_and(|w| !w.contains(&i)) {
-                continue;
-            }
+        for (l, f) in self.manifest.launches.iter().zip(&self.functions) {
             let mut ptrs: Vec<sys::CUdeviceptr> =
                 l.args.iter().map(|&a| self.buffers[a].ptr).collect();
             let mut params: Vec<*mut c_void> = ptrs
