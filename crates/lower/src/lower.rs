@@ -373,6 +373,8 @@ impl<'g> Lowering<'g> {
 
     pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<(kir::Module, Vec<Choice>)> {
         let mut choices = vec![];
+        let buffers: HashMap<&str, &irc_fused::Buffer> =
+            m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
         let id =
             |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
         for grp in &m.groups {
@@ -405,7 +407,7 @@ impl<'g> Lowering<'g> {
             };
             let template =
                 crate::templates::template_of(inst.op, self.g.values[lead.index()].ty.dtype);
-            let problem = crate::templates::problem_of(m, grp, self.g, inst, template);
+            let problem = crate::templates::problem_of(m, &buffers, grp, self.g, inst, template);
             let (config, source) = self.resolve(&problem)?;
             let mut b = Builder::new(&self, grp.name.clone(), i);
             b.roots = roots.clone();

@@ -9,7 +9,7 @@
 //! layouts (views and transposes are ops of the group) and epilogue get the same signature, in
 //! any graph and in any run; a changed shape, dtype, view or epilogue op changes it.
 
-use irc_fused::{Group, Module, Stmt};
+use irc_fused::{Buffer, Group, Module, Stmt};
 use irc_ir::infer::{matmul_shape, normalize_axis, reduction_axes};
 use irc_ir::{Attr, Category, DType, Inst};
 use std::collections::HashMap;
@@ -71,7 +71,16 @@ pub fn fnv1a(text: &str) -> u64 {
 }
 
 /// The group's canonical text (module docs).
-pub fn canonical_text<'a>(m: &Module, g: &'a Group) -> String {
+pub fn canonical_text(m: &Module, g: &Group) -> String {
+    canonical_text_by(g, |name| m.buffer(name))
+}
+
+/// [`canonical_text`] with buffers found by `buffer_of` (an index, on modules of many
+/// buffers).
+fn canonical_text_by<'a, 'm>(
+    g: &'a Group,
+    buffer_of: impl Fn(&str) -> Option<&'m Buffer>,
+) -> String {
     let mut values: HashMap<&'a str, usize> = HashMap::new();
     let mut buffers: HashMap<&'a str, usize> = HashMap::new();
     let mut out = String::new();
@@ -83,8 +92,7 @@ pub fn canonical_text<'a>(m: &Module, g: &'a Group) -> String {
         match s {
             Stmt::Load { value, buffer } => {
                 let id = buffer_id(buffer);
-                let ty = m
-                    .buffer(buffer)
+                let ty = buffer_of(buffer)
                     .map(|b| b.ty.to_string())
                     .unwrap_or_default();
                 let n = values.len();
@@ -114,7 +122,7 @@ pub fn canonical_text<'a>(m: &Module, g: &'a Group) -> String {
                 );
             }
             Stmt::Store { value, buffer } => {
-                let kind = m.buffer(buffer).map_or("?", |b| b.kind.name());
+                let kind = buffer_of(buffer).map_or("?", |b| b.kind.name());
                 let v = values
                     .get(value.as_str())
                     .map_or("?".into(), |i| format!("%{i}"));
@@ -126,8 +134,9 @@ pub fn canonical_text<'a>(m: &Module, g: &'a Group) -> String {
 }
 
 /// The problem of the group whose anchor (or stored value) is `inst`, for `template`.
-pub(crate) fn problem_of(
-    m: &Module,
+pub(crate) fn problem_of<'m>(
+    m: &'m Module,
+    buffers: &HashMap<&str, &'m Buffer>,
     g: &Group,
     graph: &irc_ir::Graph,
     inst: &Inst,
@@ -206,9 +215,12 @@ pub(crate) fn problem_of(
         template,
         shape,
         dtype: result.dtype,
-        bytes: m.group_bytes(g),
+        bytes: m.group_bytes_by(g, |name| buffers.get(name).copied()),
         flops,
-        signature: format!("{summary} ops{ops}#{:016x}", fnv1a(&canonical_text(m, g))),
+        signature: format!(
+            "{summary} ops{ops}#{:016x}",
+            fnv1a(&canonical_text_by(g, |name| buffers.get(name).copied()))
+        ),
     }
 }
 
