@@ -156,9 +156,12 @@ fn wrong(template: &str) -> String {
     format!("not a point of the {template} space")
 }
 
+/// `key=value` pairs, the value parsed.
+type Fields<'a> = Vec<(&'a str, Result<u64, String>)>;
+
 /// Key=value fields of a point's text (`threads=256,blocks_per_sm=8`), after an optional
 /// leading word (`row,threads=256`).
-fn fields(text: &str) -> (Option<&str>, Vec<(&str, Result<u64, String>)>) {
+fn fields(text: &str) -> (Option<&str>, Fields<'_>) {
     let mut word = None;
     let mut out = vec![];
     for part in text.split(',').map(str::trim) {
