@@ -30,6 +30,7 @@ use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Space, Stmt, TensorDecl, 
 use irc_layout::{Layout, LayoutError, composition};
 use std::collections::HashMap;
 
+pub use crate::templates::config::{Choice, ConfigSource};
 pub use irc_fused::SourceInfo;
 
 pub(crate) const THREADS: u32 = 256;
@@ -48,33 +49,6 @@ pub struct Planned {
     pub forced: Vec<ValueId>,
     /// Each group's problem and the configuration its template was built with.
     pub choices: Vec<Choice>,
-}
-
-/// Where a kernel's configuration came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConfigSource {
-    /// The template's heuristic (no configuration given for the kernel).
-    Heuristic,
-    /// [`LowerOptions::configs`] (a tuning cache, a test).
-    Given,
-    /// [`LowerOptions::mma`], for every tensor-core matmul.
-    Flag,
-    /// The configuration given for the kernel fails the space's check (a stale cache entry):
-    /// the heuristic's point was used; the reason.
-    Rejected(String),
-}
-
-/// The configuration one group's kernel(s) were built with.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Choice {
-    /// The group's name.
-    pub group: String,
-    /// The kernels built for it (a split row group has two).
-    pub kernels: Vec<String>,
-    pub problem: crate::templates::Problem,
-    /// `None` for a template without a configuration space.
-    pub config: Option<crate::templates::Config>,
-    pub source: ConfigSource,
 }
 
 /// Choices the templates take as data (an autotuner's, or a test's); `None` is the template's

@@ -26,6 +26,33 @@ use crate::lower::{MAX_BLOCKS, THREADS, row_threads};
 use irc_target::Target;
 use std::fmt;
 
+/// Where a kernel's configuration came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The template's heuristic (no configuration given for the kernel).
+    Heuristic,
+    /// [`crate::LowerOptions::configs`] (a tuning cache, a test).
+    Given,
+    /// [`crate::LowerOptions::mma`], for every tensor-core matmul.
+    Flag,
+    /// The configuration given for the kernel fails the space's check (a stale cache entry):
+    /// the heuristic's point was used; the reason.
+    Rejected(String),
+}
+
+/// The configuration one group's kernel(s) were built with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The group's name.
+    pub group: String,
+    /// The kernels built for it (a split row group has two).
+    pub kernels: Vec<String>,
+    pub problem: Problem,
+    /// `None` for a template without a configuration space.
+    pub config: Option<Config>,
+    pub source: ConfigSource,
+}
+
 /// One point of one template's space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Config {
