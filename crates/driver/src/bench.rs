@@ -35,6 +35,12 @@ pub struct BenchArgs {
     /// heuristic, 128x128x64/2x4).
     #[arg(long, value_name = "CONFIG")]
     pub mma_config: Option<irc_lower::MmaConfig>,
+    /// Say (on stderr) which configuration each kernel was built with, and where it came from
+    /// (the tuning cache or the template's heuristic).
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub cache: crate::tuning::CacheArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -105,7 +111,12 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
         args.passes.run_on(pm, &mut module)?;
     }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
-    let (cuda, ptx, arch) = compile(graph, &args.arch, args.backend, args.mma_config)?;
+    let lookup = args.cache.lookup(&args.input, &args.arch);
+    let options = args.cache.options(args.mma_config, &lookup);
+    let (cuda, ptx, arch, choices) = compile(graph, &args.arch, args.backend, options)?;
+    if args.explain {
+        eprint!("{}", crate::tuning::explain(&choices, &lookup));
+    }
     let inputs = load_inputs(graph, &args.inputs, true, args.seed, None)?;
     let host: Vec<HostTensor> = inputs.iter().map(to_host).collect();
     drop(inputs);
@@ -133,6 +144,16 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
             "arch": arch.sm(),
             "backend": args.backend.name(),
             "kernels": m.launches.len(),
+            "configs": choices
+                .iter()
+                .map(|c| serde_json::json!({
+                    "group": c.group,
+                    "template": c.problem.template,
+                    "problem": c.problem.signature,
+                    "config": c.config.map(|x| x.to_string()),
+                    "from_cache": c.source == irc_lower::ConfigSource::Given,
+                }))
+                .collect::<Vec<_>>(),
             "warmup": args.warmup,
             "report": report,
         });

@@ -33,30 +33,34 @@ pub struct GpuArgs {
     /// heuristic, 128x128x64/2x4).
     #[arg(long, value_name = "CONFIG")]
     pub mma_config: Option<irc_lower::MmaConfig>,
+    /// Say (on stderr) which configuration each kernel was built with, and where it came from
+    /// (the tuning cache or the template's heuristic).
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub cache: crate::tuning::CacheArgs,
 }
 
 /// The graph's PTX for `arch`: its emitted CUDA through NVRTC, or (`Backend::Mlir`) its MLIR
-/// through MLIR's pipeline; the CUDA module's launch manifest runs either.
+/// through MLIR's pipeline; the CUDA module's launch manifest runs either. Also the
+/// configuration each kernel was built with.
 pub fn compile(
     graph: &Graph,
     arch: &str,
     backend: Backend,
-    mma: Option<irc_lower::MmaConfig>,
-) -> Result<(CudaModule, irc_runtime::Ptx, Arch)> {
+    lower: irc_lower::LowerOptions,
+) -> Result<(CudaModule, irc_runtime::Ptx, Arch, Vec<irc_lower::Choice>)> {
     let arch = Arch::parse(arch)?;
     let pipeline = irc_pipeline::Pipeline {
         backend: backend.pipeline(),
         arch: Some(arch.to_string()),
-        lower: irc_lower::LowerOptions {
-            mma,
-            ..Default::default()
-        },
+        lower,
         ..Default::default()
     };
     let a = pipeline
         .compile(graph, Default::default(), irc_pipeline::Stage::Ptx)
         .with_context(|| format!("cannot compile @{} for {arch}", graph.name))?;
-    let (Some(module), Some(text)) = (a.cuda, a.ptx) else {
+    let (Some(module), Some(text), Some(planned)) = (a.cuda, a.ptx, a.planned) else {
         anyhow::bail!("the pipeline produced no PTX for @{}", graph.name);
     };
     let ptx = irc_runtime::Ptx {
@@ -64,14 +68,18 @@ pub fn compile(
         arch: arch.clone(),
         log: String::new(),
     };
-    Ok((module, ptx, arch))
+    Ok((module, ptx, arch, planned.choices))
 }
 
 /// Runs `graph` (the pipeline's output) on the GPU; `--check` compares with the interpreter
 /// running `reference` (the graph as written, same signature).
 pub fn run(graph: &Graph, reference: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
-    let (module, ptx, arch) =
-        compile(graph, &args.gpu.arch, args.gpu.backend, args.gpu.mma_config)?;
+    let lookup = args.gpu.cache.lookup(&args.input, &args.gpu.arch);
+    let options = args.gpu.cache.options(args.gpu.mma_config, &lookup);
+    let (module, ptx, arch, choices) = compile(graph, &args.gpu.arch, args.gpu.backend, options)?;
+    if args.gpu.explain {
+        eprint!("{}", crate::tuning::explain(&choices, &lookup));
+    }
     let gpu = Gpu::new(0)?;
     eprintln!(
         "device: {} ({} SMs), compiled for {arch}",
@@ -102,24 +110,17 @@ fn check(
     args: &RunArgs,
 ) -> Result<bool> {
     let m = &module.manifest;
-    let small = m.flops <= SMALL_FLOPS && m.min_bytes <= SMALL_BYTES;
-    let sliced = if small || args.gpu.full_check {
-        None
-    } else {
-        plan(graph)
+    let how = CheckHow {
+        rows: args.gpu.check_rows,
+        full: args.gpu.full_check,
+        seed: args.seed,
     };
-    let (refs, gots): (Vec<Tensor>, Vec<Tensor>) = match sliced {
-        None => {
-            println!("check: the reference interpreter on the whole graph");
-            (run_graph(graph, inputs)?, outputs.to_vec())
-        }
-        Some(p) => sampled(graph, inputs, outputs, &p, args)?,
-    };
+    let reference = Reference::new(graph, inputs, m.flops, m.min_bytes, how)?;
+    println!("check: {}", reference.description);
     let mut ok = true;
-    for (i, (got, want)) in gots.iter().zip(&refs).enumerate() {
-        let c = compare(got, want)?;
+    for (i, c) in reference.compare(outputs)?.iter().enumerate() {
         ok &= c.passed();
-        println!("{}", report_line(i, &c));
+        println!("{}", report_line(i, c));
     }
     if !ok {
         println!("check: MISMATCH");
@@ -127,51 +128,92 @@ fn check(
     Ok(ok)
 }
 
+/// How to check: rows sampled for large graphs, or the whole graph.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckHow {
+    pub rows: u64,
+    pub full: bool,
+    pub seed: u64,
+}
+
+/// The reference interpreter's results, computed once, to compare GPU results with (on
+/// sampled rows of the results when the graph is large).
+pub struct Reference {
+    plan: Option<(RowPlan, Vec<u64>)>,
+    refs: Vec<Tensor>,
+    /// What the reference ran on, in words.
+    pub description: String,
+}
+
+impl Reference {
+    pub fn new(
+        graph: &Graph,
+        inputs: Vec<Tensor>,
+        flops: u64,
+        min_bytes: u64,
+        how: CheckHow,
+    ) -> Result<Reference> {
+        let small = flops <= SMALL_FLOPS && min_bytes <= SMALL_BYTES;
+        let Some(p) = (if small || how.full { None } else { plan(graph) }) else {
+            return Ok(Reference {
+                plan: None,
+                refs: run_graph(graph, inputs)?,
+                description: "the reference interpreter on the whole graph".into(),
+            });
+        };
+        let afford = ((SAMPLE_BUDGET - p.cost_full) / p.cost_per_row.max(1.0)).floor();
+        let k = (how.rows.max(1) as f64)
+            .min(afford.max(2.0))
+            .min(p.extent as f64) as u64;
+        let rows = sample_rows(p.extent, k, how.seed);
+        let sliced = p
+            .slice_graph(graph, k)
+            .map_err(|e| anyhow::anyhow!("cannot slice @{} for the check: {e}", graph.name))?;
+        let sliced_inputs: Vec<Tensor> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match p.param_axis(graph, i) {
+                Some(a) => gather(t, a, &rows),
+                None => Ok(t.clone()),
+            })
+            .collect::<Result<_, _>>()?;
+        drop(inputs);
+        let axes: Vec<String> = p.result_axes.iter().map(|a| a.to_string()).collect();
+        let description = format!(
+            "the reference interpreter on {k} sampled rows of {} (axis {} of the results; seed {})",
+            p.extent,
+            axes.join(", "),
+            how.seed
+        );
+        Ok(Reference {
+            refs: run_graph(&sliced, sliced_inputs)?,
+            plan: Some((p, rows)),
+            description,
+        })
+    }
+
+    /// Each result compared with the reference.
+    pub fn compare(&self, outputs: &[Tensor]) -> Result<Vec<Comparison>> {
+        let gots: Vec<Tensor> = match &self.plan {
+            None => outputs.to_vec(),
+            Some((p, rows)) => outputs
+                .iter()
+                .zip(&p.result_axes)
+                .map(|(t, &a)| gather(t, a, rows))
+                .collect::<Result<_, _>>()?,
+        };
+        gots.iter()
+            .zip(&self.refs)
+            .map(|(got, want)| Ok(compare(got, want)?))
+            .collect()
+    }
+}
+
 /// Graphs under these sizes are checked whole.
 const SMALL_FLOPS: u64 = 4_000_000_000;
 const SMALL_BYTES: u64 = 256 << 20;
 /// The sampled reference aims at about this much work (elements plus multiply-adds).
 const SAMPLE_BUDGET: f64 = 4e9;
-
-fn sampled(
-    graph: &Graph,
-    inputs: Vec<Tensor>,
-    outputs: &[Tensor],
-    p: &RowPlan,
-    args: &RunArgs,
-) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
-    let afford = ((SAMPLE_BUDGET - p.cost_full) / p.cost_per_row.max(1.0)).floor();
-    let k = (args.gpu.check_rows.max(1) as f64)
-        .min(afford.max(2.0))
-        .min(p.extent as f64) as u64;
-    let rows = sample_rows(p.extent, k, args.seed);
-    let small = p
-        .slice_graph(graph, k)
-        .map_err(|e| anyhow::anyhow!("cannot slice @{} for the check: {e}", graph.name))?;
-    let sliced_inputs: Vec<Tensor> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| match p.param_axis(graph, i) {
-            Some(a) => gather(t, a, &rows),
-            None => Ok(t.clone()),
-        })
-        .collect::<Result<_, _>>()?;
-    drop(inputs);
-    let axes: Vec<String> = p.result_axes.iter().map(|a| a.to_string()).collect();
-    println!(
-        "check: the reference interpreter on {k} sampled rows of {} (axis {} of the results; seed {})",
-        p.extent,
-        axes.join(", "),
-        args.seed
-    );
-    let refs = run_graph(&small, sliced_inputs)?;
-    let gots = outputs
-        .iter()
-        .zip(&p.result_axes)
-        .map(|(t, &a)| gather(t, a, &rows))
-        .collect::<Result<_, _>>()?;
-    Ok((refs, gots))
-}
 
 fn report_line(i: usize, c: &Comparison) -> String {
     let verdict = if c.passed() { "ok" } else { "MISMATCH" };

@@ -12,6 +12,8 @@ mod layout;
 mod npy;
 mod opt;
 mod run;
+mod tune;
+mod tuning;
 mod verify_diags;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -41,13 +43,16 @@ enum Command {
     Run(run::RunArgs),
     /// Time a graph's kernels on the GPU (warm-up, L2 flush, CUDA events, median).
     Bench(bench::BenchArgs),
+    /// Tune each kernel's configuration on the GPU and record the winners in the tuning cache
+    /// (`--show`, `--clear`, `--list` need no GPU).
+    Tune(tune::TuneArgs),
     /// Import an ONNX model as graph IR, its weights to a safetensors side file.
     Import(import::ImportArgs),
     /// Evaluate CuTe layout-algebra expressions (`irc layout '(4,8):(1,4)'`).
     Layout(layout::LayoutArgs),
 }
 
-const SUBCOMMANDS: [&str; 3] = ["run", "bench", "layout"];
+const SUBCOMMANDS: [&str; 4] = ["run", "bench", "tune", "layout"];
 
 /// Levenshtein distance, for "did you mean" hints.
 fn distance(a: &str, b: &str) -> usize {
@@ -101,6 +106,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),
+        Some(Command::Tune(args)) => tune::run(args),
         Some(Command::Layout(args)) => layout::run(args),
         Some(Command::Import(args)) => import::run(args),
         None => opt::run(&cli.opt),

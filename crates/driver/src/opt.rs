@@ -29,7 +29,9 @@ pub struct OptArgs {
     #[arg(long)]
     pub decompose: bool,
     /// With `--emit=fused`: say for each kernel what was fused into it and why each value it
-    /// stores is kept in memory (as `// remark:` lines, which the parser skips).
+    /// stores is kept in memory (as `// remark:` lines, which the parser skips). With any
+    /// stage from `layout` on: say on stderr which configuration each kernel was built with and
+    /// whether it came from the tuning cache.
     #[arg(long)]
     pub explain: bool,
     /// The emitter behind `--emit=ptx`: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
@@ -39,9 +41,11 @@ pub struct OptArgs {
     /// heuristic, 128x128x64/2x4).
     #[arg(long, value_name = "CONFIG")]
     pub mma_config: Option<irc_lower::MmaConfig>,
-    /// The GPU `--emit=ptx` compiles for.
+    /// The GPU `--emit=ptx` compiles for (and the tuning cache is looked up for).
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
+    #[command(flatten)]
+    pub cache: crate::tuning::CacheArgs,
     #[command(flatten)]
     pub passes: PassArgs,
 }
@@ -287,13 +291,11 @@ fn compile(
         name: src.name,
         text: src.text,
     };
+    let lookup = args.cache.lookup(&args.input, &args.arch);
     let pipeline = Pipeline {
         backend: args.backend.pipeline(),
         arch: Some(args.arch.clone()),
-        lower: irc_lower::LowerOptions {
-            mma: args.mma_config,
-            ..Default::default()
-        },
+        lower: args.cache.options(args.mma_config, &lookup),
         ..Pipeline::default()
     };
     let mut files = Vec::new();
@@ -301,6 +303,9 @@ fn compile(
         let a = pipeline
             .compile(g, info, args.emit)
             .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
+        if let (true, true, Some(p)) = (args.explain, args.emit >= Stage::Layout, &a.planned) {
+            eprint!("{}", crate::tuning::explain(&p.choices, &lookup));
+        }
         files.push(a.text(args.emit, args.explain));
     }
     // Graph-level files join as one module; the others are one file per graph.

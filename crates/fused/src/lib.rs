@@ -303,6 +303,16 @@ impl Module {
     /// Bytes one group moves: every buffer it stores, every distinct buffer it loads and every
     /// constant array it reads — what the cost model charges a kernel for.
     pub fn group_bytes(&self, g: &Group) -> u64 {
+        self.group_bytes_by(g, |name| self.buffer(name))
+    }
+
+    /// [`Module::group_bytes`] with buffers found by `buffer` (an index, on modules of many
+    /// buffers).
+    pub fn group_bytes_by<'m>(
+        &'m self,
+        g: &Group,
+        buffer_of: impl Fn(&str) -> Option<&'m Buffer>,
+    ) -> u64 {
         let mut seen: Vec<&str> = vec![];
         let mut bytes = 0u64;
         for s in &g.stmts {
@@ -312,7 +322,7 @@ impl Module {
                         continue;
                     }
                     seen.push(buffer);
-                    self.buffer(buffer).map_or(0, |b| b.ty.size_bytes())
+                    buffer_of(buffer).map_or(0, |b| b.ty.size_bytes())
                 }
                 Stmt::Op(o) if o.op == OpKind::Constant && !policy::is_splat(&o.attrs) => {
                     o.ty.size_bytes()

@@ -18,7 +18,7 @@ pub enum LowerError {
 }
 
 pub use lower::{
-    LowerOptions, Planned, SourceInfo, lower_fused, lower_graph, plan_and_lower,
-    plan_and_lower_with,
+    Choice, ConfigSource, LowerOptions, Planned, SourceInfo, lower_fused, lower_graph,
+    plan_and_lower, plan_and_lower_with,
 };
-pub use templates::MmaConfig;
+pub use templates::{Config, MmaConfig, Problem};

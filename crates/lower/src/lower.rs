@@ -30,6 +30,7 @@ use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Space, Stmt, TensorDecl, 
 use irc_layout::{Layout, LayoutError, composition};
 use std::collections::HashMap;
 
+pub use crate::templates::config::{Choice, ConfigSource};
 pub use irc_fused::SourceInfo;
 
 pub(crate) const THREADS: u32 = 256;
@@ -46,17 +47,24 @@ pub struct Planned {
     pub kernels: kir::Module,
     /// Views lowering found it could not read through a layout, stored by the final plan.
     pub forced: Vec<ValueId>,
+    /// Each group's problem and the configuration its template was built with.
+    pub choices: Vec<Choice>,
 }
 
 /// Choices the templates take as data (an autotuner's, or a test's); `None` is the template's
 /// own heuristic.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LowerOptions {
-    /// The tensor-core matmul's configuration for every matmul it builds (this also selects
-    /// the mma.sync template over the Hopper one).
+    /// The tensor-core matmul's configuration for every matmul it builds (over `configs`; it
+    /// also selects the mma.sync template over the Hopper one).
     pub mma: Option<crate::templates::MmaConfig>,
     /// Whether the Hopper templates (TMA, mbarrier, wgmma: sm_90a) may be used.
     pub wgmma: bool,
+    /// Per-kernel configurations, keyed by [`crate::templates::Problem::key`] (what a tuning
+    /// cache holds); a kernel without one gets its template's heuristic choice.
+    pub configs: std::collections::BTreeMap<String, crate::templates::Config>,
+    /// The GPU the configurations are checked against (default: the H100).
+    pub target: irc_target::Target,
 }
 
 /// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
@@ -87,12 +95,13 @@ pub fn plan_and_lower_with(
                 forced.push(ValueId(v as u32));
             }
             Err(Retry::Fail(e)) => return Err(e),
-            Ok(kernels) => {
+            Ok((kernels, choices)) => {
                 return Ok(Planned {
                     fused,
                     remarks,
                     kernels,
                     forced,
+                    choices,
                 });
             }
         }
@@ -107,22 +116,28 @@ pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerE
 
 /// Lowers a verified Fused IR module to a verified kernel IR module.
 pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
-    lower(m, &LowerOptions::default()).map_err(|r| match r {
-        Retry::Fail(e) => e,
-        Retry::Materialize(v) => LowerError::Unsupported {
-            op: format!("%{v}"),
-            reason: "its view cannot be composed with its reader's access layout; plan the graph \
+    lower(m, &LowerOptions::default())
+        .map(|(k, _)| k)
+        .map_err(|r| match r {
+            Retry::Fail(e) => e,
+            Retry::Materialize(v) => LowerError::Unsupported {
+                op: format!("%{v}"),
+                reason:
+                    "its view cannot be composed with its reader's access layout; plan the graph \
                      again with the view stored"
-                .into(),
-        },
-    })
+                        .into(),
+            },
+        })
 }
 
-pub(crate) fn lower(m: &irc_fused::Module, options: &LowerOptions) -> R<kir::Module> {
+pub(crate) fn lower(
+    m: &irc_fused::Module,
+    options: &LowerOptions,
+) -> R<(kir::Module, Vec<Choice>)> {
     let (g, locs) = rebuild(m)?;
-    let k = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
+    let (k, choices) = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
     kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
-    Ok(k)
+    Ok((k, choices))
 }
 
 /// The graph a Fused IR module computes: its input buffers' values as parameters and each
@@ -335,7 +350,10 @@ impl<'g> Lowering<'g> {
         })
     }
 
-    pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<kir::Module> {
+    pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<(kir::Module, Vec<Choice>)> {
+        let mut choices = vec![];
+        let buffers: HashMap<&str, &irc_fused::Buffer> =
+            m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
         let id =
             |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
         for grp in &m.groups {
@@ -366,8 +384,16 @@ impl<'g> Lowering<'g> {
                     }))
                 }
             };
+            let template = crate::templates::template_of(
+                inst.op,
+                self.g.values[lead.index()].ty.dtype,
+                self.options.wgmma && self.options.mma.is_none(),
+            );
+            let problem = crate::templates::problem_of(m, &buffers, grp, self.g, inst, template);
+            let (config, source) = self.resolve(&problem)?;
             let mut b = Builder::new(&self, grp.name.clone(), i);
             b.roots = roots.clone();
+            b.config = config;
             if let Some(att) = grp.attention() {
                 let ops = self.attention_ops(grp, att)?;
                 b.attention(&ops, &roots)?;
@@ -392,6 +418,13 @@ impl<'g> Lowering<'g> {
             let mut kernels = std::mem::take(&mut b.pre);
             kernels.push(b.finish());
             self.module.buffers.append(&mut temps);
+            choices.push(Choice {
+                group: grp.name.clone(),
+                kernels: kernels.iter().map(|k| k.0.name.clone()).collect(),
+                problem,
+                config,
+                source,
+            });
             for (kernel, args, constants) in kernels {
                 self.module.constants.extend(constants);
                 self.module.launches.push(kir::LaunchStmt {
@@ -401,7 +434,7 @@ impl<'g> Lowering<'g> {
                 self.module.kernels.push(kernel);
             }
         }
-        Ok(self.module)
+        Ok((self.module, choices))
     }
 
     pub(crate) fn origin(&self, inst: &Inst) -> kir::Origin {
@@ -456,6 +489,8 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) temps: Vec<kir::BufferDecl>,
     /// Kernels launched before this one (a split reduction's first pass).
     pub(crate) pre: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
+    /// The group's configuration (`None`: a template without a space).
+    pub(crate) config: Option<crate::templates::Config>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -491,6 +526,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             roots: vec![],
             temps: vec![],
             pre: vec![],
+            config: None,
         }
     }
 

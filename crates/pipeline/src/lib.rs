@@ -232,6 +232,18 @@ impl Pipeline {
     }
 }
 
+/// CUDA C++ and NVRTC's PTX for `arch` of a kernel IR module built by lowering (or a part of
+/// one: `irc tune` compiles the kernels of the one problem it measures).
+pub fn cuda_and_ptx(
+    kernels: &irc_kir::Module,
+    arch: &str,
+) -> Result<(CudaModule, String), PipelineError> {
+    let arch = irc_runtime::Arch::parse(arch)?;
+    let cuda = irc_emit_cuda::emit(kernels);
+    let ptx = irc_runtime::nvrtc::compile(&cuda.source, &format!("{}.cu", kernels.name), &arch)?;
+    Ok((cuda, ptx.text))
+}
+
 impl Artifacts {
     /// The printed form of `stage` (which must have run); `explain` adds the planner's remarks
     /// to the Fused IR.

@@ -195,3 +195,63 @@ fn every_mma_config_compiles_without_spills() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every point of the pointwise, reduction and row spaces (`irc_lower::templates::space`) for
+/// a sample of problems — short, cached, long and few rows, leading and innermost reductions,
+/// an elementwise chain — compiles with NVRTC and assembles with ptxas for sm_90a without
+/// spills: what `irc tune` may measure must build.
+#[test]
+fn every_space_config_compiles_without_spills() {
+    if !toolchain_or_skip("every_space_config_compiles_without_spills") {
+        return;
+    }
+    let text = "graph @pw(%x: tensor<300x77xf16>, %y: tensor<77xf16>) -> tensor<300x77xf16> {\n  %a = mul %x, %y\n  %b = gelu %a\n  return %b\n}\n\n\
+graph @sm_warp(%x: tensor<64x1000xf16>) -> tensor<64x1000xf16> {\n  %r = softmax %x {axis = -1}\n  return %r\n}\n\n\
+graph @ln_block(%x: tensor<8x8192xbf16>, %w: tensor<8192xbf16>, %b: tensor<8192xbf16>) -> tensor<8x8192xbf16> {\n  %r = layernorm %x, %w, %b {axis = -1, eps = 1e-5}\n  return %r\n}\n\n\
+graph @rms_long(%x: tensor<4x40000xf16>, %w: tensor<40000xf16>) -> tensor<4x40000xf16> {\n  %r = rmsnorm %x, %w {axis = -1, eps = 1e-6}\n  return %r\n}\n\n\
+graph @red_inner(%x: tensor<33x5000xf32>) -> tensor<33xf32> {\n  %r = reduce_mean %x {axes = [1]}\n  return %r\n}\n\n\
+graph @red_lead(%x: tensor<300x640xf16>) -> tensor<640xf16> {\n  %r = reduce_sum %x {axes = [0]}\n  return %r\n}\n";
+    let module = irc_frontend::parse_module(text).expect("parses");
+    let target = irc_target::Target::default();
+    let arch = Arch::parse("sm_90a").unwrap();
+    let mut failures = vec![];
+    let mut count = std::collections::BTreeMap::<&str, usize>::new();
+    for g in &module.graphs {
+        let base = irc_lower::plan_and_lower(g, Default::default()).expect("lowers");
+        for choice in &base.choices {
+            let p = &choice.problem;
+            for cfg in irc_lower::templates::space(p, &target) {
+                *count.entry(p.template).or_default() += 1;
+                let options = irc_lower::LowerOptions {
+                    configs: std::collections::BTreeMap::from([(p.key(), cfg)]),
+                    ..Default::default()
+                };
+                let planned = match irc_lower::plan_and_lower_with(g, Default::default(), &options)
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failures.push(format!("@{} {cfg}: {e}", g.name));
+                        continue;
+                    }
+                };
+                let cuda = irc_emit_cuda::emit(&planned.kernels);
+                match compile_and_assemble(&cuda.source, &format!("{}.cu", g.name), &arch) {
+                    Ok((_, kernels)) => {
+                        for k in kernels.iter().filter(|k| k.spills()) {
+                            failures.push(format!(
+                                "@{} {cfg}: `{}` spills ({} registers)",
+                                g.name, k.name, k.registers
+                            ));
+                        }
+                    }
+                    Err(e) => failures.push(format!("@{} {cfg}: {e}", g.name)),
+                }
+            }
+        }
+    }
+    println!("configurations compiled per template: {count:?}");
+    for t in ["pointwise", "reduction", "row"] {
+        assert!(count.get(t).copied().unwrap_or(0) >= 8, "{t}: {count:?}");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

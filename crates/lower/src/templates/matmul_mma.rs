@@ -70,8 +70,11 @@ impl Builder<'_, '_> {
     /// value comes from the `mma_c` atom.
     pub(crate) fn matmul_tc(&mut self, inst: &Inst, roots: &[ValueId], p: TcPlan) -> R<()> {
         use irc_layout::mma_m16n8k16_c;
-        let cfg = self.l.options.mma.unwrap_or(MmaConfig::DEFAULT);
-        cfg.check(&irc_target::Target::default()).map_err(|why| {
+        let cfg = match self.config {
+            Some(super::Config::Mma(c)) => c,
+            _ => self.l.options.mma.unwrap_or(MmaConfig::DEFAULT),
+        };
+        cfg.check(&self.l.options.target).map_err(|why| {
             Retry::Fail(LowerError::Unsupported {
                 op: "matmul".into(),
                 reason: format!("the tensor-core configuration {why}"),

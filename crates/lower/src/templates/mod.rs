@@ -4,16 +4,26 @@
 //! configuration space. Each template is one file of `impl Builder` methods; the lowering picks
 //! one per group by its anchor (and, for matmuls, its dtype).
 
+use crate::lower::{ConfigSource, Lowering, R, Retry};
 use irc_fused::Anchor;
+use irc_ir::{Category, DType, OpKind};
 
 mod attention;
+pub mod config;
 mod matmul_mma;
 mod matmul_wgmma;
 
 pub(crate) use attention::AttentionOps;
 mod mma_config;
+mod problem;
 
+pub use config::{
+    Config, PointwiseConfig, ReductionConfig, RowConfig, SPACES, TemplateSpace, ranked, space,
+    space_of,
+};
 pub use mma_config::MmaConfig;
+pub(crate) use problem::problem_of;
+pub use problem::{Problem, ProblemShape, canonical_text, fnv1a};
 mod matmul_simt;
 mod pointwise;
 mod reduction;
@@ -29,8 +39,7 @@ pub struct TemplateInfo {
     pub anchor: Anchor,
     /// When it applies among the templates of its anchor.
     pub applies: &'static str,
-    /// Its configuration space (today the heuristic's fixed choice, written as the space's
-    /// point the lowering uses).
+    /// Its configuration space in words; the typed space is `config::space_of(name)`.
     pub config: &'static str,
 }
 
@@ -40,19 +49,19 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "pointwise",
         anchor: Anchor::Pointwise,
         applies: "every pointwise group",
-        config: "threads=256 (grid-stride loop, at most 2^20 blocks)",
+        config: "PointwiseConfig: threads 64..1024, a thread per element or blocks_per_sm blocks per SM (grid-stride); default threads=256",
     },
     TemplateInfo {
         name: "reduction",
         anchor: Anchor::Reduction,
         applies: "every reduce_* group",
-        config: "block per output row, threads from the row length (32..256) | column (leading axes reduced, >= 32*SMs outputs: a thread per output, coalesced)",
+        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs)",
     },
     TemplateInfo {
         name: "row",
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
-        config: "schedule per shape (split::RowSchedule::choose): warp-cached (rows <= 1024) | block-cached (<= 8192) | split (longer rows, fewer than 8*SMs: chunks of a multiple of 1024 over ~8*SMs blocks, partial + merge-and-apply launches) | streamed",
+        config: "RowConfig: warp,rows=N (warp per row, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024, partial + merge-and-apply launches) | streamed,threads=N; default split::RowSchedule::choose",
     },
     TemplateInfo {
         name: "matmul_wgmma",
@@ -79,3 +88,46 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         config: "block tile 64x64x16, 256 threads, thread tile 4x4",
     },
 ];
+
+/// The template that builds a group anchored at `op` whose anchor (or stored value) has
+/// `dtype`: the row of [`TEMPLATES`] the lowering uses.
+pub fn template_of(op: OpKind, dtype: DType, wgmma: bool) -> &'static str {
+    match op.category() {
+        // The Hopper template has no configuration space yet; where it declines a matmul (an
+        // operand TMA cannot read), the mma.sync template takes it with its heuristic point.
+        Category::Matmul if matches!(dtype, DType::F16 | DType::BF16) && wgmma => "matmul_wgmma",
+        Category::Matmul if matches!(dtype, DType::F16 | DType::BF16) => "matmul_mma",
+        Category::Matmul => "matmul_simt",
+        Category::Reduction => "reduction",
+        Category::Composite => "row",
+        _ => "pointwise",
+    }
+}
+
+impl Lowering<'_> {
+    /// The configuration a group is built with: `--mma-config` for tensor-core matmuls, else
+    /// the kernel's entry in `configs` when it passes the space's check, else the heuristic.
+    pub(crate) fn resolve(&self, p: &Problem) -> R<(Option<Config>, ConfigSource)> {
+        let Some(space) = space_of(p.template) else {
+            return Ok((None, ConfigSource::Heuristic));
+        };
+        let target = &self.options.target;
+        if let (Some(c), "matmul_mma") = (self.options.mma, p.template) {
+            c.check(target).map_err(|why| {
+                Retry::Fail(crate::LowerError::Unsupported {
+                    op: "matmul".into(),
+                    reason: format!("the tensor-core configuration {why}"),
+                })
+            })?;
+            return Ok((Some(Config::Mma(c)), ConfigSource::Flag));
+        }
+        let heuristic = space.heuristic(p);
+        match self.options.configs.get(&p.key()) {
+            Some(c) => match space.check(c, p, target) {
+                Ok(()) => Ok((Some(*c), ConfigSource::Given)),
+                Err(why) => Ok((Some(heuristic), ConfigSource::Rejected(why))),
+            },
+            None => Ok((Some(heuristic), ConfigSource::Heuristic)),
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! The pointwise template: one thread per output element, a grid-stride loop; the whole
 //! elementwise chain (views as layouts) computed in registers and stored once.
 
+use super::config::{Config, PointwiseConfig, pointwise_grid};
+use super::split::SMS;
 use crate::lower::*;
 use irc_ir::ValueId;
 use irc_kir::{Builtin, Stmt};
@@ -9,11 +11,15 @@ impl Builder<'_, '_> {
     /// `for %i = global thread index to n step (threads in grid)`: out[i] = v[i].
     pub(crate) fn elementwise(&mut self, v: ValueId) -> R<()> {
         let n = self.ty(v).numel();
-        self.kernel.grid = [
-            n.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
-            1,
-            1,
-        ];
+        let cfg = match self.config {
+            Some(Config::Pointwise(c)) => c,
+            _ => PointwiseConfig {
+                threads: u64::from(THREADS),
+                blocks_per_sm: None,
+            },
+        };
+        self.kernel.block = [cfg.threads as u32, 1, 1];
+        self.kernel.grid = [pointwise_grid(cfg, n, SMS) as u32, 1, 1];
         let access = linear(n).map_err(internal)?;
         let out = self.global(v, access.clone());
         let start = add(

@@ -3,15 +3,12 @@
 //! reduced or outputs are few; a thread per output (coalesced column sums) when a leading axis
 //! is reduced and there are at least 32 × SMs outputs. Shared helpers for row-wise kernels.
 
+use super::config::{Config, ReductionConfig};
 use crate::LowerError;
 use crate::lower::*;
 use irc_ir::infer::reduction_axes;
 use irc_ir::{DType, Inst, OpKind};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Stmt, Ty};
-
-/// Outputs from which a reduction over leading axes runs a thread per output (the column
-/// schedule): 32 per SM of the H100 fill it with coalesced loads.
-const COLUMN_MIN_OUTPUTS: u64 = 32 * 132;
 
 impl Builder<'_, '_> {
     /// `for %row = bid.x to rows step nctaid.x { ... }`: one block per row.
@@ -107,12 +104,22 @@ impl Builder<'_, '_> {
         // adjacent addresses (coalesced), each summing its column serially.
         let innermost_kept = !axes.contains(&(xshape.len().saturating_sub(1)))
             && xshape.last().is_some_and(|&d| d > 1);
-        if innermost_kept && rows >= COLUMN_MIN_OUTPUTS {
-            self.kernel.grid = [
-                rows.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
-                1,
-                1,
-            ];
+        // The schedule: the configuration's (whose check allows the column schedule only with
+        // the innermost dimension kept), else the heuristic's.
+        let schedule = match self.config {
+            Some(Config::Reduction(c)) => c,
+            _ if innermost_kept && rows >= super::config::COLUMN_MIN_OUTPUTS => {
+                ReductionConfig::Column {
+                    threads: u64::from(THREADS),
+                }
+            }
+            _ => ReductionConfig::Row {
+                threads: u64::from(row_threads(k)),
+            },
+        };
+        if let ReductionConfig::Column { threads } = schedule {
+            self.kernel.block = [threads as u32, 1, 1];
+            self.kernel.grid = [rows.div_ceil(threads).clamp(1, MAX_BLOCKS) as u32, 1, 1];
             let start = add(
                 mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
                 bx(Builtin::TidX),
@@ -153,7 +160,8 @@ impl Builder<'_, '_> {
                 Ok(())
             });
         }
-        self.kernel.block = [row_threads(k), 1, 1];
+        let (ReductionConfig::Row { threads } | ReductionConfig::Column { threads }) = schedule;
+        self.kernel.block = [threads as u32, 1, 1];
         self.rows(rows, |b, row| {
             let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {
                 let e = b.value_at(x, &access)?;

@@ -2,7 +2,7 @@
 //! the row cached in registers (a warp per row up to 1024 elements, a block beyond) or
 //! streamed in passes.
 
-use super::split::RowSchedule;
+use super::config::{Config, RowConfig, row_heuristic};
 use crate::LowerError;
 use crate::lower::*;
 use irc_ir::infer::normalize_axis;
@@ -58,13 +58,21 @@ impl Builder<'_, '_> {
             w,
             bias,
         };
-        if let RowSchedule::Split { splits, chunk } = RowSchedule::choose(rows, k) {
-            return self.composite_split(inst, spec, splits, chunk);
-        }
-        if k.div_ceil(if k <= 1024 { 32 } else { u64::from(THREADS) }) <= 32 {
-            return self.composite_cached(inst.op, spec);
-        }
-        self.kernel.block = [row_threads(k), 1, 1];
+        let schedule = match self.config {
+            Some(Config::Row(c)) => c,
+            _ => row_heuristic(rows, k),
+        };
+        let threads = match schedule {
+            RowConfig::Split { chunk } => {
+                return self.composite_split(inst, spec, k.div_ceil(chunk), chunk);
+            }
+            RowConfig::Warp { rows } => return self.composite_cached(inst.op, spec, true, rows),
+            RowConfig::Block { threads } => {
+                return self.composite_cached(inst.op, spec, false, threads);
+            }
+            RowConfig::Streamed { threads } => threads,
+        };
+        self.kernel.block = [threads as u32, 1, 1];
         let op = inst.op;
         let call = |f: Func, args: Vec<Expr>| Expr::call(f, args);
         self.rows(rows, |b, row| {
@@ -183,16 +191,19 @@ impl Builder<'_, '_> {
     /// softmax / rmsnorm / layernorm with the row held in registers: `x` is read once. Rows of
     /// up to 1024 elements take one warp each (8 rows per block, warp reductions only); longer
     /// rows one block each. Each thread holds `ceil(k / threads per row)` <= 32 values.
-    pub(crate) fn composite_cached(&mut self, op: OpKind, r: RowSpec) -> R<()> {
-        let warp_mode = r.k <= 1024;
-        let group = if warp_mode { 32 } else { u64::from(THREADS) };
+    ///
+    /// `warp_mode`: a warp per row and `n` rows per block; else a block of `n` threads per row.
+    pub(crate) fn composite_cached(
+        &mut self,
+        op: OpKind,
+        r: RowSpec,
+        warp_mode: bool,
+        n: u64,
+    ) -> R<()> {
+        let group = if warp_mode { 32 } else { n };
         let per_thread = r.k.div_ceil(group);
-        let rows_per_block = if warp_mode {
-            u64::from(THREADS) / 32
-        } else {
-            1
-        };
-        self.kernel.block = [THREADS, 1, 1];
+        let rows_per_block = if warp_mode { n } else { 1 };
+        self.kernel.block = [(group * rows_per_block) as u32, 1, 1];
         self.kernel.grid = [
             r.rows.div_ceil(rows_per_block).clamp(1, MAX_BLOCKS) as u32,
             1,

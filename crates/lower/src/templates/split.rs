@@ -29,7 +29,7 @@ pub(crate) const SMS: u64 = 132;
 /// Blocks a split schedule aims for: 8 blocks of 256 threads per SM, full occupancy.
 const TARGET_BLOCKS: u64 = 8 * SMS;
 /// Elements per step of the chunk loop: 256 threads × 4 unrolled elements.
-const STEP: u64 = 4 * THREADS as u64;
+pub(crate) const STEP: u64 = 4 * THREADS as u64;
 
 /// How a row composite runs, chosen per shape by [`RowSchedule::choose`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

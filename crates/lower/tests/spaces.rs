@@ -1,0 +1,268 @@
+//! The configuration spaces: every point of every declared space that passes `check` lowers to
+//! kernel IR that verifies (the lowering verifies what it returns), is the point the kernel
+//! was built with, and prints and re-parses; the heuristic's point is in the space and lowers
+//! to exactly what lowering without any configuration gives; keys and texts are stable.
+
+use irc_lower::templates::{self, Config, ProblemShape, SPACES, space, space_of};
+use irc_lower::{ConfigSource, LowerOptions, plan_and_lower, plan_and_lower_with};
+use irc_target::Target;
+use std::collections::BTreeMap;
+
+/// Small problems that exercise each schedule's edges: short, odd, long and few rows;
+/// reductions over the innermost and a leading axis; odd and batched matmuls.
+const GRAPHS: &str = r#"
+graph @pw(%x: tensor<37x19xf16>, %y: tensor<19xf16>) -> tensor<37x19xf16> {
+  %a = add %x, %y
+  %r = relu %a
+  return %r
+}
+graph @pw1(%x: tensor<1xf32>) -> tensor<1xf32> {
+  %r = exp %x
+  return %r
+}
+graph @sm_short(%x: tensor<5x100xf16>) -> tensor<5x100xf16> {
+  %r = softmax %x {axis = -1}
+  return %r
+}
+graph @sm_mid(%x: tensor<3x3000xf32>) -> tensor<3x3000xf32> {
+  %r = softmax %x {axis = -1}
+  return %r
+}
+graph @ln_long(%x: tensor<2x20000xf16>, %w: tensor<20000xf16>, %b: tensor<20000xf16>) -> tensor<2x20000xf16> {
+  %r = layernorm %x, %w, %b {axis = -1, eps = 1e-5}
+  return %r
+}
+graph @rms_axis0(%x: tensor<1500x6xbf16>) -> tensor<1500x6xbf16> {
+  %r = rmsnorm %x {axis = 0, eps = 1e-6}
+  return %r
+}
+graph @red_inner(%x: tensor<7x333xf32>) -> tensor<7xf32> {
+  %r = reduce_sum %x {axes = [1]}
+  return %r
+}
+graph @red_lead(%x: tensor<50x70xf16>) -> tensor<70xf16> {
+  %r = reduce_max %x {axes = [0]}
+  return %r
+}
+graph @mm_odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16>) -> tensor<200x136xf16> {
+  %bt = transpose %b {perm = [1, 0]}
+  %m = matmul %a, %bt
+  %r = add %m, %c
+  return %r
+}
+graph @mm_batched(%a: tensor<3x64x96xbf16>, %b: tensor<3x96x80xbf16>) -> tensor<3x64x80xbf16> {
+  %m = matmul %a, %b
+  return %m
+}
+"#;
+
+fn graphs() -> Vec<irc_ir::Graph> {
+    irc_frontend::parse_module(GRAPHS).expect("parses").graphs
+}
+
+#[test]
+fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
+    let target = Target::default();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut failures = vec![];
+    for g in graphs() {
+        let base = plan_and_lower(&g, Default::default()).expect("lowers");
+        for choice in &base.choices {
+            let p = &choice.problem;
+            assert_eq!(choice.source, ConfigSource::Heuristic);
+            let points = space(p, &target);
+            let Some(s) = space_of(p.template) else {
+                assert!(choice.config.is_none() && points.is_empty());
+                continue;
+            };
+            let heuristic = s.heuristic(p);
+            assert_eq!(choice.config, Some(heuristic), "@{}", g.name);
+            assert!(points.contains(&heuristic), "@{}: {heuristic}", g.name);
+            for c in points {
+                *seen.entry(p.template).or_default() += 1;
+                // The text form round-trips.
+                let text = c.to_string();
+                assert_eq!(Config::parse(p.template, &text), Ok(c), "{text}");
+                let options = LowerOptions {
+                    configs: BTreeMap::from([(p.key(), c)]),
+                    ..Default::default()
+                };
+                match plan_and_lower_with(&g, Default::default(), &options) {
+                    Ok(planned) => {
+                        let got = planned
+                            .choices
+                            .iter()
+                            .find(|x| x.problem.key() == p.key())
+                            .expect("the same problem");
+                        assert_eq!(got.config, Some(c));
+                        assert_eq!(got.source, ConfigSource::Given);
+                        let text = irc_kir::print_module(&planned.kernels);
+                        let back = irc_kir::parse_module(&text)
+                            .unwrap_or_else(|e| panic!("@{} {c}: {e}", g.name));
+                        assert_eq!(irc_kir::print_module(&back), text);
+                        if c == heuristic {
+                            assert_eq!(planned.kernels, base.kernels, "@{} {c}", g.name);
+                        }
+                    }
+                    Err(e) => failures.push(format!("@{} {} {c}: {e}", g.name, p.template)),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Every declared space was exercised, with more than one point.
+    for s in SPACES {
+        let n = seen.get(s.template()).copied().unwrap_or(0);
+        assert!(n >= 4, "{}: {n} points", s.template());
+    }
+}
+
+#[test]
+fn a_rejected_point_falls_back_to_the_heuristic_with_the_reason() {
+    let g = &graphs()[2]; // @sm_short: rows of 100
+    let base = plan_and_lower(g, Default::default()).unwrap();
+    let p = &base.choices[0].problem;
+    assert_eq!(p.template, "row");
+    // A split of a 100-element row is a single chunk: check refuses it.
+    let bad = Config::parse("row", "split,chunk=1024").unwrap();
+    let options = LowerOptions {
+        configs: BTreeMap::from([(p.key(), bad)]),
+        ..Default::default()
+    };
+    let planned = plan_and_lower_with(g, Default::default(), &options).unwrap();
+    let c = &planned.choices[0];
+    assert!(
+        matches!(&c.source, ConfigSource::Rejected(why) if why.contains("single chunk")),
+        "{:?}",
+        c.source
+    );
+    assert_eq!(planned.kernels, base.kernels);
+}
+
+#[test]
+fn spaces_prune_what_the_target_cannot_run() {
+    let g = &graphs()[3]; // @sm_mid: rows of 3000
+    let p = plan_and_lower(g, Default::default()).unwrap().choices[0]
+        .problem
+        .clone();
+    let points = space(&p, &Target::default());
+    let texts: Vec<String> = points.iter().map(ToString::to_string).collect();
+    // 3000 values do not fit a warp's registers (32 per lane), nor 128 threads' (24 each
+    // fit): warp schedules are pruned, block ones of 128+ threads kept.
+    assert!(!texts.iter().any(|t| t.starts_with("warp")), "{texts:?}");
+    assert!(
+        texts.contains(&"block,threads=128".to_string()),
+        "{texts:?}"
+    );
+    assert!(texts.contains(&"split,chunk=1024".to_string()), "{texts:?}");
+    assert!(
+        !texts.contains(&"split,chunk=4096".to_string()),
+        "{texts:?}"
+    );
+    // The tensor-core space shrinks with the target's shared memory.
+    let mm = plan_and_lower(&graphs()[8], Default::default()).unwrap();
+    let p = &mm.choices[0].problem;
+    let small = Target {
+        max_shared_bytes: 16 * 1024,
+        ..Target::default()
+    };
+    let (all, fewer) = (space(p, &Target::default()), space(p, &small));
+    assert!(!fewer.is_empty() && fewer.len() < all.len());
+}
+
+#[test]
+fn ranking_puts_the_estimate_in_order_and_sees_the_shape() {
+    let target = Target::default();
+    let mut g = graphs();
+    let mm = plan_and_lower(&g.remove(8), Default::default()).unwrap();
+    let p = &mm.choices[0].problem;
+    let ranked = templates::ranked(p, &target);
+    assert_eq!(ranked.len(), space(p, &target).len());
+    assert!(ranked.windows(2).all(|w| w[0].1 <= w[1].1));
+    assert!(ranked.iter().all(|(_, t)| t.is_finite() && *t > 0.0));
+    // A 4096^3 GEMM: the big default tile ranks above the smallest one.
+    let big = irc_frontend::parse_module(
+        "graph @g(%a: tensor<4096x4096xf16>, %b: tensor<4096x4096xf16>) -> tensor<4096x4096xf16> {\n  %c = matmul %a, %b\n  return %c\n}\n",
+    )
+    .unwrap();
+    let p = plan_and_lower(&big.graphs[0], Default::default())
+        .unwrap()
+        .choices[0]
+        .problem
+        .clone();
+    assert!(matches!(p.shape, ProblemShape::Matmul { m: 4096, .. }));
+    let ranked = templates::ranked(&p, &target);
+    let pos = |t: &str| ranked.iter().position(|(c, _)| c.to_string() == t).unwrap();
+    assert!(pos("128x128x64/2x4") < pos("64x64x32/2x2"), "{ranked:?}");
+}
+
+#[test]
+fn signatures_are_stable_and_change_with_the_problem() {
+    let sig = |text: &str| {
+        let m = irc_frontend::parse_module(text).unwrap();
+        plan_and_lower(&m.graphs[0], Default::default())
+            .unwrap()
+            .choices[0]
+            .problem
+            .key()
+    };
+    let a = sig(
+        "graph @a(%x: tensor<8x16xf16>) -> tensor<8x16xf16> {\n  %r = softmax %x {axis = -1}\n  return %r\n}\n",
+    );
+    // Names of the graph and values do not matter.
+    let renamed = sig(
+        "graph @other(%y: tensor<8x16xf16>) -> tensor<8x16xf16> {\n  %out = softmax %y {axis = -1}\n  return %out\n}\n",
+    );
+    assert_eq!(a, renamed);
+    assert!(a.starts_with("row@v1:softmax f16 rows8 k16"), "{a}");
+    for changed in [
+        "graph @a(%x: tensor<8x32xf16>) -> tensor<8x32xf16> {\n  %r = softmax %x {axis = -1}\n  return %r\n}\n",
+        "graph @a(%x: tensor<8x16xbf16>) -> tensor<8x16xbf16> {\n  %r = softmax %x {axis = -1}\n  return %r\n}\n",
+        "graph @a(%x: tensor<8x16xf16>) -> tensor<8x16xf16> {\n  %r = rmsnorm %x {axis = -1, eps = 1e-6}\n  return %r\n}\n",
+        "graph @a(%x: tensor<16x8xf16>) -> tensor<8x16xf16> {\n  %t = transpose %x {perm = [1, 0]}\n  %r = softmax %t {axis = -1}\n  return %r\n}\n",
+    ] {
+        assert_ne!(sig(changed), a, "{changed}");
+    }
+    // An epilogue op changes a matmul's signature.
+    let mm = "graph @m(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>) -> tensor<64x64xf16> {\n  %c = matmul %a, %b\n  return %c\n}\n";
+    let mm_relu = "graph @m(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>) -> tensor<64x64xf16> {\n  %c = matmul %a, %b\n  %r = relu %c\n  return %r\n}\n";
+    assert_ne!(sig(mm), sig(mm_relu));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 24, ..Default::default() })]
+
+    /// On random shapes of each template's problem, every checked point lowers to verified
+    /// kernel IR (the lowering verifies it) with the point it was given.
+    #[test]
+    fn random_shapes_lower_at_every_checked_point(
+        rows in 1u64..300,
+        k in 1u64..20_000,
+        op in 0usize..5,
+        dtype in proptest::sample::select(vec!["f16", "bf16", "f32"]),
+    ) {
+        let ty = format!("tensor<{rows}x{k}x{dtype}>");
+        let text = match op {
+            0 => format!("graph @g(%x: {ty}) -> {ty} {{\n  %r = softmax %x {{axis = -1}}\n  return %r\n}}\n"),
+            1 => format!("graph @g(%x: {ty}) -> {ty} {{\n  %r = rmsnorm %x {{axis = -1, eps = 1e-6}}\n  return %r\n}}\n"),
+            2 => format!("graph @g(%x: {ty}) -> tensor<{rows}x{dtype}> {{\n  %r = reduce_sum %x {{axes = [1]}}\n  return %r\n}}\n"),
+            3 => format!("graph @g(%x: {ty}) -> tensor<{k}x{dtype}> {{\n  %r = reduce_max %x {{axes = [0]}}\n  return %r\n}}\n"),
+            _ => format!("graph @g(%x: {ty}) -> {ty} {{\n  %r = silu %x\n  return %r\n}}\n"),
+        };
+        let g = irc_frontend::parse_module(&text).unwrap().graphs.remove(0);
+        let base = plan_and_lower(&g, Default::default()).unwrap();
+        let target = Target::default();
+        for choice in &base.choices {
+            let p = &choice.problem;
+            for c in space(p, &target) {
+                let options = LowerOptions {
+                    configs: BTreeMap::from([(p.key(), c)]),
+                    ..Default::default()
+                };
+                let planned = plan_and_lower_with(&g, Default::default(), &options)
+                    .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{c}: {e}")))?;
+                proptest::prop_assert_eq!(planned.choices[0].config, Some(c));
+            }
+        }
+    }
+}
