@@ -102,9 +102,12 @@ pub fn run(args: &TuneArgs) -> Result<bool> {
     let reference = select_graph(&written, input, args.graph.as_deref())?;
     let target = irc_runtime::Target::h100();
     // The heuristic's build: its problems are what is tuned.
-    let base = irc_pipeline::Pipeline::default()
-        .compile(graph, Default::default(), irc_pipeline::Stage::Layout)
-        .with_context(|| format!("cannot compile @{}", graph.name))?;
+    let base = irc_pipeline::Pipeline {
+        arch: Some(args.arch.clone()),
+        ..Default::default()
+    }
+    .compile(graph, Default::default(), irc_pipeline::Stage::Layout)
+    .with_context(|| format!("cannot compile @{}", graph.name))?;
     let problems = unique_problems(&base.planned.map(|p| p.choices).unwrap_or_default());
     if args.list {
         print!("{}", list(&problems, &target, args.top_k));
@@ -250,7 +253,7 @@ impl<'a> Tuner<'a> {
     /// kernels hold whatever the allocation held, which changes no timing (indices are clamped,
     /// never out of bounds).
     fn measure(&self, options: LowerOptions, key: Option<&str>) -> Result<f64> {
-        let planned = kernels_of(self.graph, options, key)?;
+        let planned = kernels_of(self.graph, &self.args.arch, options, key)?;
         let (cuda, text) = irc_pipeline::cuda_and_ptx(&planned.kernels, &self.args.arch)?;
         let ptx = irc_runtime::Ptx {
             text,
@@ -455,10 +458,13 @@ impl<'a> Tuner<'a> {
 /// problem `key` (all with `None`).
 fn kernels_of(
     graph: &Graph,
+    arch: &str,
     options: LowerOptions,
     key: Option<&str>,
 ) -> Result<irc_lower::Planned> {
+    // Lowered for the arch the candidates are timed on (the Hopper templates on sm_90a).
     let pipeline = irc_pipeline::Pipeline {
+        arch: Some(arch.to_string()),
         lower: options,
         ..Default::default()
     };
@@ -617,7 +623,9 @@ mod tests {
         let text = "graph @g(%a: tensor<64x5000xf16>, %w: tensor<5000x64xf16>) -> tensor<64x64xf16> {\n  %x = softmax %a {axis = -1}\n  %m = matmul %x, %w\n  return %m\n}\n";
         let m = irc_frontend::parse_module(text).unwrap();
         let g = &m.graphs[0];
-        let all = kernels_of(g, LowerOptions::default(), None).unwrap();
+        // Lowered for sm_80, where both templates have a space (on sm_90a the Hopper matmul,
+        // without one yet, splits K: two kernels).
+        let all = kernels_of(g, "sm_80", LowerOptions::default(), None).unwrap();
         assert_eq!(all.kernels.launches.len(), 2);
         let p = unique_problems(&all.choices);
         assert_eq!(p.len(), 2);
@@ -627,7 +635,7 @@ mod tests {
             configs: BTreeMap::from([(key.clone(), split)]),
             ..Default::default()
         };
-        let one = kernels_of(g, options, Some(&key)).unwrap();
+        let one = kernels_of(g, "sm_80", options, Some(&key)).unwrap();
         // The split schedule: its partial and merge kernels, nothing of the matmul.
         let names: Vec<&str> = one
             .kernels
@@ -647,7 +655,7 @@ mod tests {
             })) => println!("SKIPPED the NVRTC compile: no toolchain"),
             Err(e) => panic!("{e}"),
         }
-        assert!(kernels_of(g, LowerOptions::default(), Some("no such key")).is_err());
+        assert!(kernels_of(g, "sm_80", LowerOptions::default(), Some("no such key")).is_err());
     }
 
     #[test]
