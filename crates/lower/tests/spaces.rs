@@ -65,8 +65,19 @@ fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
     let target = Target::default();
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut failures = vec![];
-    for g in graphs() {
-        let base = plan_and_lower(&g, Default::default()).expect("lowers");
+    // Lowered for sm_80 and for sm_90a (the Hopper matmul's space).
+    let archs = [
+        LowerOptions::default(),
+        LowerOptions {
+            wgmma: true,
+            ..Default::default()
+        },
+    ];
+    for (g, arch) in graphs()
+        .into_iter()
+        .flat_map(|g| archs.iter().map(move |a| (g.clone(), a)))
+    {
+        let base = plan_and_lower_with(&g, Default::default(), arch).expect("lowers");
         for choice in &base.choices {
             let p = &choice.problem;
             assert_eq!(choice.source, ConfigSource::Heuristic);
@@ -85,7 +96,7 @@ fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
                 assert_eq!(Config::parse(p.template, &text), Ok(c), "{text}");
                 let options = LowerOptions {
                     configs: BTreeMap::from([(p.key(), c)]),
-                    ..Default::default()
+                    ..arch.clone()
                 };
                 match plan_and_lower_with(&g, Default::default(), &options) {
                     Ok(planned) => {

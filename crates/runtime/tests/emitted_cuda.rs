@@ -196,9 +196,10 @@ fn every_mma_config_compiles_without_spills() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Every point of the pointwise, reduction and row spaces (`irc_lower::templates::space`) for
-/// a sample of problems — short, cached, long and few rows, leading and innermost reductions,
-/// an elementwise chain — compiles with NVRTC and assembles with ptxas for sm_90a without
+/// Every point of the pointwise, reduction, row and Hopper matmul spaces
+/// (`irc_lower::templates::space`) for a sample of problems — short, cached, long and few
+/// rows, leading and innermost reductions, an elementwise chain, odd and split-K matmuls —
+/// compiles with NVRTC and assembles with ptxas for sm_90a without
 /// spills: what `irc tune` may measure must build.
 #[test]
 fn every_space_config_compiles_without_spills() {
@@ -210,21 +211,28 @@ graph @sm_warp(%x: tensor<64x1000xf16>) -> tensor<64x1000xf16> {\n  %r = softmax
 graph @ln_block(%x: tensor<8x8192xbf16>, %w: tensor<8192xbf16>, %b: tensor<8192xbf16>) -> tensor<8x8192xbf16> {\n  %r = layernorm %x, %w, %b {axis = -1, eps = 1e-5}\n  return %r\n}\n\n\
 graph @rms_long(%x: tensor<4x40000xf16>, %w: tensor<40000xf16>) -> tensor<4x40000xf16> {\n  %r = rmsnorm %x, %w {axis = -1, eps = 1e-6}\n  return %r\n}\n\n\
 graph @red_inner(%x: tensor<33x5000xf32>) -> tensor<33xf32> {\n  %r = reduce_mean %x {axes = [1]}\n  return %r\n}\n\n\
-graph @red_lead(%x: tensor<300x640xf16>) -> tensor<640xf16> {\n  %r = reduce_sum %x {axes = [0]}\n  return %r\n}\n";
+graph @red_lead(%x: tensor<300x640xf16>) -> tensor<640xf16> {\n  %r = reduce_sum %x {axes = [0]}\n  return %r\n}\n\n\
+graph @wg_odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16>) -> tensor<200x136xf16> {\n  %bt = transpose %b {perm = [1, 0]}\n  %m = matmul %a, %bt\n  %r = add %m, %c\n  return %r\n}\n\n\
+graph @wg_splitk(%a: tensor<100x4160xbf16>, %b: tensor<4160x136xbf16>) -> tensor<100x136xbf16> {\n  %m = matmul %a, %b\n  %r = relu %m\n  return %r\n}\n";
     let module = irc_frontend::parse_module(text).expect("parses");
     let target = irc_target::Target::default();
     let arch = Arch::parse("sm_90a").unwrap();
     let mut failures = vec![];
     let mut count = std::collections::BTreeMap::<&str, usize>::new();
+    // Lowered as for sm_90a (the Hopper matmul's space with it).
+    let sm90 = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
     for g in &module.graphs {
-        let base = irc_lower::plan_and_lower(g, Default::default()).expect("lowers");
+        let base = irc_lower::plan_and_lower_with(g, Default::default(), &sm90).expect("lowers");
         for choice in &base.choices {
             let p = &choice.problem;
             for cfg in irc_lower::templates::space(p, &target) {
                 *count.entry(p.template).or_default() += 1;
                 let options = irc_lower::LowerOptions {
                     configs: std::collections::BTreeMap::from([(p.key(), cfg)]),
-                    ..Default::default()
+                    ..sm90.clone()
                 };
                 let planned = match irc_lower::plan_and_lower_with(g, Default::default(), &options)
                 {
@@ -250,8 +258,8 @@ graph @red_lead(%x: tensor<300x640xf16>) -> tensor<640xf16> {\n  %r = reduce_sum
         }
     }
     println!("configurations compiled per template: {count:?}");
-    for t in ["pointwise", "reduction", "row"] {
-        assert!(count.get(t).copied().unwrap_or(0) >= 8, "{t}: {count:?}");
+    for t in ["pointwise", "reduction", "row", "matmul_wgmma"] {
+        assert!(count.get(t).copied().unwrap_or(0) >= 6, "{t}: {count:?}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -60,6 +60,7 @@ pub enum Config {
     Reduction(ReductionConfig),
     Row(RowConfig),
     Mma(MmaConfig),
+    Wgmma(super::wgmma_config::WgmmaConfig),
 }
 
 impl fmt::Display for Config {
@@ -69,6 +70,7 @@ impl fmt::Display for Config {
             Config::Reduction(c) => c.fmt(f),
             Config::Row(c) => c.fmt(f),
             Config::Mma(c) => c.fmt(f),
+            Config::Wgmma(c) => c.fmt(f),
         }
     }
 }
@@ -143,8 +145,13 @@ pub trait TemplateSpace: Sync {
 }
 
 /// Every declared space.
-pub static SPACES: &[&dyn TemplateSpace] =
-    &[&PointwiseSpace, &ReductionSpace, &RowSpace, &MmaSpace];
+pub static SPACES: &[&dyn TemplateSpace] = &[
+    &PointwiseSpace,
+    &ReductionSpace,
+    &RowSpace,
+    &MmaSpace,
+    &super::wgmma_config::WgmmaSpace,
+];
 
 /// The space of `template`, if it declares one.
 pub fn space_of(template: &str) -> Option<&'static dyn TemplateSpace> {

@@ -14,12 +14,12 @@ pub(super) struct Epilogue {
 }
 
 impl Builder<'_, '_> {
-    /// A split's accumulators, as f32, into its slice of the partials `part` (`(m, n, batch,
-    /// split)`), where they land inside the output.
+    /// A split's accumulators, as f32, into its slice of the partials `part`: value `v` of
+    /// thread `t` at `(t, v, 64-row block, column block, batch, split)`, the partials padded to
+    /// whole tiles so no store needs a guard.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn wgmma_partials(
         &mut self,
-        p: &TcPlan,
         part: &str,
         acc: &str,
         bn: u64,
@@ -29,38 +29,25 @@ impl Builder<'_, '_> {
         bi: &Expr,
         sk: &Expr,
     ) -> R<()> {
-        let dl = irc_layout::wgmma_m64nk16_d(bn as i64)
-            .map_err(internal)?
-            .layout()
-            .clone();
         let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
-        let row0 = self.let_(
-            "r0",
+        let rb = self.let_(
+            "rb",
             Ty::Idx,
-            add(m0.clone(), mul(c.clone(), Expr::Int(64))),
+            add(div(m0.clone(), Expr::Int(64)), c.clone()),
         );
+        let cb = self.let_("cb", Ty::Idx, div(n0.clone(), int(bn)));
         self.unrolled("v", bn / 2, &mut |s, v| {
-            let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
-            let idx = s.let_("di", Ty::Idx, idx);
-            let gm = s.let_(
-                "gm",
-                Ty::Idx,
-                add(row0.clone(), rem(idx.clone(), Expr::Int(64))),
-            );
-            let gn = s.let_("gn", Ty::Idx, add(n0.clone(), div(idx, Expr::Int(64))));
-            let cond = Expr::idx(
-                IdxOp::And,
-                lt(gm.clone(), int(p.m)),
-                lt(gn.clone(), int(p.n)),
-            );
-            s.out.push(Stmt::If {
-                cond,
-                body: vec![Stmt::Store {
-                    tensor: part.to_string(),
-                    coord: vec![gm, gn, bi.clone(), sk.clone()],
-                    value: Expr::load(acc, vec![v]),
-                }],
-                orelse: vec![],
+            s.out.push(Stmt::Store {
+                tensor: part.to_string(),
+                coord: vec![
+                    t.clone(),
+                    v.clone(),
+                    rb.clone(),
+                    cb.clone(),
+                    bi.clone(),
+                    sk.clone(),
+                ],
+                value: Expr::load(acc, vec![v]),
             });
             Ok(())
         })
@@ -75,6 +62,7 @@ impl Builder<'_, '_> {
         p: &TcPlan,
         ws: &str,
         split: u64,
+        (mp, np): (u64, u64),
     ) -> R<()> {
         let threads = crate::lower::THREADS;
         let n = p.batch * p.m * p.n;
@@ -85,10 +73,15 @@ impl Builder<'_, '_> {
         ];
         self.kernel.block = [threads, 1, 1];
         let pp = self.param(ws);
+        // (m, n, batch, split) over the padded partials.
         let part = self.tensor(
             Space::Global(pp),
             DType::F32,
-            Layout::flat(&[n as i64, split as i64], &[1, n as i64]).map_err(internal)?,
+            Layout::flat(
+                &[p.m as i64, p.n as i64, p.batch as i64, split as i64],
+                &[np as i64, 1, (mp * np) as i64, (p.batch * mp * np) as i64],
+            )
+            .map_err(internal)?,
         );
         let outs: Vec<String> = roots
             .iter()
@@ -101,6 +94,9 @@ impl Builder<'_, '_> {
         );
         let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
         self.for_("e", start, int(n), step, false, |s, e| {
+            let gn = s.let_("gn", Ty::Idx, rem(e.clone(), int(p.n)));
+            let gm = s.let_("gm", Ty::Idx, rem(div(e.clone(), int(p.n)), int(p.m)));
+            let b = s.let_("b", Ty::Idx, div(e.clone(), int(p.m * p.n)));
             let sum = s.var("acc", Ty::Elem(DType::F32), lit(DType::F32, 0.0));
             s.for_(
                 "sk",
@@ -109,14 +105,11 @@ impl Builder<'_, '_> {
                 Expr::Int(1),
                 false,
                 |s, sk| {
-                    let x = Expr::load(&part, vec![e.clone(), sk]);
+                    let x = Expr::load(&part, vec![gm.clone(), gn.clone(), b.clone(), sk]);
                     s.assign(&sum, Expr::call(kir::Func::Add, vec![sum.clone(), x]));
                     Ok(())
                 },
             )?;
-            let gn = s.let_("gn", Ty::Idx, rem(e.clone(), int(p.n)));
-            let gm = s.let_("gm", Ty::Idx, rem(div(e.clone(), int(p.n)), int(p.m)));
-            let b = s.let_("b", Ty::Idx, div(e.clone(), int(p.m * p.n)));
             let value = cast_to(p.dtype, DType::F32, sum);
             s.coord = vec![gm.clone(), gn.clone(), b.clone()];
             s.epilogue_stores(mm, value, &p.access_c, roots, &outs, vec![gm, gn, b])

@@ -25,9 +25,8 @@ use irc_layout::{Layout, coalesce};
 
 mod epilogue;
 
-/// Block rows (two consumer warpgroups of 64) and the K step (64 f16/bf16: 128 bytes).
-const BM: u64 = 128;
-const BK: u64 = 64;
+// Block rows (two consumer warpgroups of 64) and the K step (64 f16/bf16: 128 bytes).
+use super::wgmma_config::{BK, BM, WgmmaConfig};
 /// Threads: a producer warpgroup and two consumers.
 const THREADS: u64 = 384;
 
@@ -196,20 +195,14 @@ impl Builder<'_, '_> {
         }
         let target = irc_target::Target::default();
         let sms = u64::from(target.sms);
-        // Tile width: the widest of 256, 128 (no wider than N needs) whose tiles fill the SMs;
-        // else 256 where K will be split and the tiles are full in M and N (each operand
-        // slice is then read by fewest tiles); else 64.
-        let tiles = |bn: u64| p.m.div_ceil(BM) * p.n.div_ceil(bn) * p.batch;
+        // The point: the tuning cache's (`LowerOptions::configs`), else the heuristic
+        // (`WgmmaConfig::heuristic`).
         let ktiles = p.k.div_ceil(BK);
-        let fills = [256, 128]
-            .into_iter()
-            .find(|&bn| p.n > bn / 2 && tiles(bn) >= sms);
-        let wide_split = p.m >= BM && p.n > 128 && split_k(tiles(256), ktiles, sms).0 > 1;
-        let bn = match fills {
-            Some(bn) => bn,
-            None if wide_split => 256,
-            None => 64,
+        let cfg = match self.config {
+            Some(super::config::Config::Wgmma(c)) => c,
+            _ => WgmmaConfig::heuristic(p.batch, p.m, p.n, p.k, sms),
         };
+        let bn = cfg.bn;
         let esize = p.dtype.size_bytes();
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         // B's access is (k, n, batch): swap to (n, k, batch) to read it as rows x K.
@@ -250,7 +243,7 @@ impl Builder<'_, '_> {
         // running together share A row panels and B column panels in L2.
         // The largest group of at most 8 that divides the M tiles (65 M tiles: groups of 5).
         let group = (1..=8u64).rev().find(|g| tiles_m % g == 0).unwrap_or(1);
-        let (split, kps) = split_k(total, ktiles, sms);
+        let (split, kps) = cfg.splits(ktiles);
         let mut walk = TileWalk {
             total,
             per_batch,
@@ -264,10 +257,14 @@ impl Builder<'_, '_> {
         if split > 1 {
             // Split K: a first kernel writes each split's f32 partial tile; this kernel sums
             // them and applies the epilogue.
+            // The partials, padded to whole tiles ([split, batch, Mp, Np]): every tile's
+            // stores land inside, unguarded, through the accumulator's (thread, value)
+            // partition of the tile.
+            let (mp, np) = (tiles_m * BM, tiles_n * bn);
             let ws = kir::BufferDecl {
                 name: format!("{}_partials", self.kernel.name),
                 dtype: DType::F32,
-                shape: vec![split, p.batch, p.m, p.n],
+                shape: vec![split, p.batch, mp, np],
                 kind: kir::BufferKind::Temp,
                 tensor_map: None,
             };
@@ -280,20 +277,19 @@ impl Builder<'_, '_> {
             );
             pb.temps.push(ws.clone());
             let pp = pb.param(&ws.name);
-            let part = pb.tensor(
-                Space::Global(pp),
-                DType::F32,
-                Layout::flat(
-                    &[p.m as i64, p.n as i64, p.batch as i64, split as i64],
-                    &[
-                        p.n as i64,
-                        1,
-                        (p.m * p.n) as i64,
-                        (p.batch * p.m * p.n) as i64,
-                    ],
-                )
-                .map_err(internal)?,
-            );
+            // (thread, value) of a consumer's 64 x bn tile, then the tile's 64-row block, its
+            // column block, the batch and the split.
+            let tile = Layout::flat(&[64, bn as i64], &[np as i64, 1]).map_err(internal)?;
+            let tv = irc_layout::wgmma_m64nk16_d(bn as i64).map_err(internal)?;
+            let mut modes = irc_layout::composition(&tile, tv.layout())
+                .map_err(internal)?
+                .modes();
+            let li = |s: u64, d: u64| Layout::int(s as i64, d as i64).map_err(internal);
+            modes.push(li(mp / 64, 64 * np)?);
+            modes.push(li(np / bn, bn)?);
+            modes.push(li(p.batch, mp * np)?);
+            modes.push(li(split, p.batch * mp * np)?);
+            let part = pb.tensor(Space::Global(pp), DType::F32, concat(&modes)?);
             walk.total = total * split;
             pb.wgmma_kernel(inst, roots, p, &oa, &ob, &walk, Out::Partials(part))?;
             let maps: Vec<_> = pb
@@ -303,7 +299,7 @@ impl Builder<'_, '_> {
                 .collect();
             self.temps.extend(maps);
             self.pre.push(pb.finish());
-            self.splitk_reduce(inst, roots, p, &ws.name, split)?;
+            self.splitk_reduce(inst, roots, p, &ws.name, split, (mp, np))?;
             return Ok(true);
         }
         self.wgmma_kernel(inst, roots, p, &oa, &ob, &walk, Out::Epilogue)?;
@@ -544,7 +540,7 @@ impl Builder<'_, '_> {
                         s.wgmma_epilogue(inst, roots, p, epi, &acc, bn, &c, &m0, &n0, &bi)
                     }
                     (None, Out::Partials(part)) => {
-                        s.wgmma_partials(p, part, &acc, bn, &c, &m0, &n0, &bi, &sk)
+                        s.wgmma_partials(part, &acc, bn, &c, &m0, &n0, &bi, &sk)
                     }
                     (None, Out::Epilogue) => Ok(()),
                 }
@@ -665,18 +661,6 @@ enum Out {
     Epilogue,
     /// Store them, f32, to this `(m, n, batch, split)` tensor of partials.
     Partials(String),
-}
-
-/// Splits of K (and k-tiles per split) for `tiles` output tiles of `ktiles` k-tiles: where
-/// the tiles leave more than half the SMs idle and K is long (at least 64 k-tiles, at least 8
-/// a split), enough splits to give every SM a unit.
-fn split_k(tiles: u64, ktiles: u64, sms: u64) -> (u64, u64) {
-    if tiles * 2 > sms || ktiles < 64 {
-        return (1, ktiles);
-    }
-    let want = (sms / tiles).min(ktiles / 8).max(1);
-    let kps = ktiles.div_ceil(want);
-    (ktiles.div_ceil(kps), kps)
 }
 
 impl Operand {
