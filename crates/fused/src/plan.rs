@@ -372,9 +372,12 @@ fn attention_remark(dag: &GraphDag<'_>, a: &policy::AttentionMatch, names: &[Str
             } else {
                 ""
             };
+            let cast = a
+                .p_cast
+                .map_or(String::new(), |c| format!(" (cast {})", name(c)));
             format!(
-                "attention: scores {scores} (matmul), prologue {prologue}, softmax {}, output {} \
-                 in one kernel; the scores and probabilities stay in registers{causal}",
+                "attention: scores {scores} (matmul), prologue {prologue}, softmax {}{cast}, \
+                 output {} in one kernel; the scores and probabilities stay in registers{causal}",
                 name(a.softmax),
                 name(a.output)
             )

@@ -88,6 +88,7 @@ impl<'g> Lowering<'g> {
         let m = irc_fused::AttentionMatch {
             output: output.result.index(),
             softmax: softmax.result.index(),
+            p_cast: None,
             scores: Some(scores.result.index()),
             prologue: irc_fused::attention::path(&dag, x, scores.result.index()),
             declined: None,
