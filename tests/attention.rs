@@ -213,3 +213,18 @@ fn mixed_precision_softmax_in_f32() {
         }",
     );
 }
+
+#[test]
+fn residual_add_in_the_output_epilogue() {
+    // O + residual as the graph's result: the addition joins the output matmul's epilogue
+    // (policy rule 6) and the attention kernel stores the sum.
+    check(
+        "graph @residual(%q: tensor<1x2x70x32xf16>, %k: tensor<1x2x70x32xf16>, %v: tensor<1x2x70x32xf16>, %r: tensor<1x2x70x32xf16>) -> tensor<1x2x70x32xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %p = softmax %s {axis = -1}
+          %o = matmul %p, %v
+          %y = add %o, %r
+          return %y
+        }",
+    );
+}
