@@ -194,3 +194,37 @@ fn causal_f16_whole_tiles() {
     );
     assert!(skips_tiles(&kir));
 }
+
+#[test]
+fn mixed_precision_softmax_in_f32() {
+    // As models written for mixed precision do: the scores cast to f32, scaled and masked by an
+    // f32 tensor, the softmax in f32, cast back to f16 for P·V.
+    check(
+        "graph @mixed(%q: tensor<2x1x70x64xf16>, %k: tensor<2x1x70x64xf16>, %v: tensor<2x1x70x64xf16>, %mask: tensor<2x1x1x70xf32>) -> tensor<2x1x70x64xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %sf = cast %s {dtype = f32}
+          %c = constant {value = 0.125} : tensor<f32>
+          %ss = mul %sf, %c
+          %sm = add %ss, %mask
+          %p = softmax %sm {axis = -1}
+          %ph = cast %p {dtype = f16}
+          %o = matmul %ph, %v
+          return %o
+        }",
+    );
+}
+
+#[test]
+fn residual_add_in_the_output_epilogue() {
+    // O + residual as the graph's result: the addition joins the output matmul's epilogue
+    // (policy rule 6) and the attention kernel stores the sum.
+    check(
+        "graph @residual(%q: tensor<1x2x70x32xf16>, %k: tensor<1x2x70x32xf16>, %v: tensor<1x2x70x32xf16>, %r: tensor<1x2x70x32xf16>) -> tensor<1x2x70x32xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %p = softmax %s {axis = -1}
+          %o = matmul %p, %v
+          %y = add %o, %r
+          return %y
+        }",
+    );
+}

@@ -2,7 +2,7 @@
 //! when the scores can be recomputed tile by tile in registers (flash attention).
 //!
 //! The chain is found from its end: a matmul whose first operand is a `softmax` over the last
-//! axis, read by nothing else. Walking back from the softmax's operand through elementwise
+//! axis (or a cast of one: an f32 softmax rounded back to f16), read by nothing else. Walking back from the softmax's operand through elementwise
 //! values of the scores' shape computed inline reaches the scores' matmul. Every value on a
 //! path between the two is the **prologue**: elementwise, of the scores' shape, computed inline
 //! (read once), so the template computes it per score at that score's coordinate. What the
@@ -28,6 +28,9 @@ pub struct AttentionMatch {
     pub output: usize,
     /// The softmax `P`.
     pub softmax: usize,
+    /// A cast of the softmax that the output matmul reads (an f32 softmax rounded back to the
+    /// matmul's type, as models written for mixed precision do).
+    pub p_cast: Option<usize>,
     /// `matmul(Q, Kᵀ)`, when found.
     pub scores: Option<usize>,
     /// The prologue: values on a path from the scores to the softmax (its operand included),
@@ -52,8 +55,14 @@ pub(crate) fn find(
         if d.kind(m2) != NodeKind::Anchor(OpKind::Matmul) {
             continue;
         }
-        let Some(&p) = d.operands(m2).first() else {
+        let Some(&p0) = d.operands(m2).first() else {
             continue;
+        };
+        let (p, p_cast) = match (d.op(p0), d.operands(p0).first()) {
+            (Some(OpKind::Cast), Some(&s)) if d.kind(s) == NodeKind::Anchor(OpKind::Softmax) => {
+                (s, Some(p0))
+            }
+            _ => (p0, None),
         };
         if d.kind(p) != NodeKind::Anchor(OpKind::Softmax) {
             continue;
@@ -86,6 +95,7 @@ pub(crate) fn find(
         let mut m = AttentionMatch {
             output: m2,
             softmax: p,
+            p_cast,
             scores: None,
             prologue: vec![],
             declined: None,
@@ -181,13 +191,22 @@ fn check(
     if is_result[m1] || uses[m1] > 1 {
         return no("the scores are read outside the chain (a result or a second reader)");
     }
+    // Rule 5 stored the cast as a computed matmul operand; rule 8 takes it back if nothing
+    // else reads it.
+    if let Some(c) = m.p_cast
+        && (is_result[c] || uses[c] > 1 || forced_at(c))
+    {
+        return no("the cast of the probabilities is read outside the chain");
+    }
     if is_result[p] || uses[p] > 1 {
         return no("the probabilities are read outside the chain (a result or a second reader)");
     }
     if d.shape(m1) != shape {
         return no("the prologue changes the scores' shape");
     }
-    for v in [m1, p, m2] {
+    // The softmax may run in f32 when a cast rounds it back to the matmul's type.
+    let p_typed = if m.p_cast.is_some() { m2 } else { p };
+    for v in [m1, p_typed, m2] {
         if !matches!(d.dtype(v), Some(DType::F16 | DType::BF16)) {
             let t = d.dtype(v).map_or("an unknown type", |t| t.name());
             return no(&format!(

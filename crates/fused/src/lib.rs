@@ -222,7 +222,8 @@ impl Group {
     }
 
     /// The anchors of an attention group: exactly three anchor statements, a matmul, a
-    /// `softmax` over the last axis and a matmul whose first operand is that softmax, the
+    /// `softmax` over the last axis and a matmul whose first operand is that softmax (or a cast
+    /// of it), the
     /// softmax's operand computed from the first matmul (through elementwise statements).
     pub fn attention(&self) -> Option<AttentionStmts> {
         let anchors: Vec<usize> = (0..self.stmts.len())
@@ -241,11 +242,18 @@ impl Group {
             .get("axis")
             .and_then(irc_ir::Attr::as_int)
             .is_some_and(|a| a == -1 || a == po.ty.rank() as i64 - 1);
+        // P·V reads the softmax, or a cast of it (an f32 softmax rounded back).
+        let reads_p = oo.operands.first().is_some_and(|a| {
+            *a == po.value
+                || self.ops().any(|c| {
+                    c.value == *a && c.op == OpKind::Cast && c.operands.first() == Some(&po.value)
+                })
+        });
         let ok = so.op == OpKind::Matmul
             && po.op == OpKind::Softmax
             && last_axis
             && oo.op == OpKind::Matmul
-            && oo.operands.first() == Some(&po.value)
+            && reads_p
             && self.depends(p, &so.value);
         ok.then_some(AttentionStmts {
             scores: s,

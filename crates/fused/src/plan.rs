@@ -284,7 +284,13 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         }
         if home[leader] == Home::Epilogue {
             let op = g.insts[lead_inst].op;
-            let text = if op.category() == Category::Matmul && att.is_none() {
+            // An attention output is stored through a result view (rule 2) or by its epilogue.
+            let views_only = stores.iter().all(|&v| {
+                inst_of(v).is_some_and(|i| {
+                    matches!(g.insts[i].op.category(), Category::View | Category::Slice)
+                })
+            });
+            let text = if op.category() == Category::Matmul && (att.is_none() || !views_only) {
                 format!(
                     "the matmul %{} is not stored: only its epilogue reads it",
                     names[leader]
@@ -372,9 +378,12 @@ fn attention_remark(dag: &GraphDag<'_>, a: &policy::AttentionMatch, names: &[Str
             } else {
                 ""
             };
+            let cast = a
+                .p_cast
+                .map_or(String::new(), |c| format!(" (cast {})", name(c)));
             format!(
-                "attention: scores {scores} (matmul), prologue {prologue}, softmax {}, output {} \
-                 in one kernel; the scores and probabilities stay in registers{causal}",
+                "attention: scores {scores} (matmul), prologue {prologue}, softmax {}{cast}, \
+                 output {} in one kernel; the scores and probabilities stay in registers{causal}",
                 name(a.softmax),
                 name(a.output)
             )

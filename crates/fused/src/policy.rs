@@ -331,7 +331,8 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
     let mut claimed = vec![false; n];
     for a in attention.iter().filter(|a| a.declined.is_none()) {
         let kernel = a.output;
-        for &x in a.scores.iter().chain(&a.prologue).chain([&a.softmax]) {
+        let chain = a.scores.iter().chain(&a.prologue).chain([&a.softmax]);
+        for &x in chain.chain(&a.p_cast) {
             home[x] = Home::Attention { kernel };
             claimed[x] = true;
         }

@@ -4,18 +4,20 @@
 //!
 //! A block of 4 warps owns 64 query rows of one batch entry (every batch dim, heads included,
 //! flattened); each warp owns 16 rows, one mma row atom. The block loads its Q tile once, each
-//! warp keeps its Q fragments in registers, then for each tile of 64 keys:
+//! warp keeps its Q fragments in registers, then for each tile of 64 keys (32 when a head dim
+//! is 128, [`keys_per_tile`]):
 //!
 //! 1. K and V tiles come to shared memory (16-byte copies where the layouts allow, zeros past
-//!    the sequence's end); the K tile reuses the Q tile's storage.
-//! 2. `S = Q·Kᵀ` by ldmatrix + mma into f32 accumulators (8 atoms of 16x8).
+//!    the sequence's end); with 64 keys the K tile reuses the Q tile's storage.
+//! 2. `S = Q·Kᵀ` by ldmatrix + mma into f32 accumulators (atoms of 16x8).
 //! 3. The prologue, per score: the accumulator atom `mma_m16n8k16_c` gives each value's
 //!    (row, col), the score is read through the prologue at that coordinate
 //!    ([`Builder::value_at`] with the scores' matmul held in a register), and scores past the
-//!    sequence's end are `-inf`.
-//! 4. Online softmax per row: the row max over the thread's values, then over the 4 lanes of a
-//!    quad (`warp_reduce.max.4`); `m` and the per-thread partial row sum `l` are rescaled, the
-//!    O accumulators too.
+//!    sequence's end are `-inf` (guards only where the tiles do not divide the lengths).
+//! 4. Online softmax per row: the row max over the thread's values (`maxnum`: a NaN score still
+//!    makes its row NaN through `exp`), then over the 4 lanes of a quad (`warp_reduce.max.4`);
+//!    `m` and the per-thread partial row sum `l` are rescaled, the O accumulators too (a row
+//!    with no finite score yet subtracts 0, not -inf).
 //! 5. `P = exp(S - m)` rounded to the input type is the A operand of `P·V` as it is: the 4
 //!    values of C atoms `2k` and `2k+1` are the 8 values of A fragment `k`
 //!    (`tests::p_accumulators_are_a_fragments` checks it on the atoms).
@@ -88,6 +90,7 @@ impl<'g> Lowering<'g> {
         let m = irc_fused::AttentionMatch {
             output: output.result.index(),
             softmax: softmax.result.index(),
+            p_cast: None,
             scores: Some(scores.result.index()),
             prologue: irc_fused::attention::path(&dag, x, scores.result.index()),
             declined: None,
