@@ -193,7 +193,7 @@ impl Builder<'_, '_> {
         if p.batch > 65535 || p.k == 0 {
             return Ok(false);
         }
-        let target = irc_target::Target::default();
+        let target = self.l.options.target.clone();
         let sms = u64::from(target.sms);
         // The point: the tuning cache's (`LowerOptions::configs`), else the heuristic
         // (`WgmmaConfig::heuristic`).
@@ -319,35 +319,17 @@ impl Builder<'_, '_> {
         out: Out,
     ) -> R<()> {
         let (dt, bn, stages, ktiles) = (p.dtype, walk.bn, walk.stages, walk.kps);
-        let sms = u64::from(irc_target::Target::default().sms);
+        let sms = u64::from(self.l.options.target.sms);
         let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * dt.size_bytes();
         self.kernel.grid = [walk.total.min(sms) as u32, 1, 1];
         self.kernel.block = [THREADS as u32, 1, 1];
-        let ma = self.tensor_map(&oa, dt)?;
-        let mb = self.tensor_map(&ob, dt)?;
+        let ma = self.tensor_map(oa, dt)?;
+        let mb = self.tensor_map(ob, dt)?;
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
-        let sa = self.tensor(Space::Shared, dt, li(stages * oa.tile_elems(), 1)?);
-        let sb = self.tensor(Space::Shared, dt, li(stages * ob.tile_elems(), 1)?);
+        let (sa, dst_a) = self.stage_ring(oa, stages, dt)?;
+        let (sb, dst_b) = self.stage_ring(ob, stages, dt)?;
         // full[s] at s, empty[s] at stages + s.
         let bars = self.tensor(Space::Shared, DType::I64, li(2 * stages, 1)?);
-        // TMA destinations: (stage, box) -> the box's first element.
-        let box_elems = |o: &Operand| (o.tile_elems() / o.boxes()) as i64;
-        let dst_a = self.tensor(
-            Space::View(sa.clone()),
-            dt,
-            concat(&[
-                li(stages, oa.tile_elems() as i64)?,
-                li(oa.boxes(), box_elems(&oa))?,
-            ])?,
-        );
-        let dst_b = self.tensor(
-            Space::View(sb.clone()),
-            dt,
-            concat(&[
-                li(stages, ob.tile_elems() as i64)?,
-                li(ob.boxes(), box_elems(&ob))?,
-            ])?,
-        );
         // wgmma operands: A at (stage, consumer, k-step), B at (stage, k-step). A consumer's 64
         // rows start 64 rows further, the k-steps 16 further along K: offsets of the tile layout.
         let wa = self.tensor(
@@ -607,6 +589,23 @@ impl Builder<'_, '_> {
             rem(div(it.clone(), int(w.stages)), Expr::Int(2)),
         );
         (it, st, ph)
+    }
+
+    /// An operand's ring of `stages` shared tiles, and the TMA destinations over it:
+    /// `(stage, box)` -> the box's first element.
+    fn stage_ring(&mut self, o: &Operand, stages: u64, dt: DType) -> R<(String, String)> {
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let tile = o.tile_elems();
+        let smem = self.tensor(Space::Shared, dt, li(stages * tile, 1)?);
+        let dst = self.tensor(
+            Space::View(smem.clone()),
+            dt,
+            concat(&[
+                li(stages, tile as i64)?,
+                li(o.boxes(), (tile / o.boxes()) as i64)?,
+            ])?,
+        );
+        Ok((smem, dst))
     }
 
     /// A temp buffer holding the tensor map of `o`, and the kernel's `i64` tensor over it.
