@@ -299,6 +299,13 @@ pub fn tile_to_shape(
         }
         product.push(t / b);
     }
+    if product.len() != ts.len() {
+        // A block with fewer modes than the target after padding (an empty layout).
+        return Err(crate::LayoutError::incongruent(
+            "tile_to_shape",
+            format!("{block} does not give a block for each mode of the target shape {target}"),
+        ));
+    }
     let pshape = if target.is_tuple() {
         crate::IntTuple::ints(&product)
     } else {

@@ -305,3 +305,10 @@ fn scaled_basis_strides() {
     check_err("crd2idx(3, (4,8):(1@0,1@1))", "coordinate");
     check_err("complement((4,8):(1@0,1@1))", "integer strides");
 }
+
+/// An empty block tiles nothing: an error, not an index out of bounds (found by
+/// `every_function_on_random_arguments_never_panics`).
+#[test]
+fn tile_to_shape_of_an_empty_block_is_an_error() {
+    check_err("tile_to_shape(():(),8)", "does not give a block");
+}
