@@ -26,10 +26,11 @@ use irc_ir::infer::{flatten_value, normalize_axis};
 use irc_ir::print::value_names;
 use irc_ir::{Attr, Category, DType, Graph, GraphBuilder, Inst, OpKind, ValueDef, ValueId};
 use irc_kir::BufferKind;
-use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Space, Stmt, TensorDecl, Ty};
+use irc_kir::{self as kir, Expr, Func, Space, Stmt, TensorDecl, Ty};
 use irc_layout::{Layout, LayoutError, composition};
 use std::collections::HashMap;
 
+pub(crate) use crate::exprs::*;
 pub use crate::templates::config::{Choice, ConfigSource};
 pub use irc_fused::SourceInfo;
 
@@ -867,56 +868,4 @@ impl<'l, 'g> Builder<'l, 'g> {
             )))),
         }
     }
-}
-
-pub(crate) fn bx(b: Builtin) -> Expr {
-    Expr::Builtin(b)
-}
-
-pub(crate) fn add(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Add, a, b)
-}
-
-pub(crate) fn mul(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Mul, a, b)
-}
-
-pub(crate) fn lt(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Lt, a, b)
-}
-
-pub(crate) fn int(n: u64) -> Expr {
-    Expr::Int(n as i64)
-}
-
-pub(crate) fn concat(modes: &[Layout]) -> R<Layout> {
-    Layout::concat(modes).map_err(internal)
-}
-
-/// Threads for a block that reduces rows of `k` elements.
-pub(crate) fn row_threads(k: u64) -> u32 {
-    k.next_power_of_two().clamp(32, u64::from(THREADS)) as u32
-}
-
-pub(crate) fn lit(d: DType, v: f64) -> Expr {
-    if d.is_int() || d == DType::I1 {
-        // Integer literals stay exact (an f64 cannot hold every i64).
-        let i = if v.is_nan() {
-            0
-        } else if v >= i64::MAX as f64 {
-            i64::MAX
-        } else if v <= i64::MIN as f64 {
-            i64::MIN
-        } else {
-            v as i64
-        };
-        Expr::cast(d, Expr::Int(i))
-    } else {
-        Expr::lit(d, v)
-    }
-}
-
-/// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
-pub(crate) fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
-    if to == from { e } else { Expr::cast(to, e) }
 }

@@ -1,0 +1,59 @@
+//! Small constructors of kernel-IR expressions and layouts the lowering and every template
+//! use (`bx`, `add`, `mul`, `lt`, `int`, `lit`, `cast_to`, `concat`, `row_threads`).
+
+use crate::lower::{R, THREADS, internal};
+use irc_ir::DType;
+use irc_kir::{Builtin, Expr, IdxOp};
+use irc_layout::Layout;
+
+pub(crate) fn bx(b: Builtin) -> Expr {
+    Expr::Builtin(b)
+}
+
+pub(crate) fn add(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Add, a, b)
+}
+
+pub(crate) fn mul(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Mul, a, b)
+}
+
+pub(crate) fn lt(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Lt, a, b)
+}
+
+pub(crate) fn int(n: u64) -> Expr {
+    Expr::Int(n as i64)
+}
+
+pub(crate) fn concat(modes: &[Layout]) -> R<Layout> {
+    Layout::concat(modes).map_err(internal)
+}
+
+/// Threads for a block that reduces rows of `k` elements.
+pub(crate) fn row_threads(k: u64) -> u32 {
+    k.next_power_of_two().clamp(32, u64::from(THREADS)) as u32
+}
+
+pub(crate) fn lit(d: DType, v: f64) -> Expr {
+    if d.is_int() || d == DType::I1 {
+        // Integer literals stay exact (an f64 cannot hold every i64).
+        let i = if v.is_nan() {
+            0
+        } else if v >= i64::MAX as f64 {
+            i64::MAX
+        } else if v <= i64::MIN as f64 {
+            i64::MIN
+        } else {
+            v as i64
+        };
+        Expr::cast(d, Expr::Int(i))
+    } else {
+        Expr::lit(d, v)
+    }
+}
+
+/// `e` (of dtype `from`) converted to `to`, with no cast when they are the same.
+pub(crate) fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
+    if to == from { e } else { Expr::cast(to, e) }
+}
