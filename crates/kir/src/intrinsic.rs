@@ -20,6 +20,14 @@ pub enum Arg {
 }
 
 impl Arg {
+    /// Tensor `tensor` at `at` as an operand.
+    pub fn at(tensor: &str, at: Vec<crate::Expr>) -> Arg {
+        Arg::Frag(Frag {
+            tensor: tensor.to_string(),
+            at,
+        })
+    }
+
     pub fn frag(&self) -> Option<&Frag> {
         match self {
             Arg::Frag(f) => Some(f),
@@ -282,6 +290,15 @@ const fn wgmma_args(values: i64) -> [(&'static str, ArgKind); 9] {
 }
 
 impl Intrinsic {
+    /// `ldmatrix.x4`, with `.trans` when `trans`.
+    pub fn ldmatrix_x4(trans: bool) -> Intrinsic {
+        if trans {
+            Intrinsic::LdmatrixX4Trans
+        } else {
+            Intrinsic::LdmatrixX4
+        }
+    }
+
     pub fn info(self) -> &'static IntrinsicInfo {
         INTRINSICS
             .iter()

@@ -296,19 +296,6 @@ impl Builder<'_, '_> {
             let col = self.let_("ac", Ty::Idx, Expr::idx(IdxOp::Div, ci, Expr::Int(16)));
             rc.push((row, col));
         }
-        let frag = |t: &str, at: Vec<Expr>| {
-            kir::Arg::Frag(kir::Frag {
-                tensor: t.to_string(),
-                at,
-            })
-        };
-        let ldsm = |trans: bool| {
-            if trans {
-                Intrinsic::LdmatrixX4Trans
-            } else {
-                Intrinsic::LdmatrixX4
-            }
-        };
         let f32v = |x: f64| Expr::lit(DType::F32, x);
         let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
         self.for_(
@@ -337,10 +324,10 @@ impl Builder<'_, '_> {
                 s.out.push(Stmt::Sync);
                 s.unrolled("ks", d / 16, &mut |s, ks| {
                     s.out.push(Stmt::Intrinsic {
-                        op: ldsm(trans_q),
+                        op: Intrinsic::ldmatrix_x4(trans_q),
                         args: vec![
-                            frag(&fq, vec![ks.clone()]),
-                            frag(&rows_q, vec![lane.clone(), ks, warp.clone()]),
+                            kir::Arg::at(&fq, vec![ks.clone()]),
+                            kir::Arg::at(&rows_q, vec![lane.clone(), ks, warp.clone()]),
                         ],
                     });
                     Ok(())
@@ -404,10 +391,13 @@ impl Builder<'_, '_> {
                         s.unrolled("ks", d / 16, &mut |s, ks| {
                             s.unrolled("j", bkv / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
-                                    op: ldsm(trans_k),
+                                    op: Intrinsic::ldmatrix_x4(trans_k),
                                     args: vec![
-                                        frag(&fk_pairs, vec![j.clone()]),
-                                        frag(&rows_k, vec![lane.clone(), j.clone(), ks.clone()]),
+                                        kir::Arg::at(&fk_pairs, vec![j.clone()]),
+                                        kir::Arg::at(
+                                            &rows_k,
+                                            vec![lane.clone(), j.clone(), ks.clone()],
+                                        ),
                                     ],
                                 });
                                 for half in 0..2 {
@@ -415,9 +405,9 @@ impl Builder<'_, '_> {
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::MmaM16n8k16,
                                         args: vec![
-                                            frag(&acc_s, vec![atom.clone()]),
-                                            frag(&fq, vec![ks.clone()]),
-                                            frag(&fk, vec![atom]),
+                                            kir::Arg::at(&acc_s, vec![atom.clone()]),
+                                            kir::Arg::at(&fq, vec![ks.clone()]),
+                                            kir::Arg::at(&fk, vec![atom]),
                                         ],
                                     });
                                 }
@@ -587,10 +577,13 @@ impl Builder<'_, '_> {
                         s.unrolled("kk", bkv / 16, &mut |s, kk| {
                             s.unrolled("j", dv / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
-                                    op: ldsm(trans_v),
+                                    op: Intrinsic::ldmatrix_x4(trans_v),
                                     args: vec![
-                                        frag(&fv_pairs, vec![j.clone()]),
-                                        frag(&rows_v, vec![lane.clone(), j.clone(), kk.clone()]),
+                                        kir::Arg::at(&fv_pairs, vec![j.clone()]),
+                                        kir::Arg::at(
+                                            &rows_v,
+                                            vec![lane.clone(), j.clone(), kk.clone()],
+                                        ),
                                     ],
                                 });
                                 for half in 0..2 {
@@ -598,9 +591,9 @@ impl Builder<'_, '_> {
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::MmaM16n8k16,
                                         args: vec![
-                                            frag(&acc_o, vec![atom.clone()]),
-                                            frag(&p_a, vec![kk.clone()]),
-                                            frag(&fv, vec![atom]),
+                                            kir::Arg::at(&acc_o, vec![atom.clone()]),
+                                            kir::Arg::at(&p_a, vec![kk.clone()]),
+                                            kir::Arg::at(&fv, vec![atom]),
                                         ],
                                     });
                                 }

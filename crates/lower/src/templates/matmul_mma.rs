@@ -275,25 +275,12 @@ impl Builder<'_, '_> {
                         Expr::Int(1),
                         false,
                         |s, ks| {
-                            let frag = |t: &str, at: Vec<Expr>| {
-                                kir::Arg::Frag(kir::Frag {
-                                    tensor: t.to_string(),
-                                    at,
-                                })
-                            };
-                            let ldmatrix = |trans: bool| {
-                                if trans {
-                                    Intrinsic::LdmatrixX4Trans
-                                } else {
-                                    Intrinsic::LdmatrixX4
-                                }
-                            };
                             s.unrolled("i", cfg.mt(), &mut |s, i| {
                                 s.out.push(Stmt::Intrinsic {
-                                    op: ldmatrix(trans_a),
+                                    op: Intrinsic::ldmatrix_x4(trans_a),
                                     args: vec![
-                                        frag(&fa, vec![i.clone()]),
-                                        frag(
+                                        kir::Arg::at(&fa, vec![i.clone()]),
+                                        kir::Arg::at(
                                             &rows_a,
                                             vec![lane.clone(), i, ks.clone(), wm.clone()],
                                         ),
@@ -303,10 +290,10 @@ impl Builder<'_, '_> {
                             })?;
                             s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
-                                    op: ldmatrix(trans_b),
+                                    op: Intrinsic::ldmatrix_x4(trans_b),
                                     args: vec![
-                                        frag(&fb_pairs, vec![j.clone()]),
-                                        frag(
+                                        kir::Arg::at(&fb_pairs, vec![j.clone()]),
+                                        kir::Arg::at(
                                             &rows_b,
                                             vec![lane.clone(), j, ks.clone(), wn.clone()],
                                         ),
@@ -319,9 +306,9 @@ impl Builder<'_, '_> {
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::MmaM16n8k16,
                                         args: vec![
-                                            frag(&acc, vec![i.clone(), j.clone()]),
-                                            frag(&fa, vec![i.clone()]),
-                                            frag(&fb, vec![j]),
+                                            kir::Arg::at(&acc, vec![i.clone(), j.clone()]),
+                                            kir::Arg::at(&fa, vec![i.clone()]),
+                                            kir::Arg::at(&fb, vec![j]),
                                         ],
                                     });
                                     Ok(())

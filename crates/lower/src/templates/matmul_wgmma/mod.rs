@@ -476,9 +476,9 @@ impl Builder<'_, '_> {
                             s.out.push(intr(
                                 Intrinsic::Wgmma(bn as u16),
                                 vec![
-                                    frag(&acc, vec![]),
-                                    frag(&wa, vec![st.clone(), c.clone(), ks.clone()]),
-                                    frag(&wb, vec![st.clone(), ks]),
+                                    Arg::at(&acc, vec![]),
+                                    Arg::at(&wa, vec![st.clone(), c.clone(), ks.clone()]),
+                                    Arg::at(&wb, vec![st.clone(), ks]),
                                     imm(i64::from(!oa.k_major)),
                                     imm(i64::from(!ob.k_major)),
                                     imm(a_lbo),
@@ -690,8 +690,8 @@ impl Operand {
             None => Intrinsic::TmaLoad2d,
         };
         let mut args = vec![
-            frag(dst, vec![st.clone(), int(jb)]),
-            frag(map, vec![Expr::Int(0)]),
+            Arg::at(dst, vec![st.clone(), int(jb)]),
+            Arg::at(map, vec![Expr::Int(0)]),
             bar(bars, st.clone()),
         ];
         args.extend(coords.into_iter().map(Arg::Expr));
@@ -699,15 +699,8 @@ impl Operand {
     }
 }
 
-fn frag(t: &str, at: Vec<Expr>) -> Arg {
-    Arg::Frag(Frag {
-        tensor: t.to_string(),
-        at,
-    })
-}
-
 fn bar(bars: &str, i: Expr) -> Arg {
-    frag(bars, vec![i])
+    Arg::at(bars, vec![i])
 }
 
 fn imm(v: i64) -> Arg {
