@@ -151,7 +151,8 @@ __device__ __forceinline__ long long irc_relu(long long x) { return x > 0 ? x : 
 __device__ __forceinline__ float irc_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double irc_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float irc_exp(float x) { return expf(x); }
-__device__ __forceinline__ float irc_exp2(float x) { return exp2f(x); }
+// 2^x by the SFU alone (ex2.approx.ftz: about 2 ulp, subnormal results flushed to zero).
+__device__ __forceinline__ float irc_exp2(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float irc_maxnum(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double irc_maxnum(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ double irc_exp(double x) { return exp(x); }
@@ -181,6 +182,13 @@ __device__ __forceinline__ unsigned irc_pack(__half lo, __half hi) {
 }
 __device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
   return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
+}
+// Two f32 values rounded to nearest into one packed 16-bit pair (one cvt for both).
+__device__ __forceinline__ unsigned irc_pack_f16(float lo, float hi) {
+  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+}
+__device__ __forceinline__ unsigned irc_pack_bf16(float lo, float hi) {
+  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 }
 
 // A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets
@@ -730,6 +738,10 @@ impl KernelEmitter<'_> {
                     kir::Arg::Expr(Expr::Int(v)) => *v,
                     _ => 0,
                 };
+                let acc = match args.get(9) {
+                    Some(kir::Arg::Expr(e)) => self.expr(e),
+                    _ => "1".to_string(),
+                };
                 let ta = self.tensors[a.tensor.as_str()];
                 let ab = if ta.dtype == DType::BF16 {
                     "bf16"
@@ -759,14 +771,15 @@ impl KernelEmitter<'_> {
                 );
                 let _ = writeln!(
                     self.out,
-                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, %{}, %{}, p, 1, 1, {}, {};\\n}}\\n\" : {} : \"l\"(da), \"l\"(db), \"r\"(1));",
+                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, %{}, %{}, p, 1, 1, {}, {};\\n}}\\n\" : {} : \"l\"(da), \"l\"(db), \"r\"((unsigned)({})));",
                     values + 2,
                     regs.join(","),
                     values,
                     values + 1,
                     imm(3),
                     imm(4),
-                    outs.join(", ")
+                    outs.join(", "),
+                    acc
                 );
                 let _ = writeln!(self.out, "{pad}}}");
             }
@@ -776,16 +789,27 @@ impl KernelEmitter<'_> {
                     kir::Arg::Expr(Expr::Int(v)) => *v,
                     _ => 0,
                 };
+                let acc = match args.get(6) {
+                    Some(kir::Arg::Expr(e)) => self.expr(e),
+                    _ => "1".to_string(),
+                };
                 let ta = self.tensors[a.tensor.as_str()];
-                let ab = if ta.dtype == DType::BF16 {
+                let tb = self.tensors[b.tensor.as_str()];
+                let ab = if tb.dtype == DType::BF16 {
                     "bf16"
                 } else {
                     "f16"
                 };
+                // f32 values are rounded to b's type as they are packed.
+                let pack = if ta.dtype == DType::F32 {
+                    format!("irc_pack_{ab}")
+                } else {
+                    "irc_pack".to_string()
+                };
                 let pa: Vec<String> = (0..4)
                     .map(|p| {
                         format!(
-                            "\"r\"(irc_pack({}, {}))",
+                            "\"r\"({pack}({}, {}))",
                             self.place(ta, &a.coord(2 * p)),
                             self.place(ta, &a.coord(2 * p + 1))
                         )
@@ -807,7 +831,7 @@ impl KernelEmitter<'_> {
                 );
                 let _ = writeln!(
                     self.out,
-                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1, {};\\n}}\\n\" : {} : {}, \"l\"(db), \"r\"(1));",
+                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1, {};\\n}}\\n\" : {} : {}, \"l\"(db), \"r\"((unsigned)({})));",
                     values + 5,
                     regs.join(","),
                     values,
@@ -817,7 +841,8 @@ impl KernelEmitter<'_> {
                     values + 4,
                     imm(3),
                     outs.join(", "),
-                    pa.join(", ")
+                    pa.join(", "),
+                    acc
                 );
                 let _ = writeln!(self.out, "{pad}}}");
             }

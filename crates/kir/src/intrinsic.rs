@@ -291,21 +291,21 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         name: "wgmma.rs.m64n64k16",
         summary: WGMMA_RS_SUMMARY,
         args: &wgmma_rs_args(32),
-        check: check_wgmma,
+        check: check_wgmma_rs,
     },
     IntrinsicInfo {
         op: Intrinsic::WgmmaRs(128),
         name: "wgmma.rs.m64n128k16",
         summary: WGMMA_RS_SUMMARY,
         args: &wgmma_rs_args(64),
-        check: check_wgmma,
+        check: check_wgmma_rs,
     },
     IntrinsicInfo {
         op: Intrinsic::WgmmaRs(256),
         name: "wgmma.rs.m64n256k16",
         summary: WGMMA_RS_SUMMARY,
         args: &wgmma_rs_args(128),
-        check: check_wgmma,
+        check: check_wgmma_rs,
     },
     IntrinsicInfo {
         op: Intrinsic::SetMaxNregInc,
@@ -330,9 +330,9 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
     },
 ];
 
-const WGMMA_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32`: `d += a * b` for a 64xN tile of the warpgroup, f16 or bf16 operands read from shared memory through matrix descriptors built from `a`'s and `b`'s addresses, 128-byte swizzle, the given leading and stride byte offsets; `a_mn`/`b_mn` 1 where the operand is M-/N-major (0: K-major). `d` is the f32 accumulator fragment `wgmma_m64nk16_d(N)` (N/2 values). Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`.";
+const WGMMA_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32`: `d += a * b` for a 64xN tile of the warpgroup, f16 or bf16 operands read from shared memory through matrix descriptors built from `a`'s and `b`'s addresses, 128-byte swizzle, the given leading and stride byte offsets; `a_mn`/`b_mn` 1 where the operand is M-/N-major (0: K-major); `acc` nonzero: `d += a * b`, zero: `d = a * b` (the accumulator's old values ignored). `d` is the f32 accumulator fragment `wgmma_m64nk16_d(N)` (N/2 values). Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`.";
 
-const fn wgmma_args(values: i64) -> [(&'static str, ArgKind); 9] {
+const fn wgmma_args(values: i64) -> [(&'static str, ArgKind); 10] {
     [
         ("d", ArgKind::RegInOut(values)),
         ("a", ArgKind::SharedIn),
@@ -343,12 +343,13 @@ const fn wgmma_args(values: i64) -> [(&'static str, ArgKind); 9] {
         ("a_sbo", ArgKind::Imm),
         ("b_lbo", ArgKind::Imm),
         ("b_sbo", ArgKind::Imm),
+        ("acc", ArgKind::Index),
     ]
 }
 
-const WGMMA_RS_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32` with `a` in registers: `d += a * b` for a 64xN tile of the warpgroup; `a` is the warpgroup's 64x16 f16/bf16 fragment (8 values per thread, ordered as `mma_m16n8k16_a` within each warp's 16 rows, which is two 8-column blocks of the accumulator layout `wgmma_m64nk16_d`), `b` is read from shared memory through a descriptor (128-byte swizzle, `b_mn` 1 where it is N-major, the given byte offsets). `d` as for `wgmma`. Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`; `a`'s registers must not change before the wait.";
+const WGMMA_RS_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32` with `a` in registers: `d += a * b` for a 64xN tile of the warpgroup; `a` is the warpgroup's 64x16 fragment of b's type, or of f32 rounded to it pairwise as it is packed (8 values per thread, ordered as `mma_m16n8k16_a` within each warp's 16 rows, which is two 8-column blocks of the accumulator layout `wgmma_m64nk16_d`), `b` is read from shared memory through a descriptor (128-byte swizzle, `b_mn` 1 where it is N-major, the given byte offsets). `d` as for `wgmma`. Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`; `a`'s registers must not change before the wait.";
 
-const fn wgmma_rs_args(values: i64) -> [(&'static str, ArgKind); 6] {
+const fn wgmma_rs_args(values: i64) -> [(&'static str, ArgKind); 7] {
     [
         ("d", ArgKind::RegInOut(values)),
         ("a", ArgKind::RegIn(8)),
@@ -356,6 +357,7 @@ const fn wgmma_rs_args(values: i64) -> [(&'static str, ArgKind); 6] {
         ("b_mn", ArgKind::Imm),
         ("b_lbo", ArgKind::Imm),
         ("b_sbo", ArgKind::Imm),
+        ("acc", ArgKind::Index),
     ]
 }
 
@@ -468,6 +470,20 @@ fn check_wgmma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
     if a != b || !matches!(a, Some(DType::F16 | DType::BF16)) {
         return Err("wgmma takes f16 or bf16 operands a and b of one dtype".into());
+    }
+    if d != Some(DType::F32) {
+        return Err("wgmma accumulates into an f32 fragment".into());
+    }
+    Ok(())
+}
+
+fn check_wgmma_rs(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
+    if !matches!(b, Some(DType::F16 | DType::BF16)) || !(a == b || a == Some(DType::F32)) {
+        return Err(
+            "wgmma.rs takes an f16 or bf16 shared operand b and a register operand a of its dtype or f32 (rounded to it)"
+                .into(),
+        );
     }
     if d != Some(DType::F32) {
         return Err("wgmma accumulates into an f32 fragment".into());

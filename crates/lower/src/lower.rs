@@ -269,6 +269,16 @@ pub(crate) fn attr_f64(a: &Attr) -> f64 {
 }
 
 /// The dtype element math runs in: f32 for 16-bit floats, f64 for f64, i64 for integers.
+/// `x` rounded to the float type `d` as a `cast` rounds it (16-bit types through f32).
+pub(crate) fn round_to(d: DType, x: f64) -> f64 {
+    match d {
+        DType::BF16 => half::bf16::from_f32(x as f32).to_f64(),
+        DType::F16 => half::f16::from_f32(x as f32).to_f64(),
+        DType::F32 => f64::from(x as f32),
+        _ => x,
+    }
+}
+
 pub(crate) fn math_dtype(d: DType) -> DType {
     match d {
         DType::F16 | DType::BF16 | DType::F32 => DType::F32,
@@ -571,12 +581,7 @@ impl<'l, 'g> Builder<'l, 'g> {
         if let Expr::Call(Func::Cast(_), args) = &e
             && let [Expr::Float(x)] = args.as_slice()
         {
-            let x = *x as f32;
-            let r = match d {
-                DType::BF16 => half::bf16::from_f32(x).to_f64(),
-                _ => half::f16::from_f32(x).to_f64(),
-            };
-            return Expr::lit(w, r);
+            return Expr::lit(w, round_to(d, *x));
         }
         self.let_("w", Ty::Elem(w), Expr::cast(w, e))
     }

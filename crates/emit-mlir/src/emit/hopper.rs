@@ -83,7 +83,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     }
 
     /// `llvm.inline_asm has_side_effects asm, constraints operands`, with result `ty`.
-    fn inline_asm(
+    pub(super) fn inline_asm(
         &mut self,
         asm: &str,
         constraints: &str,
@@ -269,7 +269,10 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         };
         let da = self.wgmma_desc(&a, imm(5)?, imm(6)?)?;
         let db = self.wgmma_desc(&b, imm(7)?, imm(8)?)?;
-        let one = self.int_const(32, 1)?;
+        let acc = match args.get(9) {
+            Some(kir::Arg::Expr(e)) => self.i32_operand(e)?,
+            _ => return Err(MlirError::KernelIr("wgmma operand 9".into())),
+        };
         let values = i64::from(n) / 2;
         let mut vals = vec![];
         for v in 0..values {
@@ -287,7 +290,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             imm(3)?,
             imm(4)?
         );
-        let out = self.tied_asm(&asm, &vals, &[da, db, one], "l,l,r")?;
+        let out = self.tied_asm(&asm, &vals, &[da, db, acc], "l,l,r")?;
         for (v, x) in out.into_iter().enumerate() {
             let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
             let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
@@ -310,18 +313,30 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             ))),
         };
         let (d, a, b) = (frag(0)?, frag(1)?, frag(2)?);
-        let ab = match self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) {
+        let ab = match self.tensors.get(b.tensor.as_str()).map(|t| t.decl.dtype) {
             Some(DType::BF16) => "bf16",
             _ => "f16",
         };
+        let a_f32 = self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) == Some(DType::F32);
         let mut extra = vec![];
         for p in 0..4 {
             let lo = self.load_at(&a.tensor, a.coord(2 * p))?;
             let hi = self.load_at(&a.tensor, a.coord(2 * p + 1))?;
-            extra.push(self.pack16(lo, hi)?);
+            extra.push(if a_f32 {
+                // Rounded to b's type as they are packed: one cvt for both.
+                let i32t: Type = melior::ir::r#type::IntegerType::new(self.ctx(), 32).into();
+                let asm = format!("cvt.rn.{ab}x2.f32 $0, $1, $2;");
+                let r = self.inline_asm(&asm, "=r,f,f", &[hi, lo], Some(i32t))?;
+                r.ok_or_else(|| MlirError::KernelIr("cvt.rn.x2 result".into()))?
+            } else {
+                self.pack16(lo, hi)?
+            });
         }
         extra.push(self.wgmma_desc(&b, imm(4)?, imm(5)?)?);
-        extra.push(self.int_const(32, 1)?);
+        extra.push(match args.get(6) {
+            Some(kir::Arg::Expr(e)) => self.i32_operand(e)?,
+            _ => return Err(MlirError::KernelIr("wgmma operand 6".into())),
+        });
         let values = i64::from(n) / 2;
         let mut vals = vec![];
         for v in 0..values {

@@ -194,6 +194,9 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 }
                 // The result type: the value operands' (select's are the last two).
                 let t = *tys.last().unwrap_or(&Ty::Idx);
+                if *f == Func::Select && t == Ty::Idx && vals.len() == 3 {
+                    return Ok((self.select(vals[0], vals[1], vals[2])?, t));
+                }
                 let Ty::Elem(d) = t else {
                     return Err(self.unsupported(format!("{} of an index", f.name())));
                 };
@@ -375,6 +378,12 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 self.select(neg, minus, x)
             }
             (Func::Exp, true) => self.un("math.exp", x),
+            // 2^x by the SFU alone, as the CUDA prelude's `irc_exp2`.
+            (Func::Exp2, true) if d == DType::F32 => {
+                let f32t = self.e.elem_type(DType::F32);
+                let r = self.inline_asm("ex2.approx.ftz.f32 $0, $1;", "=f,f", &[x], Some(f32t))?;
+                r.ok_or_else(|| self.unsupported("ex2.approx result"))
+            }
             (Func::Exp2, true) => self.un("math.exp2", x),
             (Func::Log, true) => self.un("math.log", x),
             (Func::Tanh, true) => self.un("math.tanh", x),

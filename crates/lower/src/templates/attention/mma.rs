@@ -253,7 +253,7 @@ impl Builder<'_, '_> {
                             })
                         })?;
                         s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv)?;
-                        s.att_softmax(&acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
+                        s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
                         // O += P·V.
                         s.unrolled("kk", bkv / 16, &mut |s, kk| {
                             s.unrolled("j", dv / 16, &mut |s, j| {

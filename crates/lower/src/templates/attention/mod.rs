@@ -49,6 +49,26 @@ use irc_layout::{Layout, coalesce, mma_m16n8k16_c};
 /// `log2(e)`: `exp(x) = 2^(x·log2(e))`.
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 
+/// `f` over `xs` as a balanced tree (a row's max or sum in `log2(n)` dependent steps, not
+/// `n`: the consumers have few warps to hide latency with); `0` for none.
+fn tree(f: Func, mut xs: Vec<Expr>) -> Expr {
+    if xs.is_empty() {
+        return Expr::lit(DType::F32, 0.0);
+    }
+    while xs.len() > 1 {
+        let mut next = Vec::with_capacity(xs.len().div_ceil(2));
+        let mut it = xs.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => Expr::call(f, vec![a, b]),
+                None => a,
+            });
+        }
+        xs = next;
+    }
+    xs.pop().unwrap_or_else(|| Expr::lit(DType::F32, 0.0))
+}
+
 /// The three matmul/softmax statements of an attention group.
 pub(crate) struct AttentionOps<'g> {
     pub(crate) scores: &'g Inst,
@@ -114,6 +134,10 @@ pub(super) struct AttPlan {
     /// The scores' matmul, the softmax's input and the output matmul.
     s_mm: ValueId,
     x_val: ValueId,
+    /// `Some(c)` where the prologue is `x = s · c` for a constant `c > 0`: the scores are
+    /// left as they are and `c` is folded into the exponent (`exp(c·s - c·m)` with `m` the
+    /// raw scores' max).
+    scale: Option<f64>,
     o_mm: ValueId,
     /// The inputs' (and output's) dtype.
     dt: DType,
@@ -172,6 +196,7 @@ impl Builder<'_, '_> {
         let plan = AttPlan {
             s_mm,
             x_val: ops.softmax.operands[0],
+            scale: self.prologue_scale(ops.softmax.operands[0], s_mm),
             o_mm,
             dt,
             sq,
@@ -193,6 +218,26 @@ impl Builder<'_, '_> {
             return Ok(());
         }
         self.attention_mma(ops, &plan)
+    }
+
+    /// `Some(c)` where `x` is `s · c` (either order) for a splat constant `c > 0`, rounded to
+    /// its type: the scale FlashAttention folds into the exponent.
+    fn prologue_scale(&self, x: ValueId, s: ValueId) -> Option<f64> {
+        let inst = self.def(x)?;
+        if inst.op != irc_ir::OpKind::Mul {
+            return None;
+        }
+        let c = match inst.operands.as_slice() {
+            [a, b] if *a == s => *b,
+            [a, b] if *b == s => *a,
+            _ => return None,
+        };
+        let ci = self.def(c)?;
+        if ci.op.category() != irc_ir::Category::Constant {
+            return None;
+        }
+        let v = round_to(self.ty(c).dtype, irc_fused::policy::splat_value(&ci.attrs)?);
+        (v > 0.0 && v.is_finite()).then_some(v)
     }
 
     /// Whether mode `mode` of `v` read at `access` is contiguous in memory (looking through
@@ -283,7 +328,11 @@ impl Builder<'_, '_> {
                 let score = Expr::load(acc_s, at.clone());
                 let coord = vec![gq.clone(), gk.clone(), bi.clone()];
                 let (s_mm, x_val) = (p.s_mm, p.x_val);
+                let folded = p.scale.is_some();
                 let prologue = |s: &mut Self| -> R<Expr> {
+                    if folded {
+                        return Ok(score);
+                    }
                     s.coord = coord;
                     let memo = std::mem::take(&mut s.memo);
                     s.wide = true;
@@ -303,6 +352,8 @@ impl Builder<'_, '_> {
                     (false, false) => Some(Expr::idx(IdxOp::And, lt(gq, int(sq)), lt(gk, int(sk)))),
                 };
                 let value = match guard {
+                    // A folded scale leaves the score as it is.
+                    None if folded => continue,
                     None => prologue(self)?,
                     Some(inside) => {
                         let xv = self.fresh("x");
@@ -336,6 +387,7 @@ impl Builder<'_, '_> {
     #[allow(clippy::too_many_arguments)]
     fn att_softmax(
         &mut self,
+        p: &AttPlan,
         acc_s: &str,
         p_c: &str,
         acc_o: &str,
@@ -344,6 +396,32 @@ impl Builder<'_, '_> {
         dv: u64,
         dt: DType,
     ) -> R<()> {
+        let scale = self.att_online(p, acc_s, (m, l), bkv)?;
+        self.att_rescale(acc_o, &scale, dv)?;
+        for j in 0..bkv / 8 {
+            for val in 0..4u64 {
+                let at = vec![int(val), int(j)];
+                self.out.push(Stmt::Store {
+                    tensor: p_c.to_string(),
+                    coord: at.clone(),
+                    value: Expr::cast(dt, Expr::load(acc_s, at)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The first half of [`Builder::att_softmax`]: updates `m` and `l` and leaves
+    /// `exp(S - m)` in `acc_s` (f32); the factors of the two rows' rescaling.
+    fn att_online(
+        &mut self,
+        p: &AttPlan,
+        acc_s: &str,
+        (m, l): (&[String], &[String]),
+        bkv: u64,
+    ) -> R<Vec<Expr>> {
+        // exp(c·x) = 2^(x·c·log2(e)), c the folded scale (1 when none).
+        let k = p.scale.unwrap_or(1.0) * LOG2_E;
         let f32v = |x: f64| Expr::lit(DType::F32, x);
         let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
         // Rows h = 0 (values 0, 1) and h = 1 (values 2, 3).
@@ -351,14 +429,10 @@ impl Builder<'_, '_> {
         let mut scale = vec![];
         let mut mref = vec![];
         for h in 0..2u64 {
-            let mut mx = sval(2 * h, 0);
-            for j in 0..bkv / 8 {
-                for val in [2 * h, 2 * h + 1] {
-                    if (j, val) != (0, 2 * h) {
-                        mx = call(Func::MaxNum, vec![mx, sval(val, j)]);
-                    }
-                }
-            }
+            let row: Vec<Expr> = (0..bkv / 8)
+                .flat_map(|j| [sval(2 * h, j), sval(2 * h + 1, j)])
+                .collect();
+            let mx = tree(Func::MaxNum, row);
             let mx = self.let_("mx", Ty::Elem(DType::F32), mx);
             let red = self.fresh("mx");
             self.out.push(Stmt::WarpReduce {
@@ -388,7 +462,7 @@ impl Builder<'_, '_> {
                     Func::Exp2,
                     vec![call(
                         Func::Mul,
-                        vec![call(Func::Sub, vec![old, r.clone()]), f32v(LOG2_E)],
+                        vec![call(Func::Sub, vec![old, r.clone()]), f32v(k)],
                     )],
                 ),
             );
@@ -400,11 +474,11 @@ impl Builder<'_, '_> {
             let r2 = self.let_(
                 "mr2",
                 Ty::Elem(DType::F32),
-                call(Func::Mul, vec![r, f32v(LOG2_E)]),
+                call(Func::Mul, vec![r, f32v(k)]),
             );
             mref.push(r2);
         }
-        let mut sums: Vec<Option<Expr>> = vec![None, None];
+        let mut sums: Vec<Vec<Expr>> = vec![vec![], vec![]];
         for j in 0..bkv / 8 {
             for val in 0..4u64 {
                 let h = (val / 2) as usize;
@@ -417,25 +491,22 @@ impl Builder<'_, '_> {
                         vec![call(
                             Func::Sub,
                             vec![
-                                call(Func::Mul, vec![sval(val, j), f32v(LOG2_E)]),
+                                call(Func::Mul, vec![sval(val, j), f32v(k)]),
                                 mref[h].clone(),
                             ],
                         )],
                     ),
                 );
-                sums[h] = Some(match sums[h].take() {
-                    None => pe.clone(),
-                    Some(a) => call(Func::Add, vec![a, pe.clone()]),
-                });
+                sums[h].push(pe.clone());
                 self.out.push(Stmt::Store {
-                    tensor: p_c.to_string(),
+                    tensor: acc_s.to_string(),
                     coord: vec![int(val), int(j)],
-                    value: Expr::cast(dt, pe),
+                    value: pe,
                 });
             }
         }
         for h in 0..2 {
-            let sum = sums[h].take().unwrap_or_else(|| f32v(0.0));
+            let sum = tree(Func::Add, std::mem::take(&mut sums[h]));
             let sum = self.let_("rs", Ty::Elem(DType::F32), sum);
             self.out.push(Stmt::Assign {
                 var: l[h].clone(),
@@ -448,13 +519,19 @@ impl Builder<'_, '_> {
                 ),
             });
         }
+        Ok(scale)
+    }
+
+    /// The second half of [`Builder::att_softmax`]: `acc_o *= scale` per row (`P` is
+    /// `acc_s`, rounded to the inputs' type as the `P·V` product reads it).
+    fn att_rescale(&mut self, acc_o: &str, scale: &[Expr], dv: u64) -> R<()> {
         for j in 0..dv / 8 {
             for val in 0..4u64 {
                 let at = vec![int(val), int(j)];
                 self.out.push(Stmt::Store {
                     tensor: acc_o.to_string(),
                     coord: at.clone(),
-                    value: call(
+                    value: Expr::call(
                         Func::Mul,
                         vec![Expr::load(acc_o, at), scale[(val / 2) as usize].clone()],
                     ),

@@ -128,11 +128,11 @@ impl Builder<'_, '_> {
         let acc_s4 = view4(self, &acc_s, DType::F32, BKV / 2)?;
         let acc_o = regs(self, DType::F32, dv / 2)?;
         let acc_o4 = view4(self, &acc_o, DType::F32, dv / 2)?;
-        let p_c = regs(self, dt, BKV / 2)?;
-        let p_c4 = view4(self, &p_c, dt, BKV / 2)?;
+        // P is the scores' registers, rounded to the inputs' type pairwise as the RS wgmma
+        // packs them: A fragment kk is values 8kk..8kk+8.
         let p_a = self.tensor(
-            Space::View(p_c.clone()),
-            dt,
+            Space::View(acc_s.clone()),
+            DType::F32,
             Layout::flat(&[8, (BKV / 16) as i64], &[1, 8]).map_err(internal)?,
         );
         let tid = bx(Builtin::TidX);
@@ -169,10 +169,15 @@ impl Builder<'_, '_> {
         let q0 = self.let_("q0", Ty::Idx, mul(bx(Builtin::BidX), int(BQ)));
         let bi = bx(Builtin::BidY);
         let ktiles = p.sk.div_ceil(BKV);
-        // Key tiles starting past the block's last row are fully masked (causal).
-        let live = |kt: &Expr| -> Option<Expr> {
-            p.causal
-                .then(|| lt(mul(kt.clone(), int(BKV)), add(q0.clone(), int(BQ))))
+        // The key tiles the block reads: with a causal mask, none starting past its last row.
+        let nk = if p.causal {
+            let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(BQ + BKV - 1)), int(BKV));
+            let upto = self.let_("upto", Ty::Idx, upto);
+            let fewer = lt(upto.clone(), int(ktiles));
+            let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
+            self.let_("nk", Ty::Idx, nk)
+        } else {
+            int(ktiles)
         };
         let ring = |s: &mut Self, kt: &Expr| -> (Expr, Expr) {
             let st = s.let_(
@@ -191,64 +196,52 @@ impl Builder<'_, '_> {
             );
             (st, ph)
         };
-        let guarded = |s: &mut Self, cond: Option<Expr>, body: Vec<Stmt>| match cond {
-            Some(cond) => s.out.push(Stmt::If {
-                cond,
-                body,
-                orelse: vec![],
-            }),
-            None => s.out.extend(body),
-        };
         let bytes = |o: &Operand| int(o.tile_elems() * 2);
 
         // The producer.
         let producer = self.block(|s| {
             s.out.push(intr(Intrinsic::SetMaxNregDec, vec![imm(24)]));
+            let zero = Expr::Int(0);
             let issue = s.block(|s| {
                 s.out.push(intr(
                     Intrinsic::MbarrierExpectTx,
                     vec![bar(int(0)), Arg::Expr(bytes(&oq))],
                 ));
-                let zero = Expr::Int(0);
                 s.out
                     .extend(oq.loads(&dst_q, &mq, &bars, &zero, &zero, &q0, &zero, &bi));
                 s.for_(
                     "kt",
                     Expr::Int(0),
-                    int(ktiles),
+                    nk.clone(),
                     Expr::Int(1),
                     false,
                     |s, kt| {
-                        let body = s.block(|s| {
-                            let (st, ph) = ring(s, &kt);
-                            // A stage is refilled once both consumers released its last fill.
-                            s.out.push(Stmt::If {
-                                cond: Expr::idx(IdxOp::Le, int(stages), kt.clone()),
-                                body: vec![intr(
-                                    Intrinsic::MbarrierWait,
-                                    vec![
-                                        bar(add(st.clone(), int(empty))),
-                                        Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph)),
-                                    ],
-                                )],
-                                orelse: vec![],
-                            });
-                            let key0 = s.let_("key0", Ty::Idx, mul(kt.clone(), int(BKV)));
-                            for (o, map, dst, base, row0, k0) in [
-                                (&ok, &mk, &dst_k, k_full, &key0, &zero),
-                                (&ov, &mv, &dst_v, v_full, &zero, &key0),
-                            ] {
-                                let b = add(st.clone(), int(base));
-                                s.out.push(intr(
-                                    Intrinsic::MbarrierExpectTx,
-                                    vec![bar(b.clone()), Arg::Expr(bytes(o))],
-                                ));
-                                s.out
-                                    .extend(o.loads(dst, map, &bars, &b, &st, row0, k0, &bi));
-                            }
-                            Ok(())
-                        })?;
-                        guarded(s, live(&kt), body);
+                        let (st, ph) = ring(s, &kt);
+                        // A stage is refilled once both consumers released its last fill.
+                        s.out.push(Stmt::If {
+                            cond: Expr::idx(IdxOp::Le, int(stages), kt.clone()),
+                            body: vec![intr(
+                                Intrinsic::MbarrierWait,
+                                vec![
+                                    bar(add(st.clone(), int(empty))),
+                                    Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), ph)),
+                                ],
+                            )],
+                            orelse: vec![],
+                        });
+                        let key0 = s.let_("key0", Ty::Idx, mul(kt.clone(), int(BKV)));
+                        for (o, map, dst, base, row0, k0) in [
+                            (&ok, &mk, &dst_k, k_full, &key0, &zero),
+                            (&ov, &mv, &dst_v, v_full, &zero, &key0),
+                        ] {
+                            let b = add(st.clone(), int(base));
+                            s.out.push(intr(
+                                Intrinsic::MbarrierExpectTx,
+                                vec![bar(b.clone()), Arg::Expr(bytes(o))],
+                            ));
+                            s.out
+                                .extend(o.loads(dst, map, &bars, &b, &st, row0, k0, &bi));
+                        }
                         Ok(())
                     },
                 )
@@ -295,95 +288,94 @@ impl Builder<'_, '_> {
                 Expr::Int(0),
             );
             let q_at = s.let_("qa", Ty::Idx, mul(c, int(consumer_rows as u64)));
+            // S = Q·Kᵀ of the tile in stage `st` (once its K is there), committed.
+            let scores = |s: &mut Self, st: &Expr, ph: &Expr| -> R<()> {
+                s.out.push(intr(
+                    Intrinsic::MbarrierWait,
+                    vec![bar(add(st.clone(), int(k_full))), Arg::Expr(ph.clone())],
+                ));
+                s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                let k_base = s.let_("kb", Ty::Idx, mul(st.clone(), int(ok.tile_elems())));
+                for ks in 0..d / 16 {
+                    let qa = add(q_at.clone(), int(step_at(&q_steps, ks)? as u64));
+                    let kb = add(k_base.clone(), int(step_at(&k_steps, ks)? as u64));
+                    s.out.push(intr(
+                        Intrinsic::Wgmma(BKV as u16),
+                        vec![
+                            Arg::at(&acc_s, vec![]),
+                            Arg::at(&wq, vec![qa]),
+                            Arg::at(&wk, vec![kb]),
+                            imm(i64::from(!oq.k_major)),
+                            imm(i64::from(!ok.k_major)),
+                            imm(q_lbo),
+                            imm(q_sbo),
+                            imm(k_lbo),
+                            imm(k_sbo),
+                            // The first k-step overwrites the last tile's values.
+                            imm(i64::from(ks > 0)),
+                        ],
+                    ));
+                }
+                s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                Ok(())
+            };
+            // O += P·V with V in stage `st` (once it is there), committed.
+            let values = |s: &mut Self, st: &Expr, ph: &Expr| -> R<()> {
+                s.out.push(intr(
+                    Intrinsic::MbarrierWait,
+                    vec![bar(add(st.clone(), int(v_full))), Arg::Expr(ph.clone())],
+                ));
+                s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                let v_base = s.let_("vb", Ty::Idx, mul(st.clone(), int(ov.tile_elems())));
+                for kk in 0..BKV / 16 {
+                    let vb = add(v_base.clone(), int(step_at(&v_steps, kk)? as u64));
+                    s.out.push(intr(
+                        Intrinsic::WgmmaRs(dv as u16),
+                        vec![
+                            Arg::at(&acc_o, vec![]),
+                            Arg::at(&p_a, vec![int(kk)]),
+                            Arg::at(&wv, vec![vb]),
+                            imm(i64::from(!ov.k_major)),
+                            imm(v_lbo),
+                            imm(v_sbo),
+                            imm(1),
+                        ],
+                    ));
+                }
+                s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                Ok(())
+            };
+            let release = |st: Expr| Stmt::If {
+                cond: leader.clone(),
+                body: vec![intr(
+                    Intrinsic::MbarrierArrive,
+                    vec![bar(add(st, int(empty)))],
+                )],
+                orelse: vec![],
+            };
             s.out
                 .push(intr(Intrinsic::MbarrierWait, vec![bar(int(0)), imm(0)]));
+            // (The first tile's S overwrites the accumulator; it starts defined all the same.)
+            s.zero(&acc_s4, BKV / 8)?;
+            // Per key tile: S, the softmax, then P·V (P is S's registers, so the next tile's
+            // S waits for it).
             s.for_(
                 "kt",
                 Expr::Int(0),
-                int(ktiles),
+                nk.clone(),
                 Expr::Int(1),
                 false,
                 |s, kt| {
-                    let body = s.block(|s| {
-                        let (st, ph) = ring(s, &kt);
-                        let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
-                        // S = Q·Kᵀ.
-                        s.out.push(intr(
-                            Intrinsic::MbarrierWait,
-                            vec![bar(add(st.clone(), int(k_full))), Arg::Expr(ph.clone())],
-                        ));
-                        s.zero(&acc_s4, BKV / 8)?;
-                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                        let k_base = s.let_("kb", Ty::Idx, mul(st.clone(), int(ok.tile_elems())));
-                        for ks in 0..d / 16 {
-                            s.out.push(intr(
-                                Intrinsic::Wgmma(BKV as u16),
-                                vec![
-                                    Arg::at(&acc_s, vec![]),
-                                    Arg::at(
-                                        &wq,
-                                        vec![add(q_at.clone(), int(step_at(&q_steps, ks)? as u64))],
-                                    ),
-                                    Arg::at(
-                                        &wk,
-                                        vec![add(
-                                            k_base.clone(),
-                                            int(step_at(&k_steps, ks)? as u64),
-                                        )],
-                                    ),
-                                    imm(i64::from(!oq.k_major)),
-                                    imm(i64::from(!ok.k_major)),
-                                    imm(q_lbo),
-                                    imm(q_sbo),
-                                    imm(k_lbo),
-                                    imm(k_sbo),
-                                ],
-                            ));
-                        }
-                        s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                        // The prologue and the online softmax; P to registers.
-                        s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), BQ, BKV)?;
-                        s.att_softmax(&acc_s4, &p_c4, &acc_o4, (&m, &l), BKV, dv, dt)?;
-                        // O += P·V.
-                        s.out.push(intr(
-                            Intrinsic::MbarrierWait,
-                            vec![bar(add(st.clone(), int(v_full))), Arg::Expr(ph)],
-                        ));
-                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                        let v_base = s.let_("vb", Ty::Idx, mul(st.clone(), int(ov.tile_elems())));
-                        for kk in 0..BKV / 16 {
-                            s.out.push(intr(
-                                Intrinsic::WgmmaRs(dv as u16),
-                                vec![
-                                    Arg::at(&acc_o, vec![]),
-                                    Arg::at(&p_a, vec![int(kk)]),
-                                    Arg::at(
-                                        &wv,
-                                        vec![add(
-                                            v_base.clone(),
-                                            int(step_at(&v_steps, kk)? as u64),
-                                        )],
-                                    ),
-                                    imm(i64::from(!ov.k_major)),
-                                    imm(v_lbo),
-                                    imm(v_sbo),
-                                ],
-                            ));
-                        }
-                        s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                        s.out.push(Stmt::If {
-                            cond: leader.clone(),
-                            body: vec![intr(
-                                Intrinsic::MbarrierArrive,
-                                vec![bar(add(st, int(empty)))],
-                            )],
-                            orelse: vec![],
-                        });
-                        Ok(())
-                    })?;
-                    guarded(s, live(&kt), body);
+                    let (st, ph) = ring(s, &kt);
+                    scores(s, &st, &ph)?;
+                    s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                    let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
+                    s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), BQ, BKV)?;
+                    let scale = s.att_online(p, &acc_s4, (&m, &l), BKV)?;
+                    s.att_rescale(&acc_o4, &scale, dv)?;
+                    values(s, &st, &ph)?;
+                    s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                    s.out.push(release(st));
                     Ok(())
                 },
             )?;

@@ -329,6 +329,7 @@ impl Builder<'_, '_> {
                                     imm(a_sbo),
                                     imm(b_lbo),
                                     imm(b_sbo),
+                                    imm(1),
                                 ],
                             ));
                             Ok(())
