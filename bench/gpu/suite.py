@@ -69,11 +69,16 @@ REDUCTIONS = (
 # matrix-vector (M = 1, N = 1), transposed operands, f16 and bf16, and epilogue chains (bias +
 # GELU, scale + residual, a row reduction after the matmul).
 GEMMS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "gemm").glob("*.ir"))
+# Issue 13's attention set (`--suite attention`): one `bench/gpu/attention/NAME.ir` each — head
+# dims 32/64/128, f16 and bf16, sequences of 512 to 8k, causal (iota/compare/select mask) and
+# grouped-query (K/V broadcast over the group axis), beside SDPA and torch.compile.
+ATTENTIONS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "attention").glob("*.ir"))
 SUITES = {
     "headline": WORKLOADS,
     "reductions": REDUCTIONS,
     "gemm": GEMMS,
-    "all": WORKLOADS + REDUCTIONS + GEMMS,
+    "attention": ATTENTIONS,
+    "all": WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS,
 }
 
 
@@ -82,6 +87,8 @@ def workload_path(name):
         return REPO / "bench" / "gpu" / "reductions" / f"{name}.ir"
     if name in GEMMS:
         return REPO / "bench" / "gpu" / "gemm" / f"{name}.ir"
+    if name in ATTENTIONS:
+        return REPO / "bench" / "gpu" / "attention" / f"{name}.ir"
     return REPO / "examples" / f"{name}.ir"
 
 
@@ -182,6 +189,38 @@ def workload_fns(name, path):
             return F.scaled_dot_product_attention(q, k, v, scale=scale)
 
         return eager, {"sdpa": sdpa}
+    if name in ATTENTIONS:
+        scale = attention_scale(path)
+        causal = "causal" in name
+
+        def heads(q, k, v):
+            # [B, Hkv, G, S, D] queries over [B, Hkv, 1, S, D] keys/values (grouped-query) as
+            # SDPA's [B, H, S, D] / [B, Hkv, S, D]: views of the same memory.
+            if q.dim() == 5:
+                b, hk, g, sq, d = q.shape
+                return q.reshape(b, hk * g, sq, d), k.squeeze(2), v.squeeze(2), q.shape
+            return q, k, v, q.shape
+
+        def eager(q, k, v):
+            q, k, v, shape = heads(q, k, v)
+            if k.shape[1] != q.shape[1]:
+                k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+                v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+            s = (q @ k.transpose(-1, -2)) * scale
+            if causal:
+                n = s.shape[-1]
+                mask = torch.ones(n, n, dtype=torch.bool, device=s.device).tril()
+                s = s.masked_fill(~mask, float("-inf"))
+            return (torch.softmax(s, dim=-1) @ v).reshape(shape)
+
+        def sdpa(q, k, v):
+            q, k, v, shape = heads(q, k, v)
+            o = F.scaled_dot_product_attention(
+                q, k, v, scale=scale, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1]
+            )
+            return o.reshape(shape)
+
+        return eager, {"sdpa": sdpa}
     raise ValueError(f"no PyTorch version of workload {name}")
 
 
@@ -221,9 +260,12 @@ def flops_and_bytes(name, params, results):
     elif name == "matmul_divide_exp":
         b, h, s, dd = shapes["q"]
         flops = 2 * b * h * s * s * dd
-    elif name.startswith("attention"):
-        b, h, s, dd = shapes["q"]
-        flops = 4 * b * h * s * s * dd
+    elif name.startswith("attention") or name in ATTENTIONS:
+        q = shapes["q"]
+        s, dd = q[-2], q[-1]
+        flops = 4 * math.prod(q[:-2]) * s * s * dd
+        if "causal" in name:
+            flops //= 2
     else:
         flops = 0
     return flops, nbytes
@@ -416,7 +458,7 @@ def markdown(rows, meta):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS + GEMMS,
+    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS,
                     help="run only this workload (repeatable)")
     ap.add_argument("--suite", choices=sorted(SUITES), default="headline",
                     help="which list to run: the MISSION.md headline rows (default), issue 17's "

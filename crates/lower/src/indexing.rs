@@ -355,3 +355,46 @@ impl Builder<'_, '_> {
         ))
     }
 }
+
+/// Wide mode ([`Builder::wide`]): 16-bit float values read as f32.
+impl Builder<'_, '_> {
+    /// The type an expression of a `d` value has: `d`, or f32 for 16-bit floats in
+    /// [`Builder::wide`] mode.
+    pub(crate) fn wide_of(&self, d: DType) -> DType {
+        if self.wide && matches!(d, DType::F16 | DType::BF16) {
+            DType::F32
+        } else {
+            d
+        }
+    }
+
+    /// The type of the expression [`Builder::value_at`] gives for `v`.
+    pub(crate) fn val_dtype(&self, v: ValueId) -> DType {
+        self.wide_of(self.ty(v).dtype)
+    }
+
+    /// `e`, of dtype `d`, as the expression of a `d` value ([`Builder::wide_of`]).
+    pub(crate) fn widen(&mut self, d: DType, e: Expr) -> Expr {
+        let w = self.wide_of(d);
+        if w == d {
+            return e;
+        }
+        // A literal is rounded here (through f32, as `cast` does), not in the kernel.
+        if let Expr::Call(Func::Cast(_), args) = &e
+            && let [Expr::Float(x)] = args.as_slice()
+        {
+            return Expr::lit(w, round_to(d, *x));
+        }
+        self.let_("w", Ty::Elem(w), Expr::cast(w, e))
+    }
+}
+
+/// `x` rounded to the float type `d` as a `cast` rounds it (16-bit types through f32).
+pub(crate) fn round_to(d: DType, x: f64) -> f64 {
+    match d {
+        DType::BF16 => half::bf16::from_f32(x as f32).to_f64(),
+        DType::F16 => half::f16::from_f32(x as f32).to_f64(),
+        DType::F32 => f64::from(x as f32),
+        _ => x,
+    }
+}

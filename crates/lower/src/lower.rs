@@ -31,6 +31,7 @@ use irc_layout::{Layout, LayoutError, composition};
 use std::collections::HashMap;
 
 pub(crate) use crate::exprs::*;
+pub(crate) use crate::indexing::round_to;
 pub use crate::templates::config::{Choice, ConfigSource};
 pub use irc_fused::SourceInfo;
 
@@ -269,16 +270,6 @@ pub(crate) fn attr_f64(a: &Attr) -> f64 {
 }
 
 /// The dtype element math runs in: f32 for 16-bit floats, f64 for f64, i64 for integers.
-/// `x` rounded to the float type `d` as a `cast` rounds it (16-bit types through f32).
-pub(crate) fn round_to(d: DType, x: f64) -> f64 {
-    match d {
-        DType::BF16 => half::bf16::from_f32(x as f32).to_f64(),
-        DType::F16 => half::f16::from_f32(x as f32).to_f64(),
-        DType::F32 => f64::from(x as f32),
-        _ => x,
-    }
-}
-
 pub(crate) fn math_dtype(d: DType) -> DType {
     match d {
         DType::F16 | DType::BF16 | DType::F32 => DType::F32,
@@ -395,19 +386,35 @@ impl<'g> Lowering<'g> {
                     }))
                 }
             };
-            let template = crate::templates::template_of(
-                inst.op,
-                self.g.values[lead.index()].ty.dtype,
-                self.options.wgmma && self.options.mma.is_none(),
+            let hopper = self.options.wgmma && self.options.mma.is_none();
+            let attention = match grp.attention() {
+                Some(att) => Some(self.attention_ops(grp, att)?),
+                None => None,
+            };
+            let template = match attention {
+                Some(_) if hopper => "attention_wgmma",
+                Some(_) => "attention",
+                None => crate::templates::template_of(
+                    inst.op,
+                    self.g.values[lead.index()].ty.dtype,
+                    hopper,
+                ),
+            };
+            let problem = crate::templates::problem_of(
+                m,
+                &buffers,
+                grp,
+                self.g,
+                inst,
+                template,
+                attention.as_ref(),
             );
-            let problem = crate::templates::problem_of(m, &buffers, grp, self.g, inst, template);
             let (config, source) = self.resolve(&problem)?;
             let mut b = Builder::new(&self, grp.name.clone(), i);
             b.roots = roots.clone();
             b.config = config;
-            if let Some(att) = grp.attention() {
-                let ops = self.attention_ops(grp, att)?;
-                b.attention(&ops, &roots)?;
+            if let Some(ops) = &attention {
+                b.attention(ops, &roots)?;
             } else {
                 match inst.op.category() {
                     Category::Matmul => b.matmul(inst, &roots)?,
@@ -506,6 +513,9 @@ pub(crate) struct Builder<'l, 'g> {
     /// result would get when stored ([`Builder::wide_of`]): an attention prologue, whose
     /// scores are f32 accumulators and never exist in memory.
     pub(crate) wide: bool,
+    /// Values known to be this expression at every coordinate (an attention prologue's
+    /// causal condition on a tile it keeps whole, a scaled score read raw).
+    pub(crate) known: HashMap<ValueId, Expr>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -543,6 +553,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             pre: vec![],
             config: None,
             wide: false,
+            known: HashMap::new(),
         }
     }
 
@@ -554,36 +565,6 @@ impl<'l, 'g> Builder<'l, 'g> {
     pub(crate) fn fresh(&mut self, hint: &str) -> String {
         self.next += 1;
         format!("{hint}{}", self.next - 1)
-    }
-
-    /// The type an expression of a `d` value has: `d`, or f32 for 16-bit floats in
-    /// [`Builder::wide`] mode.
-    pub(crate) fn wide_of(&self, d: DType) -> DType {
-        if self.wide && matches!(d, DType::F16 | DType::BF16) {
-            DType::F32
-        } else {
-            d
-        }
-    }
-
-    /// The type of the expression [`Builder::value_at`] gives for `v`.
-    pub(crate) fn val_dtype(&self, v: ValueId) -> DType {
-        self.wide_of(self.ty(v).dtype)
-    }
-
-    /// `e`, of dtype `d`, as the expression of a `d` value ([`Builder::wide_of`]).
-    pub(crate) fn widen(&mut self, d: DType, e: Expr) -> Expr {
-        let w = self.wide_of(d);
-        if w == d {
-            return e;
-        }
-        // A literal is rounded here (through f32, as `cast` does), not in the kernel.
-        if let Expr::Call(Func::Cast(_), args) = &e
-            && let [Expr::Float(x)] = args.as_slice()
-        {
-            return Expr::lit(w, round_to(d, *x));
-        }
-        self.let_("w", Ty::Elem(w), Expr::cast(w, e))
     }
 
     pub(crate) fn ty(&self, v: ValueId) -> &'g irc_ir::TensorType {
@@ -731,6 +712,9 @@ impl<'l, 'g> Builder<'l, 'g> {
     }
 
     fn value_at_here(&mut self, v: ValueId, access: &Layout, offset: i64) -> R<Expr> {
+        if let Some(e) = self.known.get(&v) {
+            return Ok(e.clone());
+        }
         if let Some((a, e)) = self.overrides.get(&v) {
             return if a == access && offset == 0 {
                 Ok(e.clone())

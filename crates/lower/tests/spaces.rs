@@ -9,7 +9,8 @@ use irc_target::Target;
 use std::collections::BTreeMap;
 
 /// Small problems that exercise each schedule's edges: short, odd, long and few rows;
-/// reductions over the innermost and a leading axis; odd and batched matmuls.
+/// reductions over the innermost and a leading axis; odd and batched matmuls; attention with
+/// odd sequences and with a causal mask.
 const GRAPHS: &str = r#"
 graph @pw(%x: tensor<37x19xf16>, %y: tensor<19xf16>) -> tensor<37x19xf16> {
   %a = add %x, %y
@@ -53,6 +54,27 @@ graph @mm_odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16
 graph @mm_batched(%a: tensor<3x64x96xbf16>, %b: tensor<3x96x80xbf16>) -> tensor<3x64x80xbf16> {
   %m = matmul %a, %b
   return %m
+}
+graph @att_odd(%q: tensor<2x3x200x64xf16>, %k: tensor<2x3x77x64xf16>, %v: tensor<2x3x77x64xf16>) -> tensor<2x3x200x64xf16> {
+  %s = matmul %q, %k {transpose_b = true}
+  %c = constant {value = 0.125} : tensor<f16>
+  %ss = mul %s, %c
+  %p = softmax %ss {axis = -1}
+  %o = matmul %p, %v
+  return %o
+}
+graph @att_causal(%q: tensor<1x2x300x128xbf16>, %k: tensor<1x2x300x128xbf16>, %v: tensor<1x2x300x128xbf16>) -> tensor<1x2x300x128xbf16> {
+  %s = matmul %q, %k {transpose_b = true}
+  %c = constant {value = 0.088} : tensor<bf16>
+  %ss = mul %s, %c
+  %row = iota {axis = 0} : tensor<300x300xi32>
+  %col = iota {axis = 1} : tensor<300x300xi32>
+  %keep = ge %row, %col
+  %ninf = constant {value = -inf} : tensor<bf16>
+  %m = select %keep, %ss, %ninf
+  %p = softmax %m {axis = -1}
+  %o = matmul %p, %v
+  return %o
 }
 "#;
 

@@ -61,6 +61,7 @@ pub enum Config {
     Row(RowConfig),
     Mma(MmaConfig),
     Wgmma(super::wgmma_config::WgmmaConfig),
+    Attention(super::attention_config::AttentionConfig),
 }
 
 impl fmt::Display for Config {
@@ -71,6 +72,7 @@ impl fmt::Display for Config {
             Config::Row(c) => c.fmt(f),
             Config::Mma(c) => c.fmt(f),
             Config::Wgmma(c) => c.fmt(f),
+            Config::Attention(c) => c.fmt(f),
         }
     }
 }
@@ -151,6 +153,7 @@ pub static SPACES: &[&dyn TemplateSpace] = &[
     &RowSpace,
     &MmaSpace,
     &super::wgmma_config::WgmmaSpace,
+    &super::attention_config::AttentionSpace,
 ];
 
 /// The space of `template`, if it declares one.

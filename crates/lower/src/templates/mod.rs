@@ -9,6 +9,7 @@ use irc_fused::Anchor;
 use irc_ir::{Category, DType, OpKind};
 
 mod attention;
+pub mod attention_config;
 pub mod config;
 mod matmul_mma;
 mod matmul_wgmma;
@@ -76,6 +77,12 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         anchor: Anchor::Matmul,
         applies: "f16/bf16 matmuls (sm_80+ tensor cores)",
         config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps (MmaConfig::space; default 128x128x64/2x4)",
+    },
+    TemplateInfo {
+        name: "attention_wgmma",
+        anchor: Anchor::Attention,
+        applies: "attention groups on sm_90a whose Q, K and V TMA can read (head dims 64/128, 16-byte strides, at most three batch strides); else `attention`",
+        config: "AttentionConfig (attention_config.rs): consumers = 2 or 3 warpgroups of 64 query rows beside a TMA producer warpgroup (setmaxnreg 24 / 240 or 160), key tiles of 128 through a 2-4 stage mbarrier ring; heuristic: 3 for head dim 128 without a causal mask where a 192-row block wastes at most 1/16 of the rows, else 2",
     },
     TemplateInfo {
         name: "attention",

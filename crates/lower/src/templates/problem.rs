@@ -32,6 +32,15 @@ pub enum ProblemShape {
     Row { rows: u64, k: u64, passes: u64 },
     /// `batch` independent `m x k @ k x n` products.
     Matmul { batch: u64, m: u64, n: u64, k: u64 },
+    /// `batch` attentions of `sq` queries over `sk` keys, values of head dim `dv`; `causal`
+    /// when the prologue is a recognized causal mask.
+    Attention {
+        batch: u64,
+        sq: u64,
+        sk: u64,
+        dv: u64,
+        causal: bool,
+    },
 }
 
 /// One kernel's problem: what its template's space and the tuning cache are keyed on.
@@ -141,11 +150,27 @@ pub(crate) fn problem_of<'m>(
     graph: &irc_ir::Graph,
     inst: &Inst,
     template: &'static str,
+    attention: Option<&super::AttentionOps<'_>>,
 ) -> Problem {
     let ty = |v: irc_ir::ValueId| &graph.values[v.index()].ty;
     let result = ty(inst.result);
     let mut flops = 0;
     let shape = match inst.op.category() {
+        _ if let Some(ops) = attention => {
+            let (s, o) = (&ty(ops.scores.result).shape, &ty(ops.output.result).shape);
+            let dim = |sh: &[u64], from_end: usize| sh[sh.len() - from_end];
+            let (sq, sk, dv) = (dim(s, 2), dim(s, 1), dim(o, 1));
+            let batch = ty(ops.output.result).numel() / (sq * dv).max(1);
+            let d = dim(&ty(ops.scores.operands[0]).shape, 1);
+            flops = 2 * batch * sq * sk * (d + dv);
+            ProblemShape::Attention {
+                batch,
+                sq,
+                sk,
+                dv,
+                causal: ops.causal,
+            }
+        }
         Category::Matmul => {
             let (a, b) = (ty(inst.operands[0]), ty(inst.operands[1]));
             let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
@@ -209,6 +234,17 @@ pub(crate) fn problem_of<'m>(
         ProblemShape::Matmul { batch, m, n, k } => {
             format!("matmul {} b{batch} m{m} n{n} k{k}", result.dtype)
         }
+        ProblemShape::Attention {
+            batch,
+            sq,
+            sk,
+            dv,
+            causal,
+        } => format!(
+            "attention {} b{batch} q{sq} k{sk} d{dv}{}",
+            result.dtype,
+            if *causal { " causal" } else { "" }
+        ),
     };
     let ops = g.ops().count();
     Problem {

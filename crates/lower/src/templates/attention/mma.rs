@@ -252,7 +252,7 @@ impl Builder<'_, '_> {
                                 Ok(())
                             })
                         })?;
-                        s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv)?;
+                        s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv, false)?;
                         s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
                         // O += P·V.
                         s.unrolled("kk", bkv / 16, &mut |s, kk| {

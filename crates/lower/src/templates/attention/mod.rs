@@ -129,15 +129,30 @@ impl<'g> Lowering<'g> {
     }
 }
 
+/// How the kernels evaluate an attention prologue `x = f(s)` per score. A constant scale
+/// `c > 0` (`x = s·c`, possibly under an additive `-inf` mask `select(keep, s·c, -inf)` or
+/// over one) is folded into the exponent as FlashAttention does: the kernel keeps the raw
+/// scores, `exp(c·s - c·m)` with `m` their max is one multiply-add and `ex2`. A recognized
+/// causal mask's condition is known true on key tiles left of the block's first row, whose
+/// scores then skip the mask.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Prologue {
+    /// The value evaluated per score (`None`: the raw score as it is).
+    root: Option<ValueId>,
+    /// A value of the prologue that is `s·scale`, read as the raw score.
+    alias: Option<ValueId>,
+    /// The causal mask's condition (true where a score is kept).
+    keep: Option<ValueId>,
+    /// The folded scale.
+    scale: Option<f64>,
+}
+
 /// What both schedules know of an attention group: its values, extents, and where `O` goes.
 pub(super) struct AttPlan {
     /// The scores' matmul, the softmax's input and the output matmul.
     s_mm: ValueId,
-    x_val: ValueId,
-    /// `Some(c)` where the prologue is `x = s · c` for a constant `c > 0`: the scores are
-    /// left as they are and `c` is folded into the exponent (`exp(c·s - c·m)` with `m` the
-    /// raw scores' max).
-    scale: Option<f64>,
+    /// How the prologue is evaluated ([`Prologue`]).
+    prologue: Prologue,
     o_mm: ValueId,
     /// The inputs' (and output's) dtype.
     dt: DType,
@@ -195,8 +210,7 @@ impl Builder<'_, '_> {
         };
         let plan = AttPlan {
             s_mm,
-            x_val: ops.softmax.operands[0],
-            scale: self.prologue_scale(ops.softmax.operands[0], s_mm),
+            prologue: self.prologue_form(ops.softmax.operands[0], s_mm, ops.causal),
             o_mm,
             dt,
             sq,
@@ -220,24 +234,80 @@ impl Builder<'_, '_> {
         self.attention_mma(ops, &plan)
     }
 
-    /// `Some(c)` where `x` is `s · c` (either order) for a splat constant `c > 0`, rounded to
-    /// its type: the scale FlashAttention folds into the exponent.
-    fn prologue_scale(&self, x: ValueId, s: ValueId) -> Option<f64> {
+    /// `(y, c)` where `x` is `y · c` (either order) for a splat constant `c > 0`, rounded to
+    /// its type.
+    fn scaled(&self, x: ValueId) -> Option<(ValueId, f64)> {
         let inst = self.def(x)?;
         if inst.op != irc_ir::OpKind::Mul {
             return None;
         }
-        let c = match inst.operands.as_slice() {
-            [a, b] if *a == s => *b,
-            [a, b] if *b == s => *a,
-            _ => return None,
+        let [a, b] = inst.operands.as_slice() else {
+            return None;
         };
-        let ci = self.def(c)?;
-        if ci.op.category() != irc_ir::Category::Constant {
+        let constant = |c: ValueId| -> Option<f64> {
+            let ci = self.def(c)?;
+            if ci.op.category() != irc_ir::Category::Constant {
+                return None;
+            }
+            let v = round_to(self.ty(c).dtype, irc_fused::policy::splat_value(&ci.attrs)?);
+            (v > 0.0 && v.is_finite()).then_some(v)
+        };
+        match (constant(*b), constant(*a)) {
+            (Some(c), _) => Some((*a, c)),
+            (None, Some(c)) => Some((*b, c)),
+            _ => None,
+        }
+    }
+
+    /// `(keep, y)` where `x` is `select(keep, y, -inf)`.
+    fn masked(&self, x: ValueId) -> Option<(ValueId, ValueId)> {
+        let inst = self.def(x)?;
+        if inst.op != irc_ir::OpKind::Select {
             return None;
         }
-        let v = round_to(self.ty(c).dtype, irc_fused::policy::splat_value(&ci.attrs)?);
-        (v > 0.0 && v.is_finite()).then_some(v)
+        let [keep, y, other] = inst.operands.as_slice() else {
+            return None;
+        };
+        let oi = self.def(*other)?;
+        let splat = irc_fused::policy::splat_value(&oi.attrs);
+        (oi.op.category() == irc_ir::Category::Constant && splat == Some(f64::NEG_INFINITY))
+            .then_some((*keep, *y))
+    }
+
+    /// The prologue `x` of the scores `s` as the kernels evaluate it ([`Prologue`]).
+    fn prologue_form(&self, x: ValueId, s: ValueId, causal: bool) -> Prologue {
+        let keep = |k: ValueId| causal.then_some(k);
+        if let Some((y, c)) = self.scaled(x) {
+            if y == s {
+                return Prologue {
+                    scale: Some(c),
+                    ..Prologue::default()
+                };
+            }
+            if let Some((k, kept)) = self.masked(y)
+                && kept == s
+            {
+                return Prologue {
+                    root: Some(y),
+                    keep: keep(k),
+                    scale: Some(c),
+                    alias: None,
+                };
+            }
+        }
+        if let Some((k, kept)) = self.masked(x) {
+            let scaled = self.scaled(kept).filter(|&(y, _)| y == s);
+            return Prologue {
+                root: Some(x),
+                alias: scaled.map(|_| kept),
+                keep: keep(k),
+                scale: scaled.map(|(_, c)| c),
+            };
+        }
+        Prologue {
+            root: Some(x),
+            ..Prologue::default()
+        }
     }
 
     /// Whether mode `mode` of `v` read at `access` is contiguous in memory (looking through
@@ -306,6 +376,7 @@ impl Builder<'_, '_> {
     /// The prologue applied to each score of `acc_s` (`[4, bkv / 8]`), in place; `-inf` past
     /// the sequence's end. `q0`/`k0` are the block's first query row and the tile's first key,
     /// `bq`/`bkv` the block's query rows and the tile's keys.
+    /// With `unmasked`, a recognized causal mask is known to keep every score of the tile.
     #[allow(clippy::too_many_arguments)]
     fn att_prologue(
         &mut self,
@@ -315,6 +386,7 @@ impl Builder<'_, '_> {
         (q0, k0, bi): (&Expr, &Expr, &Expr),
         bq: u64,
         bkv: u64,
+        unmasked: bool,
     ) -> R<()> {
         let (sq, sk) = (p.sq, p.sk);
         for j in 0..bkv / 8 {
@@ -327,19 +399,25 @@ impl Builder<'_, '_> {
                 let access_s = p.qk.access_c.clone();
                 let score = Expr::load(acc_s, at.clone());
                 let coord = vec![gq.clone(), gk.clone(), bi.clone()];
-                let (s_mm, x_val) = (p.s_mm, p.x_val);
-                let folded = p.scale.is_some();
+                let (s_mm, form) = (p.s_mm, p.prologue);
                 let prologue = |s: &mut Self| -> R<Expr> {
-                    if folded {
+                    let Some(root) = form.root else {
                         return Ok(score);
-                    }
+                    };
                     s.coord = coord;
                     let memo = std::mem::take(&mut s.memo);
                     s.wide = true;
-                    s.overrides.insert(s_mm, (access_s.clone(), score));
-                    let e = s.value_at(x_val, &access_s);
+                    s.overrides.insert(s_mm, (access_s.clone(), score.clone()));
+                    if let Some(a) = form.alias {
+                        s.known.insert(a, score);
+                    }
+                    if let (Some(k), true) = (form.keep, unmasked) {
+                        s.known.insert(k, lit(DType::I1, 1.0));
+                    }
+                    let e = s.value_at(root, &access_s);
                     s.overrides.remove(&s_mm);
-                    let x_dt = s.val_dtype(x_val);
+                    s.known.clear();
+                    let x_dt = s.val_dtype(root);
                     s.wide = false;
                     s.memo = memo;
                     Ok(cast_to(DType::F32, x_dt, e?))
@@ -353,7 +431,7 @@ impl Builder<'_, '_> {
                 };
                 let value = match guard {
                     // A folded scale leaves the score as it is.
-                    None if folded => continue,
+                    None if form.root.is_none() => continue,
                     None => prologue(self)?,
                     Some(inside) => {
                         let xv = self.fresh("x");
@@ -421,7 +499,7 @@ impl Builder<'_, '_> {
         bkv: u64,
     ) -> R<Vec<Expr>> {
         // exp(c·x) = 2^(x·c·log2(e)), c the folded scale (1 when none).
-        let k = p.scale.unwrap_or(1.0) * LOG2_E;
+        let k = p.prologue.scale.unwrap_or(1.0) * LOG2_E;
         let f32v = |x: f64| Expr::lit(DType::F32, x);
         let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
         // Rows h = 0 (values 0, 1) and h = 1 (values 2, 3).

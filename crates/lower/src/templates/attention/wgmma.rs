@@ -1,40 +1,37 @@
 //! The Hopper attention schedule (sm_90a): TMA, mbarriers and `wgmma` for both products.
 //!
-//! A block of three warpgroups owns 128 query rows of one batch entry: warpgroup 0 is the
-//! producer (one thread issues every TMA load; `setmaxnreg.dec` gives its registers away),
-//! warpgroups 1 and 2 are consumers of 64 query rows each (`setmaxnreg.inc`). The producer
-//! loads the Q tile once, then K and V tiles of [`BKV`] keys into a ring of stages, each
-//! stage with its own "K full", "V full" and "empty" mbarriers, so a consumer starts `Q·Kᵀ`
-//! while V is still arriving and the producer runs up to the ring's depth ahead. For each key
-//! tile a consumer:
+//! A block owns `64 * consumers` query rows of one batch entry (`AttentionConfig`: 2 or 3
+//! consumer warpgroups) beside a producer warpgroup: one producer thread issues every TMA load
+//! (`setmaxnreg.dec` gives its registers away), each consumer owns 64 query rows
+//! (`setmaxnreg.inc`). The producer loads the Q tile once, then K and V tiles of [`BKV`] keys
+//! into a ring of stages, each stage with its own "K full", "V full" and "empty" mbarriers, so a
+//! consumer starts `Q·Kᵀ` while V is still arriving and the producer runs up to the ring's depth
+//! ahead. For each key tile a consumer:
 //!
 //! 1. waits for K, then `S = Q·Kᵀ` by `wgmma.m64nBKVk16` with both operands in shared memory
-//!    (Q's 64 rows of this consumer, K's tile), f32 accumulators;
+//!    (its 64 rows of Q, the K tile), f32 accumulators, the first k-step overwriting them;
 //! 2. applies the prologue and the online softmax (the parent module's, on the same register
 //!    order: each warp's part of `wgmma_m64nk16_d` is atoms of `mma_m16n8k16_c`), leaving
-//!    `P = exp(S - m)` in registers as f16/bf16;
-//! 3. waits for V, then `O += P·V` by `wgmma.rs` with P as the register A operand, and
-//!    releases the stage.
+//!    `P = exp(S - m)` in the f32 score registers; on a causal key tile left of the block's
+//!    first row the mask is known to keep every score;
+//! 3. waits for V, then `O += P·V` by `wgmma.rs` with P as the register A operand (rounded to
+//!    the inputs' type pairwise as the instruction's registers are packed), and releases the
+//!    stage.
 //!
-//! Tiles are the canonical 128-byte-swizzled wgmma layouts as TMA lays its boxes (the `tma`
-//! module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors' transpose
-//! flags). The two consumers interleave on the SM's schedulers, so one's softmax overlaps the
-//! other's products. Rows and keys past the sequence's end are TMA's zero fill and the
-//! prologue's `-inf`; a causal mask skips the key tiles right of the block's last row.
+//! The consumers interleave on the SM's schedulers, so one's softmax overlaps the others'
+//! products. Tiles are the canonical 128-byte-swizzled wgmma layouts as TMA lays its boxes (the
+//! `tma` module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors'
+//! transpose flags). Rows and keys past the sequence's end are TMA's zero fill and the
+//! prologue's `-inf`; a causal mask stops the key loop at the block's last row.
 
+use super::super::attention_config::{AttentionConfig, BKV, PRODUCER_REGS, consumer_regs};
+use super::super::config::Config;
 use super::super::tma::{Operand, operand};
 use super::{AttPlan, AttentionOps};
 use crate::lower::*;
 use irc_ir::{DType, ValueId};
 use irc_kir::{Arg, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt, Ty};
 use irc_layout::Layout;
-
-/// Query rows per block: two consumer warpgroups of 64.
-const BQ: u64 = 128;
-/// Keys per tile.
-const BKV: u64 = 128;
-/// A producer warpgroup and two consumers.
-const THREADS: u64 = 384;
 
 impl Builder<'_, '_> {
     /// The Hopper attention kernel, if TMA can read Q, K and V and the tiles fit: `Ok(false)`
@@ -44,7 +41,13 @@ impl Builder<'_, '_> {
         if !matches!(d, 64 | 128) || !matches!(dv, 64 | 128) || p.batch > 65535 || p.sq == 0 {
             return Ok(false);
         }
-        let tiles_q = p.sq.div_ceil(BQ);
+        // The point: the tuning cache's, else the heuristic.
+        let cfg = match self.config {
+            Some(Config::Attention(c)) => c,
+            _ => AttentionConfig::heuristic(p.sq, dv, p.causal),
+        };
+        let (nc, bq) = (cfg.consumers, cfg.rows());
+        let tiles_q = p.sq.div_ceil(bq);
         if tiles_q > i32::MAX as u64 {
             return Ok(false);
         }
@@ -70,7 +73,7 @@ impl Builder<'_, '_> {
             let (buf, l) = s.resolve(v, access)?;
             operand(buf, &l, rows, kext, k, extent, elems(s, buf), 2)
         };
-        let Some(oq) = read(self, q, &p.qk.access_a, BQ, d, d, p.sq) else {
+        let Some(oq) = read(self, q, &p.qk.access_a, bq, d, d, p.sq) else {
             return Ok(false);
         };
         let Some(ok) = read(self, kt, &k_rows, BKV, d, d, p.sk) else {
@@ -89,7 +92,7 @@ impl Builder<'_, '_> {
             return Ok(false);
         }
         self.kernel.grid = [tiles_q as u32, p.batch.max(1) as u32, 1];
-        self.kernel.block = [THREADS as u32, 1, 1];
+        self.kernel.block = [(128 * (nc + 1)) as u32, 1, 1];
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let mq = self.tensor_map(&oq, dt)?;
         let mk = self.tensor_map(&ok, dt)?;
@@ -144,7 +147,7 @@ impl Builder<'_, '_> {
             s.out
                 .push(intr(Intrinsic::MbarrierInit, vec![bar(int(0)), imm(1)]));
             s.unrolled("s", stages, &mut |s, i| {
-                for (base, count) in [(k_full, 1), (v_full, 1), (empty, 2)] {
+                for (base, count) in [(k_full, 1), (v_full, 1), (empty, nc as i64)] {
                     s.out.push(intr(
                         Intrinsic::MbarrierInit,
                         vec![bar(add(i.clone(), int(base))), imm(count)],
@@ -166,12 +169,12 @@ impl Builder<'_, '_> {
             Ty::Idx,
             Expr::idx(IdxOp::Div, tid.clone(), Expr::Int(128)),
         );
-        let q0 = self.let_("q0", Ty::Idx, mul(bx(Builtin::BidX), int(BQ)));
+        let q0 = self.let_("q0", Ty::Idx, mul(bx(Builtin::BidX), int(bq)));
         let bi = bx(Builtin::BidY);
         let ktiles = p.sk.div_ceil(BKV);
         // The key tiles the block reads: with a causal mask, none starting past its last row.
         let nk = if p.causal {
-            let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(BQ + BKV - 1)), int(BKV));
+            let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + BKV - 1)), int(BKV));
             let upto = self.let_("upto", Ty::Idx, upto);
             let fewer = lt(upto.clone(), int(ktiles));
             let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
@@ -200,7 +203,10 @@ impl Builder<'_, '_> {
 
         // The producer.
         let producer = self.block(|s| {
-            s.out.push(intr(Intrinsic::SetMaxNregDec, vec![imm(24)]));
+            s.out.push(intr(
+                Intrinsic::SetMaxNregDec,
+                vec![imm(PRODUCER_REGS as i64)],
+            ));
             let zero = Expr::Int(0);
             let issue = s.block(|s| {
                 s.out.push(intr(
@@ -259,7 +265,10 @@ impl Builder<'_, '_> {
         let (k_lbo, k_sbo) = ok.lbo_sbo().map_err(internal)?;
         let (v_lbo, v_sbo) = ov.lbo_sbo().map_err(internal)?;
         let consumer = self.block(|s| {
-            s.out.push(intr(Intrinsic::SetMaxNregInc, vec![imm(240)]));
+            s.out.push(intr(
+                Intrinsic::SetMaxNregInc,
+                vec![imm(consumer_regs(nc) as i64)],
+            ));
             let c = s.let_(
                 "cw",
                 Ty::Idx,
@@ -370,7 +379,27 @@ impl Builder<'_, '_> {
                     scores(s, &st, &ph)?;
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
-                    s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), BQ, BKV)?;
+                    if p.prologue.keep.is_some() {
+                        // Key tiles left of the block's first row keep every score.
+                        let whole = Expr::idx(
+                            IdxOp::Le,
+                            add(k0.clone(), int(BKV)),
+                            add(q0.clone(), Expr::Int(1)),
+                        );
+                        let unmasked = s.block(|s| {
+                            s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), bq, BKV, true)
+                        })?;
+                        let masked = s.block(|s| {
+                            s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), bq, BKV, false)
+                        })?;
+                        s.out.push(Stmt::If {
+                            cond: whole,
+                            body: unmasked,
+                            orelse: masked,
+                        });
+                    } else {
+                        s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), bq, BKV, false)?;
+                    }
                     let scale = s.att_online(p, &acc_s4, (&m, &l), BKV)?;
                     s.att_rescale(&acc_o4, &scale, dv)?;
                     values(s, &st, &ph)?;
@@ -379,7 +408,7 @@ impl Builder<'_, '_> {
                     Ok(())
                 },
             )?;
-            s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), BQ)
+            s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq)
         })?;
         self.out.push(Stmt::If {
             cond: Expr::idx(IdxOp::Eq, wg, Expr::Int(0)),

@@ -1,0 +1,132 @@
+//! The Hopper attention kernel's configuration space: the number of consumer warpgroups.
+//!
+//! A block has one producer warpgroup and `consumers` consumer warpgroups of 64 query rows
+//! each (block rows `64 * consumers`), key tiles of 128. Two consumers may use 240 registers a
+//! thread, three 160 ([`consumer_regs`]): three overlap one's softmax with two others'
+//! products, two waste fewer rows where the sequence does not divide the block and mask fewer
+//! scores on a causal diagonal.
+
+use super::config::{Config, TemplateSpace};
+use super::problem::{Problem, ProblemShape};
+use irc_target::Target;
+use std::fmt;
+
+/// Registers a producer warpgroup keeps (`setmaxnreg.dec`).
+pub(crate) const PRODUCER_REGS: u64 = 24;
+/// Keys per tile.
+pub(crate) const BKV: u64 = 128;
+
+/// A point of the Hopper attention kernel's space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttentionConfig {
+    /// Consumer warpgroups per block: 2 or 3.
+    pub consumers: u64,
+}
+
+impl fmt::Display for AttentionConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "consumers={}", self.consumers)
+    }
+}
+
+impl std::str::FromStr for AttentionConfig {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.strip_prefix("consumers=")
+            .and_then(|v| v.parse().ok())
+            .map(|consumers| AttentionConfig { consumers })
+            .ok_or_else(|| format!("`{s}` is not `consumers=N`"))
+    }
+}
+
+impl AttentionConfig {
+    /// The heuristic: three consumers for head dims of 128 without a causal mask over
+    /// sequences long enough that the rows a 192-row block wastes are few (at most 1/16 of
+    /// them), else two.
+    pub fn heuristic(sq: u64, dv: u64, causal: bool) -> AttentionConfig {
+        let waste = sq.div_ceil(192) * 192 - sq;
+        let consumers = if dv > 64 && !causal && waste * 16 <= sq {
+            3
+        } else {
+            2
+        };
+        AttentionConfig { consumers }
+    }
+
+    /// Query rows per block.
+    pub fn rows(&self) -> u64 {
+        64 * self.consumers
+    }
+}
+
+/// The registers each consumer thread may use: the 64K-register file less the producer's,
+/// shared by the consumers, a multiple of 8, at most 240 (240 with two consumers, 160 with
+/// three).
+pub(crate) fn consumer_regs(consumers: u64) -> u64 {
+    ((65536 - 128 * PRODUCER_REGS) / (128 * consumers.max(1)) / 8 * 8).min(240)
+}
+
+pub struct AttentionSpace;
+
+impl TemplateSpace for AttentionSpace {
+    fn template(&self) -> &'static str {
+        "attention_wgmma"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn heuristic(&self, p: &Problem) -> Config {
+        let (sq, dv, causal) = match p.shape {
+            ProblemShape::Attention { sq, dv, causal, .. } => (sq, dv, causal),
+            _ => (0, 64, false),
+        };
+        Config::Attention(AttentionConfig::heuristic(sq, dv, causal))
+    }
+    fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
+        [2, 3]
+            .into_iter()
+            .map(|consumers| Config::Attention(AttentionConfig { consumers }))
+            .collect()
+    }
+    fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
+        let (Config::Attention(c), ProblemShape::Attention { dv, .. }) = (c, &p.shape) else {
+            return Err("not a point of attention_wgmma's space".into());
+        };
+        if !matches!(c.consumers, 2 | 3) {
+            return Err(format!("{} consumer warpgroups (2 or 3)", c.consumers));
+        }
+        // The S and O accumulators, 64 + dv/2 registers a thread, beside about 24 more
+        // (addresses, row state): ptxas fits head dim 128 in 160 without spilling.
+        let need = BKV / 2 + dv / 2 + 24;
+        if need > consumer_regs(c.consumers) {
+            return Err(format!(
+                "{need} registers a consumer thread; {} consumers have {}",
+                c.consumers,
+                consumer_regs(c.consumers)
+            ));
+        }
+        Ok(())
+    }
+    fn estimate_us(&self, c: &Config, p: &Problem, t: &Target) -> f64 {
+        let (
+            Config::Attention(c),
+            ProblemShape::Attention {
+                batch, sq, sk, dv, ..
+            },
+        ) = (c, &p.shape)
+        else {
+            return f64::INFINITY;
+        };
+        // The products of every row a block computes, the tail block's padding included, at
+        // the peak; a block's waves over the SMs.
+        let rows = sq.div_ceil(c.rows()) * c.rows();
+        let flops = 4.0 * (batch * rows * sk * dv) as f64;
+        let blocks = batch * sq.div_ceil(c.rows());
+        let sms = u64::from(t.sms);
+        let fill = blocks as f64 / (blocks.div_ceil(sms) * sms) as f64;
+        flops / (t.peak_tflops * 1e6) / fill + t.launch_us
+    }
+    fn parse(&self, text: &str) -> Result<Config, String> {
+        text.parse().map(Config::Attention)
+    }
+}
