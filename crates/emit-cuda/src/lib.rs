@@ -183,12 +183,13 @@ __device__ __forceinline__ unsigned irc_pack(__half lo, __half hi) {
 __device__ __forceinline__ unsigned irc_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
   return (unsigned)__bfloat16_as_ushort(lo) | ((unsigned)__bfloat16_as_ushort(hi) << 16);
 }
-// Two f32 values rounded to nearest into one packed 16-bit pair (one cvt for both).
+// Two f32 values rounded to nearest into one packed 16-bit pair (one cvt for both; volatile:
+// packed before the wgmma.fence that precedes the instructions reading them).
 __device__ __forceinline__ unsigned irc_pack_f16(float lo, float hi) {
-  unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+  unsigned r; asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 }
 __device__ __forceinline__ unsigned irc_pack_bf16(float lo, float hi) {
-  unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+  unsigned r; asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 }
 
 // A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets
@@ -283,6 +284,10 @@ struct KernelEmitter<'k> {
     tensors: HashMap<&'k str, &'k kir::TensorDecl>,
     /// Register tensors `wgmma` accumulates into.
     accumulators: Vec<String>,
+    /// The packed `a` registers of the coming `wgmma.rs` statements whose `a` is f32,
+    /// computed before their `wgmma.fence` ([`KernelEmitter::prepack`]), in order.
+    prepacked: std::collections::VecDeque<Vec<String>>,
+    packs: usize,
     out: String,
 }
 
@@ -394,6 +399,8 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
         bits,
         tensors,
         accumulators,
+        prepacked: Default::default(),
+        packs: 0,
         out: String::new(),
     };
     e.block(&k.body, 1);
@@ -431,8 +438,63 @@ impl KernelEmitter<'_> {
     }
 
     fn block(&mut self, body: &[Stmt], depth: usize) {
-        for s in body {
+        for (i, s) in body.iter().enumerate() {
+            if let Stmt::Intrinsic {
+                op: Intrinsic::WgmmaFence,
+                ..
+            } = s
+            {
+                self.prepack(&body[i + 1..], depth);
+            }
             self.stmt(s, depth);
+        }
+    }
+
+    /// Before a `wgmma.fence`: the f32 `a` operands of the `wgmma.rs` statements up to the next
+    /// `wgmma.commit`, rounded and packed into registers (volatile, so they stay before the
+    /// fence). Packing between the asynchronous instructions instead makes ptxas fence and
+    /// serialize each one.
+    fn prepack(&mut self, rest: &[Stmt], depth: usize) {
+        let pad = "  ".repeat(depth);
+        for s in rest {
+            let Stmt::Intrinsic { op, args } = s else {
+                continue;
+            };
+            match op {
+                Intrinsic::WgmmaCommit => break,
+                Intrinsic::WgmmaRs(_) => {}
+                _ => continue,
+            }
+            let (Some(a), Some(b)) = (args[1].frag(), args[2].frag()) else {
+                continue;
+            };
+            let (ta, tb) = (
+                self.tensors[a.tensor.as_str()],
+                self.tensors[b.tensor.as_str()],
+            );
+            if ta.dtype != DType::F32 {
+                continue;
+            }
+            let ab = if tb.dtype == DType::BF16 {
+                "bf16"
+            } else {
+                "f16"
+            };
+            let mut names = vec![];
+            for p in 0..4 {
+                let name = format!("pk{}", self.packs);
+                self.packs += 1;
+                let (lo, hi) = (
+                    self.place(ta, &a.coord(2 * p)),
+                    self.place(ta, &a.coord(2 * p + 1)),
+                );
+                let _ = writeln!(
+                    self.out,
+                    "{pad}const unsigned {name} = irc_pack_{ab}({lo}, {hi});"
+                );
+                names.push(name);
+            }
+            self.prepacked.push_back(names);
         }
     }
 
@@ -806,15 +868,23 @@ impl KernelEmitter<'_> {
                 } else {
                     "irc_pack".to_string()
                 };
-                let pa: Vec<String> = (0..4)
-                    .map(|p| {
-                        format!(
-                            "\"r\"({pack}({}, {}))",
-                            self.place(ta, &a.coord(2 * p)),
-                            self.place(ta, &a.coord(2 * p + 1))
-                        )
-                    })
-                    .collect();
+                let pre = if ta.dtype == DType::F32 {
+                    self.prepacked.pop_front()
+                } else {
+                    None
+                };
+                let pa: Vec<String> = match pre {
+                    Some(names) => names.iter().map(|n| format!("\"r\"({n})")).collect(),
+                    None => (0..4)
+                        .map(|p| {
+                            format!(
+                                "\"r\"({pack}({}, {}))",
+                                self.place(ta, &a.coord(2 * p)),
+                                self.place(ta, &a.coord(2 * p + 1))
+                            )
+                        })
+                        .collect(),
+                };
                 let pb = self.place(self.tensors[b.tensor.as_str()], &b.at);
                 let values = i64::from(n) / 2;
                 let td = self.tensors[d.tensor.as_str()];

@@ -318,20 +318,10 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             _ => "f16",
         };
         let a_f32 = self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) == Some(DType::F32);
-        let mut extra = vec![];
-        for p in 0..4 {
-            let lo = self.load_at(&a.tensor, a.coord(2 * p))?;
-            let hi = self.load_at(&a.tensor, a.coord(2 * p + 1))?;
-            extra.push(if a_f32 {
-                // Rounded to b's type as they are packed: one cvt for both.
-                let i32t: Type = melior::ir::r#type::IntegerType::new(self.ctx(), 32).into();
-                let asm = format!("cvt.rn.{ab}x2.f32 $0, $1, $2;");
-                let r = self.inline_asm(&asm, "=r,f,f", &[hi, lo], Some(i32t))?;
-                r.ok_or_else(|| MlirError::KernelIr("cvt.rn.x2 result".into()))?
-            } else {
-                self.pack16(lo, hi)?
-            });
-        }
+        let mut extra = match self.prepacked.pop_front().filter(|_| a_f32) {
+            Some(packed) => packed,
+            None => self.pack_a(&a, ab, a_f32)?,
+        };
         extra.push(self.wgmma_desc(&b, imm(4)?, imm(5)?)?);
         extra.push(match args.get(6) {
             Some(kir::Arg::Expr(e)) => self.i32_operand(e)?,
@@ -361,6 +351,57 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
             let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
             self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
+    /// The 4 `b32` registers of a `wgmma.rs` operand `a`: pairs of 16-bit values, or of f32
+    /// values rounded to `ab` as they are packed (one cvt for both).
+    fn pack_a(&mut self, a: &kir::Frag, ab: &str, a_f32: bool) -> R<Vec<MlirValue>> {
+        let mut out = vec![];
+        for p in 0..4 {
+            let lo = self.load_at(&a.tensor, a.coord(2 * p))?;
+            let hi = self.load_at(&a.tensor, a.coord(2 * p + 1))?;
+            out.push(if a_f32 {
+                let i32t: Type = melior::ir::r#type::IntegerType::new(self.ctx(), 32).into();
+                let asm = format!("cvt.rn.{ab}x2.f32 $0, $1, $2;");
+                let r = self.inline_asm(&asm, "=r,f,f", &[hi, lo], Some(i32t))?;
+                r.ok_or_else(|| MlirError::KernelIr("cvt.rn.x2 result".into()))?
+            } else {
+                self.pack16(lo, hi)?
+            });
+        }
+        Ok(out)
+    }
+
+    /// Before a `wgmma.fence`: the f32 `a` operands of the `wgmma.rs` statements up to the next
+    /// `wgmma.commit`, packed (side-effecting asm, so they stay before the fence). Packing
+    /// between the asynchronous instructions instead makes ptxas fence and serialize each one.
+    pub(super) fn prepack(&mut self, rest: &[Stmt]) -> R<()> {
+        for s in rest {
+            let Stmt::Intrinsic { op, args } = s else {
+                continue;
+            };
+            match op {
+                Intrinsic::WgmmaCommit => break,
+                Intrinsic::WgmmaRs(_) => {}
+                _ => continue,
+            }
+            let (Some(kir::Arg::Frag(a)), Some(kir::Arg::Frag(b))) = (args.get(1), args.get(2))
+            else {
+                continue;
+            };
+            let dtype = |t: &str| self.tensors.get(t).map(|t| t.decl.dtype);
+            if dtype(&a.tensor) != Some(DType::F32) {
+                continue;
+            }
+            let ab = match dtype(&b.tensor) {
+                Some(DType::BF16) => "bf16",
+                _ => "f16",
+            };
+            let a = a.clone();
+            let packed = self.pack_a(&a, ab, true)?;
+            self.prepacked.push_back(packed);
         }
         Ok(())
     }

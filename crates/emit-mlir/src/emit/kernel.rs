@@ -34,6 +34,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             vars: HashMap::new(),
             tensors: HashMap::new(),
             cache: HashMap::new(),
+            prepacked: Default::default(),
         };
         // SAFETY: as in the module doc.
         let entry_ref: BlockRef<'c, 'c> = unsafe { BlockRef::from_raw(entry) };
@@ -313,7 +314,14 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     // ----- statements ------------------------------------------------------------------------
 
     pub(super) fn block(&mut self, body: &[Stmt]) -> R<()> {
-        for s in body {
+        for (i, s) in body.iter().enumerate() {
+            if let Stmt::Intrinsic {
+                op: Intrinsic::WgmmaFence,
+                ..
+            } = s
+            {
+                self.prepack(&body[i + 1..])?;
+            }
             self.stmt(s)?;
         }
         Ok(())

@@ -551,6 +551,9 @@ struct KernelEmitter<'c, 'k> {
     tensors: HashMap<&'k str, TensorInfo<'k>>,
     /// Constants and thread coordinates already in the prologue.
     cache: HashMap<CacheKey, MlirValue>,
+    /// The packed `a` registers of the coming `wgmma.rs` statements whose `a` is f32,
+    /// computed before their `wgmma.fence` (`prepack`), in order.
+    prepacked: std::collections::VecDeque<Vec<MlirValue>>,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
