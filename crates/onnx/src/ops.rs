@@ -125,6 +125,7 @@ table! {
     "EyeLike" => h::eye_like, "iota, eq, cast";
     "Flatten" => h::flatten, "reshape";
     "Gather" => h::gather, "gather";
+    "GatherElements" => h::gather_elements, "iota, mul, add, select, gather of the flattened data";
     "Gelu" => h::gelu, "gelu (approximate='tanh': its tanh formula)";
     "Gemm" => h::gemm, "matmul (transpose flags), mul, add";
     "GlobalAveragePool" => h::global_avg_pool, "reduce_mean over spatial axes";
