@@ -6,9 +6,9 @@ every model is built from a config with random weights (seeded), never `from_pre
 Models, each in a `small` configuration (a few layers, small hidden size: test fixtures) and a
 `bench` configuration (the real model's sizes):
 
-  gpt2   GPT-2-style decoder        transformers.GPT2LMHeadModel      input_ids [B, S]
-  bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask
-  llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids [B, S]
+  gpt2   GPT-2-style decoder        transformers.GPT2LMHeadModel      input_ids, attention_mask [B, S]
+  bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask [B, S]
+  llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids, attention_mask [B, S]
   vit    Vision transformer         timm VisionTransformer            x (pixels) [B, 3, H, W]
 
 Usage:
@@ -22,11 +22,13 @@ OUT/<model>_<size>.out0.npy (PyTorch eager, float32), and prints the irc command
 
 Notes:
 - Shapes are static (irc's graphs are): batch and sequence are fixed at export.
+- The decoders take an explicit attention mask (all ones): without one, newer transformers
+  look for packed sequences with `torch.diff`, which the TorchScript exporter cannot write.
 - Attention is exported in its eager form (`attn_implementation="eager"`), so it appears as
   MatMul/Softmax/Where that irc imports, not as a fused SDPA op.
 - The exporter folds constant subgraphs (`do_constant_folding=True`), so position ids and the
-  causal mask become initializers; Llama's rotary tables (Sin/Cos of constants) fold the
-  same way. Sin and Cos have no irc op: a model where they depend on an input does not import.
+  causal mask become initializers or constant subgraphs that `irc import` folds; Llama's
+  rotary tables are Sin/Cos of a constant.
 - timm's patch embedding is a strided Conv2d, which irc does not import; this script replaces
   it by the same computation written as reshape, transpose and a linear layer (exact).
 """
@@ -68,12 +70,21 @@ def split(cfg):
     return cfg, shape
 
 
+def ids_and_mask(cfg, s):
+    """Token ids and an explicit all-ones attention mask. Without a mask, newer transformers
+    (masking_utils.find_packed_sequence_indices) look for packed sequences in the position ids
+    with `torch.diff`, which the TorchScript exporter cannot write (`aten::diff`); with a mask
+    given, that check is skipped and the causal mask is built from the mask input."""
+    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
+    mask = torch.ones((s["batch"], s["seq"]), dtype=torch.int64)
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 def gpt2(cfg):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg, s = split(cfg)
     model = GPT2LMHeadModel(GPT2Config(**cfg, use_cache=False, attn_implementation="eager"))
-    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
-    return model, {"input_ids": ids}
+    return model, ids_and_mask(cfg, s)
 
 
 def bert(cfg):
@@ -89,8 +100,7 @@ def llama(cfg):
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg, s = split(cfg)
     model = LlamaForCausalLM(LlamaConfig(**cfg, use_cache=False, attn_implementation="eager"))
-    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
-    return model, {"input_ids": ids}
+    return model, ids_and_mask(cfg, s)
 
 
 def vit(cfg):
@@ -168,6 +178,13 @@ def main():
     ap.add_argument("--opset", type=int, default=17)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    versions = {"torch": torch.__version__}
+    for mod in ("transformers", "timm", "onnx"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except ImportError:
+            versions[mod] = "missing"
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
     sizes = ["small", "bench"] if a.size == "all" else [a.size]
     failed = []
     for name in a.models.split(","):

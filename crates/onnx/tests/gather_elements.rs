@@ -2,91 +2,22 @@
 //! the ONNX op on seeded random shapes, axes and indices (negative ones included), and an
 //! index outside its axis as a run-time error of the interpreter, never a neighbouring read.
 
-use irc_interp::{Data, Tensor, run_graph};
-use irc_ir::{DType, TensorType};
-use irc_onnx::proto::{
-    AttributeProto, DimValue, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
-};
-use prost::Message;
-
-const FLOAT: i32 = 1;
-const INT64: i32 = 7;
-
-fn input(name: &str, elem: i32, shape: &[u64]) -> ValueInfoProto {
-    let dim = shape
-        .iter()
-        .map(|&d| Dimension {
-            value: Some(DimValue::DimValue(d as i64)),
-        })
-        .collect();
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            tensor_type: Some(TypeProtoTensor {
-                elem_type: elem,
-                shape: Some(TensorShapeProto { dim }),
-            }),
-            ..Default::default()
-        }),
-    }
-}
-
-/// A one-node model `y = GatherElements(x, i, axis)`.
-fn model(xs: &[u64], is: &[u64], axis: i64) -> Vec<u8> {
-    let node = NodeProto {
-        input: vec!["x".into(), "i".into()],
-        output: vec!["y".into()],
-        op_type: "GatherElements".into(),
-        attribute: vec![AttributeProto {
-            name: "axis".into(),
-            i: axis,
-            r#type: 2,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let graph = GraphProto {
-        node: vec![node],
-        name: "ge".into(),
-        input: vec![input("x", FLOAT, xs), input("i", INT64, is)],
-        output: vec![input("y", FLOAT, is)],
-        ..Default::default()
-    };
-    ModelProto {
-        ir_version: 10,
-        graph: Some(graph),
-        opset_import: vec![OperatorSetIdProto {
-            domain: String::new(),
-            version: 17,
-        }],
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
+mod common;
+use common::{FLOAT, INT64, f32s, i64s, int_attr, model, node, value};
 
 fn run(xs: &[u64], x: Vec<f32>, is: &[u64], i: Vec<i64>, axis: i64) -> Result<Vec<f32>, String> {
-    let imported = irc_onnx::import_model(&model(xs, is, axis), &Default::default())
-        .map_err(|e| e.to_string())?;
-    let mut inputs = vec![
-        Tensor {
-            ty: TensorType::new(xs.to_vec(), DType::F32),
-            data: Data::F32(x),
-        },
-        Tensor {
-            ty: TensorType::new(is.to_vec(), DType::I64),
-            data: Data::I64(i),
-        },
-    ];
-    // Known tensors the import wrote as weights (here: coordinate iotas folded on the host).
-    inputs.extend(imported.weights.iter().map(|(_, t)| t.clone()));
-    let outs = run_graph(&imported.graph, inputs).map_err(|e| e.to_string())?;
-    Ok(outs[0]
-        .data
-        .to_f64()
-        .into_iter()
-        .map(|v| v as f32)
-        .collect())
+    let m = model(
+        vec![node(
+            "GatherElements",
+            &["x", "i"],
+            &["y"],
+            vec![int_attr("axis", axis)],
+        )],
+        vec![value("x", FLOAT, xs), value("i", INT64, is)],
+        vec![value("y", FLOAT, is)],
+    );
+    let out = common::run(&m, vec![f32s(xs, x), i64s(is, i)])?;
+    Ok(out.into_iter().map(|v| v as f32).collect())
 }
 
 /// The ONNX definition, element by element.

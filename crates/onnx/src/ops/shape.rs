@@ -119,7 +119,7 @@ pub fn size(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 
 pub fn range(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let (s, l, d) = (n.x(0)?, n.x(1)?, n.x(2)?);
-    let known = |v: &Val| cx.known(v).map(|t| t.data.to_f64()[0]);
+    let known = |v: &Val| cx.known(v).and_then(|t| t.data.to_f64().first().copied());
     let (Some(start), Some(limit), Some(delta)) = (known(&s), known(&l), known(&d)) else {
         return Err("start, limit and delta must be known at import time".into());
     };
@@ -525,7 +525,7 @@ pub fn one_hot(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let (idx, depth, values) = (n.x(0)?, n.x(1)?, n.x(2)?);
     let depth = cx
         .known(&depth)
-        .map(|t| t.data.to_f64()[0])
+        .and_then(|t| t.data.to_f64().first().copied())
         .ok_or("depth must be known at import time")? as i64;
     if depth <= 0 {
         return Err(format!("depth {depth} is not positive"));
