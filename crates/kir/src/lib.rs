@@ -440,6 +440,8 @@ pub enum Func {
     MaxNum,
     Pow,
     Erf,
+    Sin,
+    Cos,
     /// Comparisons, giving `i1`: IEEE on floats (false with a NaN operand, except `ne`).
     Eq,
     Ne,
@@ -456,7 +458,7 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 29] = [
+    pub const NAMED: [Func; 31] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -478,6 +480,8 @@ impl Func {
         Func::MaxNum,
         Func::Pow,
         Func::Erf,
+        Func::Sin,
+        Func::Cos,
         Func::Eq,
         Func::Ne,
         Func::Lt,
@@ -511,6 +515,8 @@ impl Func {
             Func::MaxNum => "maxnum",
             Func::Pow => "pow",
             Func::Erf => "erf",
+            Func::Sin => "sin",
+            Func::Cos => "cos",
             Func::Eq => "eq",
             Func::Ne => "ne",
             Func::Lt => "lt",

@@ -114,6 +114,7 @@ table! {
     "Concat" => h::concat, "concat";
     "Constant" => h::constant, "known tensor";
     "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
+    "Cos" => h::cos, "cos";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
     "Dropout" => h::dropout, "identity (inference)";
@@ -174,6 +175,7 @@ table! {
     "Shape" => h::shape, "known tensor (static shapes)";
     "Sigmoid" => h::sigmoid, "sigmoid";
     "Sign" => h::sign, "select, gt, lt";
+    "Sin" => h::sin, "sin";
     "Size" => h::size, "known tensor";
     "Slice" => h::slice, "slice";
     "Softmax" => h::softmax, "softmax";
