@@ -3,11 +3,13 @@
 //! handlers live in [`crate::ops::handlers`]; `spec/onnx.md`'s coverage table is generated
 //! from this table and the node-test results.
 
+mod einsum;
 mod math;
 mod shape;
 
 /// Every handler, for the table.
 mod handlers {
+    pub use super::einsum::*;
     pub use super::math::*;
     pub use super::shape::*;
 }
@@ -118,6 +120,7 @@ table! {
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
     "Dropout" => h::dropout, "identity (inference)";
+    "Einsum" => h::einsum, "reduce_sum, transpose, reshape, broadcast, a batched matmul per operand pair";
     "Elu" => h::elu, "select(x < 0, alpha · (exp(x) - 1), x)";
     "Equal" => h::equal, "eq";
     "Erf" => h::erf, "erf";
