@@ -32,8 +32,8 @@ Notes:
 - The exporter folds constant subgraphs (`do_constant_folding=True`), so position ids and the
   causal mask become initializers or constant subgraphs that `irc import` folds; Llama's
   rotary tables are Sin/Cos of a constant.
-- timm's patch embedding is a strided Conv2d, which irc does not import; this script replaces
-  it by the same computation written as reshape, transpose and a linear layer (exact).
+- timm's patch embedding is a Conv2d with stride = kernel, which `irc import` writes as a
+  reshape, a transpose and a matmul.
 """
 import argparse
 import os
@@ -117,19 +117,6 @@ def vit(cfg):
     cfg = dict(cfg)
     batch = cfg.pop("batch")
     model = VisionTransformer(**cfg)
-    pe = model.patch_embed
-    p = cfg["patch_size"]
-
-    def patch_embed_as_linear(x):
-        # Conv2d(kernel = stride = p) over non-overlapping patches, as a linear layer.
-        b, c, h, w = x.shape
-        x = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
-        x = x.reshape(b, (h // p) * (w // p), c * p * p)
-        weight = pe.proj.weight.reshape(pe.proj.weight.shape[0], -1)
-        x = torch.nn.functional.linear(x, weight, pe.proj.bias)
-        return pe.norm(x)
-
-    pe.forward = patch_embed_as_linear
     pixels = torch.randn(batch, 3, cfg["img_size"], cfg["img_size"])
     return model, {"x": pixels}
 

@@ -256,9 +256,9 @@ fn emit_cuda_lowers_v2_ops() {
 }
 
 /// Check that the four architectures of `scripts/export_models.py --size tiny` (GPT-2, BERT
-/// and Llama from transformers with a padded attention mask, timm's ViT; PyTorch 2.11's
-/// TorchScript exporter) import (graph IR plus weights), run on the interpreter within 1e-5 of
-/// PyTorch eager's float32 output, and compile to CUDA.
+/// and Llama from transformers with a padded attention mask, timm's ViT with its Conv patch
+/// embedding; PyTorch 2.11's TorchScript exporter) import (graph IR plus weights), run on the
+/// interpreter within 1e-5 of PyTorch eager's float32 output, and compile to CUDA.
 #[test]
 fn exported_models_match_pytorch() {
     let d = scratch("hf");

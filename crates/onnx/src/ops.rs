@@ -3,12 +3,14 @@
 //! handlers live in [`crate::ops::handlers`]; `spec/onnx.md`'s coverage table is generated
 //! from this table and the node-test results.
 
+mod conv;
 mod einsum;
 mod math;
 mod shape;
 
 /// Every handler, for the table.
 mod handlers {
+    pub use super::conv::*;
     pub use super::einsum::*;
     pub use super::math::*;
     pub use super::shape::*;
@@ -116,6 +118,7 @@ table! {
     "Concat" => h::concat, "concat";
     "Constant" => h::constant, "known tensor";
     "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
+    "Conv" => h::conv, "pad (concat of zeros), a strided slice per kernel offset, concat, one batched matmul per group, add (a patch embedding: reshape, transpose)";
     "Cos" => h::cos, "cos";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
