@@ -526,6 +526,7 @@ fn call(f: Func, a: &[f64]) -> f64 {
         Func::Neg => -a[0],
         Func::Abs => a[0].abs(),
         Func::Exp => a[0].exp(),
+        Func::Exp2 => a[0].exp2(),
         Func::Log => a[0].ln(),
         Func::Sqrt => a[0].sqrt(),
         Func::Rsqrt => 1.0 / a[0].sqrt(),

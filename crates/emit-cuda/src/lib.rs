@@ -151,9 +151,11 @@ __device__ __forceinline__ long long irc_relu(long long x) { return x > 0 ? x : 
 __device__ __forceinline__ float irc_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double irc_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float irc_exp(float x) { return expf(x); }
+__device__ __forceinline__ float irc_exp2(float x) { return exp2f(x); }
 __device__ __forceinline__ float irc_maxnum(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double irc_maxnum(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ double irc_exp(double x) { return exp(x); }
+__device__ __forceinline__ double irc_exp2(double x) { return exp2(x); }
 __device__ __forceinline__ float irc_log(float x) { return logf(x); }
 __device__ __forceinline__ double irc_log(double x) { return log(x); }
 __device__ __forceinline__ float irc_sqrt(float x) { return sqrtf(x); }
@@ -375,10 +377,8 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
     }
     let mut accumulators = vec![];
     kir::walk(&k.body, &mut |s| {
-        if let Stmt::Intrinsic {
-            op: Intrinsic::Wgmma(_),
-            args,
-        } = s
+        if let Stmt::Intrinsic { op, args } = s
+            && op.is_wgmma()
             && let Some(f) = args.first().and_then(|a| a.frag())
             && !accumulators.contains(&f.tensor)
         {
@@ -403,7 +403,7 @@ fn has_mma(body: &[Stmt]) -> bool {
         found |= matches!(
             s,
             Stmt::Intrinsic {
-                op: Intrinsic::MmaM16n8k16 | Intrinsic::Wgmma(_),
+                op: Intrinsic::MmaM16n8k16 | Intrinsic::Wgmma(_) | Intrinsic::WgmmaRs(_),
                 ..
             }
         )
@@ -669,6 +669,8 @@ impl KernelEmitter<'_> {
             | Intrinsic::FenceBarrierInit
             | Intrinsic::TmaLoad2d
             | Intrinsic::TmaLoad3d
+            | Intrinsic::TmaLoad4d
+            | Intrinsic::TmaLoad5d
             | Intrinsic::WgmmaFence
             | Intrinsic::WgmmaCommit
             | Intrinsic::WgmmaWait
@@ -769,6 +771,57 @@ impl KernelEmitter<'_> {
                     imm(3),
                     imm(4),
                     outs.join(", ")
+                );
+                let _ = writeln!(self.out, "{pad}}}");
+            }
+            Intrinsic::WgmmaRs(n) => {
+                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
+                let imm = |i: usize| match &args[i] {
+                    kir::Arg::Expr(Expr::Int(v)) => *v,
+                    _ => 0,
+                };
+                let ta = self.tensors[a.tensor.as_str()];
+                let ab = if ta.dtype == DType::BF16 {
+                    "bf16"
+                } else {
+                    "f16"
+                };
+                let pa: Vec<String> = (0..4)
+                    .map(|p| {
+                        format!(
+                            "\"r\"(irc_pack({}, {}))",
+                            self.place(ta, &a.coord(2 * p)),
+                            self.place(ta, &a.coord(2 * p + 1))
+                        )
+                    })
+                    .collect();
+                let pb = self.place(self.tensors[b.tensor.as_str()], &b.at);
+                let values = i64::from(n) / 2;
+                let td = self.tensors[d.tensor.as_str()];
+                let outs: Vec<String> = (0..values)
+                    .map(|v| format!("\"+f\"({})", self.place(td, &d.coord(v))))
+                    .collect();
+                let regs: Vec<String> = (0..values).map(|v| format!("%{v}")).collect();
+                let _ = writeln!(self.out, "{pad}{{");
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  const unsigned long long db = irc_wgmma_desc(&{pb}, {}, {});",
+                    imm(4),
+                    imm(5)
+                );
+                let _ = writeln!(
+                    self.out,
+                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1, {};\\n}}\\n\" : {} : {}, \"l\"(db), \"r\"(1));",
+                    values + 5,
+                    regs.join(","),
+                    values,
+                    values + 1,
+                    values + 2,
+                    values + 3,
+                    values + 4,
+                    imm(3),
+                    outs.join(", "),
+                    pa.join(", ")
                 );
                 let _ = writeln!(self.out, "{pad}}}");
             }

@@ -94,12 +94,17 @@ pub enum Intrinsic {
     /// `cp.async.bulk.tensor.{2,3}d` global to shared through a tensor map.
     TmaLoad2d,
     TmaLoad3d,
+    TmaLoad4d,
+    TmaLoad5d,
     /// `wgmma.fence`, `wgmma.commit_group`, `wgmma.wait_group`.
     WgmmaFence,
     WgmmaCommit,
     WgmmaWait,
     /// `wgmma.mma_async.m64nNk16` with both operands in shared memory, for N = 64, 128, 256.
     Wgmma(u16),
+    /// `wgmma.mma_async.m64nNk16` with `a` in registers (the accumulator layout's values as
+    /// f16/bf16: FlashAttention's P) and `b` in shared memory, for N = 64, 128, 256.
+    WgmmaRs(u16),
     /// `setmaxnreg.inc` / `setmaxnreg.dec`.
     SetMaxNregInc,
     SetMaxNregDec,
@@ -209,6 +214,37 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         check: check_tma,
     },
     IntrinsicInfo {
+        op: Intrinsic::TmaLoad4d,
+        name: "tma.load.4d",
+        summary: "As `tma.load.2d`, for a 4-dimensional tensor map (c3 outermost).",
+        args: &[
+            ("dst", ArgKind::SharedOut),
+            ("map", ArgKind::TensorMap),
+            ("bar", ArgKind::Barrier),
+            ("c0", ArgKind::Index),
+            ("c1", ArgKind::Index),
+            ("c2", ArgKind::Index),
+            ("c3", ArgKind::Index),
+        ],
+        check: check_tma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::TmaLoad5d,
+        name: "tma.load.5d",
+        summary: "As `tma.load.2d`, for a 5-dimensional tensor map (c4 outermost).",
+        args: &[
+            ("dst", ArgKind::SharedOut),
+            ("map", ArgKind::TensorMap),
+            ("bar", ArgKind::Barrier),
+            ("c0", ArgKind::Index),
+            ("c1", ArgKind::Index),
+            ("c2", ArgKind::Index),
+            ("c3", ArgKind::Index),
+            ("c4", ArgKind::Index),
+        ],
+        check: check_tma,
+    },
+    IntrinsicInfo {
         op: Intrinsic::WgmmaFence,
         name: "wgmma.fence",
         summary: "`wgmma.fence.sync.aligned`: orders register accesses to accumulators before the next `wgmma`. Warpgroup-wide.",
@@ -251,6 +287,27 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         check: check_wgmma,
     },
     IntrinsicInfo {
+        op: Intrinsic::WgmmaRs(64),
+        name: "wgmma.rs.m64n64k16",
+        summary: WGMMA_RS_SUMMARY,
+        args: &wgmma_rs_args(32),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::WgmmaRs(128),
+        name: "wgmma.rs.m64n128k16",
+        summary: WGMMA_RS_SUMMARY,
+        args: &wgmma_rs_args(64),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::WgmmaRs(256),
+        name: "wgmma.rs.m64n256k16",
+        summary: WGMMA_RS_SUMMARY,
+        args: &wgmma_rs_args(128),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
         op: Intrinsic::SetMaxNregInc,
         name: "setmaxnreg.inc",
         summary: "`setmaxnreg.inc.sync.aligned.u32 n`: the warpgroup's threads may use up to `n` registers (a multiple of 8 in 24..256). Warpgroup-wide.",
@@ -289,7 +346,47 @@ const fn wgmma_args(values: i64) -> [(&'static str, ArgKind); 9] {
     ]
 }
 
+const WGMMA_RS_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32` with `a` in registers: `d += a * b` for a 64xN tile of the warpgroup; `a` is the warpgroup's 64x16 f16/bf16 fragment (8 values per thread, ordered as `mma_m16n8k16_a` within each warp's 16 rows, which is two 8-column blocks of the accumulator layout `wgmma_m64nk16_d`), `b` is read from shared memory through a descriptor (128-byte swizzle, `b_mn` 1 where it is N-major, the given byte offsets). `d` as for `wgmma`. Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`; `a`'s registers must not change before the wait.";
+
+const fn wgmma_rs_args(values: i64) -> [(&'static str, ArgKind); 6] {
+    [
+        ("d", ArgKind::RegInOut(values)),
+        ("a", ArgKind::RegIn(8)),
+        ("b", ArgKind::SharedIn),
+        ("b_mn", ArgKind::Imm),
+        ("b_lbo", ArgKind::Imm),
+        ("b_sbo", ArgKind::Imm),
+    ]
+}
+
 impl Intrinsic {
+    /// The TMA load of a `rank`-dimensional tensor map (2 to 5).
+    pub fn tma_load(rank: usize) -> Option<Intrinsic> {
+        Some(match rank {
+            2 => Intrinsic::TmaLoad2d,
+            3 => Intrinsic::TmaLoad3d,
+            4 => Intrinsic::TmaLoad4d,
+            5 => Intrinsic::TmaLoad5d,
+            _ => return None,
+        })
+    }
+
+    /// Whether this is one of the TMA loads.
+    pub fn is_tma_load(self) -> bool {
+        matches!(
+            self,
+            Intrinsic::TmaLoad2d
+                | Intrinsic::TmaLoad3d
+                | Intrinsic::TmaLoad4d
+                | Intrinsic::TmaLoad5d
+        )
+    }
+
+    /// Whether this is a `wgmma` (either form), whose first operand is an accumulator.
+    pub fn is_wgmma(self) -> bool {
+        matches!(self, Intrinsic::Wgmma(_) | Intrinsic::WgmmaRs(_))
+    }
+
     /// `ldmatrix.x4`, with `.trans` when `trans`.
     pub fn ldmatrix_x4(trans: bool) -> Intrinsic {
         if trans {
@@ -370,7 +467,7 @@ fn check_tma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
 fn check_wgmma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
     if a != b || !matches!(a, Some(DType::F16 | DType::BF16)) {
-        return Err("wgmma takes f16 or bf16 shared operands a and b of one dtype".into());
+        return Err("wgmma takes f16 or bf16 operands a and b of one dtype".into());
     }
     if d != Some(DType::F32) {
         return Err("wgmma accumulates into an f32 fragment".into());
@@ -401,6 +498,12 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::TmaLoad3d => {
             "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
         }
+        Intrinsic::TmaLoad4d => {
+            "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
+        }
+        Intrinsic::TmaLoad5d => {
+            "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];"
+        }
         Intrinsic::WgmmaFence => "wgmma.fence.sync.aligned;",
         Intrinsic::WgmmaCommit => "wgmma.commit_group.sync.aligned;",
         Intrinsic::WgmmaWait => "wgmma.wait_group.sync.aligned %0;",
@@ -410,6 +513,7 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::LdmatrixX4
         | Intrinsic::LdmatrixX4Trans
         | Intrinsic::MmaM16n8k16
-        | Intrinsic::Wgmma(_) => return None,
+        | Intrinsic::Wgmma(_)
+        | Intrinsic::WgmmaRs(_) => return None,
     })
 }

@@ -420,6 +420,8 @@ pub enum Func {
     Neg,
     Abs,
     Exp,
+    /// `2^x`.
+    Exp2,
     Log,
     Sqrt,
     Rsqrt,
@@ -458,10 +460,11 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 31] = [
+    pub const NAMED: [Func; 32] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
+        Func::Exp2,
         Func::Log,
         Func::Sqrt,
         Func::Rsqrt,
@@ -497,6 +500,7 @@ impl Func {
             Func::Neg => "neg",
             Func::Abs => "abs",
             Func::Exp => "exp",
+            Func::Exp2 => "exp2",
             Func::Log => "log",
             Func::Sqrt => "sqrt",
             Func::Rsqrt => "rsqrt",

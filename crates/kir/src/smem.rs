@@ -7,7 +7,7 @@
 //! bytes (what a 128-byte-swizzled TMA box and a wgmma descriptor need), or 16 for tensors
 //! under 1 KiB. Both emitters and the manifest read the placement from here.
 
-use crate::{Intrinsic, Kernel, Space, Stmt, walk};
+use crate::{Kernel, Space, Stmt, walk};
 
 /// The dynamic shared-memory placement of a kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,13 +28,7 @@ pub fn shared_tensor_bytes(t: &crate::TensorDecl) -> u64 {
 pub fn uses_tma(k: &Kernel) -> bool {
     let mut found = false;
     walk(&k.body, &mut |s| {
-        found |= matches!(
-            s,
-            Stmt::Intrinsic {
-                op: Intrinsic::TmaLoad2d | Intrinsic::TmaLoad3d,
-                ..
-            }
-        )
+        found |= matches!(s, Stmt::Intrinsic { op, .. } if op.is_tma_load())
     });
     found
 }

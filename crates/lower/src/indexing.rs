@@ -154,7 +154,7 @@ impl Builder<'_, '_> {
         let mut args = vec![];
         for &o in &inst.operands {
             let e = self.operand_at(inst.result, o, access, offset)?;
-            args.push(cast_to(math, d, e));
+            args.push(cast_to(math, self.val_dtype(o), e));
         }
         let f = Func::from_op(inst.op)
             .filter(|f| f.is_compare())
@@ -174,7 +174,8 @@ impl Builder<'_, '_> {
         for &o in &inst.operands {
             args.push(self.operand_at(inst.result, o, access, offset)?);
         }
-        Ok(self.let_("v", Ty::Elem(dtype), Expr::call(Func::Select, args)))
+        let ty = Ty::Elem(self.wide_of(dtype));
+        Ok(self.let_("v", ty, Expr::call(Func::Select, args)))
     }
 
     /// `iota`: the coordinate along the axis of the index the access reaches.
@@ -190,7 +191,8 @@ impl Builder<'_, '_> {
             int(shape[axis]),
         );
         let q = self.let_("q", Ty::Idx, q);
-        Ok(self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, q)))
+        let v = self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, q));
+        Ok(self.widen(dtype, v))
     }
 
     /// `concat`: the operand whose range along the axis holds the coordinate, read at its own
@@ -225,10 +227,11 @@ impl Builder<'_, '_> {
             start += len;
         }
         let var = self.fresh("c");
+        let ty = self.wide_of(dtype);
         self.out.push(Stmt::Var {
             var: var.clone(),
-            ty: Ty::Elem(dtype),
-            init: lit(dtype, 0.0),
+            ty: Ty::Elem(ty),
+            init: lit(ty, 0.0),
         });
         let branches = self.concat_branches(&parts, &var, &q, &outer, &r, inner, n)?;
         self.out.extend(branches);
@@ -339,14 +342,15 @@ impl Builder<'_, '_> {
         );
         let j = self.let_("j", Ty::Idx, j);
         let e = self.value_at_index(x, j)?;
+        let ty = self.wide_of(dtype);
         let fallback = if dtype.is_float() {
-            lit(dtype, f64::NAN)
+            lit(ty, f64::NAN)
         } else {
-            lit(dtype, 0.0)
+            lit(ty, 0.0)
         };
         Ok(self.let_(
             "v",
-            Ty::Elem(dtype),
+            Ty::Elem(ty),
             Expr::call(Func::Select, vec![ok, e, fallback]),
         ))
     }

@@ -492,6 +492,10 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) pre: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
     /// The group's configuration (`None`: a template without a space).
     pub(crate) config: Option<crate::templates::Config>,
+    /// Whether values of 16-bit float types are read as f32 without the rounding each op's
+    /// result would get when stored ([`Builder::wide_of`]): an attention prologue, whose
+    /// scores are f32 accumulators and never exist in memory.
+    pub(crate) wide: bool,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -528,6 +532,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             temps: vec![],
             pre: vec![],
             config: None,
+            wide: false,
         }
     }
 
@@ -539,6 +544,41 @@ impl<'l, 'g> Builder<'l, 'g> {
     pub(crate) fn fresh(&mut self, hint: &str) -> String {
         self.next += 1;
         format!("{hint}{}", self.next - 1)
+    }
+
+    /// The type an expression of a `d` value has: `d`, or f32 for 16-bit floats in
+    /// [`Builder::wide`] mode.
+    pub(crate) fn wide_of(&self, d: DType) -> DType {
+        if self.wide && matches!(d, DType::F16 | DType::BF16) {
+            DType::F32
+        } else {
+            d
+        }
+    }
+
+    /// The type of the expression [`Builder::value_at`] gives for `v`.
+    pub(crate) fn val_dtype(&self, v: ValueId) -> DType {
+        self.wide_of(self.ty(v).dtype)
+    }
+
+    /// `e`, of dtype `d`, as the expression of a `d` value ([`Builder::wide_of`]).
+    pub(crate) fn widen(&mut self, d: DType, e: Expr) -> Expr {
+        let w = self.wide_of(d);
+        if w == d {
+            return e;
+        }
+        // A literal is rounded here (through f32, as `cast` does), not in the kernel.
+        if let Expr::Call(Func::Cast(_), args) = &e
+            && let [Expr::Float(x)] = args.as_slice()
+        {
+            let x = *x as f32;
+            let r = match d {
+                DType::BF16 => half::bf16::from_f32(x).to_f64(),
+                _ => half::f16::from_f32(x).to_f64(),
+            };
+            return Expr::lit(w, r);
+        }
+        self.let_("w", Ty::Elem(w), Expr::cast(w, e))
     }
 
     pub(crate) fn ty(&self, v: ValueId) -> &'g irc_ir::TensorType {
@@ -782,7 +822,8 @@ impl<'l, 'g> Builder<'l, 'g> {
             let p = self.param(&buffer);
             let t = self.tensor_at(Space::Global(p), dtype, access.clone(), offset);
             let load = Expr::load(&t, self.coord.clone());
-            return Ok(self.let_("v", Ty::Elem(dtype), load));
+            let v = self.let_("v", Ty::Elem(dtype), load);
+            return Ok(self.widen(dtype, v));
         }
         let inst = self
             .def(v)
@@ -814,7 +855,7 @@ impl<'l, 'g> Builder<'l, 'g> {
         match inst.op.category() {
             Category::Constant => {
                 if let Some(x) = splat_value(&inst.attrs) {
-                    return Ok(Expr::lit(dtype, x));
+                    return Ok(self.widen(dtype, Expr::lit(dtype, x)));
                 }
                 let name = format!("{}_c{}", self.kernel.name, self.constants.len());
                 let mut flat = vec![];
@@ -827,23 +868,21 @@ impl<'l, 'g> Builder<'l, 'g> {
                 });
                 let t = self.tensor_at(Space::Const(name), dtype, access.clone(), offset);
                 let load = Expr::load(&t, self.coord.clone());
-                Ok(self.let_("v", Ty::Elem(dtype), load))
+                let v = self.let_("v", Ty::Elem(dtype), load);
+                Ok(self.widen(dtype, v))
             }
             Category::Cast => {
                 let x = inst.operands[0];
                 let e = self.value_at_off(x, access, offset)?;
-                Ok(self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, e)))
+                let v = self.let_("v", Ty::Elem(dtype), Expr::cast(dtype, e));
+                Ok(self.widen(dtype, v))
             }
             Category::Unary | Category::Binary => {
                 let math = math_dtype(dtype);
                 let mut args = vec![];
                 for &o in &inst.operands {
                     let e = self.operand_at(v, o, access, offset)?;
-                    args.push(if math == dtype {
-                        e
-                    } else {
-                        Expr::cast(math, e)
-                    });
+                    args.push(cast_to(math, self.val_dtype(o), e));
                 }
                 let f = Func::from_op(inst.op).ok_or_else(|| {
                     Retry::Fail(LowerError::Internal(format!(
@@ -852,10 +891,11 @@ impl<'l, 'g> Builder<'l, 'g> {
                     )))
                 })?;
                 let mut e = Expr::call(f, args);
-                if math != dtype {
-                    e = Expr::cast(dtype, e);
+                let result = self.wide_of(dtype);
+                if math != result {
+                    e = Expr::cast(result, e);
                 }
-                Ok(self.let_("v", Ty::Elem(dtype), e))
+                Ok(self.let_("v", Ty::Elem(result), e))
             }
             Category::Compare => self.compare(inst, access, offset),
             Category::Select => self.select(inst, access, offset),

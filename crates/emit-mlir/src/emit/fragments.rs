@@ -58,7 +58,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             DType::BF16 => {
                 let mut args = Vec::new();
                 for pair in av.chunks(2).chain(bv.chunks(2)) {
-                    args.push(self.pack_bf16(pair[0], pair[1])?);
+                    args.push(self.pack16(pair[0], pair[1])?);
                 }
                 args.extend(&cv);
                 let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
@@ -139,8 +139,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         self.push(op, "vector.from_elements")
     }
 
-    /// `irc_pack(lo, hi)` of two bf16 values: `lo` in the low 16 bits of an `i32`.
-    pub(super) fn pack_bf16(&mut self, lo: MlirValue, hi: MlirValue) -> R<MlirValue> {
+    /// `irc_pack(lo, hi)` of two 16-bit values (f16 or bf16): `lo` in the low 16 bits of an `i32`.
+    pub(super) fn pack16(&mut self, lo: MlirValue, hi: MlirValue) -> R<MlirValue> {
         let i16t: Type = IntegerType::new(self.ctx(), 16).into();
         let i32t: Type = IntegerType::new(self.ctx(), 32).into();
         let mut halves = Vec::new();

@@ -161,10 +161,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     fn fence_accumulators(&mut self) -> R<()> {
         let mut accs = vec![];
         kir::walk(&self.k.body, &mut |s| {
-            if let Stmt::Intrinsic {
-                op: Intrinsic::Wgmma(_),
-                args,
-            } = s
+            if let Stmt::Intrinsic { op, args } = s
+                && op.is_wgmma()
                 && let Some(f) = args.first().and_then(|a| a.frag())
                 && !accs.contains(&f.tensor)
             {
@@ -298,10 +296,65 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         Ok(())
     }
 
+    /// `wgmma.mma_async.m64nNk16` with `a` in registers: the 8 values of `a` packed in pairs
+    /// into 4 `b32` registers, the N/2 accumulator values tied in and out.
+    fn wgmma_rs(&mut self, n: u16, args: &[kir::Arg]) -> R<()> {
+        let frag = |i: usize| match args.get(i) {
+            Some(kir::Arg::Frag(f)) => Ok(f.clone()),
+            _ => Err(MlirError::KernelIr(format!("wgmma operand {i}"))),
+        };
+        let imm = |i: usize| match args.get(i) {
+            Some(kir::Arg::Expr(Expr::Int(v))) => Ok(*v),
+            _ => Err(MlirError::KernelIr(format!(
+                "wgmma operand {i} is not a literal"
+            ))),
+        };
+        let (d, a, b) = (frag(0)?, frag(1)?, frag(2)?);
+        let ab = match self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) {
+            Some(DType::BF16) => "bf16",
+            _ => "f16",
+        };
+        let mut extra = vec![];
+        for p in 0..4 {
+            let lo = self.load_at(&a.tensor, a.coord(2 * p))?;
+            let hi = self.load_at(&a.tensor, a.coord(2 * p + 1))?;
+            extra.push(self.pack16(lo, hi)?);
+        }
+        extra.push(self.wgmma_desc(&b, imm(4)?, imm(5)?)?);
+        extra.push(self.int_const(32, 1)?);
+        let values = i64::from(n) / 2;
+        let mut vals = vec![];
+        for v in 0..values {
+            vals.push(self.load_at(&d.tensor, d.coord(v))?);
+        }
+        // Operands: the outputs $0..$values-1, then a0..a3, descB, scale-d, then the tied
+        // inputs.
+        let regs: Vec<String> = (0..values).map(|v| format!("${v}")).collect();
+        let asm = format!(
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, {};\n}}\n",
+            values + 5,
+            regs.join(","),
+            values,
+            values + 1,
+            values + 2,
+            values + 3,
+            values + 4,
+            imm(3)?
+        );
+        let out = self.tied_asm(&asm, &vals, &extra, "r,r,r,r,l,r")?;
+        for (v, x) in out.into_iter().enumerate() {
+            let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
+            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+            self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
     /// One of the Hopper intrinsics.
     pub(super) fn hopper(&mut self, op: Intrinsic, args: &[kir::Arg]) -> R<()> {
         match op {
             Intrinsic::Wgmma(n) => self.wgmma(n, args),
+            Intrinsic::WgmmaRs(n) => self.wgmma_rs(n, args),
             _ => self.ptx_intrinsic(op, args),
         }
     }

@@ -375,6 +375,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 self.select(neg, minus, x)
             }
             (Func::Exp, true) => self.un("math.exp", x),
+            (Func::Exp2, true) => self.un("math.exp2", x),
             (Func::Log, true) => self.un("math.log", x),
             (Func::Tanh, true) => self.un("math.tanh", x),
             (Func::Erf, true) => self.un("math.erf", x),

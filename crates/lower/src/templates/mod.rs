@@ -31,6 +31,7 @@ mod reduction;
 mod row;
 mod split;
 mod store_view;
+mod tma;
 
 /// One kernel template.
 #[derive(Clone, Copy, Debug)]

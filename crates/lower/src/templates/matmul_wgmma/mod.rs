@@ -18,10 +18,11 @@
 //! (SBO); MN-major 64-element chunks one box apart (LBO), 8-row K groups 1024 bytes apart.
 
 use super::matmul_mma::TcPlan;
+use super::tma::{Operand, operand};
 use crate::lower::*;
 use irc_ir::{DType, Inst, ValueId};
 use irc_kir::{self as kir, Arg, Builtin, Expr, Frag, IdxOp, Intrinsic, Space, Stmt, Ty};
-use irc_layout::{Layout, coalesce};
+use irc_layout::Layout;
 
 mod epilogue;
 
@@ -29,162 +30,6 @@ mod epilogue;
 use super::wgmma_config::{BK, BM, WgmmaConfig};
 /// Threads: a producer warpgroup and two consumers.
 const THREADS: u64 = 384;
-
-/// How one operand is read: its tensor map and where its tile sits in shared memory.
-struct Operand {
-    /// The buffer the map is over.
-    buffer: ValueId,
-    /// Extents and byte strides of the map, innermost first (inner, outer[, batch]).
-    dims: Vec<u64>,
-    strides: Vec<u64>,
-    /// Batch: the linear batch index's divisor and modulus for the map's batch coordinate.
-    batch: Option<(u64, u64)>,
-    /// Whether K is the contiguous dimension.
-    k_major: bool,
-    /// Tile rows (BM for A, BN for B).
-    rows: u64,
-}
-
-impl Operand {
-    fn boxes(&self) -> u64 {
-        if self.k_major { 1 } else { self.rows / 64 }
-    }
-    fn box_dims(&self) -> Vec<u32> {
-        let mut b = if self.k_major {
-            vec![BK as u32, self.rows as u32]
-        } else {
-            vec![64, BK as u32]
-        };
-        if self.batch.is_some() {
-            b.push(1);
-        }
-        b
-    }
-    /// Elements of one stage's tile.
-    fn tile_elems(&self) -> u64 {
-        self.rows * BK
-    }
-    /// One stage's tile, `(row, k) -> element` before the 128-byte swizzle
-    /// (`Swizzle<3,3,3>` over 16-bit elements): the canonical atoms of
-    /// `gmma_smem_atom(K or MN, 128, 16)` tiled over `rows x 64` the way TMA's boxes lay them
-    /// out. K-major: atoms of 8 rows x 64 stacked along the rows (8-row groups 512 elements
-    /// apart). MN-major: atoms of 64 rows x 8 k, 8-k groups 512 apart, 64-row chunks one box
-    /// (4096 elements) apart. `tests::tma_boxes_are_the_gmma_tiles` checks both against the
-    /// hardware's swizzle of a TMA box and against the atoms.
-    fn smem_tile(&self) -> Result<Layout, irc_layout::LayoutError> {
-        use irc_layout::IntTuple as T;
-        let t = |v: Vec<T>| T::Tuple(v);
-        let i = T::Int;
-        let rows = self.rows as i64;
-        if self.k_major {
-            Layout::new(
-                t(vec![t(vec![i(8), i(rows / 8)]), i(64)]),
-                t(vec![t(vec![i(64), i(512)]), i(1)]),
-            )
-        } else {
-            Layout::new(
-                t(vec![t(vec![i(64), i(rows / 64)]), t(vec![i(8), i(8)])]),
-                t(vec![t(vec![i(1), i(4096)]), t(vec![i(64), i(512)])]),
-            )
-        }
-    }
-
-    /// The tile's element offset at `(row, k)`.
-    fn at(&self, row: i64, k: i64) -> Result<i64, irc_layout::LayoutError> {
-        self.smem_tile()?
-            .crd2idx(&irc_layout::IntTuple::ints(&[row, k]))
-    }
-
-    /// Descriptor leading and stride byte offsets, read off the tile's strides: K-major, SBO
-    /// is the 8-row groups' stride (LBO unused with a swizzle: 16); MN-major, LBO is the 64-row
-    /// chunks' stride and SBO the 8-k groups'.
-    fn lbo_sbo(&self) -> Result<(i64, i64), irc_layout::LayoutError> {
-        let l = self.smem_tile()?;
-        let stride1 = |m: usize| -> Result<i64, irc_layout::LayoutError> {
-            Ok(l.mode(m)?.leaves().get(1).map_or(0, |&(_, d)| d) * 2)
-        };
-        if self.k_major {
-            Ok((16, stride1(0)?))
-        } else {
-            Ok((stride1(0)?, stride1(1)?))
-        }
-    }
-}
-
-/// The TMA view of an operand read through `access` (`(rows, k, batch)` for A after the
-/// caller swaps B's modes): `None` where TMA cannot read it (a row or K mode that is not one
-/// stride, strides that are not multiples of 16 bytes, more than one batch stride, a base
-/// that is not a buffer).
-fn operand(
-    buffer: ValueId,
-    layout: &Layout,
-    rows: u64,
-    k: u64,
-    extent: u64,
-    buffer_elems: u64,
-    esize: u64,
-) -> Option<Operand> {
-    let modes = layout.modes();
-    let single = |m: &Layout| -> Option<(i64, i64)> {
-        match coalesce(m).ok()?.leaves().as_slice() {
-            [(s, d)] => Some((*s, *d)),
-            [] => Some((1, 0)),
-            _ => None,
-        }
-    };
-    let (_, r_st) = single(modes.first()?)?;
-    let (_, k_st) = single(modes.get(1)?)?;
-    let batch_leaves: Vec<(i64, i64)> = match modes.get(2) {
-        Some(b) => coalesce(b).ok()?.leaves(),
-        None => vec![],
-    };
-    // Batch coordinate: (bi / div) % size over the batch layout's leaves, broadcasts skipped.
-    let mut div = 1u64;
-    let mut batch = None;
-    let mut batch_stride = 0u64;
-    for (size, stride) in batch_leaves {
-        if size > 1 && stride != 0 {
-            if batch.is_some() || stride < 0 {
-                return None;
-            }
-            batch = Some((div, size as u64));
-            batch_stride = stride as u64;
-        }
-        div *= size.max(1) as u64;
-    }
-    let k_major = k_st == 1 && (r_st > 0 || extent == 1);
-    let (inner, outer, outer_st) = if k_major {
-        (k, extent, r_st.max(0) as u64)
-    } else if r_st == 1 && k_st > 0 {
-        (extent, k, k_st as u64)
-    } else {
-        return None;
-    };
-    let outer_st = if outer == 1 { inner } else { outer_st };
-    let mut dims = vec![inner, outer];
-    let mut strides = vec![outer_st * esize];
-    if let Some((_, size)) = batch {
-        dims.push(size);
-        strides.push(batch_stride * esize);
-    }
-    if strides.iter().any(|&s| s % 16 != 0 || s == 0) {
-        return None;
-    }
-    // Stays inside the buffer (views can only narrow it).
-    let last =
-        (inner - 1) + (outer - 1) * outer_st + batch.map_or(0, |(_, s)| (s - 1) * batch_stride);
-    if last >= buffer_elems {
-        return None;
-    }
-    Some(Operand {
-        buffer,
-        dims,
-        strides,
-        batch,
-        k_major,
-        rows,
-    })
-}
 
 impl Builder<'_, '_> {
     /// The Hopper matmul, if its operands can be read by TMA: `Ok(false)` (nothing emitted)
@@ -220,10 +65,10 @@ impl Builder<'_, '_> {
             return Ok(false);
         };
         let (ae, be) = (elems(self, abuf), elems(self, bbuf));
-        let Some(oa) = operand(abuf, &al, BM, p.k, p.m, ae, esize) else {
+        let Some(oa) = operand(abuf, &al, BM, BK, p.k, p.m, ae, esize) else {
             return Ok(false);
         };
-        let Some(ob) = operand(bbuf, &bl, bn, p.k, p.n, be, esize) else {
+        let Some(ob) = operand(bbuf, &bl, bn, BK, p.k, p.n, be, esize) else {
             return Ok(false);
         };
         // The epilogue's staging tiles: per consumer 64 rows x 64 columns, 8 of padding (the
@@ -416,9 +261,8 @@ impl Builder<'_, '_> {
                             for (o, map, dst, row0) in
                                 [(&oa, &ma, &dst_a, &m0), (&ob, &mb, &dst_b, &n0)]
                             {
-                                for jb in 0..o.boxes() {
-                                    s.out.push(o.load(dst, map, &bars, &st, jb, row0, &k0, &bi));
-                                }
+                                s.out
+                                    .extend(o.loads(dst, map, &bars, &st, &st, row0, &k0, &bi));
                             }
                             Ok(())
                         },
@@ -590,54 +434,6 @@ impl Builder<'_, '_> {
         );
         (it, st, ph)
     }
-
-    /// An operand's ring of `stages` shared tiles, and the TMA destinations over it:
-    /// `(stage, box)` -> the box's first element.
-    fn stage_ring(&mut self, o: &Operand, stages: u64, dt: DType) -> R<(String, String)> {
-        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
-        let tile = o.tile_elems();
-        let smem = self.tensor(Space::Shared, dt, li(stages * tile, 1)?);
-        let dst = self.tensor(
-            Space::View(smem.clone()),
-            dt,
-            concat(&[
-                li(stages, tile as i64)?,
-                li(o.boxes(), (tile / o.boxes()) as i64)?,
-            ])?,
-        );
-        Ok((smem, dst))
-    }
-
-    /// A temp buffer holding the tensor map of `o`, and the kernel's `i64` tensor over it.
-    fn tensor_map(&mut self, o: &Operand, dt: DType) -> R<String> {
-        let of = self.l.buffer_of[&o.buffer].clone();
-        let name = format!("{}_tma{}", self.kernel.name, self.temps.len());
-        let decl = kir::BufferDecl {
-            name: name.clone(),
-            dtype: DType::I64,
-            shape: vec![16],
-            kind: kir::BufferKind::Temp,
-            tensor_map: Some(kir::TensorMapDecl {
-                of,
-                dims: o.dims.clone(),
-                strides: o.strides.clone(),
-                box_dims: o.box_dims(),
-                swizzle: 128,
-            }),
-        };
-        debug_assert!(
-            decl.tensor_map
-                .as_ref()
-                .is_some_and(|t| t.box_bytes(dt) > 0)
-        );
-        self.temps.push(decl);
-        let p = self.param(&name);
-        Ok(self.tensor(
-            Space::Global(p),
-            DType::I64,
-            Layout::int(16, 1).map_err(internal)?,
-        ))
-    }
 }
 
 /// The persistent walk over work units (a tile and a split of its K) and the k-tile ring.
@@ -662,43 +458,6 @@ enum Out {
     Partials(String),
 }
 
-impl Operand {
-    /// The TMA load of box `jb` of this operand's tile at k-offset `k0` into stage `st`.
-    #[allow(clippy::too_many_arguments)]
-    fn load(
-        &self,
-        dst: &str,
-        map: &str,
-        bars: &str,
-        st: &Expr,
-        jb: u64,
-        row0: &Expr,
-        k0: &Expr,
-        bi: &Expr,
-    ) -> Stmt {
-        let row = add(row0.clone(), int(64 * jb));
-        let mut coords = if self.k_major {
-            vec![k0.clone(), row]
-        } else {
-            vec![row, k0.clone()]
-        };
-        let op = match self.batch {
-            Some((d, size)) => {
-                coords.push(rem(div(bi.clone(), int(d)), int(size)));
-                Intrinsic::TmaLoad3d
-            }
-            None => Intrinsic::TmaLoad2d,
-        };
-        let mut args = vec![
-            Arg::at(dst, vec![st.clone(), int(jb)]),
-            Arg::at(map, vec![Expr::Int(0)]),
-            bar(bars, st.clone()),
-        ];
-        args.extend(coords.into_iter().map(Arg::Expr));
-        intr(op, args)
-    }
-}
-
 fn bar(bars: &str, i: Expr) -> Arg {
     Arg::at(bars, vec![i])
 }
@@ -721,62 +480,4 @@ fn rem(a: Expr, b: Expr) -> Expr {
 
 fn eq(a: Expr, b: Expr) -> Expr {
     Expr::idx(IdxOp::Eq, a, b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use irc_layout::{IntTuple, Major, Swizzle, gmma_smem_atom};
-
-    /// Where TMA puts element `(row, k)` of a stage with 128-byte swizzle (CUDA programming
-    /// guide, "TMA swizzle"): boxes of 128-byte rows, the 16-byte chunk `c` of row `r` stored
-    /// at chunk `c ^ (r % 8)`. K-major: one box of `rows` rows of 64 k; MN-major: `rows / 64`
-    /// boxes of 64 k-rows of 64 elements.
-    fn tma_byte(k_major: bool, row: i64, k: i64) -> i64 {
-        let (boxi, r, e) = if k_major {
-            (0, row, k)
-        } else {
-            (row / 64, k, row % 64)
-        };
-        boxi * 8192 + r * 128 + (((e / 8) ^ (r % 8)) * 16) + (e % 8) * 2
-    }
-
-    #[test]
-    fn tma_boxes_are_the_gmma_tiles() {
-        let sw = Swizzle::new(3, 3, 3).unwrap();
-        for k_major in [true, false] {
-            for rows in [64, 128, 256] {
-                let o = Operand {
-                    buffer: ValueId(0),
-                    dims: vec![],
-                    strides: vec![],
-                    batch: None,
-                    k_major,
-                    rows,
-                };
-                for r in 0..rows as i64 {
-                    for k in 0..64 {
-                        let e = sw.apply(o.at(r, k).unwrap());
-                        assert_eq!(
-                            e * 2,
-                            tma_byte(k_major, r, k),
-                            "{k_major} {rows} ({r}, {k})"
-                        );
-                    }
-                }
-                // The tile's first atom is the layout module's canonical atom.
-                let major = if k_major { Major::K } else { Major::Mn };
-                let atom = gmma_smem_atom(major, 128, 16).unwrap();
-                let (ar, ak) = if k_major { (8, 64) } else { (64, 8) };
-                for r in 0..ar {
-                    for k in 0..ak {
-                        let want = atom.crd2idx(&IntTuple::ints(&[r, k])).unwrap();
-                        assert_eq!(sw.apply(o.at(r, k).unwrap()), want, "atom ({r}, {k})");
-                    }
-                }
-                let (lbo, sbo) = o.lbo_sbo().unwrap();
-                assert_eq!((lbo, sbo), if k_major { (16, 1024) } else { (8192, 1024) });
-            }
-        }
-    }
 }

@@ -1,0 +1,589 @@
+//! The attention templates: `O = softmax(prologue(Q·Kᵀ)) · V` in one kernel, the scores and
+//! probabilities never leaving registers.
+//!
+//! Two schedules share the per-score work written here:
+//! - [`mma`]: FlashAttention-2's schedule on `mma.sync.m16n8k16` (sm_80+).
+//! - [`wgmma`]: a Hopper schedule (sm_90a) with TMA loads of Q, K and V into swizzled stages
+//!   behind mbarriers, a producer warpgroup and two consumer warpgroups, `wgmma` for both
+//!   products, P kept in registers as the A operand of the second. It is used where TMA can
+//!   read the three operands; otherwise the mma.sync schedule runs.
+//!
+//! Both keep each thread's scores in the same register order: the accumulator of a 16-row
+//! warp slab is atoms of 16x8 (`mma_m16n8k16_c`, which is also each warp's part of
+//! `wgmma_m64nk16_d`), value `v` of atom `j` at `4j + v`. So the prologue per score
+//! ([`Builder::att_prologue`]), the online softmax ([`Builder::att_softmax`]) and the final
+//! normalization and stores ([`Builder::att_store`]) are written once:
+//!
+//! 1. The prologue, per score: the accumulator atom gives each value's (row, col), the score
+//!    is read through the prologue at that coordinate ([`Builder::value_at`] with the scores'
+//!    matmul held in a register), and scores past the sequence's end are `-inf` (guards only
+//!    where the tiles do not divide the lengths). The prologue is evaluated in f32
+//!    ([`Builder::wide`]): the scores are f32 accumulators that never exist in memory, so they
+//!    and the prologue's results are not rounded to 16 bits between ops (as FlashAttention and
+//!    Inductor's fused kernels compute; the unfused graph rounds each stored result). Explicit
+//!    casts in the prologue still round.
+//! 2. Online softmax per row: the row max over the thread's values (`maxnum`: a NaN score still
+//!    makes its row NaN through `exp`), then over the 4 lanes of a quad (`warp_reduce.max.4`);
+//!    `m` and the per-thread partial row sum `l` are rescaled, the O accumulators too (a row
+//!    with no finite score yet subtracts 0, not -inf). Exponentials are `exp2` with `log2(e)`
+//!    folded into the argument (a multiply-add and one `ex2` per score).
+//! 3. `P = exp(S - m)` rounded to the input type is the A operand of `P·V` as it is: the 4
+//!    values of C atoms `2k` and `2k+1` are the 8 values of A fragment `k`
+//!    (`tests::p_accumulators_are_a_fragments` checks it on the atoms).
+//!
+//! At the end the row sums are summed over the quad, `O / l` goes through the group's epilogue
+//! (if any) and is stored. A causal mask recognized by the policy (`irc_fused::attention::causal`)
+//! skips the key tiles right of the block's last row; its diagonal tiles are masked by the
+//! prologue itself.
+
+mod mma;
+mod wgmma;
+
+use super::matmul_simt::MatmulAccess;
+use crate::LowerError;
+use crate::lower::*;
+use irc_ir::{DType, Inst, ValueDef, ValueId};
+use irc_kir::{self as kir, Expr, Func, IdxOp, ReduceOp, Stmt, Ty};
+use irc_layout::{Layout, coalesce, mma_m16n8k16_c};
+
+/// `log2(e)`: `exp(x) = 2^(x·log2(e))`.
+const LOG2_E: f64 = std::f64::consts::LOG2_E;
+
+/// The three matmul/softmax statements of an attention group.
+pub(crate) struct AttentionOps<'g> {
+    pub(crate) scores: &'g Inst,
+    pub(crate) softmax: &'g Inst,
+    pub(crate) output: &'g Inst,
+    /// Whether the prologue is a causal mask (key tiles past the diagonal are skipped).
+    pub(crate) causal: bool,
+}
+
+fn unsupported(reason: String) -> Retry {
+    Retry::Fail(LowerError::Unsupported {
+        op: "attention".into(),
+        reason,
+    })
+}
+
+impl<'g> Lowering<'g> {
+    /// The statements of an attention group, and whether its prologue is a causal mask.
+    pub(crate) fn attention_ops(
+        &self,
+        grp: &irc_fused::Group,
+        att: irc_fused::AttentionStmts,
+    ) -> R<crate::templates::AttentionOps<'g>> {
+        let inst_of = |k: usize| -> R<&'g Inst> {
+            let irc_fused::Stmt::Op(o) = &grp.stmts[k] else {
+                return Err(Retry::Fail(LowerError::Internal("attention anchor".into())));
+            };
+            let v = self.names.iter().position(|n| *n == o.value).unwrap_or(0);
+            match self.g.values[v].def {
+                ValueDef::Inst(i) => Ok(&self.g.insts[i]),
+                ValueDef::Param(_) => {
+                    Err(Retry::Fail(LowerError::Internal("attention anchor".into())))
+                }
+            }
+        };
+        let (scores, softmax, output) = (
+            inst_of(att.scores)?,
+            inst_of(att.softmax)?,
+            inst_of(att.output)?,
+        );
+        let dag = irc_fused::GraphDag::new(self.g);
+        let x = softmax.operands[0].index();
+        let m = irc_fused::AttentionMatch {
+            output: output.result.index(),
+            softmax: softmax.result.index(),
+            p_cast: None,
+            scores: Some(scores.result.index()),
+            prologue: irc_fused::attention::path(&dag, x, scores.result.index()),
+            declined: None,
+            declined_at: None,
+        };
+        Ok(crate::templates::AttentionOps {
+            scores,
+            softmax,
+            output,
+            causal: irc_fused::attention::causal(&dag, &m),
+        })
+    }
+}
+
+/// What both schedules know of an attention group: its values, extents, and where `O` goes.
+pub(super) struct AttPlan {
+    /// The scores' matmul, the softmax's input and the output matmul.
+    s_mm: ValueId,
+    x_val: ValueId,
+    o_mm: ValueId,
+    /// The inputs' (and output's) dtype.
+    dt: DType,
+    /// Query and key counts, head dims of Q/K and of V, flattened batch.
+    sq: u64,
+    sk: u64,
+    d: u64,
+    dv: u64,
+    batch: u64,
+    /// The matmuls' accesses.
+    qk: MatmulAccess,
+    pv: MatmulAccess,
+    /// The output tensors: the roots' (or one view's, stored through its inverse).
+    outs: Vec<String>,
+    viewed: bool,
+    roots: Vec<ValueId>,
+    causal: bool,
+}
+
+impl Builder<'_, '_> {
+    /// One attention kernel storing `roots` (the output matmul or its epilogue): the Hopper
+    /// schedule where the target has it and TMA can read Q, K and V, else FlashAttention-2's.
+    pub(crate) fn attention(&mut self, ops: &AttentionOps<'_>, roots: &[ValueId]) -> R<()> {
+        let qk = self.matmul_access(ops.scores)?;
+        let pv = self.matmul_access(ops.output)?;
+        let (sq, sk, d) = (qk.ms.m, qk.ms.n, qk.ms.k);
+        let dv = pv.ms.n;
+        let dt = self.ty(ops.output.result).dtype;
+        if !matches!(dt, DType::F16 | DType::BF16) || !irc_fused::attention::HEAD_DIMS.contains(&d)
+        {
+            return Err(unsupported(format!(
+                "{dt} with head dim {d}: the template takes f16/bf16 and head dims 32, 64, 128"
+            )));
+        }
+        let batch: u64 = qk.ms.batch.iter().product();
+        let (s_mm, o_mm) = (ops.scores.result, ops.output.result);
+        for o in [self.l.origin(ops.scores), self.l.origin(ops.softmax)] {
+            if !self.kernel.origins.contains(&o) {
+                self.kernel.origins.push(o);
+            }
+        }
+        // The output's own buffer and epilogue, or (policy rule 2) a result view of it stored
+        // through the inverse of the view's layout.
+        let viewed = !self.l.buffer_of.contains_key(&o_mm)
+            && roots
+                .iter()
+                .all(|&r| self.def(r).is_some_and(|i| is_view(i.op)));
+        let outs: Vec<String> = if viewed {
+            vec![self.output(o_mm, &pv.access_c)?]
+        } else {
+            roots
+                .iter()
+                .map(|&r| self.global(r, pv.access_c.clone()))
+                .collect()
+        };
+        let plan = AttPlan {
+            s_mm,
+            x_val: ops.softmax.operands[0],
+            o_mm,
+            dt,
+            sq,
+            sk,
+            d,
+            dv,
+            batch,
+            qk,
+            pv,
+            outs,
+            viewed,
+            roots: roots.to_vec(),
+            causal: ops.causal,
+        };
+        if self.l.options.wgmma
+            && self.l.options.mma.is_none()
+            && self.attention_wgmma(ops, &plan)?
+        {
+            return Ok(());
+        }
+        self.attention_mma(ops, &plan)
+    }
+
+    /// Whether mode `mode` of `v` read at `access` is contiguous in memory (looking through
+    /// views); `logical` when `v` is computed.
+    fn unit_stride(&mut self, v: ValueId, access: &Layout, mode: usize, logical: bool) -> bool {
+        match self.resolve(v, access) {
+            Some((_, l)) => l
+                .modes()
+                .get(mode)
+                .and_then(|m| coalesce(m).ok())
+                .is_some_and(|m| m.leaves().first().is_some_and(|&(_, d)| d == 1)),
+            None => logical,
+        }
+    }
+
+    /// The (row, col) in the block's score tile of each of the 4 values of this thread's
+    /// accumulator atoms, for the thread's 16-row warp slab `slab` (rows `16 * slab ..`), col
+    /// within the atom's 8 columns.
+    fn att_coords(&mut self, lane: &Expr, slab: &Expr) -> R<Vec<(Expr, Expr)>> {
+        let atom_c = mma_m16n8k16_c().map_err(internal)?.layout().clone();
+        // Value v of an accumulator atom sits at (row, col) = (ci % 16, ci / 16), ci =
+        // mma_c(lane, v); v = 0, 1 are row `lane / 4`, v = 2, 3 eight rows below.
+        let mut rc = vec![];
+        for val in 0..4 {
+            let ci =
+                kir::offset_expr(&atom_c, &[lane.clone(), Expr::Int(val)]).map_err(internal)?;
+            let ci = self.let_("ci", Ty::Idx, ci);
+            let row = self.let_(
+                "ar",
+                Ty::Idx,
+                add(
+                    mul(slab.clone(), Expr::Int(16)),
+                    Expr::idx(IdxOp::Rem, ci.clone(), Expr::Int(16)),
+                ),
+            );
+            let col = self.let_("ac", Ty::Idx, Expr::idx(IdxOp::Div, ci, Expr::Int(16)));
+            rc.push((row, col));
+        }
+        Ok(rc)
+    }
+
+    /// The running row max `m` and partial row sum `l` of the thread's two rows (`lane / 4`
+    /// and 8 below).
+    fn att_state(&mut self) -> (Vec<String>, Vec<String>) {
+        let mut m = vec![];
+        let mut l = vec![];
+        for h in 0..2 {
+            let mv = self.fresh(&format!("m{h}_"));
+            self.out.push(Stmt::Var {
+                var: mv.clone(),
+                ty: Ty::Elem(DType::F32),
+                init: lit(DType::F32, f64::NEG_INFINITY),
+            });
+            m.push(mv);
+            let lv = self.fresh(&format!("l{h}_"));
+            self.out.push(Stmt::Var {
+                var: lv.clone(),
+                ty: Ty::Elem(DType::F32),
+                init: lit(DType::F32, 0.0),
+            });
+            l.push(lv);
+        }
+        (m, l)
+    }
+
+    /// The prologue applied to each score of `acc_s` (`[4, bkv / 8]`), in place; `-inf` past
+    /// the sequence's end. `q0`/`k0` are the block's first query row and the tile's first key,
+    /// `bq`/`bkv` the block's query rows and the tile's keys.
+    #[allow(clippy::too_many_arguments)]
+    fn att_prologue(
+        &mut self,
+        p: &AttPlan,
+        acc_s: &str,
+        rc: &[(Expr, Expr)],
+        (q0, k0, bi): (&Expr, &Expr, &Expr),
+        bq: u64,
+        bkv: u64,
+    ) -> R<()> {
+        let (sq, sk) = (p.sq, p.sk);
+        for j in 0..bkv / 8 {
+            for (val, (row, col)) in rc.iter().enumerate() {
+                let at = vec![Expr::Int(val as i64), Expr::Int(j as i64)];
+                let gq = self.let_("gq", Ty::Idx, add(q0.clone(), row.clone()));
+                let gk = self.let_("gk", Ty::Idx, add(add(k0.clone(), int(8 * j)), col.clone()));
+                // The score through the prologue at (gq, gk), in f32 (`wide`: no rounding of
+                // the f32 accumulator or of the prologue's results to 16 bits).
+                let access_s = p.qk.access_c.clone();
+                let score = Expr::load(acc_s, at.clone());
+                let coord = vec![gq.clone(), gk.clone(), bi.clone()];
+                let (s_mm, x_val) = (p.s_mm, p.x_val);
+                let prologue = |s: &mut Self| -> R<Expr> {
+                    s.coord = coord;
+                    let memo = std::mem::take(&mut s.memo);
+                    s.wide = true;
+                    s.overrides.insert(s_mm, (access_s.clone(), score));
+                    let e = s.value_at(x_val, &access_s);
+                    s.overrides.remove(&s_mm);
+                    let x_dt = s.val_dtype(x_val);
+                    s.wide = false;
+                    s.memo = memo;
+                    Ok(cast_to(DType::F32, x_dt, e?))
+                };
+                // Guards only where a tile can pass the end of the sequence.
+                let guard = match (sq % bq == 0, sk % bkv == 0) {
+                    (true, true) => None,
+                    (false, true) => Some(lt(gq, int(sq))),
+                    (true, false) => Some(lt(gk, int(sk))),
+                    (false, false) => Some(Expr::idx(IdxOp::And, lt(gq, int(sq)), lt(gk, int(sk)))),
+                };
+                let value = match guard {
+                    None => prologue(self)?,
+                    Some(inside) => {
+                        let xv = self.fresh("x");
+                        self.out.push(Stmt::Var {
+                            var: xv.clone(),
+                            ty: Ty::Elem(DType::F32),
+                            init: lit(DType::F32, f64::NEG_INFINITY),
+                        });
+                        let xv2 = xv.clone();
+                        self.if_(inside, |s| {
+                            let value = prologue(s)?;
+                            s.out.push(Stmt::Assign { var: xv2, value });
+                            Ok(())
+                        })?;
+                        Expr::var(&xv)
+                    }
+                };
+                self.out.push(Stmt::Store {
+                    tensor: acc_s.to_string(),
+                    coord: at,
+                    value,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One online-softmax step over the tile's scores `acc_s` (`[4, bkv / 8]`, after the
+    /// prologue): updates `m` and `l`, rescales `acc_o` (`[4, dv / 8]`) and writes
+    /// `P = exp(S - m)` as `dt` to `p_c` (`[4, bkv / 8]`).
+    #[allow(clippy::too_many_arguments)]
+    fn att_softmax(
+        &mut self,
+        acc_s: &str,
+        p_c: &str,
+        acc_o: &str,
+        (m, l): (&[String], &[String]),
+        bkv: u64,
+        dv: u64,
+        dt: DType,
+    ) -> R<()> {
+        let f32v = |x: f64| Expr::lit(DType::F32, x);
+        let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
+        // Rows h = 0 (values 0, 1) and h = 1 (values 2, 3).
+        let sval = |val: u64, j: u64| Expr::load(acc_s, vec![int(val), int(j)]);
+        let mut scale = vec![];
+        let mut mref = vec![];
+        for h in 0..2u64 {
+            let mut mx = sval(2 * h, 0);
+            for j in 0..bkv / 8 {
+                for val in [2 * h, 2 * h + 1] {
+                    if (j, val) != (0, 2 * h) {
+                        mx = call(Func::MaxNum, vec![mx, sval(val, j)]);
+                    }
+                }
+            }
+            let mx = self.let_("mx", Ty::Elem(DType::F32), mx);
+            let red = self.fresh("mx");
+            self.out.push(Stmt::WarpReduce {
+                var: red.clone(),
+                ty: Ty::Elem(DType::F32),
+                op: ReduceOp::Max,
+                width: 4,
+                value: mx,
+            });
+            let old = Expr::var(&m[h as usize]);
+            let mnew = self.let_(
+                "mn",
+                Ty::Elem(DType::F32),
+                call(Func::Max, vec![old.clone(), Expr::var(&red)]),
+            );
+            // A row with no finite score yet subtracts 0, not -inf (no NaN).
+            let is_inf = call(Func::Eq, vec![mnew.clone(), f32v(f64::NEG_INFINITY)]);
+            let r = self.let_(
+                "mr",
+                Ty::Elem(DType::F32),
+                call(Func::Select, vec![is_inf, f32v(0.0), mnew.clone()]),
+            );
+            let sc = self.let_(
+                "sc",
+                Ty::Elem(DType::F32),
+                call(
+                    Func::Exp2,
+                    vec![call(
+                        Func::Mul,
+                        vec![call(Func::Sub, vec![old, r.clone()]), f32v(LOG2_E)],
+                    )],
+                ),
+            );
+            self.out.push(Stmt::Assign {
+                var: m[h as usize].clone(),
+                value: mnew,
+            });
+            scale.push(sc);
+            let r2 = self.let_(
+                "mr2",
+                Ty::Elem(DType::F32),
+                call(Func::Mul, vec![r, f32v(LOG2_E)]),
+            );
+            mref.push(r2);
+        }
+        let mut sums: Vec<Option<Expr>> = vec![None, None];
+        for j in 0..bkv / 8 {
+            for val in 0..4u64 {
+                let h = (val / 2) as usize;
+                // exp(s - m) = 2^(s·log2(e) - m·log2(e)): one fused multiply-add and `ex2`.
+                let pe = self.let_(
+                    "p",
+                    Ty::Elem(DType::F32),
+                    call(
+                        Func::Exp2,
+                        vec![call(
+                            Func::Sub,
+                            vec![
+                                call(Func::Mul, vec![sval(val, j), f32v(LOG2_E)]),
+                                mref[h].clone(),
+                            ],
+                        )],
+                    ),
+                );
+                sums[h] = Some(match sums[h].take() {
+                    None => pe.clone(),
+                    Some(a) => call(Func::Add, vec![a, pe.clone()]),
+                });
+                self.out.push(Stmt::Store {
+                    tensor: p_c.to_string(),
+                    coord: vec![int(val), int(j)],
+                    value: Expr::cast(dt, pe),
+                });
+            }
+        }
+        for h in 0..2 {
+            let sum = sums[h].take().unwrap_or_else(|| f32v(0.0));
+            let sum = self.let_("rs", Ty::Elem(DType::F32), sum);
+            self.out.push(Stmt::Assign {
+                var: l[h].clone(),
+                value: call(
+                    Func::Add,
+                    vec![
+                        call(Func::Mul, vec![Expr::var(&l[h]), scale[h].clone()]),
+                        sum,
+                    ],
+                ),
+            });
+        }
+        for j in 0..dv / 8 {
+            for val in 0..4u64 {
+                let at = vec![int(val), int(j)];
+                self.out.push(Stmt::Store {
+                    tensor: acc_o.to_string(),
+                    coord: at.clone(),
+                    value: call(
+                        Func::Mul,
+                        vec![Expr::load(acc_o, at), scale[(val / 2) as usize].clone()],
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `O / l` through the group's epilogue, stored where the row exists (`bq`: the block's
+    /// query rows, from `q0`).
+    fn att_store(
+        &mut self,
+        p: &AttPlan,
+        acc_o: &str,
+        l: &[String],
+        rc: &[(Expr, Expr)],
+        (q0, bi): (&Expr, &Expr),
+        bq: u64,
+    ) -> R<()> {
+        let mut total = vec![];
+        for lv in l {
+            let red = self.fresh("l");
+            self.out.push(Stmt::WarpReduce {
+                var: red.clone(),
+                ty: Ty::Elem(DType::F32),
+                op: ReduceOp::Sum,
+                width: 4,
+                value: Expr::var(lv),
+            });
+            total.push(Expr::var(&red));
+        }
+        for j in 0..p.dv / 8 {
+            for (val, (row, col)) in rc.iter().enumerate() {
+                let gq = self.let_("oq", Ty::Idx, add(q0.clone(), row.clone()));
+                let gd = self.let_("od", Ty::Idx, add(int(8 * j), col.clone()));
+                let o = Expr::call(
+                    Func::Div,
+                    vec![
+                        Expr::load(acc_o, vec![int(val as u64), int(j)]),
+                        total[val / 2].clone(),
+                    ],
+                );
+                let o = Expr::cast(p.dt, o);
+                let coord = vec![gq.clone(), gd, bi.clone()];
+                let store = |s: &mut Self| -> R<()> {
+                    if p.viewed {
+                        s.out.push(Stmt::Store {
+                            tensor: p.outs[0].clone(),
+                            coord,
+                            value: o,
+                        });
+                        return Ok(());
+                    }
+                    s.coord = coord.clone();
+                    s.epilogue_stores(p.o_mm, o, &p.pv.access_c, &p.roots, &p.outs, coord)
+                };
+                // Rows past the end only where the query tiles pass it.
+                if p.sq % bq == 0 {
+                    store(self)?;
+                } else {
+                    self.if_(lt(gq, int(p.sq)), store)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores f32 zero to every value of a `[4, atoms]` accumulator.
+    fn zero(&mut self, acc: &str, atoms: u64) -> R<()> {
+        for j in 0..atoms {
+            for val in 0..4 {
+                self.out.push(Stmt::Store {
+                    tensor: acc.to_string(),
+                    coord: vec![int(val), int(j)],
+                    value: lit(DType::F32, 0.0),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use irc_layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_c, wgmma_m64nk16_d};
+
+    /// The register identity P·V relies on: value `v` of the A fragment of k-step `k` (16
+    /// columns) is value `v % 4` of C atom `2k + v / 4` (8 columns each), at the same
+    /// (row, column) of the 16x16 tile.
+    #[test]
+    fn p_accumulators_are_a_fragments() {
+        let a = mma_m16n8k16_a().unwrap();
+        let c = mma_m16n8k16_c().unwrap();
+        let rc = |idx: i64, rows: i64| (idx % rows, idx / rows);
+        for t in 0..32 {
+            for v in 0..8 {
+                let (ar, ak) = rc(a.layout().crd2idx(&IntTuple::ints(&[t, v])).unwrap(), 16);
+                let (cr, cc) = rc(
+                    c.layout().crd2idx(&IntTuple::ints(&[t, v % 4])).unwrap(),
+                    16,
+                );
+                assert_eq!((ar, ak), (cr, cc + 8 * (v / 4)), "t={t} v={v}");
+            }
+        }
+    }
+
+    /// The Hopper schedule's accumulators are the mma.sync atoms per warp: value `4j + v` of
+    /// thread `t` of `wgmma_m64nk16_d(N)` is value `v` of atom `j` of lane `t % 32` in the
+    /// 16-row slab of warp `t / 32` (so the per-score code and the P identity above hold).
+    #[test]
+    fn wgmma_accumulators_are_mma_atoms() {
+        let c = mma_m16n8k16_c().unwrap();
+        for n in [64, 128] {
+            let d = wgmma_m64nk16_d(n).unwrap();
+            for t in 0..128 {
+                for j in 0..n / 8 {
+                    for v in 0..4 {
+                        let idx = d
+                            .layout()
+                            .crd2idx(&IntTuple::ints(&[t, 4 * j + v]))
+                            .unwrap();
+                        let (row, col) = (idx % 64, idx / 64);
+                        let ci = c.layout().crd2idx(&IntTuple::ints(&[t % 32, v])).unwrap();
+                        let want = (16 * (t / 32) + ci % 16, 8 * j + ci / 16);
+                        assert_eq!((row, col), want, "n={n} t={t} j={j} v={v}");
+                    }
+                }
+            }
+        }
+    }
+}
