@@ -3,16 +3,18 @@
 outputs as .npy, on a machine with torch, transformers and timm (the GPU machine). No network:
 every model is built from a config with random weights (seeded), never `from_pretrained`.
 
-Models, each in a `small` configuration (a few layers, small hidden size: test fixtures) and a
-`bench` configuration (the real model's sizes):
+Models, each in a `tiny` configuration (one layer, hidden 32: the fixtures committed in
+tests/onnx_models/hf/), a `small` one (two layers, hidden 64) and a `bench` one (the real
+model's sizes):
 
-  gpt2   GPT-2-style decoder        transformers.GPT2LMHeadModel      input_ids [B, S]
-  bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask
-  llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids [B, S]
+  gpt2   GPT-2-style decoder        transformers.GPT2LMHeadModel      input_ids, attention_mask [B, S]
+  bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask [B, S]
+  llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids, attention_mask [B, S]
   vit    Vision transformer         timm VisionTransformer            x (pixels) [B, 3, H, W]
 
 Usage:
-    python3 scripts/export_models.py --out models [--size small|bench|all] [--models gpt2,bert,...]
+    python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...]
+    python3 scripts/export_models.py --out tests/onnx_models/hf --size tiny   # the fixtures
 
 For each model it writes OUT/<model>_<size>.onnx, OUT/<model>_<size>.<input>.npy and
 OUT/<model>_<size>.out0.npy (PyTorch eager, float32), and prints the irc commands to check it:
@@ -22,13 +24,16 @@ OUT/<model>_<size>.out0.npy (PyTorch eager, float32), and prints the irc command
 
 Notes:
 - Shapes are static (irc's graphs are): batch and sequence are fixed at export.
+- The text models take an explicit attention mask, its first two positions padding: without
+  one, newer transformers look for packed sequences with `torch.diff`, which the TorchScript
+  exporter cannot write; with padding, PyTorch's reference checks the mask's handling too.
 - Attention is exported in its eager form (`attn_implementation="eager"`), so it appears as
   MatMul/Softmax/Where that irc imports, not as a fused SDPA op.
 - The exporter folds constant subgraphs (`do_constant_folding=True`), so position ids and the
-  causal mask become initializers; Llama's rotary tables (Sin/Cos of constants) fold the
-  same way. Sin and Cos have no irc op: a model where they depend on an input does not import.
-- timm's patch embedding is a strided Conv2d, which irc does not import; this script replaces
-  it by the same computation written as reshape, transpose and a linear layer (exact).
+  causal mask become initializers or constant subgraphs that `irc import` folds; Llama's
+  rotary tables are Sin/Cos of a constant.
+- timm's patch embedding is a Conv2d with stride = kernel, which `irc import` writes as a
+  reshape, a transpose and a matmul.
 """
 import argparse
 import os
@@ -40,22 +45,28 @@ SEED = 15
 
 CONFIGS = {
     "gpt2": {
+        "tiny": dict(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16, batch=1, seq=8),
         "small": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=256, n_positions=64, batch=1, seq=16),
         "bench": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, batch=1, seq=1024),
     },
     "bert": {
+        "tiny": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                     vocab_size=64, max_position_embeddings=16, batch=1, seq=8),
         "small": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
                       vocab_size=256, max_position_embeddings=64, batch=1, seq=16),
         "bench": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
                       vocab_size=30522, max_position_embeddings=512, batch=8, seq=512),
     },
     "llama": {
+        "tiny": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                     intermediate_size=48, vocab_size=64, max_position_embeddings=16, batch=1, seq=8),
         "small": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                       intermediate_size=172, vocab_size=256, max_position_embeddings=64, batch=1, seq=16),
         "bench": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
                       intermediate_size=8192, vocab_size=32000, max_position_embeddings=2048, batch=1, seq=1024),
     },
     "vit": {
+        "tiny": dict(img_size=16, patch_size=8, embed_dim=32, depth=1, num_heads=2, num_classes=10, batch=1),
         "small": dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10, batch=1),
         "bench": dict(img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12, num_classes=1000, batch=8),
     },
@@ -68,29 +79,37 @@ def split(cfg):
     return cfg, shape
 
 
+def ids_and_mask(cfg, s):
+    """Token ids and an explicit attention mask whose first two positions are padding (so the
+    reference checks the mask too). Without a mask, newer transformers
+    (masking_utils.find_packed_sequence_indices) look for packed sequences in the position ids
+    with `torch.diff`, which the TorchScript exporter cannot write (`aten::diff`); with a mask
+    given, that check is skipped and the mask is built from the mask input."""
+    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
+    mask = torch.ones((s["batch"], s["seq"]), dtype=torch.int64)
+    mask[:, :2] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 def gpt2(cfg):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg, s = split(cfg)
     model = GPT2LMHeadModel(GPT2Config(**cfg, use_cache=False, attn_implementation="eager"))
-    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
-    return model, {"input_ids": ids}
+    return model, ids_and_mask(cfg, s)
 
 
 def bert(cfg):
     from transformers import BertConfig, BertModel
     cfg, s = split(cfg)
     model = BertModel(BertConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
-    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
-    mask = torch.ones((s["batch"], s["seq"]), dtype=torch.int64)
-    return model, {"input_ids": ids, "attention_mask": mask}
+    return model, ids_and_mask(cfg, s)
 
 
 def llama(cfg):
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg, s = split(cfg)
     model = LlamaForCausalLM(LlamaConfig(**cfg, use_cache=False, attn_implementation="eager"))
-    ids = torch.randint(0, cfg["vocab_size"], (s["batch"], s["seq"]), dtype=torch.int64)
-    return model, {"input_ids": ids}
+    return model, ids_and_mask(cfg, s)
 
 
 def vit(cfg):
@@ -98,19 +117,6 @@ def vit(cfg):
     cfg = dict(cfg)
     batch = cfg.pop("batch")
     model = VisionTransformer(**cfg)
-    pe = model.patch_embed
-    p = cfg["patch_size"]
-
-    def patch_embed_as_linear(x):
-        # Conv2d(kernel = stride = p) over non-overlapping patches, as a linear layer.
-        b, c, h, w = x.shape
-        x = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
-        x = x.reshape(b, (h // p) * (w // p), c * p * p)
-        weight = pe.proj.weight.reshape(pe.proj.weight.shape[0], -1)
-        x = torch.nn.functional.linear(x, weight, pe.proj.bias)
-        return pe.norm(x)
-
-    pe.forward = patch_embed_as_linear
     pixels = torch.randn(batch, 3, cfg["img_size"], cfg["img_size"])
     return model, {"x": pixels}
 
@@ -163,12 +169,19 @@ def export(name, size, out_dir, opset):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="models")
-    ap.add_argument("--size", choices=["small", "bench", "all"], default="small")
+    ap.add_argument("--size", choices=["tiny", "small", "bench", "all"], default="small")
     ap.add_argument("--models", default=",".join(BUILDERS))
     ap.add_argument("--opset", type=int, default=17)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    sizes = ["small", "bench"] if a.size == "all" else [a.size]
+    versions = {"torch": torch.__version__}
+    for mod in ("transformers", "timm", "onnx"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except ImportError:
+            versions[mod] = "missing"
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
+    sizes = ["tiny", "small", "bench"] if a.size == "all" else [a.size]
     failed = []
     for name in a.models.split(","):
         for size in sizes:

@@ -153,6 +153,14 @@ def main():
          [np.broadcast_to(np.arange(3, dtype=np.int64), (2, 3)).copy(),
           (erf(x64).astype(np.float32) + np.arange(2, dtype=np.float32)[:, None]).astype(np.float32)])
 
+    # Sine and cosine (Llama's rotary tables): f32, and f16 computed in f32 and rounded once.
+    x = (4 * normal((3, 4), np.float32)).astype(np.float32); h = normal((5,), np.float16)
+    case("sin_cos",
+         "  %s = sin %x\n  %c = cos %x\n  %hs = sin %h\n  %hc = cos %h\n  return %s, %c, %hs, %hc",
+         [("x", x), ("h", h)],
+         [np.sin(x.astype(np.float64)).astype(np.float32), np.cos(x.astype(np.float64)).astype(np.float32),
+          np.sin(h.astype(np.float64)).astype(np.float16), np.cos(h.astype(np.float64)).astype(np.float16)])
+
 
 if __name__ == "__main__":
     main()

@@ -531,6 +531,8 @@ fn call(f: Func, a: &[f64]) -> f64 {
         Func::Sqrt => a[0].sqrt(),
         Func::Rsqrt => 1.0 / a[0].sqrt(),
         Func::Tanh => a[0].tanh(),
+        Func::Sin => a[0].sin(),
+        Func::Cos => a[0].cos(),
         Func::Sigmoid => 1.0 / (1.0 + (-a[0]).exp()),
         Func::Relu => a[0].max(0.0),
         Func::Silu => a[0] / (1.0 + (-a[0]).exp()),

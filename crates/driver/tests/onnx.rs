@@ -1,6 +1,7 @@
 //! `irc import` and `irc run` on ONNX models (written by `scripts/onnx_models.py` into
 //! `tests/onnx_models/`): a transformer block end to end against numpy, the logic ops, the
-//! weights side file, and bad models as clear errors with exit status 1.
+//! weights side file, bad models as clear errors with exit status 1, and the tiny GPT-2, BERT,
+//! Llama and ViT exports of `scripts/export_models.py` (`tests/onnx_models/hf/`) against PyTorch.
 
 mod common;
 use common::{irc, root};
@@ -252,4 +253,43 @@ fn emit_cuda_lowers_v2_ops() {
         "{text}"
     );
     ok(&irc(&["--emit=cuda", f.to_str().unwrap()]));
+}
+
+/// Check that the four architectures of `scripts/export_models.py --size tiny` (GPT-2, BERT
+/// and Llama from transformers with a padded attention mask, timm's ViT with its Conv patch
+/// embedding; PyTorch 2.11's TorchScript exporter) import (graph IR plus weights), run on the
+/// interpreter within 1e-5 of PyTorch eager's float32 output, and compile to CUDA.
+#[test]
+fn exported_models_match_pytorch() {
+    let d = scratch("hf");
+    for name in ["gpt2", "bert", "llama", "vit"] {
+        let stem = format!("hf/{name}_tiny");
+        let onnx = model(&format!("{stem}.onnx"));
+        let inputs: &[&str] = if name == "vit" {
+            &["x"]
+        } else {
+            &["input_ids", "attention_mask"]
+        };
+        let ir = d.join(format!("{name}.ir"));
+        let ir = ir.to_str().unwrap();
+        ok(&irc(&["import", &onnx, "-o", ir]));
+        let mut args: Vec<String> = vec!["run".into(), ir.into()];
+        for i in inputs {
+            args.push("--input".into());
+            args.push(format!("{i}={}", model(&format!("{stem}.{i}.npy"))));
+        }
+        let out = d.join(name);
+        args.push("--save-outputs".into());
+        args.push(out.to_string_lossy().into_owned());
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&irc(&refs));
+        let want = npy_f64(Path::new(&model(&format!("{stem}.out0.npy"))));
+        assert_close(&npy_f64(&out.join("out0.npy")), &want, 1e-5);
+        let o = irc(&["--emit=cuda", ir]);
+        ok(&o);
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("__global__"),
+            "{name}"
+        );
+    }
 }

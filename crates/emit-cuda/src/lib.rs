@@ -165,6 +165,10 @@ __device__ __forceinline__ float irc_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double irc_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float irc_erf(float x) { return erff(x); }
 __device__ __forceinline__ double irc_erf(double x) { return erf(x); }
+__device__ __forceinline__ float irc_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double irc_sin(double x) { return sin(x); }
+__device__ __forceinline__ float irc_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double irc_cos(double x) { return cos(x); }
 __device__ __forceinline__ float irc_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double irc_pow(double a, double b) { return pow(a, b); }
 template <typename T> __device__ __forceinline__ T irc_rsqrt(T x) { return (T)1 / irc_sqrt(x); }

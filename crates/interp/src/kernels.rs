@@ -96,6 +96,8 @@ fn unary_real<T: Real>(op: OpKind, x: T) -> T {
         OpKind::Silu => x / (one + (-x).exp()),
         OpKind::Recip => one / x,
         OpKind::Erf => x.erf(),
+        OpKind::Sin => x.sin(),
+        OpKind::Cos => x.cos(),
         _ => T::nan(),
     }
 }

@@ -276,6 +276,8 @@ define_ops! {
         [AXIS, opt("eps", AttrKind::Float, "added to the variance; default 1e-5")],
         "(x - mean) · rsqrt(var + eps) along the axis (biased variance), times w and plus b (shaped like the axis) when given, computed in f32 (f64 for f64) and rounded once.";
     Erf       = "erf",       Unary, exactly(1), ["x"], Float, [], "Gauss error function, erf(x) (`torch.erf`).";
+    Sin       = "sin",       Unary, exactly(1), ["x"], Float, [], "Sine of x in radians (`torch.sin`).";
+    Cos       = "cos",       Unary, exactly(1), ["x"], Float, [], "Cosine of x in radians (`torch.cos`).";
     Eq        = "eq",        Compare, exactly(2), ["a", "b"], Any, [], "a == b, as i1 (NaN compares unequal).";
     Ne        = "ne",        Compare, exactly(2), ["a", "b"], Any, [], "a != b, as i1 (true where either is NaN).";
     Lt        = "lt",        Compare, exactly(2), ["a", "b"], Any, [], "a < b, as i1 (false where either is NaN; false < true).";

@@ -442,6 +442,8 @@ pub enum Func {
     MaxNum,
     Pow,
     Erf,
+    Sin,
+    Cos,
     /// Comparisons, giving `i1`: IEEE on floats (false with a NaN operand, except `ne`).
     Eq,
     Ne,
@@ -458,7 +460,7 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 30] = [
+    pub const NAMED: [Func; 32] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -481,6 +483,8 @@ impl Func {
         Func::MaxNum,
         Func::Pow,
         Func::Erf,
+        Func::Sin,
+        Func::Cos,
         Func::Eq,
         Func::Ne,
         Func::Lt,
@@ -515,6 +519,8 @@ impl Func {
             Func::MaxNum => "maxnum",
             Func::Pow => "pow",
             Func::Erf => "erf",
+            Func::Sin => "sin",
+            Func::Cos => "cos",
             Func::Eq => "eq",
             Func::Ne => "ne",
             Func::Lt => "lt",

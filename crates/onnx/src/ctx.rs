@@ -158,6 +158,9 @@ impl<'o> Ctx<'o> {
             Val::Dyn(id) => return Ok(*id),
             Val::Known(t, name) => (t, name),
         };
+        if t.ty.numel() == 0 {
+            return Err(empty_operand(&t.ty));
+        }
         let key = Rc::as_ptr(t);
         if let Some((_, id)) = self.materialized.get(&key) {
             return Ok(*id);
@@ -204,6 +207,9 @@ impl<'o> Ctx<'o> {
         declared: Option<&TensorType>,
     ) -> R<Val> {
         let tys: Vec<TensorType> = operands.iter().map(|v| self.ty(v)).collect();
+        if let Some(t) = tys.iter().find(|t| t.numel() == 0) {
+            return Err(empty_operand(t));
+        }
         let refs: Vec<&TensorType> = tys.iter().collect();
         let ty = irc_ir::check_op(op, &refs, &attrs, declared).map_err(|e| {
             let args: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
@@ -243,6 +249,14 @@ impl<'o> Ctx<'o> {
             opset,
         })
     }
+}
+
+/// The error for an empty known tensor (an empty list of integers, the only zero-sized
+/// tensor the importer reads) used as anything but a shape, axes or starts input.
+fn empty_operand(t: &TensorType) -> String {
+    format!(
+        "an empty {t} can only be a shape or index-list input known at import time (irc tensors have no zero-sized dims)"
+    )
 }
 
 /// A `constant`'s value attribute for host data (a scalar when `scalar`).

@@ -3,11 +3,15 @@
 //! handlers live in [`crate::ops::handlers`]; `spec/onnx.md`'s coverage table is generated
 //! from this table and the node-test results.
 
+mod conv;
+mod einsum;
 mod math;
 mod shape;
 
 /// Every handler, for the table.
 mod handlers {
+    pub use super::conv::*;
+    pub use super::einsum::*;
     pub use super::math::*;
     pub use super::shape::*;
 }
@@ -114,9 +118,12 @@ table! {
     "Concat" => h::concat, "concat";
     "Constant" => h::constant, "known tensor";
     "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
+    "Conv" => h::conv, "pad (concat of zeros), a strided slice per kernel offset, concat, one batched matmul per group, add (a patch embedding: reshape, transpose)";
+    "Cos" => h::cos, "cos";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
     "Dropout" => h::dropout, "identity (inference)";
+    "Einsum" => h::einsum, "reduce_sum, transpose, reshape, broadcast, a batched matmul per operand pair";
     "Elu" => h::elu, "select(x < 0, alpha · (exp(x) - 1), x)";
     "Equal" => h::equal, "eq";
     "Erf" => h::erf, "erf";
@@ -125,6 +132,7 @@ table! {
     "EyeLike" => h::eye_like, "iota, eq, cast";
     "Flatten" => h::flatten, "reshape";
     "Gather" => h::gather, "gather";
+    "GatherElements" => h::gather_elements, "iota, mul, add, select, gather of the flattened data";
     "Gelu" => h::gelu, "gelu (approximate='tanh': its tanh formula)";
     "Gemm" => h::gemm, "matmul (transpose flags), mul, add";
     "GlobalAveragePool" => h::global_avg_pool, "reduce_mean over spatial axes";
@@ -173,6 +181,7 @@ table! {
     "Shape" => h::shape, "known tensor (static shapes)";
     "Sigmoid" => h::sigmoid, "sigmoid";
     "Sign" => h::sign, "select, gt, lt";
+    "Sin" => h::sin, "sin";
     "Size" => h::size, "known tensor";
     "Slice" => h::slice, "slice";
     "Softmax" => h::softmax, "softmax";

@@ -115,6 +115,19 @@ pub fn from_proto(t: &TensorProto) -> Result<Tensor, String> {
         ));
     }
     let dtype = dtype_of(t.data_type)?;
+    if t.dims == [0] && matches!(dtype, DType::I64 | DType::I32) {
+        // An empty list of integers: the shape of a scalar (`ConstantOfShape([])`), no axes.
+        // It stays on the host; `Ctx` refuses to write it into the graph.
+        let data = if dtype == DType::I64 {
+            Data::I64(Vec::new())
+        } else {
+            Data::I32(Vec::new())
+        };
+        return Ok(Tensor {
+            ty: TensorType::new([0], dtype),
+            data,
+        });
+    }
     let shape = shape_of(&t.dims)?;
     let n = shape.iter().product::<u64>() as usize;
     let r = &t.raw_data;

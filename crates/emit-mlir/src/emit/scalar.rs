@@ -388,6 +388,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             (Func::Log, true) => self.un("math.log", x),
             (Func::Tanh, true) => self.un("math.tanh", x),
             (Func::Erf, true) => self.un("math.erf", x),
+            (Func::Sin, true) => self.un("math.sin", x),
+            (Func::Cos, true) => self.un("math.cos", x),
             (Func::Sqrt, true) => self.sqrt_rn(d, x),
             (Func::Rsqrt, true) => {
                 let s = self.sqrt_rn(d, x)?;

@@ -146,6 +146,12 @@ pub fn relu(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 pub fn erf(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     unary(cx, n, OpKind::Erf)
 }
+pub fn sin(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    unary(cx, n, OpKind::Sin)
+}
+pub fn cos(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    unary(cx, n, OpKind::Cos)
+}
 pub fn reciprocal(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     unary(cx, n, OpKind::Recip)
 }

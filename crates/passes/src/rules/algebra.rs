@@ -138,6 +138,8 @@ fn unary_value(op: OpKind, x: f64) -> Option<f64> {
         OpKind::Sqrt => x.sqrt(),
         OpKind::Rsqrt => 1.0 / x.sqrt(),
         OpKind::Tanh => x.tanh(),
+        OpKind::Sin => x.sin(),
+        OpKind::Cos => x.cos(),
         OpKind::Recip => 1.0 / x,
         OpKind::Relu => {
             if x.is_nan() {

@@ -1,0 +1,112 @@
+//! Small ONNX models built in Rust (the `irc_onnx::proto` messages), imported and run on the
+//! reference interpreter.
+
+#![allow(dead_code)] // each test file uses its own subset
+use irc_interp::{Data, Tensor, run_graph};
+use irc_ir::{DType, TensorType};
+use irc_onnx::proto::{
+    AttributeProto, DimValue, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
+};
+use prost::Message;
+
+pub const FLOAT: i32 = 1;
+pub const INT64: i32 = 7;
+
+/// A graph input or output of a static shape.
+pub fn value(name: &str, elem: i32, shape: &[u64]) -> ValueInfoProto {
+    let dim = shape
+        .iter()
+        .map(|&d| Dimension {
+            value: Some(DimValue::DimValue(d as i64)),
+        })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: elem,
+                shape: Some(TensorShapeProto { dim }),
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// An integer attribute.
+pub fn int_attr(name: &str, i: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        i,
+        r#type: 2,
+        ..Default::default()
+    }
+}
+
+/// A tensor attribute.
+pub fn tensor_attr(name: &str, t: TensorProto) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        t: Some(t),
+        r#type: 4,
+        ..Default::default()
+    }
+}
+
+pub fn node(op: &str, ins: &[&str], outs: &[&str], attribute: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: outs.iter().map(|s| s.to_string()).collect(),
+        op_type: op.into(),
+        attribute,
+        ..Default::default()
+    }
+}
+
+/// An opset-17 model of these nodes.
+pub fn model(
+    nodes: Vec<NodeProto>,
+    input: Vec<ValueInfoProto>,
+    output: Vec<ValueInfoProto>,
+) -> Vec<u8> {
+    let graph = GraphProto {
+        node: nodes,
+        name: "test".into(),
+        input,
+        output,
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: 10,
+        graph: Some(graph),
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+pub fn f32s(shape: &[u64], v: Vec<f32>) -> Tensor {
+    Tensor {
+        ty: TensorType::new(shape.to_vec(), DType::F32),
+        data: Data::F32(v),
+    }
+}
+
+pub fn i64s(shape: &[u64], v: Vec<i64>) -> Tensor {
+    Tensor {
+        ty: TensorType::new(shape.to_vec(), DType::I64),
+        data: Data::I64(v),
+    }
+}
+
+/// Imports the model and runs it on `inputs` (the weights the import made are appended);
+/// the first result's elements, as f64.
+pub fn run(bytes: &[u8], mut inputs: Vec<Tensor>) -> Result<Vec<f64>, String> {
+    let imported = irc_onnx::import_model(bytes, &Default::default()).map_err(|e| e.to_string())?;
+    inputs.extend(imported.weights.iter().map(|(_, t)| t.clone()));
+    let outs = run_graph(&imported.graph, inputs).map_err(|e| e.to_string())?;
+    Ok(outs[0].data.to_f64())
+}
