@@ -84,31 +84,35 @@ impl Builder<'_, '_> {
         };
         let target = self.l.options.target.clone();
         let stage_elems = ok.tile_elems() + ov.tile_elems();
+        // Two Q tiles (the next work unit's loads while this one's run), then the K/V ring.
         let budget = target
             .max_dynamic_shared_bytes
-            .saturating_sub(oq.tile_elems() * 2 + 1024);
+            .saturating_sub(2 * oq.tile_elems() * 2 + 1024);
         let stages = (budget / (stage_elems * 2)).min(4);
         if stages < 2 {
             return Ok(false);
         }
-        self.kernel.grid = [tiles_q as u32, p.batch.max(1) as u32, 1];
+        // Persistent: a block per SM walks the work units (a query tile of one batch entry).
+        let units = tiles_q * p.batch.max(1);
+        self.kernel.grid = [units.min(u64::from(target.sms)) as u32, 1, 1];
         self.kernel.block = [(128 * (nc + 1)) as u32, 1, 1];
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let mq = self.tensor_map(&oq, dt)?;
         let mk = self.tensor_map(&ok, dt)?;
         let mv = self.tensor_map(&ov, dt)?;
-        let (sq_t, dst_q) = self.stage_ring(&oq, 1, dt)?;
+        let (sq_t, dst_q) = self.stage_ring(&oq, 2, dt)?;
         let (sk_t, dst_k) = self.stage_ring(&ok, stages, dt)?;
         let (sv_t, dst_v) = self.stage_ring(&ov, stages, dt)?;
-        // Q full at 0; K full, V full and empty of stage s at 1 + s, 1 + stages + s and
-        // 1 + 2 * stages + s.
-        let bars = self.tensor(Space::Shared, DType::I64, li(1 + 3 * stages, 1)?);
-        let (k_full, v_full, empty) = (1, 1 + stages, 1 + 2 * stages);
+        // Q full and Q empty of Q buffer b at b and 2 + b; K full, V full and empty of stage s
+        // at 4 + s, 4 + stages + s and 4 + 2 * stages + s.
+        let bars = self.tensor(Space::Shared, DType::I64, li(4 + 3 * stages, 1)?);
+        let (q_full, q_empty) = (0, 2);
+        let (k_full, v_full, empty) = (4, 4 + stages, 4 + 2 * stages);
         // wgmma operands as flat views of the tiles, positioned by the tiles' layouts.
         let flat = |s: &mut Self, t: &str, n: u64| -> R<String> {
             Ok(s.tensor(Space::View(t.to_string()), dt, li(n, 1)?))
         };
-        let wq = flat(self, &sq_t, oq.tile_elems())?;
+        let wq = flat(self, &sq_t, 2 * oq.tile_elems())?;
         let wk = flat(self, &sk_t, stages * ok.tile_elems())?;
         let wv = flat(self, &sv_t, stages * ov.tile_elems())?;
         let q_steps = oq.ksteps()?;
@@ -144,8 +148,16 @@ impl Builder<'_, '_> {
         let intr = |op: Intrinsic, args: Vec<Arg>| Stmt::Intrinsic { op, args };
 
         let init = self.block(|s| {
-            s.out
-                .push(intr(Intrinsic::MbarrierInit, vec![bar(int(0)), imm(1)]));
+            for b in 0..2 {
+                s.out.push(intr(
+                    Intrinsic::MbarrierInit,
+                    vec![bar(int(q_full + b)), imm(1)],
+                ));
+                s.out.push(intr(
+                    Intrinsic::MbarrierInit,
+                    vec![bar(int(q_empty + b)), imm(nc as i64)],
+                ));
+            }
             s.unrolled("s", stages, &mut |s, i| {
                 for (base, count) in [(k_full, 1), (v_full, 1), (empty, nc as i64)] {
                     s.out.push(intr(
@@ -169,35 +181,92 @@ impl Builder<'_, '_> {
             Ty::Idx,
             Expr::idx(IdxOp::Div, tid.clone(), Expr::Int(128)),
         );
-        let q0 = self.let_("q0", Ty::Idx, mul(bx(Builtin::BidX), int(bq)));
-        let bi = bx(Builtin::BidY);
         let ktiles = p.sk.div_ceil(BKV);
-        // The key tiles the block reads: with a causal mask, none starting past its last row.
-        let nk = if p.causal {
-            let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + BKV - 1)), int(BKV));
-            let upto = self.let_("upto", Ty::Idx, upto);
-            let fewer = lt(upto.clone(), int(ktiles));
-            let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
-            self.let_("nk", Ty::Idx, nk)
-        } else {
-            int(ktiles)
-        };
-        let ring = |s: &mut Self, kt: &Expr| -> (Expr, Expr) {
+        // The ring position of the block's `it`-th key tile: (stage, phase parity).
+        let ring = |s: &mut Self, it: &Expr| -> (Expr, Expr) {
             let st = s.let_(
                 "st",
                 Ty::Idx,
-                Expr::idx(IdxOp::Rem, kt.clone(), int(stages)),
+                Expr::idx(IdxOp::Rem, it.clone(), int(stages)),
             );
             let ph = s.let_(
                 "ph",
                 Ty::Idx,
                 Expr::idx(
                     IdxOp::Rem,
-                    Expr::idx(IdxOp::Div, kt.clone(), int(stages)),
+                    Expr::idx(IdxOp::Div, it.clone(), int(stages)),
                     Expr::Int(2),
                 ),
             );
             (st, ph)
+        };
+        // The block's walk over work units, the same in the producer and the consumers:
+        // `f(unit count j, q0, batch, key tiles nk, key tiles before this unit)`. Query tiles
+        // go last to first within a batch entry (a causal mask's longest rows first); blocks
+        // running together share a batch entry's K and V in L2.
+        let walk = |s: &mut Self,
+                    f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, Expr, Expr) -> R<()>|
+         -> R<()> {
+            let it0 = s.fresh("it");
+            s.out.push(Stmt::Var {
+                var: it0.clone(),
+                ty: Ty::Idx,
+                init: Expr::Int(0),
+            });
+            s.for_(
+                "unit",
+                bx(Builtin::BidX),
+                int(units),
+                bx(Builtin::NctaidX),
+                false,
+                |s, unit| {
+                    let j = Expr::idx(
+                        IdxOp::Div,
+                        Expr::idx(IdxOp::Sub, unit.clone(), bx(Builtin::BidX)),
+                        bx(Builtin::NctaidX),
+                    );
+                    let j = s.let_("j", Ty::Idx, j);
+                    let qt = Expr::idx(
+                        IdxOp::Sub,
+                        int(tiles_q - 1),
+                        Expr::idx(IdxOp::Rem, unit.clone(), int(tiles_q)),
+                    );
+                    let q0 = s.let_("q0", Ty::Idx, mul(qt, int(bq)));
+                    let bi = s.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, unit, int(tiles_q)));
+                    // With a causal mask, no key tile starting past the unit's last row.
+                    let nk = if p.causal {
+                        let upto =
+                            Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + BKV - 1)), int(BKV));
+                        let upto = s.let_("upto", Ty::Idx, upto);
+                        let fewer = lt(upto.clone(), int(ktiles));
+                        let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
+                        s.let_("nk", Ty::Idx, nk)
+                    } else {
+                        int(ktiles)
+                    };
+                    f(s, j, q0, bi, nk.clone(), Expr::var(&it0))?;
+                    s.out.push(Stmt::Assign {
+                        var: it0.clone(),
+                        value: add(Expr::var(&it0), nk),
+                    });
+                    Ok(())
+                },
+            )
+        };
+        // Q buffer and its phase parity of the block's `j`-th unit.
+        let q_ring = |s: &mut Self, j: &Expr| -> (Expr, Expr) {
+            let qb = s.let_(
+                "qb",
+                Ty::Idx,
+                Expr::idx(IdxOp::Rem, j.clone(), Expr::Int(2)),
+            );
+            let qph = Expr::idx(
+                IdxOp::Rem,
+                Expr::idx(IdxOp::Div, j.clone(), Expr::Int(2)),
+                Expr::Int(2),
+            );
+            let qph = s.let_("qph", Ty::Idx, qph);
+            (qb, qph)
         };
         let bytes = |o: &Operand| int(o.tile_elems() * 2);
 
@@ -209,23 +278,33 @@ impl Builder<'_, '_> {
             ));
             let zero = Expr::Int(0);
             let issue = s.block(|s| {
-                s.out.push(intr(
-                    Intrinsic::MbarrierExpectTx,
-                    vec![bar(int(0)), Arg::Expr(bytes(&oq))],
-                ));
-                s.out
-                    .extend(oq.loads(&dst_q, &mq, &bars, &zero, &zero, &q0, &zero, &bi));
-                s.for_(
-                    "kt",
-                    Expr::Int(0),
-                    nk.clone(),
-                    Expr::Int(1),
-                    false,
-                    |s, kt| {
-                        let (st, ph) = ring(s, &kt);
-                        // A stage is refilled once both consumers released its last fill.
+                walk(s, &mut |s, j, q0, bi, nk, it0| {
+                    // The unit's Q, once the consumers released the buffer's last fill.
+                    let (qb, qph) = q_ring(s, &j);
+                    s.out.push(Stmt::If {
+                        cond: Expr::idx(IdxOp::Le, Expr::Int(2), j.clone()),
+                        body: vec![intr(
+                            Intrinsic::MbarrierWait,
+                            vec![
+                                bar(add(qb.clone(), int(q_empty))),
+                                Arg::Expr(Expr::idx(IdxOp::Sub, Expr::Int(1), qph)),
+                            ],
+                        )],
+                        orelse: vec![],
+                    });
+                    let qbar = add(qb.clone(), int(q_full));
+                    s.out.push(intr(
+                        Intrinsic::MbarrierExpectTx,
+                        vec![bar(qbar.clone()), Arg::Expr(bytes(&oq))],
+                    ));
+                    s.out
+                        .extend(oq.loads(&dst_q, &mq, &bars, &qbar, &qb, &q0, &zero, &bi));
+                    s.for_("kt", Expr::Int(0), nk, Expr::Int(1), false, |s, kt| {
+                        let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
+                        let (st, ph) = ring(s, &it);
+                        // A stage is refilled once the consumers released its last fill.
                         s.out.push(Stmt::If {
-                            cond: Expr::idx(IdxOp::Le, int(stages), kt.clone()),
+                            cond: Expr::idx(IdxOp::Le, int(stages), it),
                             body: vec![intr(
                                 Intrinsic::MbarrierWait,
                                 vec![
@@ -235,7 +314,7 @@ impl Builder<'_, '_> {
                             )],
                             orelse: vec![],
                         });
-                        let key0 = s.let_("key0", Ty::Idx, mul(kt.clone(), int(BKV)));
+                        let key0 = s.let_("key0", Ty::Idx, mul(kt, int(BKV)));
                         for (o, map, dst, base, row0, k0) in [
                             (&ok, &mk, &dst_k, k_full, &key0, &zero),
                             (&ov, &mv, &dst_v, v_full, &zero, &key0),
@@ -249,8 +328,8 @@ impl Builder<'_, '_> {
                                 .extend(o.loads(dst, map, &bars, &b, &st, row0, k0, &bi));
                         }
                         Ok(())
-                    },
-                )
+                    })
+                })
             })?;
             s.out.push(Stmt::If {
                 cond: Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)),
@@ -289,16 +368,14 @@ impl Builder<'_, '_> {
                 ),
             );
             let rc = s.att_coords(&lane, &slab)?;
-            let (m, l) = s.att_state();
-            s.zero(&acc_o4, dv / 8)?;
             let leader = Expr::idx(
                 IdxOp::Eq,
                 Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(128)),
                 Expr::Int(0),
             );
-            let q_at = s.let_("qa", Ty::Idx, mul(c, int(consumer_rows as u64)));
+            let q_c = s.let_("qc", Ty::Idx, mul(c, int(consumer_rows as u64)));
             // S = Q·Kᵀ of the tile in stage `st` (once its K is there), committed.
-            let scores = |s: &mut Self, st: &Expr, ph: &Expr| -> R<()> {
+            let scores = |s: &mut Self, q_at: &Expr, st: &Expr, ph: &Expr| -> R<()> {
                 s.out.push(intr(
                     Intrinsic::MbarrierWait,
                     vec![bar(add(st.clone(), int(k_full))), Arg::Expr(ph.clone())],
@@ -354,33 +431,34 @@ impl Builder<'_, '_> {
                 s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
                 Ok(())
             };
-            let release = |st: Expr| Stmt::If {
+            // One arrival per consumer on barrier `b`.
+            let release = |b: Expr| Stmt::If {
                 cond: leader.clone(),
-                body: vec![intr(
-                    Intrinsic::MbarrierArrive,
-                    vec![bar(add(st, int(empty)))],
-                )],
+                body: vec![intr(Intrinsic::MbarrierArrive, vec![bar(b)])],
                 orelse: vec![],
             };
-            s.out
-                .push(intr(Intrinsic::MbarrierWait, vec![bar(int(0)), imm(0)]));
             // (The first tile's S overwrites the accumulator; it starts defined all the same.)
             s.zero(&acc_s4, BKV / 8)?;
-            // Per key tile: S, the softmax, then P·V (P is S's registers, so the next tile's
-            // S waits for it).
-            s.for_(
-                "kt",
-                Expr::Int(0),
-                nk.clone(),
-                Expr::Int(1),
-                false,
-                |s, kt| {
-                    let (st, ph) = ring(s, &kt);
-                    scores(s, &st, &ph)?;
+            walk(s, &mut |s, j, q0, bi, nk, it0| {
+                let (m, l) = s.att_state();
+                s.zero(&acc_o4, dv / 8)?;
+                let (qb, qph) = q_ring(s, &j);
+                s.out.push(intr(
+                    Intrinsic::MbarrierWait,
+                    vec![bar(add(qb.clone(), int(q_full))), Arg::Expr(qph)],
+                ));
+                let q_at = add(mul(qb.clone(), int(oq.tile_elems())), q_c.clone());
+                let q_at = s.let_("qa", Ty::Idx, q_at);
+                // Per key tile: S, the softmax, then P·V (P is S's registers, so the next
+                // tile's S waits for it).
+                s.for_("kt", Expr::Int(0), nk, Expr::Int(1), false, |s, kt| {
+                    let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
+                    let (st, ph) = ring(s, &it);
+                    scores(s, &q_at, &st, &ph)?;
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
                     if p.prologue.keep.is_some() {
-                        // Key tiles left of the block's first row keep every score.
+                        // Key tiles left of the unit's first row keep every score.
                         let whole = Expr::idx(
                             IdxOp::Le,
                             add(k0.clone(), int(BKV)),
@@ -404,11 +482,13 @@ impl Builder<'_, '_> {
                     s.att_rescale(&acc_o4, &scale, dv)?;
                     values(s, &st, &ph)?;
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                    s.out.push(release(st));
+                    s.out.push(release(add(st, int(empty))));
                     Ok(())
-                },
-            )?;
-            s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq)
+                })?;
+                // The unit's Q is no longer read: the producer may load the next one there.
+                s.out.push(release(add(qb, int(q_empty))));
+                s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq)
+            })
         })?;
         self.out.push(Stmt::If {
             cond: Expr::idx(IdxOp::Eq, wg, Expr::Int(0)),
