@@ -108,7 +108,7 @@ fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
                 assert!(choice.config.is_none() && points.is_empty());
                 continue;
             };
-            let heuristic = s.heuristic(p);
+            let heuristic = s.heuristic(p, &target);
             assert_eq!(choice.config, Some(heuristic), "@{}", g.name);
             assert!(points.contains(&heuristic), "@{}: {heuristic}", g.name);
             for c in points {

@@ -32,7 +32,7 @@ pub fn candidates(p: &Problem, target: &Target, top_k: usize) -> Vec<Candidate> 
     let Some(space) = irc_lower::templates::space_of(p.template) else {
         return vec![];
     };
-    let heuristic = space.heuristic(p);
+    let heuristic = space.heuristic(p, target);
     let mut out = vec![Candidate {
         config: heuristic,
         estimate_us: space.estimate_us(&heuristic, p, target),

@@ -75,7 +75,7 @@ impl TemplateSpace for AttentionSpace {
     fn version(&self) -> u32 {
         1
     }
-    fn heuristic(&self, p: &Problem) -> Config {
+    fn heuristic(&self, p: &Problem, _: &Target) -> Config {
         let (sq, dv, causal) = match p.shape {
             ProblemShape::Attention { sq, dv, causal, .. } => (sq, dv, causal),
             _ => (0, 64, false),

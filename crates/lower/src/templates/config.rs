@@ -134,8 +134,8 @@ pub trait TemplateSpace: Sync {
     fn template(&self) -> &'static str;
     /// The space's version, part of every cache key.
     fn version(&self) -> u32;
-    /// The template's own choice.
-    fn heuristic(&self, p: &Problem) -> Config;
+    /// The template's own choice on `target`.
+    fn heuristic(&self, p: &Problem, target: &Target) -> Config;
     /// Candidate points, before `check`.
     fn enumerate(&self, p: &Problem, target: &Target) -> Vec<Config>;
     /// Whether the template builds `c` for `p` on `target`.
@@ -168,7 +168,7 @@ pub fn space(p: &Problem, target: &Target) -> Vec<Config> {
         return vec![];
     };
     let mut out: Vec<Config> = vec![];
-    for c in std::iter::once(s.heuristic(p)).chain(s.enumerate(p, target)) {
+    for c in std::iter::once(s.heuristic(p, target)).chain(s.enumerate(p, target)) {
         if !out.contains(&c) && s.check(&c, p, target).is_ok() {
             out.push(c);
         }
@@ -251,7 +251,7 @@ impl TemplateSpace for PointwiseSpace {
     fn version(&self) -> u32 {
         1
     }
-    fn heuristic(&self, _: &Problem) -> Config {
+    fn heuristic(&self, _: &Problem, _: &Target) -> Config {
         Config::Pointwise(PointwiseConfig {
             threads: u64::from(THREADS),
             blocks_per_sm: None,
@@ -333,8 +333,10 @@ impl fmt::Display for PointwiseConfig {
 }
 
 /// Outputs from which a reduction over leading axes runs a thread per output (the column
-/// schedule): 32 per SM of the H100 fill it with coalesced loads.
-pub(crate) const COLUMN_MIN_OUTPUTS: u64 = 32 * 132;
+/// schedule): 32 per SM fill it with coalesced loads.
+pub(crate) fn column_min_outputs(sms: u64) -> u64 {
+    32 * sms
+}
 
 pub struct ReductionSpace;
 
@@ -345,14 +347,16 @@ impl TemplateSpace for ReductionSpace {
     fn version(&self) -> u32 {
         1
     }
-    fn heuristic(&self, p: &Problem) -> Config {
+    fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let threads = u64::from(THREADS);
         Config::Reduction(match p.shape {
             ProblemShape::Reduction {
                 rows,
                 innermost_kept: true,
                 ..
-            } if rows >= COLUMN_MIN_OUTPUTS => ReductionConfig::Column { threads },
+            } if rows >= column_min_outputs(u64::from(t.sms)) => {
+                ReductionConfig::Column { threads }
+            }
             ProblemShape::Reduction { k, .. } => ReductionConfig::Row {
                 threads: u64::from(row_threads(k)),
             },
@@ -436,9 +440,10 @@ impl fmt::Display for ReductionConfig {
     }
 }
 
-/// The row template's heuristic ([`RowSchedule::choose`]) as a point of its space.
-pub(crate) fn row_heuristic(rows: u64, k: u64) -> RowConfig {
-    match RowSchedule::choose(rows, k) {
+/// The row template's heuristic ([`RowSchedule::choose`]) on `sms` SMs as a point of its
+/// space.
+pub(crate) fn row_heuristic(rows: u64, k: u64, sms: u64) -> RowConfig {
+    match RowSchedule::choose(rows, k, sms) {
         RowSchedule::WarpCached => RowConfig::Warp {
             rows: u64::from(THREADS) / 32,
         },
@@ -461,11 +466,11 @@ impl TemplateSpace for RowSpace {
     fn version(&self) -> u32 {
         1
     }
-    fn heuristic(&self, p: &Problem) -> Config {
+    fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let ProblemShape::Row { rows, k, .. } = p.shape else {
             return Config::Row(RowConfig::Streamed { threads: 256 });
         };
-        Config::Row(row_heuristic(rows, k))
+        Config::Row(row_heuristic(rows, k, u64::from(t.sms)))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
@@ -602,7 +607,7 @@ impl TemplateSpace for MmaSpace {
     fn version(&self) -> u32 {
         1
     }
-    fn heuristic(&self, _: &Problem) -> Config {
+    fn heuristic(&self, _: &Problem, _: &Target) -> Config {
         Config::Mma(MmaConfig::DEFAULT)
     }
     fn enumerate(&self, _: &Problem, target: &Target) -> Vec<Config> {

@@ -130,7 +130,7 @@ impl Lowering<'_> {
             })?;
             return Ok((Some(Config::Mma(c)), ConfigSource::Flag));
         }
-        let heuristic = space.heuristic(p);
+        let heuristic = space.heuristic(p, target);
         match self.options.configs.get(&p.key()) {
             Some(c) => match space.check(c, p, target) {
                 Ok(()) => Ok((Some(*c), ConfigSource::Given)),

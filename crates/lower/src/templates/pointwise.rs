@@ -2,7 +2,6 @@
 //! elementwise chain (views as layouts) computed in registers and stored once.
 
 use super::config::{Config, PointwiseConfig, pointwise_grid};
-use super::split::SMS;
 use crate::lower::*;
 use irc_ir::ValueId;
 use irc_kir::{Builtin, Stmt};
@@ -19,7 +18,11 @@ impl Builder<'_, '_> {
             },
         };
         self.kernel.block = [cfg.threads as u32, 1, 1];
-        self.kernel.grid = [pointwise_grid(cfg, n, SMS) as u32, 1, 1];
+        self.kernel.grid = [
+            pointwise_grid(cfg, n, u64::from(self.l.options.target.sms)) as u32,
+            1,
+            1,
+        ];
         let access = linear(n).map_err(internal)?;
         let out = self.global(v, access.clone());
         let start = add(

@@ -108,7 +108,10 @@ impl Builder<'_, '_> {
         // the innermost dimension kept), else the heuristic's.
         let schedule = match self.config {
             Some(Config::Reduction(c)) => c,
-            _ if innermost_kept && rows >= super::config::COLUMN_MIN_OUTPUTS => {
+            _ if innermost_kept
+                && rows
+                    >= super::config::column_min_outputs(u64::from(self.l.options.target.sms)) =>
+            {
                 ReductionConfig::Column {
                     threads: u64::from(THREADS),
                 }

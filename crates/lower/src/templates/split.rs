@@ -24,10 +24,7 @@ use irc_ir::{Inst, OpKind, ValueDef};
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
-/// The SMs the heuristic fills (the H100's 132).
-pub(crate) const SMS: u64 = 132;
 /// Blocks a split schedule aims for: 8 blocks of 256 threads per SM, full occupancy.
-const TARGET_BLOCKS: u64 = 8 * SMS;
 /// Elements per step of the chunk loop: 256 threads × 4 unrolled elements.
 pub(crate) const STEP: u64 = 4 * THREADS as u64;
 
@@ -49,18 +46,19 @@ pub(crate) enum RowSchedule {
 }
 
 impl RowSchedule {
-    /// The heuristic: the cached schedules read `x` once whenever the row fits in registers;
-    /// beyond that, split rows until the grid has about [`TARGET_BLOCKS`] blocks, in chunks of
-    /// a multiple of 1024 elements; when the rows alone fill the grid, stream.
-    pub(crate) fn choose(rows: u64, k: u64) -> RowSchedule {
+    /// The heuristic on `sms` SMs: the cached schedules read `x` once whenever the row fits in
+    /// registers; beyond that, split rows until the grid has about 8 blocks per SM, in chunks
+    /// of a multiple of 1024 elements; when the rows alone fill the grid, stream.
+    pub(crate) fn choose(rows: u64, k: u64, sms: u64) -> RowSchedule {
+        let target_blocks = 8 * sms;
         if k <= 1024 {
             return RowSchedule::WarpCached;
         }
         if k <= 8192 {
             return RowSchedule::BlockCached;
         }
-        if rows < TARGET_BLOCKS {
-            let splits = TARGET_BLOCKS.div_ceil(rows);
+        if rows < target_blocks {
+            let splits = target_blocks.div_ceil(rows);
             let chunk = k.div_ceil(splits).div_ceil(STEP) * STEP;
             let splits = k.div_ceil(chunk);
             if splits >= 2 {

@@ -99,11 +99,11 @@ impl TemplateSpace for WgmmaSpace {
     fn version(&self) -> u32 {
         1
     }
-    fn heuristic(&self, p: &Problem) -> Config {
+    fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let ProblemShape::Matmul { batch, m, n, k } = p.shape else {
             return Config::Wgmma(WgmmaConfig { bn: 128, split: 1 });
         };
-        let sms = u64::from(Target::default().sms);
+        let sms = u64::from(t.sms);
         Config::Wgmma(WgmmaConfig::heuristic(batch, m, n, k, sms))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {

@@ -81,7 +81,7 @@ impl Builder<'_, '_> {
         if smem_k != smem_q {
             bytes += cosize(&smem_k);
         }
-        let limit = irc_target::Target::default().max_shared_bytes as i64;
+        let limit = self.l.options.target.max_shared_bytes as i64;
         if bytes.saturating_mul(2) > limit {
             // Too much shared memory for these layouts: plan again with the probabilities stored
             // (policy rule 8 then declines the chain, and the unfused kernels run).
