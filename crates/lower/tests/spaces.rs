@@ -63,7 +63,7 @@ graph @att_odd(%q: tensor<2x3x200x64xf16>, %k: tensor<2x3x77x64xf16>, %v: tensor
   %o = matmul %p, %v
   return %o
 }
-graph @att_causal(%q: tensor<1x2x300x128xbf16>, %k: tensor<1x2x300x128xbf16>, %v: tensor<1x2x300x128xbf16>) -> tensor<1x2x300x128xbf16> {
+graph @att_causal(%q: tensor<1x2x300x64xbf16>, %k: tensor<1x2x300x64xbf16>, %v: tensor<1x2x300x64xbf16>) -> tensor<1x2x300x64xbf16> {
   %s = matmul %q, %k {transpose_b = true}
   %c = constant {value = 0.088} : tensor<bf16>
   %ss = mul %s, %c

@@ -198,7 +198,8 @@ fn every_mma_config_compiles_without_spills() {
 
 /// Every point of the pointwise, reduction, row and Hopper matmul spaces
 /// (`irc_lower::templates::space`) for a sample of problems — short, cached, long and few
-/// rows, leading and innermost reductions, an elementwise chain, odd and split-K matmuls —
+/// rows, leading and innermost reductions, an elementwise chain, odd and split-K matmuls,
+/// attention at head dims 64 and 128 (causal) —
 /// compiles with NVRTC and assembles with ptxas for sm_90a without
 /// spills: what `irc tune` may measure must build.
 #[test]
@@ -213,7 +214,10 @@ graph @rms_long(%x: tensor<4x40000xf16>, %w: tensor<40000xf16>) -> tensor<4x4000
 graph @red_inner(%x: tensor<33x5000xf32>) -> tensor<33xf32> {\n  %r = reduce_mean %x {axes = [1]}\n  return %r\n}\n\n\
 graph @red_lead(%x: tensor<300x640xf16>) -> tensor<640xf16> {\n  %r = reduce_sum %x {axes = [0]}\n  return %r\n}\n\n\
 graph @wg_odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16>) -> tensor<200x136xf16> {\n  %bt = transpose %b {perm = [1, 0]}\n  %m = matmul %a, %bt\n  %r = add %m, %c\n  return %r\n}\n\n\
-graph @wg_splitk(%a: tensor<100x4160xbf16>, %b: tensor<4160x136xbf16>) -> tensor<100x136xbf16> {\n  %m = matmul %a, %b\n  %r = relu %m\n  return %r\n}\n";
+graph @wg_splitk(%a: tensor<100x4160xbf16>, %b: tensor<4160x136xbf16>) -> tensor<100x136xbf16> {\n  %m = matmul %a, %b\n  %r = relu %m\n  return %r\n}\n\n\
+graph @att_d64(%q: tensor<2x2x300x64xf16>, %k: tensor<2x2x300x64xf16>, %v: tensor<2x2x300x64xf16>) -> tensor<2x2x300x64xf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %c = constant {value = 0.125} : tensor<f16>\n  %ss = mul %s, %c\n  %p = softmax %ss {axis = -1}\n  %o = matmul %p, %v\n  return %o\n}\n\n\
+graph @att_d128(%q: tensor<1x3x400x128xbf16>, %k: tensor<1x3x400x128xbf16>, %v: tensor<1x3x400x128xbf16>) -> tensor<1x3x400x128xbf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %p = softmax %s {axis = -1}\n  %o = matmul %p, %v\n  return %o\n}\n\n\
+graph @att_d128_causal(%q: tensor<1x2x260x128xbf16>, %k: tensor<1x2x260x128xbf16>, %v: tensor<1x2x260x128xbf16>) -> tensor<1x2x260x128xbf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %row = iota {axis = 0} : tensor<260x260xi32>\n  %col = iota {axis = 1} : tensor<260x260xi32>\n  %keep = ge %row, %col\n  %ninf = constant {value = -inf} : tensor<bf16>\n  %m = select %keep, %s, %ninf\n  %p = softmax %m {axis = -1}\n  %o = matmul %p, %v\n  return %o\n}\n";
     let module = irc_frontend::parse_module(text).expect("parses");
     let target = irc_target::Target::default();
     let arch = Arch::parse("sm_90a").unwrap();
@@ -261,5 +265,9 @@ graph @wg_splitk(%a: tensor<100x4160xbf16>, %b: tensor<4160x136xbf16>) -> tensor
     for t in ["pointwise", "reduction", "row", "matmul_wgmma"] {
         assert!(count.get(t).copied().unwrap_or(0) >= 6, "{t}: {count:?}");
     }
+    assert!(
+        count.get("attention_wgmma").copied().unwrap_or(0) >= 4,
+        "{count:?}"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

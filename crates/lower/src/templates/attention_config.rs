@@ -42,10 +42,10 @@ impl std::str::FromStr for AttentionConfig {
 impl AttentionConfig {
     /// The heuristic: three consumers for head dims of 128 without a causal mask over
     /// sequences long enough that the rows a 192-row block wastes are few (at most 1/16 of
-    /// them), else two.
-    pub fn heuristic(sq: u64, dv: u64, causal: bool) -> AttentionConfig {
+    /// them) and keys that fill their tiles (no guards: the registers fit), else two.
+    pub fn heuristic(sq: u64, sk: u64, dv: u64, causal: bool) -> AttentionConfig {
         let waste = sq.div_ceil(192) * 192 - sq;
-        let consumers = if dv > 64 && !causal && waste * 16 <= sq {
+        let consumers = if dv > 64 && !causal && sk % BKV == 0 && waste * 16 <= sq {
             3
         } else {
             2
@@ -76,11 +76,13 @@ impl TemplateSpace for AttentionSpace {
         1
     }
     fn heuristic(&self, p: &Problem, _: &Target) -> Config {
-        let (sq, dv, causal) = match p.shape {
-            ProblemShape::Attention { sq, dv, causal, .. } => (sq, dv, causal),
-            _ => (0, 64, false),
+        let (sq, sk, dv, causal) = match p.shape {
+            ProblemShape::Attention {
+                sq, sk, dv, causal, ..
+            } => (sq, sk, dv, causal),
+            _ => (0, 0, 64, false),
         };
-        Config::Attention(AttentionConfig::heuristic(sq, dv, causal))
+        Config::Attention(AttentionConfig::heuristic(sq, sk, dv, causal))
     }
     fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
         [2, 3]
@@ -89,15 +91,19 @@ impl TemplateSpace for AttentionSpace {
             .collect()
     }
     fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
-        let (Config::Attention(c), ProblemShape::Attention { dv, .. }) = (c, &p.shape) else {
+        let (Config::Attention(c), ProblemShape::Attention { sk, dv, causal, .. }) = (c, &p.shape)
+        else {
             return Err("not a point of attention_wgmma's space".into());
         };
         if !matches!(c.consumers, 2 | 3) {
             return Err(format!("{} consumer warpgroups (2 or 3)", c.consumers));
         }
         // The S and O accumulators, 64 + dv/2 registers a thread, beside about 24 more
-        // (addresses, row state): ptxas fits head dim 128 in 160 without spilling.
-        let need = BKV / 2 + dv / 2 + 24;
+        // (addresses, row state): ptxas fits head dim 128 in 160 without spilling; a causal
+        // mask's two prologue paths (masked and whole tiles), or the guards of keys that do
+        // not fill the last tile, about 16 more.
+        let extra = if *causal || sk % BKV != 0 { 16 } else { 0 };
+        let need = BKV / 2 + dv / 2 + 24 + extra;
         if need > consumer_regs(c.consumers) {
             return Err(format!(
                 "{need} registers a consumer thread; {} consumers have {}",

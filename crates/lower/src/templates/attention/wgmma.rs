@@ -44,7 +44,7 @@ impl Builder<'_, '_> {
         // The point: the tuning cache's, else the heuristic.
         let cfg = match self.config {
             Some(Config::Attention(c)) => c,
-            _ => AttentionConfig::heuristic(p.sq, dv, p.causal),
+            _ => AttentionConfig::heuristic(p.sq, p.sk, dv, p.causal),
         };
         let (nc, bq) = (cfg.consumers, cfg.rows());
         let tiles_q = p.sq.div_ceil(bq);
