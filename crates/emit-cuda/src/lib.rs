@@ -455,7 +455,7 @@ impl KernelEmitter<'_> {
     }
 
     /// Before a `wgmma.fence`: the f32 `a` operands of the `wgmma.rs` statements up to the next
-    /// `wgmma.commit`, rounded and packed into registers (volatile, so they stay before the
+    /// `wgmma.wait` (or fence), rounded and packed into registers (volatile, so they stay before the
     /// fence). Packing between the asynchronous instructions instead makes ptxas fence and
     /// serialize each one.
     fn prepack(&mut self, rest: &[Stmt], depth: usize) {
@@ -465,7 +465,7 @@ impl KernelEmitter<'_> {
                 continue;
             };
             match op {
-                Intrinsic::WgmmaCommit => break,
+                Intrinsic::WgmmaWait | Intrinsic::WgmmaFence => break,
                 Intrinsic::WgmmaRs(_) => {}
                 _ => continue,
             }

@@ -375,7 +375,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     }
 
     /// Before a `wgmma.fence`: the f32 `a` operands of the `wgmma.rs` statements up to the next
-    /// `wgmma.commit`, packed (side-effecting asm, so they stay before the fence). Packing
+    /// `wgmma.wait` (or fence), packed (side-effecting asm, so they stay before the fence). Packing
     /// between the asynchronous instructions instead makes ptxas fence and serialize each one.
     pub(super) fn prepack(&mut self, rest: &[Stmt]) -> R<()> {
         for s in rest {
@@ -383,7 +383,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 continue;
             };
             match op {
-                Intrinsic::WgmmaCommit => break,
+                Intrinsic::WgmmaWait | Intrinsic::WgmmaFence => break,
                 Intrinsic::WgmmaRs(_) => {}
                 _ => continue,
             }

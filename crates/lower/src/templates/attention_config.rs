@@ -1,10 +1,13 @@
-//! The Hopper attention kernel's configuration space: the number of consumer warpgroups.
+//! The Hopper attention kernel's configuration space: the number of consumer warpgroups and
+//! whether each pipelines its key tiles.
 //!
 //! A block has one producer warpgroup and `consumers` consumer warpgroups of 64 query rows
 //! each (block rows `64 * consumers`), key tiles of 128. Two consumers may use 240 registers a
 //! thread, three 160 ([`consumer_regs`]): three overlap one's softmax with two others'
 //! products, two waste fewer rows where the sequence does not divide the block and mask fewer
-//! scores on a causal diagonal.
+//! scores on a causal diagonal. `pipelined` (two consumers, head dims up to 64: two score
+//! buffers) issues a tile's `Q·Kᵀ` beside the last tile's `P·V` and runs the softmax while the
+//! latter computes.
 
 use super::config::{Config, TemplateSpace};
 use super::problem::{Problem, ProblemShape};
@@ -21,36 +24,56 @@ pub(crate) const BKV: u64 = 128;
 pub struct AttentionConfig {
     /// Consumer warpgroups per block: 2 or 3.
     pub consumers: u64,
+    /// Whether each consumer pipelines its key tiles (S of one beside P·V of the last).
+    pub pipelined: bool,
 }
 
 impl fmt::Display for AttentionConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "consumers={}", self.consumers)
+        write!(f, "consumers={}", self.consumers)?;
+        if self.pipelined {
+            write!(f, ",pipelined")?;
+        }
+        Ok(())
     }
 }
 
 impl std::str::FromStr for AttentionConfig {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        s.strip_prefix("consumers=")
+        let (head, pipelined) = match s.strip_suffix(",pipelined") {
+            Some(h) => (h, true),
+            None => (s, false),
+        };
+        head.strip_prefix("consumers=")
             .and_then(|v| v.parse().ok())
-            .map(|consumers| AttentionConfig { consumers })
-            .ok_or_else(|| format!("`{s}` is not `consumers=N`"))
+            .map(|consumers| AttentionConfig {
+                consumers,
+                pipelined,
+            })
+            .ok_or_else(|| format!("`{s}` is not `consumers=N[,pipelined]`"))
     }
 }
 
 impl AttentionConfig {
     /// The heuristic: three consumers for head dims of 128 without a causal mask over
     /// sequences long enough that the rows a 192-row block wastes are few (at most 1/16 of
-    /// them) and keys that fill their tiles (no guards: the registers fit), else two.
+    /// them) and keys that fill their tiles (no guards: the registers fit), else two;
+    /// pipelined for head dims of 64 without a causal mask over at least 8 whole key tiles
+    /// (measured faster there, slower on short, causal or head-dim-128 problems).
     pub fn heuristic(sq: u64, sk: u64, dv: u64, causal: bool) -> AttentionConfig {
         let waste = sq.div_ceil(192) * 192 - sq;
-        let consumers = if dv > 64 && !causal && sk % BKV == 0 && waste * 16 <= sq {
+        let whole = sk % BKV == 0;
+        let consumers = if dv > 64 && !causal && whole && waste * 16 <= sq {
             3
         } else {
             2
         };
-        AttentionConfig { consumers }
+        let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 8 * BKV;
+        AttentionConfig {
+            consumers,
+            pipelined,
+        }
     }
 
     /// Query rows per block.
@@ -73,7 +96,7 @@ impl TemplateSpace for AttentionSpace {
         "attention_wgmma"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, p: &Problem, _: &Target) -> Config {
         let (sq, sk, dv, causal) = match p.shape {
@@ -85,9 +108,14 @@ impl TemplateSpace for AttentionSpace {
         Config::Attention(AttentionConfig::heuristic(sq, sk, dv, causal))
     }
     fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
-        [2, 3]
+        [(2, false), (3, false), (2, true)]
             .into_iter()
-            .map(|consumers| Config::Attention(AttentionConfig { consumers }))
+            .map(|(consumers, pipelined)| {
+                Config::Attention(AttentionConfig {
+                    consumers,
+                    pipelined,
+                })
+            })
             .collect()
     }
     fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
@@ -103,7 +131,14 @@ impl TemplateSpace for AttentionSpace {
         // mask's two prologue paths (masked and whole tiles), or the guards of keys that do
         // not fill the last tile, about 16 more.
         let extra = if *causal || sk % BKV != 0 { 16 } else { 0 };
-        let need = BKV / 2 + dv / 2 + 24 + extra;
+        if c.pipelined && (c.consumers != 2 || *dv > 64) {
+            return Err(format!(
+                "a pipelined kernel has two consumers and head dim at most 64 (two score buffers); {} consumers, head dim {dv}",
+                c.consumers
+            ));
+        }
+        let buffers = if c.pipelined { 2 } else { 1 };
+        let need = buffers * BKV / 2 + dv / 2 + 24 + extra;
         if need > consumer_regs(c.consumers) {
             return Err(format!(
                 "{need} registers a consumer thread; {} consumers have {}",

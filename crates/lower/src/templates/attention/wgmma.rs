@@ -18,7 +18,10 @@
 //!    the inputs' type pairwise as the instruction's registers are packed), and releases the
 //!    stage.
 //!
-//! The consumers interleave on the SM's schedulers, so one's softmax overlaps the others'
+//! With `AttentionConfig::pipelined` a consumer keeps two score buffers and issues tile
+//! `j`'s `Q·Kᵀ` beside tile `j - 1`'s `P·V`, waiting for the first alone (`wgmma.wait 1`) to
+//! run tile `j`'s softmax while the second computes; O is rescaled once it is done. The
+//! consumers interleave on the SM's schedulers, so one's softmax also overlaps the others'
 //! products. Tiles are the canonical 128-byte-swizzled wgmma layouts as TMA lays its boxes (the
 //! `tma` module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors'
 //! transpose flags). Rows and keys past the sequence's end are TMA's zero fill and the
@@ -32,6 +35,14 @@ use crate::lower::*;
 use irc_ir::{DType, ValueId};
 use irc_kir::{Arg, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt, Ty};
 use irc_layout::Layout;
+
+/// One buffer of scores: the flat accumulator (`wgmma`), its `[4, atoms]` view (the
+/// per-score code) and its view as the A fragments of `P·V`.
+struct ScoreBuf {
+    acc: String,
+    acc4: String,
+    pa: String,
+}
 
 impl Builder<'_, '_> {
     /// The Hopper attention kernel, if TMA can read Q, K and V and the tiles fit: `Ok(false)`
@@ -130,18 +141,24 @@ impl Builder<'_, '_> {
             let l = Layout::flat(&[4, (n / 4) as i64], &[1, 4]).map_err(internal)?;
             Ok(s.tensor(Space::View(t.to_string()), dtype, l))
         };
-        // Accumulators flat for wgmma, `[4, atoms]` for the per-score code.
-        let acc_s = regs(self, DType::F32, BKV / 2)?;
-        let acc_s4 = view4(self, &acc_s, DType::F32, BKV / 2)?;
+        // Accumulators flat for wgmma, `[4, atoms]` for the per-score code; S twice when
+        // pipelined (tile j + 1's scores beside tile j's P).
+        let pipelined = cfg.pipelined;
+        let mut score_bufs = vec![];
+        for _ in 0..if pipelined { 2 } else { 1 } {
+            let acc = regs(self, DType::F32, BKV / 2)?;
+            let acc4 = view4(self, &acc, DType::F32, BKV / 2)?;
+            // P is the scores' registers, rounded to the inputs' type pairwise as the RS
+            // wgmma packs them: A fragment kk is values 8kk..8kk+8.
+            let pa = self.tensor(
+                Space::View(acc.clone()),
+                DType::F32,
+                Layout::flat(&[8, (BKV / 16) as i64], &[1, 8]).map_err(internal)?,
+            );
+            score_bufs.push(ScoreBuf { acc, acc4, pa });
+        }
         let acc_o = regs(self, DType::F32, dv / 2)?;
         let acc_o4 = view4(self, &acc_o, DType::F32, dv / 2)?;
-        // P is the scores' registers, rounded to the inputs' type pairwise as the RS wgmma
-        // packs them: A fragment kk is values 8kk..8kk+8.
-        let p_a = self.tensor(
-            Space::View(acc_s.clone()),
-            DType::F32,
-            Layout::flat(&[8, (BKV / 16) as i64], &[1, 8]).map_err(internal)?,
-        );
         let tid = bx(Builtin::TidX);
         let bar = |i: Expr| Arg::at(&bars, vec![i]);
         let imm = |v: i64| Arg::Expr(Expr::Int(v));
@@ -375,62 +392,66 @@ impl Builder<'_, '_> {
             );
             let q_c = s.let_("qc", Ty::Idx, mul(c, int(consumer_rows as u64)));
             // S = Q·Kᵀ of the tile in stage `st` (once its K is there), committed.
-            let scores = |s: &mut Self, q_at: &Expr, st: &Expr, ph: &Expr| -> R<()> {
-                s.out.push(intr(
-                    Intrinsic::MbarrierWait,
-                    vec![bar(add(st.clone(), int(k_full))), Arg::Expr(ph.clone())],
-                ));
-                s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                let k_base = s.let_("kb", Ty::Idx, mul(st.clone(), int(ok.tile_elems())));
-                for ks in 0..d / 16 {
-                    let qa = add(q_at.clone(), int(step_at(&q_steps, ks)? as u64));
-                    let kb = add(k_base.clone(), int(step_at(&k_steps, ks)? as u64));
+            let scores =
+                |s: &mut Self, buf: &ScoreBuf, q_at: &Expr, st: &Expr, ph: &Expr| -> R<()> {
                     s.out.push(intr(
-                        Intrinsic::Wgmma(BKV as u16),
-                        vec![
-                            Arg::at(&acc_s, vec![]),
-                            Arg::at(&wq, vec![qa]),
-                            Arg::at(&wk, vec![kb]),
-                            imm(i64::from(!oq.k_major)),
-                            imm(i64::from(!ok.k_major)),
-                            imm(q_lbo),
-                            imm(q_sbo),
-                            imm(k_lbo),
-                            imm(k_sbo),
-                            // The first k-step overwrites the last tile's values.
-                            imm(i64::from(ks > 0)),
-                        ],
+                        Intrinsic::MbarrierWait,
+                        vec![bar(add(st.clone(), int(k_full))), Arg::Expr(ph.clone())],
                     ));
-                }
-                s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                Ok(())
-            };
+                    s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                    let k_base = s.let_("kb", Ty::Idx, mul(st.clone(), int(ok.tile_elems())));
+                    for ks in 0..d / 16 {
+                        let qa = add(q_at.clone(), int(step_at(&q_steps, ks)? as u64));
+                        let kb = add(k_base.clone(), int(step_at(&k_steps, ks)? as u64));
+                        s.out.push(intr(
+                            Intrinsic::Wgmma(BKV as u16),
+                            vec![
+                                Arg::at(&buf.acc, vec![]),
+                                Arg::at(&wq, vec![qa]),
+                                Arg::at(&wk, vec![kb]),
+                                imm(i64::from(!oq.k_major)),
+                                imm(i64::from(!ok.k_major)),
+                                imm(q_lbo),
+                                imm(q_sbo),
+                                imm(k_lbo),
+                                imm(k_sbo),
+                                // The first k-step overwrites the last tile's values.
+                                imm(i64::from(ks > 0)),
+                            ],
+                        ));
+                    }
+                    s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                    Ok(())
+                };
             // O += P·V with V in stage `st` (once it is there), committed.
-            let values = |s: &mut Self, st: &Expr, ph: &Expr| -> R<()> {
-                s.out.push(intr(
-                    Intrinsic::MbarrierWait,
-                    vec![bar(add(st.clone(), int(v_full))), Arg::Expr(ph.clone())],
-                ));
-                s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                let v_base = s.let_("vb", Ty::Idx, mul(st.clone(), int(ov.tile_elems())));
-                for kk in 0..BKV / 16 {
-                    let vb = add(v_base.clone(), int(step_at(&v_steps, kk)? as u64));
+            let values =
+                |s: &mut Self, buf: &ScoreBuf, st: &Expr, ph: &Expr, fence: bool| -> R<()> {
                     s.out.push(intr(
-                        Intrinsic::WgmmaRs(dv as u16),
-                        vec![
-                            Arg::at(&acc_o, vec![]),
-                            Arg::at(&p_a, vec![int(kk)]),
-                            Arg::at(&wv, vec![vb]),
-                            imm(i64::from(!ov.k_major)),
-                            imm(v_lbo),
-                            imm(v_sbo),
-                            imm(1),
-                        ],
+                        Intrinsic::MbarrierWait,
+                        vec![bar(add(st.clone(), int(v_full))), Arg::Expr(ph.clone())],
                     ));
-                }
-                s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                Ok(())
-            };
+                    if fence {
+                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                    }
+                    let v_base = s.let_("vb", Ty::Idx, mul(st.clone(), int(ov.tile_elems())));
+                    for kk in 0..BKV / 16 {
+                        let vb = add(v_base.clone(), int(step_at(&v_steps, kk)? as u64));
+                        s.out.push(intr(
+                            Intrinsic::WgmmaRs(dv as u16),
+                            vec![
+                                Arg::at(&acc_o, vec![]),
+                                Arg::at(&buf.pa, vec![int(kk)]),
+                                Arg::at(&wv, vec![vb]),
+                                imm(i64::from(!ov.k_major)),
+                                imm(v_lbo),
+                                imm(v_sbo),
+                                imm(1),
+                            ],
+                        ));
+                    }
+                    s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                    Ok(())
+                };
             // One arrival per consumer on barrier `b`.
             let release = |b: Expr| Stmt::If {
                 cond: leader.clone(),
@@ -438,7 +459,43 @@ impl Builder<'_, '_> {
                 orelse: vec![],
             };
             // (The first tile's S overwrites the accumulator; it starts defined all the same.)
-            s.zero(&acc_s4, BKV / 8)?;
+            for buf in &score_bufs {
+                s.zero(&buf.acc4, BKV / 8)?;
+            }
+            // The prologue and the online softmax of the scores in `buf` (key tile `kt`): the
+            // probabilities left in `buf`, the rows' rescaling factors returned.
+            let softmax = |s: &mut Self,
+                           buf: &ScoreBuf,
+                           kt: &Expr,
+                           q0: &Expr,
+                           bi: &Expr,
+                           m: &[String],
+                           l: &[String]|
+             -> R<Vec<Expr>> {
+                let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
+                if p.prologue.keep.is_some() {
+                    // Key tiles left of the unit's first row keep every score.
+                    let whole = Expr::idx(
+                        IdxOp::Le,
+                        add(k0.clone(), int(BKV)),
+                        add(q0.clone(), Expr::Int(1)),
+                    );
+                    let unmasked = s.block(|s| {
+                        s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, true)
+                    })?;
+                    let masked = s.block(|s| {
+                        s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, false)
+                    })?;
+                    s.out.push(Stmt::If {
+                        cond: whole,
+                        body: unmasked,
+                        orelse: masked,
+                    });
+                } else {
+                    s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, false)?;
+                }
+                s.att_online(p, &buf.acc4, (m, l), BKV)
+            };
             walk(s, &mut |s, j, q0, bi, nk, it0| {
                 let (m, l) = s.att_state();
                 s.zero(&acc_o4, dv / 8)?;
@@ -449,42 +506,78 @@ impl Builder<'_, '_> {
                 ));
                 let q_at = add(mul(qb.clone(), int(oq.tile_elems())), q_c.clone());
                 let q_at = s.let_("qa", Ty::Idx, q_at);
-                // Per key tile: S, the softmax, then P·V (P is S's registers, so the next
-                // tile's S waits for it).
-                s.for_("kt", Expr::Int(0), nk, Expr::Int(1), false, |s, kt| {
-                    let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
-                    let (st, ph) = ring(s, &it);
-                    scores(s, &q_at, &st, &ph)?;
+                if !pipelined {
+                    // Per key tile: S, the softmax, then P·V (P is S's registers, so the next
+                    // tile's S waits for it).
+                    let buf = &score_bufs[0];
+                    s.for_("kt", Expr::Int(0), nk, Expr::Int(1), false, |s, kt| {
+                        let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
+                        let (st, ph) = ring(s, &it);
+                        scores(s, buf, &q_at, &st, &ph)?;
+                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                        let scale = softmax(s, buf, &kt, &q0, &bi, &m, &l)?;
+                        s.att_rescale(&acc_o4, &scale, dv)?;
+                        values(s, buf, &st, &ph, true)?;
+                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                        s.out.push(release(add(st, int(empty))));
+                        Ok(())
+                    })?;
+                } else {
+                    // Tile 0's scores and softmax, then per tile kt: its S issued beside tile
+                    // kt - 1's P·V, its softmax while that product runs (`wgmma.wait 1`
+                    // waits for S only), O rescaled once the product is done. The two score
+                    // buffers alternate, so the loop takes tiles in pairs.
+                    let (a, b) = (&score_bufs[0], &score_bufs[1]);
+                    let (st, ph) = ring(s, &it0);
+                    scores(s, a, &q_at, &st, &ph)?;
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                    let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
-                    if p.prologue.keep.is_some() {
-                        // Key tiles left of the unit's first row keep every score.
-                        let whole = Expr::idx(
-                            IdxOp::Le,
-                            add(k0.clone(), int(BKV)),
-                            add(q0.clone(), Expr::Int(1)),
-                        );
-                        let unmasked = s.block(|s| {
-                            s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), bq, BKV, true)
-                        })?;
-                        let masked = s.block(|s| {
-                            s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), bq, BKV, false)
-                        })?;
-                        s.out.push(Stmt::If {
-                            cond: whole,
-                            body: unmasked,
-                            orelse: masked,
-                        });
-                    } else {
-                        s.att_prologue(p, &acc_s4, &rc, (&q0, &k0, &bi), bq, BKV, false)?;
-                    }
-                    let scale = s.att_online(p, &acc_s4, (&m, &l), BKV)?;
+                    let scale = softmax(s, a, &Expr::Int(0), &q0, &bi, &m, &l)?;
                     s.att_rescale(&acc_o4, &scale, dv)?;
-                    values(s, &st, &ph)?;
+                    let step =
+                        |s: &mut Self, kt: &Expr, cur: &ScoreBuf, prev: &ScoreBuf| -> R<()> {
+                            let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
+                            let (st, ph) = ring(s, &it);
+                            let pit =
+                                s.let_("pit", Ty::Idx, Expr::idx(IdxOp::Sub, it, Expr::Int(1)));
+                            let (pst, pph) = ring(s, &pit);
+                            scores(s, cur, &q_at, &st, &ph)?;
+                            values(s, prev, &pst, &pph, false)?;
+                            s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
+                            let scale = softmax(s, cur, kt, &q0, &bi, &m, &l)?;
+                            s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                            s.out.push(release(add(pst, int(empty))));
+                            s.att_rescale(&acc_o4, &scale, dv)
+                        };
+                    s.for_(
+                        "kt",
+                        Expr::Int(1),
+                        nk.clone(),
+                        Expr::Int(2),
+                        false,
+                        |s, kt| {
+                            step(s, &kt, b, a)?;
+                            let kt2 = s.let_("kt", Ty::Idx, add(kt, Expr::Int(1)));
+                            s.if_(lt(kt2.clone(), nk.clone()), |s| step(s, &kt2, a, b))
+                        },
+                    )?;
+                    // The last tile's P·V: its P is in `a` when the tile count is odd.
+                    let last = Expr::idx(IdxOp::Sub, nk.clone(), Expr::Int(1));
+                    let lit_ = s.let_("lit", Ty::Idx, add(it0.clone(), last.clone()));
+                    let (lst, lph) = ring(s, &lit_);
+                    let in_a = s.block(|s| values(s, a, &lst, &lph, true))?;
+                    let in_b = s.block(|s| values(s, b, &lst, &lph, true))?;
+                    s.out.push(Stmt::If {
+                        cond: Expr::idx(
+                            IdxOp::Eq,
+                            Expr::idx(IdxOp::Rem, last, Expr::Int(2)),
+                            Expr::Int(0),
+                        ),
+                        body: in_a,
+                        orelse: in_b,
+                    });
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                    s.out.push(release(add(st, int(empty))));
-                    Ok(())
-                })?;
+                    s.out.push(release(add(lst, int(empty))));
+                }
                 // The unit's Q is no longer read: the producer may load the next one there.
                 s.out.push(release(add(qb, int(q_empty))));
                 s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq)
