@@ -280,6 +280,12 @@ pub(crate) fn math_dtype(d: DType) -> DType {
 pub(crate) struct Lowering<'g> {
     pub(crate) g: &'g Graph,
     pub(crate) names: Vec<String>,
+    /// Each value's name → the value.
+    pub(crate) value_of: HashMap<String, ValueId>,
+    /// Each buffer's name → its dtype (the module's; a template's temps are the builder's).
+    pub(crate) dtype_of: HashMap<String, DType>,
+    /// The graph as a policy DAG, built on first use (an attention group's prologue).
+    pub(crate) dag: std::cell::OnceCell<irc_fused::GraphDag<'g>>,
     /// Source location of each statement.
     pub(crate) locs: HashMap<ValueId, String>,
     /// Value held in a buffer → the buffer's name.
@@ -297,13 +303,13 @@ impl<'g> Lowering<'g> {
         options: LowerOptions,
     ) -> R<Lowering<'g>> {
         let names = value_names(g);
-        let id: HashMap<&str, ValueId> = names
+        let value_of: HashMap<String, ValueId> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| (n.as_str(), ValueId(i as u32)))
+            .map(|(i, n)| (n.clone(), ValueId(i as u32)))
             .collect();
         let value = |name: &str| {
-            id.get(name).copied().ok_or_else(|| {
+            value_of.get(name).copied().ok_or_else(|| {
                 Retry::Fail(LowerError::Internal(format!(
                     "Fused IR: %{name} is undefined"
                 )))
@@ -330,6 +336,7 @@ impl<'g> Lowering<'g> {
         } else {
             kir::IndexWidth::I64
         };
+        let dtype_of = buffers.iter().map(|b| (b.name.clone(), b.dtype)).collect();
         let module = kir::Module {
             name: m.name.clone(),
             flops: m.flops,
@@ -343,6 +350,9 @@ impl<'g> Lowering<'g> {
         Ok(Lowering {
             g,
             names,
+            value_of,
+            dtype_of,
+            dag: std::cell::OnceCell::new(),
             locs,
             buffer_of,
             module,
@@ -355,8 +365,8 @@ impl<'g> Lowering<'g> {
         let mut choices = vec![];
         let buffers: HashMap<&str, &irc_fused::Buffer> =
             m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-        let id =
-            |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
+        let value_of = &self.value_of;
+        let id = |name: &str| value_of.get(name).copied().unwrap_or(ValueId(0));
         for grp in &m.groups {
             let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
             // The statement the kernel is built around: the anchor, or the stored value.
@@ -418,6 +428,9 @@ impl<'g> Lowering<'g> {
             let mut temps = std::mem::take(&mut b.temps);
             let mut kernels = std::mem::take(&mut b.pre);
             kernels.push(b.finish());
+            for t in &temps {
+                self.dtype_of.insert(t.name.clone(), t.dtype);
+            }
             self.module.buffers.append(&mut temps);
             choices.push(Choice {
                 group: grp.name.clone(),
@@ -556,15 +569,10 @@ impl<'l, 'g> Builder<'l, 'g> {
         if let Some(p) = self.param_of.get(buffer) {
             return p.clone();
         }
-        let dtype = self
-            .l
-            .module
-            .buffers
-            .iter()
-            .chain(&self.temps)
-            .find(|b| b.name == buffer)
-            .expect("declared buffer")
-            .dtype;
+        let dtype = match self.temps.iter().find(|b| b.name == buffer) {
+            Some(t) => t.dtype,
+            None => *self.l.dtype_of.get(buffer).expect("declared buffer"),
+        };
         let name = format!("p{}", self.kernel.params.len());
         self.kernel.params.push(kir::Param {
             name: name.clone(),
