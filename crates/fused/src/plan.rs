@@ -350,8 +350,13 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         groups,
         results,
     };
+    let buffer_of: std::collections::HashMap<&str, &Buffer> = module
+        .buffers
+        .iter()
+        .map(|b| (b.name.as_str(), b))
+        .collect();
     for grp in &module.groups {
-        if let Some(evt) = grp.evt(&module) {
+        if let Some(evt) = grp.evt_by(|name| buffer_of.get(name).copied()) {
             remarks.push(Remark {
                 group: grp.name.clone(),
                 text: format!("epilogue tree: {evt}"),

@@ -50,6 +50,10 @@ pub struct Planned {
     pub forced: Vec<ValueId>,
     /// Each group's problem and the configuration its template was built with.
     pub choices: Vec<Choice>,
+    /// Time spent planning (the fusion policy and the Fused IR) and lowering (templates and the
+    /// kernel IR's verification), summed over the retries.
+    pub plan_time: std::time::Duration,
+    pub lower_time: std::time::Duration,
 }
 
 /// Choices the templates take as data (an autotuner's, or a test's); `None` is the template's
@@ -83,12 +87,18 @@ pub fn plan_and_lower_with(
 ) -> Result<Planned, LowerError> {
     let names = value_names(g);
     let mut forced: Vec<ValueId> = vec![];
+    let (mut plan_time, mut lower_time) = Default::default();
     // Each retry forces one more view, so this ends within the number of values.
     for _ in 0..=g.values.len() {
+        let start = std::time::Instant::now();
         let (fused, remarks) = irc_fused::plan_graph(g, src, &forced);
         irc_fused::verify_module(&fused)
             .map_err(|e| LowerError::Internal(format!("the fusion planner: {e}")))?;
-        match lower(&fused, options) {
+        plan_time += start.elapsed();
+        let start = std::time::Instant::now();
+        let lowered = lower(&fused, options);
+        lower_time += start.elapsed();
+        match lowered {
             Err(Retry::Materialize(name)) => {
                 let v = names.iter().position(|n| *n == name).ok_or_else(|| {
                     LowerError::Internal(format!("lowering forced an unknown value %{name}"))
@@ -103,6 +113,8 @@ pub fn plan_and_lower_with(
                     kernels,
                     forced,
                     choices,
+                    plan_time,
+                    lower_time,
                 });
             }
         }
