@@ -105,8 +105,21 @@ pub fn emit(m: &Module) -> CudaModule {
     if !m.constants.is_empty() {
         out.push('\n');
     }
-    for k in &m.kernels {
-        emit_kernel(&mut out, k, &bits);
+    // Kernels are emitted independently, in parallel, a slice at a time (so that the pieces
+    // never hold more than a slice's text beside the output).
+    use rayon::prelude::*;
+    for slice in m.kernels.chunks(256) {
+        let pieces: Vec<String> = slice
+            .par_iter()
+            .map(|k| {
+                let mut piece = String::new();
+                emit_kernel(&mut piece, k, &bits);
+                piece
+            })
+            .collect();
+        for p in pieces {
+            out.push_str(&p);
+        }
     }
     CudaModule {
         source: out,

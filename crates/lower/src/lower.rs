@@ -289,15 +289,24 @@ pub(crate) fn math_dtype(d: DType) -> DType {
     }
 }
 
+/// One group lowered: its temp buffers, its kernels (with their arguments and constant
+/// arrays) in launch order, and its configuration.
+pub(crate) struct Lowered {
+    temps: Vec<kir::BufferDecl>,
+    kernels: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
+    choice: Choice,
+}
+
 pub(crate) struct Lowering<'g> {
     pub(crate) g: &'g Graph,
     pub(crate) names: Vec<String>,
     /// Each value's name → the value.
     pub(crate) value_of: HashMap<String, ValueId>,
-    /// Each buffer's name → its dtype (the module's; a template's temps are the builder's).
+    /// Each buffer's name → its dtype (the Fused IR's; a template's temps are its builder's, and
+    /// no other group reads them).
     pub(crate) dtype_of: HashMap<String, DType>,
     /// The graph as a policy DAG, built on first use (an attention group's prologue).
-    pub(crate) dag: std::cell::OnceCell<irc_fused::GraphDag<'g>>,
+    pub(crate) dag: std::sync::OnceLock<irc_fused::GraphDag<'g>>,
     /// Source location of each statement.
     pub(crate) locs: HashMap<ValueId, String>,
     /// Value held in a buffer → the buffer's name.
@@ -364,7 +373,7 @@ impl<'g> Lowering<'g> {
             names,
             value_of,
             dtype_of,
-            dag: std::cell::OnceCell::new(),
+            dag: std::sync::OnceLock::new(),
             locs,
             buffer_of,
             module,
@@ -373,84 +382,26 @@ impl<'g> Lowering<'g> {
         })
     }
 
+    /// Lowers every group: each one's kernels are built on their own (a builder reads the
+    /// lowering, never another group's kernels), in parallel, then appended in group order.
     pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<(kir::Module, Vec<Choice>)> {
-        let mut choices = vec![];
+        use rayon::prelude::*;
         let buffers: HashMap<&str, &irc_fused::Buffer> =
             m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-        let value_of = &self.value_of;
-        let id = |name: &str| value_of.get(name).copied().unwrap_or(ValueId(0));
-        for grp in &m.groups {
-            let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
-            // The statement the kernel is built around: the anchor, or the stored value.
-            let lead = match grp.anchor_index().map(|i| &grp.stmts[i]) {
-                Some(irc_fused::Stmt::Op(o)) => id(&o.value),
-                _ => roots[0],
-            };
-            let ValueDef::Inst(i) = self.g.values[lead.index()].def else {
-                return Err(Retry::Fail(LowerError::Internal(format!(
-                    "group @{} stores a parameter",
-                    grp.name
-                ))));
-            };
-            let inst = &self.g.insts[i];
-            let single = |what: &str| {
-                if roots.len() == 1 {
-                    Ok(())
-                } else {
-                    Err(Retry::Fail(LowerError::Unsupported {
-                        op: inst.op.name().into(),
-                        reason: format!(
-                            "a {what} kernel stores one value; @{} stores {}",
-                            grp.name,
-                            roots.len()
-                        ),
-                    }))
-                }
-            };
-            let template = crate::templates::template_of(
-                inst.op,
-                self.g.values[lead.index()].ty.dtype,
-                self.options.wgmma && self.options.mma.is_none(),
-            );
-            let problem = crate::templates::problem_of(m, &buffers, grp, self.g, inst, template);
-            let (config, source) = self.resolve(&problem)?;
-            let mut b = Builder::new(&self, grp.name.clone(), i);
-            b.roots = roots.clone();
-            b.config = config;
-            if let Some(att) = grp.attention() {
-                let ops = self.attention_ops(grp, att)?;
-                b.attention(&ops, &roots)?;
-            } else {
-                match inst.op.category() {
-                    Category::Matmul => b.matmul(inst, &roots)?,
-                    Category::Reduction => {
-                        single("reduction")?;
-                        b.reduction(inst)?
-                    }
-                    Category::Composite => {
-                        single("row")?;
-                        b.composite(inst)?
-                    }
-                    _ => {
-                        single("pointwise")?;
-                        b.elementwise(roots[0])?
-                    }
-                }
-            }
-            let mut temps = std::mem::take(&mut b.temps);
-            let mut kernels = std::mem::take(&mut b.pre);
-            kernels.push(b.finish());
-            for t in &temps {
-                self.dtype_of.insert(t.name.clone(), t.dtype);
-            }
+        let lowered: Vec<R<Lowered>> = m
+            .groups
+            .par_iter()
+            .map(|grp| self.group(m, &buffers, grp))
+            .collect();
+        let mut choices = vec![];
+        for l in lowered {
+            let Lowered {
+                mut temps,
+                kernels,
+                choice,
+            } = l?;
             self.module.buffers.append(&mut temps);
-            choices.push(Choice {
-                group: grp.name.clone(),
-                kernels: kernels.iter().map(|k| k.0.name.clone()).collect(),
-                problem,
-                config,
-                source,
-            });
+            choices.push(choice);
             for (kernel, args, constants) in kernels {
                 self.module.constants.extend(constants);
                 self.module.launches.push(kir::LaunchStmt {
@@ -461,6 +412,88 @@ impl<'g> Lowering<'g> {
             }
         }
         Ok((self.module, choices))
+    }
+
+    /// One group's kernels, in launch order, with the temp buffers they add.
+    fn group(
+        &self,
+        m: &irc_fused::Module,
+        buffers: &HashMap<&str, &irc_fused::Buffer>,
+        grp: &irc_fused::Group,
+    ) -> R<Lowered> {
+        let id = |name: &str| self.value_of.get(name).copied().unwrap_or(ValueId(0));
+        let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
+        // The statement the kernel is built around: the anchor, or the stored value.
+        let lead = match grp.anchor_index().map(|i| &grp.stmts[i]) {
+            Some(irc_fused::Stmt::Op(o)) => id(&o.value),
+            _ => roots[0],
+        };
+        let ValueDef::Inst(i) = self.g.values[lead.index()].def else {
+            return Err(Retry::Fail(LowerError::Internal(format!(
+                "group @{} stores a parameter",
+                grp.name
+            ))));
+        };
+        let inst = &self.g.insts[i];
+        let single = |what: &str| {
+            if roots.len() == 1 {
+                Ok(())
+            } else {
+                Err(Retry::Fail(LowerError::Unsupported {
+                    op: inst.op.name().into(),
+                    reason: format!(
+                        "a {what} kernel stores one value; @{} stores {}",
+                        grp.name,
+                        roots.len()
+                    ),
+                }))
+            }
+        };
+        let template = crate::templates::template_of(
+            inst.op,
+            self.g.values[lead.index()].ty.dtype,
+            self.options.wgmma && self.options.mma.is_none(),
+        );
+        let problem = crate::templates::problem_of(m, buffers, grp, self.g, inst, template);
+        let (config, source) = self.resolve(&problem)?;
+        let mut b = Builder::new(self, grp.name.clone(), i);
+        b.roots = roots.clone();
+        b.config = config;
+        if let Some(att) = grp.attention() {
+            let ops = self.attention_ops(grp, att)?;
+            b.attention(&ops, &roots)?;
+        } else {
+            match inst.op.category() {
+                Category::Matmul => b.matmul(inst, &roots)?,
+                Category::Reduction => {
+                    single("reduction")?;
+                    b.reduction(inst)?
+                }
+                Category::Composite => {
+                    single("row")?;
+                    b.composite(inst)?
+                }
+                _ => {
+                    single("pointwise")?;
+                    b.elementwise(roots[0])?
+                }
+            }
+        }
+        let temps = std::mem::take(&mut b.temps);
+        let mut kernels = std::mem::take(&mut b.pre);
+        kernels.push(b.finish());
+        let choice = Choice {
+            group: grp.name.clone(),
+            kernels: kernels.iter().map(|k| k.0.name.clone()).collect(),
+            problem,
+            config,
+            source,
+        };
+        Ok(Lowered {
+            temps,
+            kernels,
+            choice,
+        })
     }
 
     pub(crate) fn origin(&self, inst: &Inst) -> kir::Origin {
