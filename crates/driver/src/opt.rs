@@ -308,15 +308,23 @@ fn compile(
     };
     let mut files = Vec::new();
     for g in &module.graphs {
-        let a = pipeline
+        let mut a = pipeline
             .compile(g, info, args.emit)
             .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
         times.extend(&a.times);
         if let (true, true, Some(p)) = (args.explain, args.emit >= Stage::Layout, &a.planned) {
             eprint!("{}", crate::tuning::explain(&p.choices, &lookup));
         }
-        files.push(a.into_text(args.emit, args.explain));
+        files.push(a.take_text(args.emit, args.explain));
         times.lap("print");
+        if !args.split_input_file {
+            // The process ends next: freeing a large graph's kernel IR would cost a twentieth
+            // of its compile time, so the OS takes it back (clang's -disable-free).
+            std::mem::forget(a);
+        }
+    }
+    if !args.split_input_file {
+        std::mem::forget(module);
     }
     times.report();
     // Graph-level files join as one module; the others are one file per graph.

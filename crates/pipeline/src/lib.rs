@@ -270,12 +270,15 @@ pub fn cuda_and_ptx(
 
 impl Artifacts {
     /// [`Artifacts::text`], moving the text out where it is already one (CUDA, MLIR, PTX: a
-    /// large graph's CUDA is hundreds of megabytes, not to be copied).
-    pub fn into_text(self, stage: Stage, explain: bool) -> String {
+    /// large graph's CUDA is hundreds of megabytes, not to be copied); it is left empty here.
+    pub fn take_text(&mut self, stage: Stage, explain: bool) -> String {
         match stage {
-            Stage::Cuda => self.cuda.map_or(String::new(), |c| c.source),
-            Stage::Mlir => self.mlir.unwrap_or_default(),
-            Stage::Ptx => self.ptx.unwrap_or_default(),
+            Stage::Cuda => self
+                .cuda
+                .as_mut()
+                .map_or(String::new(), |c| std::mem::take(&mut c.source)),
+            Stage::Mlir => self.mlir.take().unwrap_or_default(),
+            Stage::Ptx => self.ptx.take().unwrap_or_default(),
             _ => self.text(stage, explain),
         }
     }
