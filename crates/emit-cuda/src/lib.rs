@@ -286,6 +286,9 @@ struct KernelEmitter<'k> {
     tensors: HashMap<&'k str, &'k kir::TensorDecl>,
     /// Register tensors `wgmma` accumulates into.
     accumulators: Vec<String>,
+    /// Each tensor's offset terms (by the declaration's address, which outlives the emitter),
+    /// by coordinate rank (`None`: the layout has none).
+    terms: std::cell::RefCell<HashMap<(usize, usize), Option<Vec<kir::OffsetTerm>>>>,
     out: String,
 }
 
@@ -399,6 +402,7 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
         bits,
         tensors,
         accumulators,
+        terms: Default::default(),
         out: String::new(),
     };
     e.block(&k.body, 1);
@@ -555,7 +559,23 @@ impl KernelEmitter<'_> {
     /// `base[offset]` of a tensor at a coordinate, the offset from the tensor's layout (plus
     /// its base offset).
     fn place(&self, t: &kir::TensorDecl, coord: &[Expr]) -> String {
-        let off = t.offset_at(coord).unwrap_or(Expr::Int(0));
+        // A tensor's offset terms depend on its layout and the coordinate's rank only: computed
+        // once per kernel (unrolled tensor-core code reads one tensor hundreds of times).
+        let key = (std::ptr::from_ref(t) as usize, coord.len());
+        let mut terms = self.terms.borrow_mut();
+        let off = match terms.get(&key) {
+            Some(Some(ts)) => t.offset_with(ts, coord),
+            Some(None) => Expr::Int(0),
+            None => {
+                let ts = kir::offset_terms(&t.layout, coord.len()).ok();
+                let off = ts
+                    .as_ref()
+                    .map_or(Expr::Int(0), |ts| t.offset_with(ts, coord));
+                terms.insert(key, ts);
+                off
+            }
+        };
+        drop(terms);
         let off = self.expr(&off);
         match &t.space {
             Space::Global(p) => format!("p_{p}[{off}]"),
