@@ -288,9 +288,12 @@ struct KernelEmitter<'k> {
     accumulators: Vec<String>,
     /// Each tensor's offset terms (by the declaration's address, which outlives the emitter),
     /// by coordinate rank (`None`: the layout has none).
-    terms: std::cell::RefCell<HashMap<(usize, usize), Option<Vec<kir::OffsetTerm>>>>,
+    terms: std::cell::RefCell<TermCache>,
     out: String,
 }
+
+/// Offset terms by (tensor declaration address, coordinate rank).
+type TermCache = HashMap<(usize, usize), Option<Vec<kir::OffsetTerm>>>;
 
 fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k str, DType>) {
     let _ = writeln!(
