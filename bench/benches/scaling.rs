@@ -1,8 +1,9 @@
-//! How the `-O` pipeline scales: each stage of one equality-saturation pass, and the whole
-//! pipeline, on generated graphs of 1k to 100k statements (a chain whose every value is read
-//! twice, and a decomposed transformer). Every stage should be near-linear: ten times the
-//! statements, about ten times the time. `cargo bench -p irc-bench --bench scaling`; the README
-//! notes the numbers.
+//! How compilation scales: each stage of one equality-saturation pass, the whole `-O` pipeline,
+//! and the stages after it (fusion planning, lowering to the kernel IR, CUDA emission, on the
+//! `-O` output as `irc -O --emit=cuda` runs them), on generated graphs of 1k to 100k statements
+//! (a chain whose every value is read twice, and a decomposed transformer). Every stage should
+//! be near-linear: ten times the statements, about ten times the time. `cargo bench -p
+//! irc-bench --bench scaling`; bench/README.md and bench/results/ note the numbers.
 
 use divan::{Bencher, black_box};
 use irc_passes::cost::Target;
@@ -17,6 +18,33 @@ fn main() {
 }
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+
+/// The lowering options `irc_pipeline` uses for the default arch (sm_90a).
+fn sm90a() -> irc_lower::LowerOptions {
+    irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    }
+}
+
+/// The `-O` output of a generated graph, computed once per graph and size (it is the input of
+/// the planning, lowering and emission benchmarks, and takes seconds at 100k statements).
+fn optimized(shape: &str, n: usize, graph: fn(usize) -> irc_ir::Graph) -> irc_ir::Graph {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<(String, usize), irc_ir::Graph>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (shape.to_string(), n);
+    if let Some(g) = cache.lock().expect("cache").get(&key) {
+        return g.clone();
+    }
+    let g = PassManager::default_pipeline()
+        .run(&graph(n))
+        .expect("-O runs")
+        .graph;
+    cache.lock().expect("cache").insert(key, g.clone());
+    g
+}
 
 fn chain(n: usize) -> irc_ir::Graph {
     irc_frontend::parse_module(&irc_bench::chain_graph(n))
@@ -117,6 +145,35 @@ macro_rules! stages {
                 let g = $graph(n);
                 let pm = PassManager::default_pipeline();
                 bencher.bench(|| black_box(pm.run(&g).expect("runs")));
+            }
+
+            /// Fusion planning (the policy and the Fused IR) of the `-O` output.
+            #[divan::bench(args = SIZES, sample_count = 3, sample_size = 1)]
+            fn plan(bencher: Bencher, n: usize) {
+                let g = optimized(stringify!($shape), n, $graph);
+                bencher.bench(|| black_box(irc_fused::plan_graph(&g, Default::default(), &[])));
+            }
+
+            /// Planning and lowering to verified kernel IR, as the pipeline does for the default
+            /// `--arch` (sm_90a: the Hopper matmul template); minus `plan`, the templates.
+            #[divan::bench(args = SIZES, sample_count = 3, sample_size = 1)]
+            fn plan_and_lower(bencher: Bencher, n: usize) {
+                let g = optimized(stringify!($shape), n, $graph);
+                bencher.bench(|| {
+                    black_box(
+                        irc_lower::plan_and_lower_with(&g, Default::default(), &sm90a())
+                            .expect("lowers"),
+                    )
+                });
+            }
+
+            /// CUDA C++ emission of the kernel IR.
+            #[divan::bench(args = SIZES, sample_count = 3, sample_size = 1)]
+            fn emit_cuda(bencher: Bencher, n: usize) {
+                let g = optimized(stringify!($shape), n, $graph);
+                let p = irc_lower::plan_and_lower_with(&g, Default::default(), &sm90a())
+                    .expect("lowers");
+                bencher.bench(|| black_box(irc_emit_cuda::emit(&p.kernels)));
             }
         }
     };

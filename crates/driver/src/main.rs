@@ -21,7 +21,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// The graph IR allocates a few small strings and vectors per statement; mimalloc makes that
-/// markedly cheaper than the system allocator (see bench/README.md).
+/// markedly cheaper than the system allocator (see bench/README.md). It is built without
+/// transparent huge pages (the workspace's `no_thp` feature; see the root Cargo.toml).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

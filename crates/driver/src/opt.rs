@@ -91,7 +91,8 @@ pub struct PassArgs {
     /// Print the IR (to stderr) after every pass that changed it.
     #[arg(long)]
     pub print_ir_after_change: bool,
-    /// Report each pass's time (to stderr).
+    /// Report each pass's time (to stderr); `irc FILE` also reports each step's: parse,
+    /// decompose, passes, plan, lower, emission, print.
     #[arg(long)]
     pub timing: bool,
     /// Report each pass's statistics (to stderr): rules fired, e-graph size, stop reason.
@@ -255,7 +256,7 @@ pub fn run(args: &OptArgs) -> Result<bool> {
         }
     }
     eprint!("{stderr}");
-    let joined = outputs.join(&format!("{SPLIT_MARKER}\n"));
+    let joined = join(outputs, &format!("{SPLIT_MARKER}\n"));
     match &args.output {
         Some(path) => std::fs::write(path, joined)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
@@ -271,21 +272,28 @@ fn compile(
     src: &Source,
     pm: Option<&irc_passes::manager::PassManager>,
 ) -> Result<String, Vec<irc_ir::Diagnostic>> {
+    let mut times = StageTimes::new(args.passes.timing);
     let mut module = irc_frontend::parse_module_at(chunk, base)?;
+    times.lap("parse");
     if args.decompose {
         for g in &mut module.graphs {
             *g = irc_ir::decompose_graph(g)
                 .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.message)])?;
         }
         irc_ir::verify_module(&module)?;
+        times.lap("decompose");
     }
     if let Some(pm) = pm {
         args.passes
             .run_on(pm, &mut module)
             .map_err(|e| vec![irc_ir::Diagnostic::error(None, format!("{e:#}"))])?;
+        times.lap("passes");
     }
     if args.emit == Stage::Graph {
-        return Ok(irc_ir::print_module(&module));
+        let text = irc_ir::print_module(&module);
+        times.lap("print");
+        times.report();
+        return Ok(text);
     }
     let info = irc_pipeline::SourceInfo {
         name: src.name,
@@ -300,19 +308,90 @@ fn compile(
     };
     let mut files = Vec::new();
     for g in &module.graphs {
-        let a = pipeline
+        let mut a = pipeline
             .compile(g, info, args.emit)
             .map_err(|e| vec![irc_ir::Diagnostic::error(g.span, e.to_string())])?;
+        times.extend(&a.times);
         if let (true, true, Some(p)) = (args.explain, args.emit >= Stage::Layout, &a.planned) {
             eprint!("{}", crate::tuning::explain(&p.choices, &lookup));
         }
-        files.push(a.text(args.emit, args.explain));
+        files.push(a.take_text(args.emit, args.explain));
+        times.lap("print");
+        if !args.split_input_file {
+            // The process ends next: freeing a large graph's kernel IR would cost a twentieth
+            // of its compile time, so the OS takes it back (clang's -disable-free).
+            std::mem::forget(a);
+        }
     }
+    if !args.split_input_file {
+        std::mem::forget(module);
+    }
+    times.report();
     // Graph-level files join as one module; the others are one file per graph.
     let sep = if args.emit == Stage::Fused || args.emit == Stage::Layout {
         String::new()
     } else {
         format!("{SPLIT_MARKER}\n")
     };
-    Ok(files.join(&sep))
+    Ok(join(files, &sep))
+}
+
+/// `parts.join(sep)`, without copying a single part (a large graph's CUDA).
+fn join(mut parts: Vec<String>, sep: &str) -> String {
+    if parts.len() == 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    parts.join(sep)
+}
+
+/// `--timing`'s second report: the time of each step of `irc FILE` (parse, decompose, the
+/// passes, planning, lowering, emission, printing), summed over the graphs of the file.
+struct StageTimes {
+    on: bool,
+    clock: std::time::Instant,
+    steps: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl StageTimes {
+    fn new(on: bool) -> Self {
+        StageTimes {
+            on,
+            clock: std::time::Instant::now(),
+            steps: vec![],
+        }
+    }
+
+    fn add(&mut self, name: &'static str, t: std::time::Duration) {
+        match self.steps.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, sum)) => *sum += t,
+            None => self.steps.push((name, t)),
+        }
+    }
+
+    /// Counts the time since the last lap as `name`.
+    fn lap(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.add(name, now - self.clock);
+        self.clock = now;
+    }
+
+    /// Adds the pipeline's own steps (already timed; the clock restarts after them).
+    fn extend(&mut self, steps: &[(&'static str, std::time::Duration)]) {
+        for &(name, t) in steps {
+            self.add(name, t);
+        }
+        self.clock = std::time::Instant::now();
+    }
+
+    fn report(&self) {
+        if !self.on {
+            return;
+        }
+        let total: std::time::Duration = self.steps.iter().map(|s| s.1).sum();
+        let mut out = String::from("===-- stage timing report --===\n");
+        for (name, t) in self.steps.iter().chain([&("total", total)]) {
+            out.push_str(&format!("  {:>10.3} ms  {name}\n", t.as_secs_f64() * 1e3));
+        }
+        eprint!("{out}");
+    }
 }

@@ -105,8 +105,21 @@ pub fn emit(m: &Module) -> CudaModule {
     if !m.constants.is_empty() {
         out.push('\n');
     }
-    for k in &m.kernels {
-        emit_kernel(&mut out, k, &bits);
+    // Kernels are emitted independently, in parallel, a slice at a time (so that the pieces
+    // never hold more than a slice's text beside the output).
+    use rayon::prelude::*;
+    for slice in m.kernels.chunks(256) {
+        let pieces: Vec<String> = slice
+            .par_iter()
+            .map(|k| {
+                let mut piece = String::new();
+                emit_kernel(&mut piece, k, &bits);
+                piece
+            })
+            .collect();
+        for p in pieces {
+            out.push_str(&p);
+        }
     }
     CudaModule {
         source: out,
@@ -292,8 +305,14 @@ struct KernelEmitter<'k> {
     /// computed before their `wgmma.fence` ([`KernelEmitter::prepack`]), in order.
     prepacked: std::collections::VecDeque<Vec<String>>,
     packs: usize,
+    /// Each tensor's offset terms (by the declaration's address, which outlives the emitter),
+    /// by coordinate rank (`None`: the layout has none).
+    terms: std::cell::RefCell<TermCache>,
     out: String,
 }
+
+/// Offset terms by (tensor declaration address, coordinate rank).
+type TermCache = HashMap<(usize, usize), Option<Vec<kir::OffsetTerm>>>;
 
 fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k str, DType>) {
     let _ = writeln!(
@@ -405,6 +424,7 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
         accumulators,
         prepacked: Default::default(),
         packs: 0,
+        terms: Default::default(),
         out: String::new(),
     };
     e.block(&k.body, 1);
@@ -616,7 +636,23 @@ impl KernelEmitter<'_> {
     /// `base[offset]` of a tensor at a coordinate, the offset from the tensor's layout (plus
     /// its base offset).
     fn place(&self, t: &kir::TensorDecl, coord: &[Expr]) -> String {
-        let off = t.offset_at(coord).unwrap_or(Expr::Int(0));
+        // A tensor's offset terms depend on its layout and the coordinate's rank only: computed
+        // once per kernel (unrolled tensor-core code reads one tensor hundreds of times).
+        let key = (std::ptr::from_ref(t) as usize, coord.len());
+        let mut terms = self.terms.borrow_mut();
+        let off = match terms.get(&key) {
+            Some(Some(ts)) => t.offset_with(ts, coord),
+            Some(None) => Expr::Int(0),
+            None => {
+                let ts = kir::offset_terms(&t.layout, coord.len()).ok();
+                let off = ts
+                    .as_ref()
+                    .map_or(Expr::Int(0), |ts| t.offset_with(ts, coord));
+                terms.insert(key, ts);
+                off
+            }
+        };
+        drop(terms);
         let off = self.expr(&off);
         match &t.space {
             Space::Global(p) => format!("p_{p}[{off}]"),

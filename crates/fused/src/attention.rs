@@ -74,12 +74,11 @@ pub(crate) fn find(
         // The scores' matmul: reached from x through inline elementwise values of its shape.
         let mut found: Vec<usize> = vec![];
         let mut stack = vec![x];
-        let mut seen = vec![];
+        let mut seen = std::collections::HashSet::new();
         while let Some(y) = stack.pop() {
-            if seen.contains(&y) {
+            if !seen.insert(y) {
                 continue;
             }
-            seen.push(y);
             match d.kind(y) {
                 NodeKind::Anchor(OpKind::Matmul) => {
                     if !found.contains(&y) {
@@ -133,21 +132,23 @@ pub(crate) fn find(
 /// in node order: the prologue of the chain whose softmax reads `x`.
 pub fn path(d: &impl Dag, x: usize, m1: usize) -> Vec<usize> {
     // Nodes between m1 and x: those x depends on (a walk back from x that stops at m1 and
-    // below it) that depend on m1 (a forward pass in node order).
-    let mut back = vec![false; x + 1];
+    // below it) that depend on m1 (a forward pass in node order). Sets, not vectors of the
+    // graph's size: this runs once per attention chain, so it may cost only what it visits.
+    let mut back = std::collections::HashSet::new();
     let mut stack = vec![x];
     while let Some(y) = stack.pop() {
-        if y <= m1 || std::mem::replace(&mut back[y], true) {
+        if y <= m1 || !back.insert(y) {
             continue;
         }
         stack.extend(d.operands(y).iter().copied());
     }
-    let mut dep = vec![false; x + 1];
-    dep[m1] = true;
+    let mut between: Vec<usize> = back.into_iter().collect();
+    between.sort_unstable();
+    let mut dep = std::collections::HashSet::from([m1]);
     let mut out = vec![];
-    for y in m1 + 1..=x {
-        if back[y] && d.operands(y).iter().any(|&o| o <= x && dep[o]) {
-            dep[y] = true;
+    for y in between {
+        if d.operands(y).iter().any(|o| dep.contains(o)) {
+            dep.insert(y);
             out.push(y);
         }
     }

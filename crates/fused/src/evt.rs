@@ -6,7 +6,7 @@
 //! fetch, auxiliary loads classified by how they broadcast over the output tile, compute nodes,
 //! reductions and stores.
 
-use crate::{Anchor, Group, Module, Stmt};
+use crate::{Anchor, Buffer, Group, Module, Stmt};
 use irc_ir::ops::Category;
 
 /// A statement's part in its group.
@@ -97,6 +97,11 @@ impl Group {
 
     /// The epilogue visitor tree of a matmul group.
     pub fn evt(&self, m: &Module) -> Option<Evt> {
+        self.evt_by(|name| m.buffer(name))
+    }
+
+    /// [`Group::evt`] with buffers found by `buffer_of` (an index, on modules of many buffers).
+    pub fn evt_by<'m>(&self, buffer_of: impl Fn(&str) -> Option<&'m Buffer>) -> Option<Evt> {
         let a = self.anchor_index()?;
         if self.anchor() != Anchor::Matmul {
             return None;
@@ -116,8 +121,7 @@ impl Group {
             nodes.push(match s {
                 Stmt::Load { value, buffer } => EvtNode::AuxLoad {
                     value: value.clone(),
-                    broadcast: m
-                        .buffer(buffer)
+                    broadcast: buffer_of(buffer)
                         .map_or(Broadcast::Other, |b| broadcast(&b.ty.shape, out)),
                 },
                 Stmt::Op(o) if o.op.category() == Category::Reduction => EvtNode::Reduction {

@@ -264,16 +264,16 @@ impl Group {
 
     /// Whether statement `i` reads `value`, directly or through earlier statements.
     fn depends(&self, i: usize, value: &str) -> bool {
-        let mut want = vec![value];
+        let mut want = std::collections::HashSet::from([value]);
         for s in &self.stmts[..=i] {
             if let Stmt::Op(o) = s
-                && o.operands.iter().any(|a| want.contains(&a.as_str()))
+                && o.operands.iter().any(|a| want.contains(a.as_str()))
             {
-                want.push(&o.value);
+                want.insert(&o.value);
             }
         }
         match &self.stmts[i] {
-            Stmt::Op(o) => want.contains(&o.value.as_str()),
+            Stmt::Op(o) => want.contains(o.value.as_str()),
             _ => false,
         }
     }

@@ -168,6 +168,12 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         ValueDef::Param(_) => None,
     };
 
+    // The attention chains by output matmul.
+    let mut chains_of: std::collections::HashMap<usize, Vec<&policy::AttentionMatch>> =
+        std::collections::HashMap::new();
+    for a in &attention {
+        chains_of.entry(a.output).or_default().push(a);
+    }
     let mut groups = vec![];
     let mut remarks = vec![];
     let mut member = vec![usize::MAX; g.values.len()];
@@ -175,9 +181,8 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         let Some(lead_inst) = inst_of(leader) else {
             continue;
         };
-        let att = attention
-            .iter()
-            .find(|a| a.output == leader && a.declined.is_none());
+        let chains = chains_of.get(&leader).map_or(&[][..], Vec::as_slice);
+        let att = chains.iter().find(|a| a.declined.is_none());
         let name = format!(
             "{module_name}_k{}_{}",
             groups.len(),
@@ -310,7 +315,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 text,
             });
         }
-        for a in attention.iter().filter(|a| a.output == leader) {
+        for a in chains {
             remarks.push(Remark {
                 group: name.clone(),
                 text: attention_remark(&dag, a, &names),
@@ -345,8 +350,13 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         groups,
         results,
     };
+    let buffer_of: std::collections::HashMap<&str, &Buffer> = module
+        .buffers
+        .iter()
+        .map(|b| (b.name.as_str(), b))
+        .collect();
     for grp in &module.groups {
-        if let Some(evt) = grp.evt(&module) {
+        if let Some(evt) = grp.evt_by(|name| buffer_of.get(name).copied()) {
             remarks.push(Remark {
                 group: grp.name.clone(),
                 text: format!("epilogue tree: {evt}"),

@@ -355,7 +355,8 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
     let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
     for i in 0..n {
         for &o in d.operands(i) {
-            if !readers[o].contains(&i) {
+            // Readers are pushed in node order, so a repeat is the last one pushed.
+            if readers[o].last() != Some(&i) {
                 readers[o].push(i);
             }
         }
@@ -371,27 +372,25 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
             continue;
         }
         member[m] = m;
+        // A worklist: a reader can only join once one more of its operands has, so each
+        // member's readers are looked at when it joins (the fixed point, in one pass).
         let mut closure = vec![m];
-        let mut grew = true;
-        while grew {
-            grew = false;
-            for ci in 0..closure.len() {
-                for ri in 0..readers[closure[ci]].len() {
-                    let r = readers[closure[ci]][ri];
-                    let joins = member[r] != m
-                        && !claimed[r]
-                        && !forced_at(r)
-                        && d.kind(r) == NodeKind::Elementwise
-                        && d.shape(r) == d.shape(m)
-                        && d.operands(r).iter().all(|&o| {
-                            // An epilogue node reads m only through the epilogue.
-                            member[o] == m || !depends_on(d, o, m, &mut seen, &mut walk, &mut stack)
-                        });
-                    if joins {
-                        member[r] = m;
-                        closure.push(r);
-                        grew = true;
-                    }
+        let mut next = 0;
+        while let Some(&x) = closure.get(next) {
+            next += 1;
+            for &r in &readers[x] {
+                let joins = member[r] != m
+                    && !claimed[r]
+                    && !forced_at(r)
+                    && d.kind(r) == NodeKind::Elementwise
+                    && d.shape(r) == d.shape(m)
+                    && d.operands(r).iter().all(|&o| {
+                        // An epilogue node reads m only through the epilogue.
+                        member[o] == m || !depends_on(d, o, m, &mut seen, &mut walk, &mut stack)
+                    });
+                if joins {
+                    member[r] = m;
+                    closure.push(r);
                 }
             }
         }

@@ -24,7 +24,7 @@
 
 use crate::{Anchor, BufferKind, Module, OpStmt, Stmt};
 use irc_ir::{Category, TensorType, check_op};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// A broken invariant, naming the group (if any) and what is wrong.
@@ -68,9 +68,9 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         }
         let mut local: HashMap<&str, &TensorType> = HashMap::new();
         // Values that depend on the anchor (for the epilogue check).
-        let mut after_anchor: Vec<&str> = vec![];
+        let mut after_anchor: HashSet<&str> = HashSet::new();
         // The anchor and views of it (what a reduction or row group may store).
-        let mut views_of_anchor: Vec<&str> = vec![];
+        let mut views_of_anchor: HashSet<&str> = HashSet::new();
         let mut anchors = 0;
         for s in &g.stmts {
             match s {
@@ -118,18 +118,14 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                         // An attention group's stores are computed from its last anchor.
                         after_anchor.clear();
                         views_of_anchor.clear();
-                        after_anchor.push(&o.value);
-                        views_of_anchor.push(&o.value);
-                    } else if o
-                        .operands
-                        .iter()
-                        .any(|a| after_anchor.contains(&a.as_str()))
-                    {
-                        after_anchor.push(&o.value);
+                        after_anchor.insert(&o.value);
+                        views_of_anchor.insert(&o.value);
+                    } else if o.operands.iter().any(|a| after_anchor.contains(a.as_str())) {
+                        after_anchor.insert(&o.value);
                         if o.op.category() == Category::View
-                            && views_of_anchor.contains(&o.operands[0].as_str())
+                            && views_of_anchor.contains(o.operands[0].as_str())
                         {
-                            views_of_anchor.push(&o.value);
+                            views_of_anchor.insert(&o.value);
                         }
                     }
                 }
@@ -154,12 +150,8 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                     }
                     let ok = match g.anchor() {
                         Anchor::Pointwise => true,
-                        Anchor::Reduction | Anchor::Row => {
-                            views_of_anchor.contains(&value.as_str())
-                        }
-                        Anchor::Matmul | Anchor::Attention => {
-                            after_anchor.contains(&value.as_str())
-                        }
+                        Anchor::Reduction | Anchor::Row => views_of_anchor.contains(value.as_str()),
+                        Anchor::Matmul | Anchor::Attention => after_anchor.contains(value.as_str()),
                     };
                     if !ok {
                         return Err(fail(format!(

@@ -214,11 +214,13 @@ impl TensorDecl {
 
     /// The element offset at a coordinate: [`offset_expr`] of the layout plus the base offset.
     pub fn offset_at(&self, coord: &[Expr]) -> Result<Expr, LayoutError> {
-        Ok(Expr::idx(
-            IdxOp::Add,
-            offset_expr(&self.layout, coord)?,
-            Expr::Int(self.offset),
-        ))
+        Ok(self.offset_with(&offset_terms(&self.layout, coord.len())?, coord))
+    }
+
+    /// [`TensorDecl::offset_at`] with the layout's [`offset_terms`] for this coordinate rank
+    /// given (computed once per tensor by an emitter).
+    pub fn offset_with(&self, terms: &[OffsetTerm], coord: &[Expr]) -> Expr {
+        Expr::idx(IdxOp::Add, terms_expr(terms, coord), Expr::Int(self.offset))
     }
 }
 
@@ -770,8 +772,14 @@ pub fn offset_terms(layout: &Layout, coord_rank: usize) -> Result<Vec<OffsetTerm
 
 /// The offset as an [`Expr`] over the coordinate expressions.
 pub fn offset_expr(layout: &Layout, coord: &[Expr]) -> Result<Expr, LayoutError> {
+    Ok(terms_expr(&offset_terms(layout, coord.len())?, coord))
+}
+
+/// The sum of `terms` ([`offset_terms`] of a layout, which an emitter may compute once per
+/// tensor) over the coordinate expressions: what [`offset_expr`] returns.
+pub fn terms_expr(terms: &[OffsetTerm], coord: &[Expr]) -> Expr {
     let mut sum: Option<Expr> = None;
-    for t in offset_terms(layout, coord.len())? {
+    for t in terms {
         let mut e = Expr::idx(IdxOp::Div, coord[t.coord].clone(), Expr::Int(t.div));
         if let Some(m) = t.modulo {
             e = Expr::idx(IdxOp::Rem, e, Expr::Int(m));
@@ -782,5 +790,5 @@ pub fn offset_expr(layout: &Layout, coord: &[Expr]) -> Result<Expr, LayoutError>
             Some(s) => Expr::idx(IdxOp::Add, s, e),
         });
     }
-    Ok(sum.unwrap_or(Expr::Int(0)))
+    sum.unwrap_or(Expr::Int(0))
 }

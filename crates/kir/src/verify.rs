@@ -78,7 +78,16 @@ pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError>
         if kernels.insert(k.name.as_str(), k).is_some() {
             return Err(merr(format!("kernel @{} is declared twice", k.name)));
         }
-        verify_kernel(k, &consts, target)?;
+    }
+    // Kernels verify independently: in parallel, the first error in kernel order reported.
+    {
+        use rayon::prelude::*;
+        let checked: Vec<Result<(), VerifyError>> = m
+            .kernels
+            .par_iter()
+            .map(|k| verify_kernel(k, &consts, target))
+            .collect();
+        checked.into_iter().collect::<Result<(), VerifyError>>()?;
     }
     for l in &m.launches {
         let k = kernels

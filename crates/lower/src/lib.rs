@@ -6,6 +6,7 @@
 mod exprs;
 mod indexing;
 pub mod lower;
+mod rebuild;
 pub mod templates;
 
 /// Why a graph could not be lowered.

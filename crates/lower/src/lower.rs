@@ -24,7 +24,7 @@ use crate::indexing::{has_negative_stride, per_dim};
 use irc_fused::policy::splat_value;
 use irc_ir::infer::{flatten_value, normalize_axis};
 use irc_ir::print::value_names;
-use irc_ir::{Attr, Category, DType, Graph, GraphBuilder, Inst, OpKind, ValueDef, ValueId};
+use irc_ir::{Attr, Category, DType, Graph, Inst, OpKind, ValueDef, ValueId};
 use irc_kir::BufferKind;
 use irc_kir::{self as kir, Expr, Func, Space, Stmt, TensorDecl, Ty};
 use irc_layout::{Layout, LayoutError, composition};
@@ -51,6 +51,10 @@ pub struct Planned {
     pub forced: Vec<ValueId>,
     /// Each group's problem and the configuration its template was built with.
     pub choices: Vec<Choice>,
+    /// Time spent planning (the fusion policy and the Fused IR) and lowering (templates and the
+    /// kernel IR's verification), summed over the retries.
+    pub plan_time: std::time::Duration,
+    pub lower_time: std::time::Duration,
 }
 
 /// Choices the templates take as data (an autotuner's, or a test's); `None` is the template's
@@ -84,12 +88,18 @@ pub fn plan_and_lower_with(
 ) -> Result<Planned, LowerError> {
     let names = value_names(g);
     let mut forced: Vec<ValueId> = vec![];
+    let (mut plan_time, mut lower_time) = Default::default();
     // Each retry forces one more view, so this ends within the number of values.
     for _ in 0..=g.values.len() {
+        let start = std::time::Instant::now();
         let (fused, remarks) = irc_fused::plan_graph(g, src, &forced);
         irc_fused::verify_module(&fused)
             .map_err(|e| LowerError::Internal(format!("the fusion planner: {e}")))?;
-        match lower(&fused, options) {
+        plan_time += start.elapsed();
+        let start = std::time::Instant::now();
+        let lowered = lower(&fused, options);
+        lower_time += start.elapsed();
+        match lowered {
             Err(Retry::Materialize(name)) => {
                 let v = names.iter().position(|n| *n == name).ok_or_else(|| {
                     LowerError::Internal(format!("lowering forced an unknown value %{name}"))
@@ -104,6 +114,8 @@ pub fn plan_and_lower_with(
                     kernels,
                     forced,
                     choices,
+                    plan_time,
+                    lower_time,
                 });
             }
         }
@@ -136,58 +148,10 @@ pub(crate) fn lower(
     m: &irc_fused::Module,
     options: &LowerOptions,
 ) -> R<(kir::Module, Vec<Choice>)> {
-    let (g, locs) = rebuild(m)?;
+    let (g, locs) = crate::rebuild::rebuild(m)?;
     let (k, choices) = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
     kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
     Ok((k, choices))
-}
-
-/// The graph a Fused IR module computes: its input buffers' values as parameters and each
-/// group's ops as statements (a view recomputed by several groups once), with the source
-/// location of each statement.
-pub(crate) fn rebuild(m: &irc_fused::Module) -> R<(Graph, HashMap<ValueId, String>)> {
-    let bad =
-        |e: irc_ir::OpError| Retry::Fail(LowerError::Internal(format!("Fused IR: {}", e.message)));
-    let mut b = GraphBuilder::new(m.name.clone());
-    let mut id: HashMap<&str, ValueId> = HashMap::new();
-    let mut locs = HashMap::new();
-    for buf in m
-        .buffers
-        .iter()
-        .filter(|b| b.kind == irc_fused::BufferKind::Input)
-    {
-        id.insert(&buf.value, b.param(&buf.value, buf.ty.clone()));
-    }
-    for o in m.groups.iter().flat_map(|g| g.ops()) {
-        if id.contains_key(o.value.as_str()) {
-            continue;
-        }
-        let operands = o
-            .operands
-            .iter()
-            .map(|a| {
-                id.get(a.as_str()).copied().ok_or_else(|| {
-                    Retry::Fail(LowerError::Internal(format!("Fused IR: %{a} is undefined")))
-                })
-            })
-            .collect::<R<Vec<_>>>()?;
-        let v = b
-            .op_typed(o.op, &operands, o.attrs.clone(), Some(&o.ty))
-            .map_err(bad)?;
-        b.name(v, &o.value);
-        if let Some(l) = &o.loc {
-            locs.insert(v, l.clone());
-        }
-        id.insert(&o.value, v);
-    }
-    let mut results = vec![];
-    for r in &m.results {
-        let buf = m.buffer(r).ok_or_else(|| {
-            Retry::Fail(LowerError::Internal(format!("Fused IR: no buffer @{r}")))
-        })?;
-        results.push(id[buf.value.as_str()]);
-    }
-    Ok((b.finish(&results).map_err(bad)?, locs))
 }
 
 pub(crate) enum Retry {
@@ -278,9 +242,24 @@ pub(crate) fn math_dtype(d: DType) -> DType {
     }
 }
 
+/// One group lowered: its temp buffers, its kernels (with their arguments and constant
+/// arrays) in launch order, and its configuration.
+pub(crate) struct Lowered {
+    temps: Vec<kir::BufferDecl>,
+    kernels: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
+    choice: Choice,
+}
+
 pub(crate) struct Lowering<'g> {
     pub(crate) g: &'g Graph,
     pub(crate) names: Vec<String>,
+    /// Each value's name → the value.
+    pub(crate) value_of: HashMap<String, ValueId>,
+    /// Each buffer's name → its dtype (the Fused IR's; a template's temps are its builder's, and
+    /// no other group reads them).
+    pub(crate) dtype_of: HashMap<String, DType>,
+    /// The graph as a policy DAG, built on first use (an attention group's prologue).
+    pub(crate) dag: std::sync::OnceLock<irc_fused::GraphDag<'g>>,
     /// Source location of each statement.
     pub(crate) locs: HashMap<ValueId, String>,
     /// Value held in a buffer → the buffer's name.
@@ -298,13 +277,13 @@ impl<'g> Lowering<'g> {
         options: LowerOptions,
     ) -> R<Lowering<'g>> {
         let names = value_names(g);
-        let id: HashMap<&str, ValueId> = names
+        let value_of: HashMap<String, ValueId> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| (n.as_str(), ValueId(i as u32)))
+            .map(|(i, n)| (n.clone(), ValueId(i as u32)))
             .collect();
         let value = |name: &str| {
-            id.get(name).copied().ok_or_else(|| {
+            value_of.get(name).copied().ok_or_else(|| {
                 Retry::Fail(LowerError::Internal(format!(
                     "Fused IR: %{name} is undefined"
                 )))
@@ -331,6 +310,7 @@ impl<'g> Lowering<'g> {
         } else {
             kir::IndexWidth::I64
         };
+        let dtype_of = buffers.iter().map(|b| (b.name.clone(), b.dtype)).collect();
         let module = kir::Module {
             name: m.name.clone(),
             flops: m.flops,
@@ -344,6 +324,9 @@ impl<'g> Lowering<'g> {
         Ok(Lowering {
             g,
             names,
+            value_of,
+            dtype_of,
+            dag: std::sync::OnceLock::new(),
             locs,
             buffer_of,
             module,
@@ -352,97 +335,26 @@ impl<'g> Lowering<'g> {
         })
     }
 
+    /// Lowers every group: each one's kernels are built on their own (a builder reads the
+    /// lowering, never another group's kernels), in parallel, then appended in group order.
     pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<(kir::Module, Vec<Choice>)> {
-        let mut choices = vec![];
+        use rayon::prelude::*;
         let buffers: HashMap<&str, &irc_fused::Buffer> =
             m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-        let id =
-            |name: &str| ValueId(self.names.iter().position(|n| n == name).unwrap_or(0) as u32);
-        for grp in &m.groups {
-            let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
-            // The statement the kernel is built around: the anchor, or the stored value.
-            let lead = match grp.anchor_index().map(|i| &grp.stmts[i]) {
-                Some(irc_fused::Stmt::Op(o)) => id(&o.value),
-                _ => roots[0],
-            };
-            let ValueDef::Inst(i) = self.g.values[lead.index()].def else {
-                return Err(Retry::Fail(LowerError::Internal(format!(
-                    "group @{} stores a parameter",
-                    grp.name
-                ))));
-            };
-            let inst = &self.g.insts[i];
-            let single = |what: &str| {
-                if roots.len() == 1 {
-                    Ok(())
-                } else {
-                    Err(Retry::Fail(LowerError::Unsupported {
-                        op: inst.op.name().into(),
-                        reason: format!(
-                            "a {what} kernel stores one value; @{} stores {}",
-                            grp.name,
-                            roots.len()
-                        ),
-                    }))
-                }
-            };
-            let hopper = self.options.wgmma && self.options.mma.is_none();
-            let attention = match grp.attention() {
-                Some(att) => Some(self.attention_ops(grp, att)?),
-                None => None,
-            };
-            let template = match attention {
-                Some(_) if hopper => "attention_wgmma",
-                Some(_) => "attention",
-                None => crate::templates::template_of(
-                    inst.op,
-                    self.g.values[lead.index()].ty.dtype,
-                    hopper,
-                ),
-            };
-            let problem = crate::templates::problem_of(
-                m,
-                &buffers,
-                grp,
-                self.g,
-                inst,
-                template,
-                attention.as_ref(),
-            );
-            let (config, source) = self.resolve(&problem)?;
-            let mut b = Builder::new(&self, grp.name.clone(), i);
-            b.roots = roots.clone();
-            b.config = config;
-            if let Some(ops) = &attention {
-                b.attention(ops, &roots)?;
-            } else {
-                match inst.op.category() {
-                    Category::Matmul => b.matmul(inst, &roots)?,
-                    Category::Reduction => {
-                        single("reduction")?;
-                        b.reduction(inst)?
-                    }
-                    Category::Composite => {
-                        single("row")?;
-                        b.composite(inst)?
-                    }
-                    _ => {
-                        single("pointwise")?;
-                        b.elementwise(roots[0])?
-                    }
-                }
-            }
-            let mut temps = std::mem::take(&mut b.temps);
-            let mut kernels = std::mem::take(&mut b.pre);
-            kernels.push(b.finish());
+        let lowered: Vec<R<Lowered>> = m
+            .groups
+            .par_iter()
+            .map(|grp| self.group(m, &buffers, grp))
+            .collect();
+        let mut choices = vec![];
+        for l in lowered {
+            let Lowered {
+                mut temps,
+                kernels,
+                choice,
+            } = l?;
             self.module.buffers.append(&mut temps);
-            choices.push(Choice {
-                group: grp.name.clone(),
-                kernels: kernels.iter().map(|k| k.0.name.clone()).collect(),
-                problem,
-                config,
-                source,
-            });
+            choices.push(choice);
             for (kernel, args, constants) in kernels {
                 self.module.constants.extend(constants);
                 self.module.launches.push(kir::LaunchStmt {
@@ -453,6 +365,102 @@ impl<'g> Lowering<'g> {
             }
         }
         Ok((self.module, choices))
+    }
+
+    /// One group's kernels, in launch order, with the temp buffers they add.
+    fn group(
+        &self,
+        m: &irc_fused::Module,
+        buffers: &HashMap<&str, &irc_fused::Buffer>,
+        grp: &irc_fused::Group,
+    ) -> R<Lowered> {
+        let id = |name: &str| self.value_of.get(name).copied().unwrap_or(ValueId(0));
+        let roots: Vec<ValueId> = grp.stores().map(|(v, _)| id(v)).collect();
+        // The statement the kernel is built around: the anchor, or the stored value.
+        let lead = match grp.anchor_index().map(|i| &grp.stmts[i]) {
+            Some(irc_fused::Stmt::Op(o)) => id(&o.value),
+            _ => roots[0],
+        };
+        let ValueDef::Inst(i) = self.g.values[lead.index()].def else {
+            return Err(Retry::Fail(LowerError::Internal(format!(
+                "group @{} stores a parameter",
+                grp.name
+            ))));
+        };
+        let inst = &self.g.insts[i];
+        let single = |what: &str| {
+            if roots.len() == 1 {
+                Ok(())
+            } else {
+                Err(Retry::Fail(LowerError::Unsupported {
+                    op: inst.op.name().into(),
+                    reason: format!(
+                        "a {what} kernel stores one value; @{} stores {}",
+                        grp.name,
+                        roots.len()
+                    ),
+                }))
+            }
+        };
+        let hopper = self.options.wgmma && self.options.mma.is_none();
+        let attention = match grp.attention() {
+            Some(att) => Some(self.attention_ops(grp, att)?),
+            None => None,
+        };
+        let template = match attention {
+            Some(_) if hopper => "attention_wgmma",
+            Some(_) => "attention",
+            None => {
+                crate::templates::template_of(inst.op, self.g.values[lead.index()].ty.dtype, hopper)
+            }
+        };
+        let problem = crate::templates::problem_of(
+            m,
+            buffers,
+            grp,
+            self.g,
+            inst,
+            template,
+            attention.as_ref(),
+        );
+        let (config, source) = self.resolve(&problem)?;
+        let mut b = Builder::new(self, grp.name.clone(), i);
+        b.roots = roots.clone();
+        b.config = config;
+        if let Some(ops) = &attention {
+            b.attention(ops, &roots)?;
+        } else {
+            match inst.op.category() {
+                Category::Matmul => b.matmul(inst, &roots)?,
+                Category::Reduction => {
+                    single("reduction")?;
+                    b.reduction(inst)?
+                }
+                Category::Composite => {
+                    single("row")?;
+                    b.composite(inst)?
+                }
+                _ => {
+                    single("pointwise")?;
+                    b.elementwise(roots[0])?
+                }
+            }
+        }
+        let temps = std::mem::take(&mut b.temps);
+        let mut kernels = std::mem::take(&mut b.pre);
+        kernels.push(b.finish());
+        let choice = Choice {
+            group: grp.name.clone(),
+            kernels: kernels.iter().map(|k| k.0.name.clone()).collect(),
+            problem,
+            config,
+            source,
+        };
+        Ok(Lowered {
+            temps,
+            kernels,
+            choice,
+        })
     }
 
     pub(crate) fn origin(&self, inst: &Inst) -> kir::Origin {
@@ -582,15 +590,10 @@ impl<'l, 'g> Builder<'l, 'g> {
         if let Some(p) = self.param_of.get(buffer) {
             return p.clone();
         }
-        let dtype = self
-            .l
-            .module
-            .buffers
-            .iter()
-            .chain(&self.temps)
-            .find(|b| b.name == buffer)
-            .expect("declared buffer")
-            .dtype;
+        let dtype = match self.temps.iter().find(|b| b.name == buffer) {
+            Some(t) => t.dtype,
+            None => *self.l.dtype_of.get(buffer).expect("declared buffer"),
+        };
         let name = format!("p{}", self.kernel.params.len());
         self.kernel.params.push(kir::Param {
             name: name.clone(),

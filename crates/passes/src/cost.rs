@@ -29,6 +29,7 @@
 use crate::lang::{Head, Node};
 use irc_fused::policy::{self, Home, NodeKind, splat_of};
 use irc_ir::{DType, OpKind, TensorType, ops::Category};
+use std::borrow::Cow;
 
 /// Picoseconds.
 pub type Cost = u64;
@@ -38,36 +39,37 @@ pub const INFINITY: Cost = u64::MAX;
 
 pub use irc_target::Target;
 
-/// One statement of a selected graph; children index earlier entries.
+/// One statement of a selected graph; children index earlier entries. The node and its type
+/// are borrowed from the e-graph where they can be (extraction builds many small DAGs).
 #[derive(Clone, Debug)]
-pub struct DagNode {
-    pub node: Node,
+pub struct DagNode<'a> {
+    pub node: Cow<'a, Node>,
     /// `None` for an ill-typed node (costs [`INFINITY`]).
-    pub ty: Option<TensorType>,
+    pub ty: Option<&'a TensorType>,
     pub children: Vec<usize>,
 }
 
 /// A selected graph in topological order, with its results.
 #[derive(Clone, Debug, Default)]
-pub struct Dag {
-    pub nodes: Vec<DagNode>,
+pub struct Dag<'a> {
+    pub nodes: Vec<DagNode<'a>>,
     pub results: Vec<usize>,
 }
 
 /// A selected graph as the fusion policy sees it.
-struct PolicyDag<'d> {
-    d: &'d Dag,
+struct PolicyDag<'d, 'a> {
+    d: &'d Dag<'a>,
     kinds: Vec<NodeKind>,
 }
 
-impl<'d> PolicyDag<'d> {
+impl<'d, 'a> PolicyDag<'d, 'a> {
     /// `None` when a node is ill-typed.
-    fn new(d: &'d Dag) -> Option<Self> {
+    fn new(d: &'d Dag<'a>) -> Option<Self> {
         let kinds = d
             .nodes
             .iter()
             .map(|n| {
-                n.ty.as_ref()?;
+                n.ty?;
                 Some(match n.node.head {
                     Head::Param(_) => NodeKind::Param,
                     Head::Op(OpKind::Constant) => NodeKind::Constant {
@@ -81,7 +83,7 @@ impl<'d> PolicyDag<'d> {
     }
 }
 
-impl policy::Dag for PolicyDag<'_> {
+impl policy::Dag for PolicyDag<'_, '_> {
     fn len(&self) -> usize {
         self.kinds.len()
     }
@@ -92,13 +94,13 @@ impl policy::Dag for PolicyDag<'_> {
         &self.d.nodes[i].children
     }
     fn shape(&self, i: usize) -> &[u64] {
-        self.d.nodes[i].ty.as_ref().map_or(&[], |t| &t.shape)
+        self.d.nodes[i].ty.map_or(&[], |t| &t.shape)
     }
     fn results(&self) -> &[usize] {
         &self.d.results
     }
     fn dtype(&self, i: usize) -> Option<DType> {
-        self.d.nodes[i].ty.as_ref().map(|t| t.dtype)
+        self.d.nodes[i].ty.map(|t| t.dtype)
     }
     fn attr(&self, i: usize, name: &str) -> Option<irc_ir::Attr> {
         self.d.nodes[i].node.attr(name)
@@ -120,20 +122,15 @@ pub fn homes(d: &Dag) -> Option<Vec<Home>> {
 /// Flops of one statement: (tensor-core, CUDA-core).
 fn flops(d: &Dag, i: usize) -> (f64, f64) {
     let n = &d.nodes[i];
-    let Some(ty) = &n.ty else { return (0.0, 0.0) };
+    let Some(ty) = n.ty else { return (0.0, 0.0) };
     let out = ty.numel() as f64;
-    let input = |k: usize| {
-        d.nodes[n.children[k]]
-            .ty
-            .as_ref()
-            .map_or(0.0, |t| t.numel() as f64)
-    };
+    let input = |k: usize| d.nodes[n.children[k]].ty.map_or(0.0, |t| t.numel() as f64);
     let Head::Op(op) = n.node.head else {
         return (0.0, 0.0);
     };
     match op.category() {
         Category::Matmul => {
-            let a = d.nodes[n.children[0]].ty.as_ref();
+            let a = d.nodes[n.children[0]].ty;
             let k = a.and_then(|a| {
                 let r = a.rank();
                 let ta = n.node.flag("transpose_a");
@@ -193,9 +190,10 @@ fn moves_last_axis(n: &Node) -> bool {
 
 /// The cost of running `d` on `t`.
 pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
-    let Some(home) = homes(d) else {
+    let Some(p) = PolicyDag::new(d) else {
         return INFINITY;
     };
+    let home = policy::decide(&p, &[]);
     // One picosecond per statement breaks ties toward the smaller graph, and one more per
     // division toward multiplication (a division costs several multiplies where compute shows).
     let statements = d
@@ -219,7 +217,7 @@ pub fn dag_cost(t: &Target, d: &Dag) -> Cost {
         .filter(|&(i, n)| read_by_matmul[i] && moves_last_axis(&n.node))
         .count();
     let mut total: Cost = (statements + flaggable) as Cost;
-    for k in kernels(d, &home) {
+    for k in policy_kernels(&p, &home) {
         let mem = k.bytes as f64 / (t.peak_gbps * 1e9);
         let compute =
             k.tensor_flops / (t.peak_tflops * 1e12) + k.cuda_flops / (t.cuda_tflops * 1e12);
@@ -245,13 +243,15 @@ pub struct KernelCost {
 /// The kernels of `d` given each node's home: one per stored node, computing every node
 /// reached from it that is not in memory.
 pub fn kernels(d: &Dag, home: &[Home]) -> Vec<KernelCost> {
-    let size = |j: usize| d.nodes[j].ty.as_ref().map_or(0, |t| t.size_bytes());
-    let Some(p) = PolicyDag::new(d) else {
-        return vec![];
-    };
+    PolicyDag::new(d).map_or(vec![], |p| policy_kernels(&p, home))
+}
+
+fn policy_kernels(p: &PolicyDag, home: &[Home]) -> Vec<KernelCost> {
+    let d = p.d;
+    let size = |j: usize| d.nodes[j].ty.map_or(0, |t| t.size_bytes());
     let mut out = vec![];
     let mut seen = vec![usize::MAX; d.nodes.len()];
-    for (k, stores) in policy::kernels(&p, home) {
+    for (k, stores) in policy::kernels(p, home) {
         let (mut tf, mut cf) = (0.0, 0.0);
         let mut bytes = 0u64;
         let mut stack: Vec<usize> = vec![];
@@ -307,7 +307,7 @@ pub fn graph_cost(t: &Target, g: &irc_ir::Graph) -> Cost {
 }
 
 /// A graph as a [`Dag`].
-fn graph_dag(g: &irc_ir::Graph) -> Dag {
+fn graph_dag(g: &irc_ir::Graph) -> Dag<'_> {
     let mut d = Dag::default();
     let mut index = vec![usize::MAX; g.values.len()];
     for (i, &p) in g.params.iter().enumerate() {
@@ -319,8 +319,8 @@ fn graph_dag(g: &irc_ir::Graph) -> Dag {
             children: vec![],
         };
         d.nodes.push(DagNode {
-            node,
-            ty: Some(g.ty(p).clone()),
+            node: Cow::Owned(node),
+            ty: Some(g.ty(p)),
             children: vec![],
         });
     }
@@ -333,8 +333,8 @@ fn graph_dag(g: &irc_ir::Graph) -> Dag {
         }
         index[inst.result.index()] = d.nodes.len();
         d.nodes.push(DagNode {
-            node,
-            ty: Some(g.ty(inst.result).clone()),
+            node: Cow::Owned(node),
+            ty: Some(g.ty(inst.result)),
             children,
         });
     }

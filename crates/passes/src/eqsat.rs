@@ -171,20 +171,28 @@ pub fn saturate(eg: &mut EGraph, rules: &[Rule], limits: &Limits) -> Report {
             break StopReason::TimeLimit(limits.time_limit.as_secs_f64());
         }
         iterations += 1;
-        // Search on a frozen e-graph, then apply every match.
-        let mut matches: Vec<(usize, Id, Rhs)> = Vec::new();
-        {
+        // Search on a frozen e-graph (classes in parallel, their matches kept in class order),
+        // then apply every match.
+        let matches: Vec<(usize, Id, Rhs)> = {
+            use rayon::prelude::*;
             let view = View { eg };
-            for class in eg.classes() {
-                for n in &class.nodes {
-                    for (ri, r) in rules.iter().enumerate() {
-                        for rhs in (r.apply)(&view, class.id, n) {
-                            matches.push((ri, class.id, rhs));
+            let classes: Vec<&egg::EClass<Node, crate::lang::ClassData>> = eg.classes().collect();
+            let found: Vec<Vec<(usize, Id, Rhs)>> = classes
+                .par_iter()
+                .map(|class| {
+                    let mut found = vec![];
+                    for n in &class.nodes {
+                        for (ri, r) in rules.iter().enumerate() {
+                            for rhs in (r.apply)(&view, class.id, n) {
+                                found.push((ri, class.id, rhs));
+                            }
                         }
                     }
-                }
-            }
-        }
+                    found
+                })
+                .collect();
+            found.into_iter().flatten().collect()
+        };
         let mut changed = false;
         let mut hit_node_limit = false;
         for (ri, class, rhs) in matches {

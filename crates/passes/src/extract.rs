@@ -23,6 +23,7 @@ use crate::cost::{Cost, Dag, DagNode, INFINITY, Target, dag_cost};
 use crate::lang::{EGraph, Head, Node};
 use crate::search::{Kids, NONE, Search};
 use egg::{Id, Language};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// A selection: one node per reachable class.
@@ -150,17 +151,17 @@ fn seed(eg: &EGraph) -> Sel {
     best.into_iter().map(|(_, i)| i).collect()
 }
 
-fn chosen<'a>(eg: &'a EGraph, sel: &Sel, c: Id) -> Option<&'a Node> {
+fn chosen<'a>(table: &Kids<'a>, sel: &Sel, c: Id) -> Option<&'a Node> {
     let i = *sel.get(usize::from(c))?;
     if i == NONE {
         None
     } else {
-        eg[c].nodes.get(i as usize)
+        table.class(usize::from(c) as u32).nodes.get(i as usize)
     }
 }
 
 /// The selected DAG reachable from `roots`, or `None` if the selection has a cycle or a hole.
-fn sel_to_dag(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Option<Dag> {
+fn sel_to_dag<'a>(eg: &EGraph, table: &Kids<'a>, sel: &Sel, roots: &[Id]) -> Option<Dag<'a>> {
     let n = sel.len();
     let mut index = vec![NONE; n];
     let mut on_path = vec![false; n];
@@ -173,7 +174,7 @@ fn sel_to_dag(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Option<Dag> {
             if index[ci] != NONE {
                 continue;
             }
-            let node = chosen(eg, sel, c)?;
+            let node = chosen(table, sel, c)?;
             if !expanded {
                 if on_path[ci] {
                     return None;
@@ -202,8 +203,8 @@ fn sel_to_dag(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Option<Dag> {
                 .collect::<Option<Vec<_>>>()?;
             index[ci] = d.nodes.len() as u32;
             d.nodes.push(DagNode {
-                node: node.clone(),
-                ty: eg[c].data.ty.clone(),
+                node: Cow::Borrowed(node),
+                ty: table.class(ci as u32).data.ty.as_ref(),
                 children,
             });
         }
@@ -224,20 +225,21 @@ fn to_sel(eg: &EGraph, choice: &Choice) -> Sel {
     sel
 }
 
-fn to_choice(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Choice {
-    reachable_classes(eg, sel, roots)
+fn to_choice(eg: &EGraph, table: &Kids, sel: &Sel, roots: &[u32]) -> Choice {
+    reachable_classes(eg, table, sel, roots)
         .into_iter()
-        .filter_map(|c| chosen(eg, sel, c).map(|n| (c, n.clone())))
+        .filter_map(|c| chosen(table, sel, c).map(|n| (c, n.clone())))
         .collect()
 }
 
 /// The selected DAG reachable from `roots`, or `None` if the choice has a cycle or a hole.
-pub fn to_dag(eg: &EGraph, choice: &Choice, roots: &[Id]) -> Option<Dag> {
-    sel_to_dag(eg, &to_sel(eg, choice), roots)
+pub fn to_dag<'a>(eg: &'a EGraph, choice: &Choice, roots: &[Id]) -> Option<Dag<'a>> {
+    let sel = to_sel(eg, choice);
+    sel_to_dag(eg, &Kids::new(eg, sel.len()), &sel, roots)
 }
 
-fn cost_of(t: &Target, eg: &EGraph, sel: &Sel, roots: &[Id]) -> Cost {
-    sel_to_dag(eg, sel, roots).map_or(INFINITY, |d| dag_cost(t, &d))
+fn cost_of(t: &Target, eg: &EGraph, table: &Kids, sel: &Sel, roots: &[Id]) -> Cost {
+    sel_to_dag(eg, table, sel, roots).map_or(INFINITY, |d| dag_cost(t, &d))
 }
 
 /// What extraction found.
@@ -246,6 +248,9 @@ pub struct Extracted {
     pub cost: Cost,
     /// Swaps the local search kept.
     pub improvements: usize,
+    /// Rounds of the local search, and the moves it judged.
+    pub rounds: usize,
+    pub tried: usize,
 }
 
 /// Extracts the cheapest selection found for `roots`, starting from the seed with
@@ -269,31 +274,38 @@ pub fn extract(
             }
         }
     }
-    if sel_to_dag(eg, &sel, roots).is_none() {
-        sel = seed(eg);
-    }
-    let mut cost = cost_of(t, eg, &sel, roots);
-    let mut improvements = 0;
     let table = Kids::new(eg, sel.len());
+    let mut cost = match sel_to_dag(eg, &table, &sel, roots) {
+        Some(d) => dag_cost(t, &d),
+        None => {
+            sel = seed(eg);
+            cost_of(t, eg, &table, &sel, roots)
+        }
+    };
+    let mut improvements = 0;
     let mut search = Search::new(t, eg, &table, roots, sel);
+    let (mut rounds, mut tried) = (0, 0);
     for _ in 0..max_rounds {
+        rounds += 1;
         let start = search.sel.clone();
         let mut kept = 0;
-        for c in reachable_classes(eg, &start, roots) {
+        for c in reachable_classes(eg, &table, &start, &search.roots) {
             let ci = usize::from(c);
-            let count = eg[c].nodes.len();
+            let class = table.class(ci as u32);
+            let count = class.nodes.len();
             if count < 2 || !search.is_live(ci as u32) {
                 continue;
             }
             for i in 0..count as u32 {
-                let n = &eg[c].nodes[i as usize];
                 if search.sel[ci] == i
-                    || n.children
+                    || table
+                        .get(ci as u32, i)
                         .iter()
-                        .any(|&ch| search.sel[usize::from(eg.find(ch))] == NONE)
+                        .any(|&ch| search.sel[ch as usize] == NONE)
                 {
                     continue;
                 }
+                tried += 1;
                 if search.try_move(&[(ci as u32, i)]).is_some() {
                     kept += 1;
                 }
@@ -304,7 +316,7 @@ pub fn extract(
             break;
         }
         // Moves were judged on windows: re-cost the whole DAG, and undo a round that did not pay.
-        let new_cost = cost_of(t, eg, &search.sel, roots);
+        let new_cost = cost_of(t, eg, &table, &search.sel, roots);
         if new_cost >= cost {
             search.sel = start;
             search.rebuild();
@@ -314,9 +326,11 @@ pub fn extract(
         improvements += kept;
     }
     Extracted {
-        choice: to_choice(eg, &search.sel, roots),
+        choice: to_choice(eg, &table, &search.sel, &search.roots),
         cost,
         improvements,
+        rounds,
+        tried,
     }
 }
 
@@ -386,16 +400,18 @@ fn unshare(eg: &EGraph, search: &mut Search) -> usize {
     kept
 }
 
-fn reachable_classes(eg: &EGraph, sel: &Sel, roots: &[Id]) -> Vec<Id> {
+/// The classes the selection reaches from `roots` (canonical ids), each once, in the order of
+/// a depth-first walk over each node's children as written.
+fn reachable_classes(eg: &EGraph, table: &Kids, sel: &Sel, roots: &[u32]) -> Vec<Id> {
     let mut seen = vec![false; sel.len()];
     let mut order = vec![];
-    let mut stack: Vec<Id> = roots.iter().map(|&r| eg.find(r)).collect();
+    let mut stack: Vec<Id> = roots.iter().map(|&r| Id::from(r as usize)).collect();
     while let Some(c) = stack.pop() {
         if std::mem::replace(&mut seen[usize::from(c)], true) {
             continue;
         }
         order.push(c);
-        if let Some(n) = chosen(eg, sel, c) {
+        if let Some(n) = chosen(table, sel, c) {
             stack.extend(n.children.iter().map(|&ch| eg.find(ch)));
         }
     }

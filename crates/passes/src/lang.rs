@@ -314,34 +314,40 @@ pub fn build_graph(
             )
         })
         .collect();
-    let mut built: HashMap<Id, ValueId> = HashMap::new();
+    // Indexed by class id (vectors, not hash maps: the walk visits every selected class).
+    let bound = eg
+        .classes()
+        .map(|c| usize::from(c.id) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut built: Vec<Option<ValueId>> = vec![None; bound];
+    let mut on_path = vec![false; bound];
     // Iterative post-order: no recursion, so deep graphs cannot overflow the stack.
     let mut results = Vec::new();
     for &root in roots {
         let root = eg.find(root);
         let mut stack = vec![(root, false)];
-        let mut on_path = std::collections::HashSet::new();
         while let Some((c, expanded)) = stack.pop() {
-            if built.contains_key(&c) {
+            if built[usize::from(c)].is_some() {
                 continue;
             }
             let n = choice
                 .get(&c)
                 .ok_or_else(|| OpError::stmt("extraction chose no node for a class"))?;
             if !expanded {
-                if !on_path.insert(c) {
+                if std::mem::replace(&mut on_path[usize::from(c)], true) {
                     return Err(OpError::stmt("extraction chose a cycle"));
                 }
                 stack.push((c, true));
                 for &ch in n.children.iter().rev() {
                     let ch = eg.find(ch);
-                    if !built.contains_key(&ch) {
+                    if built[usize::from(ch)].is_none() {
                         stack.push((ch, false));
                     }
                 }
                 continue;
             }
-            on_path.remove(&c);
+            on_path[usize::from(c)] = false;
             let v = match n.head {
                 Head::Param(i) => params[i as usize],
                 Head::Op(op) => {
@@ -349,9 +355,7 @@ pub fn build_graph(
                         .children
                         .iter()
                         .map(|&ch| {
-                            built
-                                .get(&eg.find(ch))
-                                .copied()
+                            built[usize::from(eg.find(ch))]
                                 .ok_or_else(|| OpError::stmt("operand not built"))
                         })
                         .collect::<Result<_, _>>()?;
@@ -370,9 +374,9 @@ pub fn build_graph(
                     v
                 }
             };
-            built.insert(c, v);
+            built[usize::from(c)] = Some(v);
         }
-        results.push(built[&root]);
+        results.push(built[usize::from(root)].ok_or_else(|| OpError::stmt("root not built"))?);
     }
     let mut g = b.finish(&results)?;
     inherit_origins(&mut g);
@@ -382,22 +386,19 @@ pub fn build_graph(
 /// A statement that rewriting created has no source position of its own: it takes that of the
 /// first statement reading it that has one (the statement it was rewritten from, or feeds).
 fn inherit_origins(g: &mut Graph) {
-    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    let mut consumers: Vec<Vec<usize>> = vec![vec![]; g.values.len()];
     for (i, inst) in g.insts.iter().enumerate() {
         for &o in &inst.operands {
-            consumers.entry(o).or_default().push(i);
+            consumers[o.index()].push(i);
         }
     }
     for i in (0..g.insts.len()).rev() {
         if g.insts[i].span.is_some() || g.insts[i].loc.is_some() {
             continue;
         }
-        let from = consumers
-            .get(&g.insts[i].result)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|&&c| g.insts[c].span.is_some() || g.insts[c].loc.is_some())
-            })
+        let from = consumers[g.insts[i].result.index()]
+            .iter()
+            .find(|&&c| g.insts[c].span.is_some() || g.insts[c].loc.is_some())
             .copied();
         if let Some(c) = from {
             g.insts[i].span = g.insts[c].span;

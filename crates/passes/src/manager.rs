@@ -109,6 +109,7 @@ impl PassManager {
     ) -> Result<Outcome, PassError> {
         let ins = &self.instrumentation;
         let mut cur = g.clone();
+        let mut cur_text: Option<String> = None;
         let mut records = Vec::new();
         for spec in &self.pipeline.passes {
             let pass = registry::lookup(&spec.name).ok_or_else(|| PassError::Internal {
@@ -131,7 +132,16 @@ impl PassManager {
                         .join("; "),
                 })?;
             }
-            let changed = irc_ir::print_graph(&out) != irc_ir::print_graph(&cur);
+            // Changed means printed differently. A pass that found nothing returns its input,
+            // so structural equality settles most runs without printing; the print of the
+            // output is kept as the next pass's input print.
+            let changed = out != cur && {
+                let before = cur_text.take().unwrap_or_else(|| irc_ir::print_graph(&cur));
+                let after = irc_ir::print_graph(&out);
+                let changed = after != before;
+                cur_text = Some(after);
+                changed
+            };
             if ins.print_after_all
                 || ins.print_after.contains(&spec.name)
                 || (ins.print_after_change && changed)

@@ -112,6 +112,18 @@ const EQSAT_STATS: &[(&str, &str)] = &[
         "rejected",
         "rule proposals dropped because they did not type-check (always 0 unless a rule is wrong)",
     ),
+    (
+        "search-rounds",
+        "rounds of extraction's local search (at most `extract-rounds`)",
+    ),
+    (
+        "search-moves-tried",
+        "single-class swaps the local search judged",
+    ),
+    (
+        "search-moves-kept",
+        "moves it kept, swaps and unshares, in the rounds that paid",
+    ),
 ];
 
 /// An equality-saturation pass over a set of rules.
@@ -166,6 +178,9 @@ pub fn optimize(
     stats.push(("egraph-nodes".into(), report.nodes.to_string()));
     stats.push(("egraph-classes".into(), report.classes.to_string()));
     stats.push(("rejected".into(), report.rejected.to_string()));
+    stats.push(("search-rounds".into(), ex.rounds.to_string()));
+    stats.push(("search-moves-tried".into(), ex.tried.to_string()));
+    stats.push(("search-moves-kept".into(), ex.improvements.to_string()));
     stats.push(("cost-before-ps".into(), before.to_string()));
     if ex.cost >= before {
         stats.push(("cost-after-ps".into(), before.to_string()));

@@ -21,6 +21,7 @@
 use crate::cost::{Cost, Dag, DagNode, INFINITY, Target, dag_cost};
 use crate::lang::{EGraph, Head, Node};
 use egg::Id;
+use std::borrow::Cow;
 
 /// The most classes a window's neighbourhood holds (the killed and born classes come on top).
 pub const WINDOW: usize = 64;
@@ -33,18 +34,25 @@ pub(crate) const NONE: u32 = u32::MAX;
 /// The spacing of the initial heights.
 const GAP: u64 = 1 << 20;
 
-/// The distinct canonical children of every node of every class, computed once.
-pub(crate) struct Kids {
+/// The e-graph as extraction reads it, computed once: every class by id (egg's `eg[id]` hashes
+/// the id: the search looks classes up millions of times on a large graph) and the distinct
+/// canonical children of every node.
+pub(crate) struct Kids<'a> {
+    classes: Vec<Option<&'a EClass>>,
     /// Per class, where each of its nodes' children start in `buf` (one more entry than nodes).
     start: Vec<Vec<u32>>,
     buf: Vec<u32>,
 }
 
-impl Kids {
-    pub fn new(eg: &EGraph, n: usize) -> Kids {
+pub(crate) type EClass = egg::EClass<Node, crate::lang::ClassData>;
+
+impl<'a> Kids<'a> {
+    pub fn new(eg: &'a EGraph, n: usize) -> Kids<'a> {
+        let mut classes = vec![None; n];
         let mut start = vec![Vec::new(); n];
         let mut buf = Vec::new();
         for class in eg.classes() {
+            classes[usize::from(class.id)] = Some(class);
             let s = &mut start[usize::from(class.id)];
             for node in &class.nodes {
                 s.push(buf.len() as u32);
@@ -58,15 +66,24 @@ impl Kids {
             }
             s.push(buf.len() as u32);
         }
-        Kids { start, buf }
+        Kids {
+            classes,
+            start,
+            buf,
+        }
     }
 
-    fn get(&self, c: u32, i: u32) -> &[u32] {
+    pub fn get(&self, c: u32, i: u32) -> &[u32] {
         if i == NONE {
             return &[];
         }
         let s = &self.start[c as usize];
         &self.buf[s[i as usize] as usize..s[i as usize + 1] as usize]
+    }
+
+    /// The canonical class `c`.
+    pub fn class(&self, c: u32) -> &'a EClass {
+        self.classes[c as usize].expect("a canonical class id")
     }
 }
 
@@ -74,7 +91,7 @@ impl Kids {
 pub(crate) struct Search<'a> {
     pub t: &'a Target,
     pub eg: &'a EGraph,
-    table: &'a Kids,
+    table: &'a Kids<'a>,
     pub roots: Vec<u32>,
     pub sel: Vec<u32>,
     /// Distinct readers of each live class (within the selected DAG).
@@ -87,6 +104,10 @@ pub(crate) struct Search<'a> {
     height: Vec<u64>,
     /// Scratch markers, compared against `epoch`.
     mark: Vec<u32>,
+    /// A judged move's born, newly read and dead classes.
+    born: Marks,
+    newly_read: Marks,
+    dead: Marks,
     epoch: u32,
     scratch: std::cell::RefCell<Scratch>,
 }
@@ -121,6 +142,39 @@ impl Index<'_> {
     }
 }
 
+/// A set of classes cleared in O(1) by bumping an epoch (a move's sets are small; the graph
+/// is not).
+struct Marks {
+    at: Vec<u32>,
+    epoch: u32,
+}
+
+impl Marks {
+    fn new(n: usize) -> Marks {
+        Marks {
+            at: vec![0; n],
+            epoch: 1,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.at.iter_mut().for_each(|a| *a = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Adds `c`; false if it was there.
+    fn insert(&mut self, c: u32) -> bool {
+        std::mem::replace(&mut self.at[c as usize], self.epoch) != self.epoch
+    }
+
+    fn contains(&self, c: u32) -> bool {
+        self.at[c as usize] == self.epoch
+    }
+}
+
 /// One move: the classes that change and the node index each takes.
 pub(crate) type Move = [(u32, u32)];
 
@@ -139,7 +193,7 @@ impl<'a> Search<'a> {
     pub fn new(
         t: &'a Target,
         eg: &'a EGraph,
-        table: &'a Kids,
+        table: &'a Kids<'a>,
         roots: &[Id],
         sel: Vec<u32>,
     ) -> Search<'a> {
@@ -156,6 +210,9 @@ impl<'a> Search<'a> {
             root: vec![false; n],
             height: vec![0; n],
             mark: vec![0; n],
+            born: Marks::new(n),
+            newly_read: Marks::new(n),
+            dead: Marks::new(n),
             epoch: 0,
             scratch: std::cell::RefCell::new(Scratch {
                 slot: vec![0; n],
@@ -208,7 +265,7 @@ impl<'a> Search<'a> {
     }
 
     pub fn node(&self, c: u32, i: u32) -> &'a Node {
-        &self.eg[Id::from(c as usize)].nodes[i as usize]
+        &self.table.class(c).nodes[i as usize]
     }
 
     /// The distinct canonical children of node `i` of class `c` (none for `NONE`).
@@ -254,27 +311,27 @@ impl<'a> Search<'a> {
     }
 
     fn judge(&mut self, m: &Move) -> Option<Effect> {
-        use std::collections::HashSet;
         if m.iter().any(|&(c, _)| !self.live[c as usize]) {
             return None;
         }
+        self.born.clear();
+        self.newly_read.clear();
+        self.dead.clear();
         // Classes newly reachable: walk the new children through classes not live now.
         let mut born: Vec<u32> = Vec::new();
-        let mut born_set: HashSet<u32> = HashSet::new();
         // What the changed and born classes read (alive after the move for sure).
-        let mut newly_read: HashSet<u32> = HashSet::new();
         let mut stack: Vec<u32> = Vec::new();
         for &(c, i) in m {
             if i == NONE {
                 return None;
             }
             for &k in self.kids(c, i) {
-                newly_read.insert(k);
+                self.newly_read.insert(k);
                 stack.push(k);
             }
         }
         while let Some(x) = stack.pop() {
-            if self.live[x as usize] || !born_set.insert(x) {
+            if self.live[x as usize] || !self.born.insert(x) {
                 continue;
             }
             let i = self.sel[x as usize];
@@ -283,14 +340,13 @@ impl<'a> Search<'a> {
             }
             born.push(x);
             for &k in self.kids(x, i) {
-                newly_read.insert(k);
+                self.newly_read.insert(k);
                 stack.push(k);
             }
         }
         // Classes no longer reachable.
         let changed = |c: u32| m.iter().find(|(k, _)| *k == c).map(|&(_, i)| i);
         let mut dead: Vec<u32> = Vec::new();
-        let mut dead_set: HashSet<u32> = HashSet::new();
         let mut suspects: Vec<u32> = m
             .iter()
             .flat_map(|&(c, _)| self.kids(c, self.sel[c as usize]).iter().copied())
@@ -298,13 +354,13 @@ impl<'a> Search<'a> {
         while let Some(x) = suspects.pop() {
             if !self.live[x as usize]
                 || self.root[x as usize]
-                || dead_set.contains(&x)
-                || newly_read.contains(&x)
+                || self.dead.contains(x)
+                || self.newly_read.contains(x)
             {
                 continue;
             }
             let read = self.readers[x as usize].iter().any(|&r| {
-                !dead_set.contains(&r)
+                !self.dead.contains(r)
                     && match changed(r) {
                         Some(i) => self.kids(r, i).contains(&x),
                         None => true,
@@ -316,11 +372,11 @@ impl<'a> Search<'a> {
             if changed(x).is_some() {
                 return None; // a changed class dies: not a move the search makes
             }
-            dead_set.insert(x);
+            self.dead.insert(x);
             dead.push(x);
             suspects.extend_from_slice(self.kids(x, self.sel[x as usize]));
         }
-        if self.cycles(m, &born_set) {
+        if self.cycles(m) {
             return None;
         }
         // The window: a breadth-first neighbourhood of the changed classes.
@@ -355,9 +411,9 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        let in_old = |s: &Search, x: u32| s.mark[x as usize] == ep || dead_set.contains(&x);
+        let in_old = |s: &Search, x: u32| s.mark[x as usize] == ep || s.dead.contains(x);
         let in_new = |s: &Search, x: u32| {
-            (s.mark[x as usize] == ep && !dead_set.contains(&x)) || born_set.contains(&x)
+            (s.mark[x as usize] == ep && !s.dead.contains(x)) || s.born.contains(x)
         };
         let mut old_set: Vec<u32> = window.clone();
         old_set.extend(
@@ -368,7 +424,7 @@ impl<'a> Search<'a> {
         let mut new_set: Vec<u32> = window
             .iter()
             .copied()
-            .filter(|x| !dead_set.contains(x))
+            .filter(|&x| !self.dead.contains(x))
             .collect();
         new_set.extend(born.iter().copied());
         let before = self.window_cost(
@@ -381,7 +437,7 @@ impl<'a> Search<'a> {
             &new_set,
             &|s, c| s.new_sel(m, c),
             &|x| in_new(self, x),
-            &|r| !in_new(self, r) && !dead_set.contains(&r),
+            &|r| !in_new(self, r) && !self.dead.contains(r),
         );
         if after == INFINITY {
             return None;
@@ -396,7 +452,7 @@ impl<'a> Search<'a> {
     /// Whether move `m` closes a cycle. A new cycle runs through a changed class or a class the
     /// move brings in; below the lowest changed class (by height) the selected DAG is unchanged
     /// and acyclic, so the depth-first search stops there.
-    fn cycles(&self, m: &Move, born: &std::collections::HashSet<u32>) -> bool {
+    fn cycles(&self, m: &Move) -> bool {
         use std::collections::HashMap;
         let floor = m
             .iter()
@@ -419,7 +475,7 @@ impl<'a> Search<'a> {
                     None => {}
                 }
                 let changed = m.iter().any(|&(k, _)| k == x);
-                if !changed && !born.contains(&x) && self.height[x as usize] <= floor {
+                if !changed && !self.born.contains(x) && self.height[x as usize] <= floor {
                     state.insert(x, 2);
                     continue;
                 }
@@ -490,8 +546,8 @@ impl<'a> Search<'a> {
                 };
                 index.set(c, d.nodes.len());
                 d.nodes.push(DagNode {
-                    node: node.clone(),
-                    ty: self.eg[Id::from(c as usize)].data.ty.clone(),
+                    node: Cow::Borrowed(node),
+                    ty: self.table.class(c).data.ty.as_ref(),
                     children,
                 });
             }
@@ -506,15 +562,16 @@ impl<'a> Search<'a> {
     }
 
     /// A class outside the window, as the window reads it: a tensor in memory.
-    fn boundary(&self, c: u32) -> DagNode {
+    fn boundary(&self, c: u32) -> DagNode<'a> {
+        static OUTSIDE: Node = Node {
+            head: Head::Param(u32::MAX),
+            attrs: vec![],
+            const_ty: None,
+            children: vec![],
+        };
         DagNode {
-            node: Node {
-                head: Head::Param(u32::MAX),
-                attrs: vec![],
-                const_ty: None,
-                children: vec![],
-            },
-            ty: self.eg[Id::from(c as usize)].data.ty.clone(),
+            node: Cow::Borrowed(&OUTSIDE),
+            ty: self.table.class(c).data.ty.as_ref(),
             children: vec![],
         }
     }

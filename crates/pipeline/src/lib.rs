@@ -20,6 +20,7 @@
 use irc_ir::Graph;
 use irc_lower::Planned;
 use irc_passes::manager::{PassManager, PassRecord, When};
+use std::time::{Duration, Instant};
 
 pub use irc_emit_cuda::CudaModule;
 pub use irc_lower::SourceInfo;
@@ -133,6 +134,9 @@ pub struct Artifacts {
     pub cuda: Option<CudaModule>,
     pub mlir: Option<String>,
     pub ptx: Option<String>,
+    /// The time of each step that ran, in order (`decompose`, `passes`, `plan`, `lower`,
+    /// `emit-cuda`, `emit-mlir`, `ptx`).
+    pub times: Vec<(&'static str, Duration)>,
 }
 
 /// How to compile.
@@ -178,8 +182,17 @@ impl Pipeline {
         snapshot: &mut dyn FnMut(When, &str, &Graph),
     ) -> Result<Artifacts, PipelineError> {
         self.available(until)?;
+        let mut times = vec![];
+        let mut clock = Instant::now();
+        let mut lap = |name: &'static str, times: &mut Vec<(&'static str, Duration)>| {
+            let now = Instant::now();
+            times.push((name, now - clock));
+            clock = now;
+        };
         let mut graph = if self.decompose {
-            irc_ir::decompose_graph(g).map_err(|e| PipelineError::Decompose(e.message))?
+            let d = irc_ir::decompose_graph(g).map_err(|e| PipelineError::Decompose(e.message))?;
+            lap("decompose", &mut times);
+            d
         } else {
             g.clone()
         };
@@ -188,6 +201,7 @@ impl Pipeline {
             let out = pm.run_with(&graph, snapshot)?;
             graph = out.graph;
             records = out.records;
+            lap("passes", &mut times);
         }
         let mut a = Artifacts {
             graph,
@@ -196,16 +210,24 @@ impl Pipeline {
             cuda: None,
             mlir: None,
             ptx: None,
+            times: vec![],
         };
         if until == Stage::Graph {
+            a.times = times;
             return Ok(a);
         }
         let planned = irc_lower::plan_and_lower_with(&a.graph, src, &self.lower_options())?;
+        lap("plan and lower", &mut times);
+        times.pop();
+        times.push(("plan", planned.plan_time));
+        times.push(("lower", planned.lower_time));
         if until >= Stage::Cuda && until != Stage::Mlir {
             a.cuda = Some(irc_emit_cuda::emit(&planned.kernels));
+            lap("emit-cuda", &mut times);
         }
         if until == Stage::Mlir || (until == Stage::Ptx && self.backend == Backend::Mlir) {
             a.mlir = Some(mlir::emit(&planned.kernels)?);
+            lap("emit-mlir", &mut times);
         }
         if until == Stage::Ptx {
             let arch = irc_runtime::Arch::parse(self.arch.as_deref().unwrap_or("sm_90a"))?;
@@ -216,8 +238,10 @@ impl Pipeline {
                 }
                 Backend::Mlir => mlir::ptx(&planned.kernels, &arch.to_string())?,
             });
+            lap("ptx", &mut times);
         }
         a.planned = Some(planned);
+        a.times = times;
         Ok(a)
     }
 
@@ -245,6 +269,20 @@ pub fn cuda_and_ptx(
 }
 
 impl Artifacts {
+    /// [`Artifacts::text`], moving the text out where it is already one (CUDA, MLIR, PTX: a
+    /// large graph's CUDA is hundreds of megabytes, not to be copied); it is left empty here.
+    pub fn take_text(&mut self, stage: Stage, explain: bool) -> String {
+        match stage {
+            Stage::Cuda => self
+                .cuda
+                .as_mut()
+                .map_or(String::new(), |c| std::mem::take(&mut c.source)),
+            Stage::Mlir => self.mlir.take().unwrap_or_default(),
+            Stage::Ptx => self.ptx.take().unwrap_or_default(),
+            _ => self.text(stage, explain),
+        }
+    }
+
     /// The printed form of `stage` (which must have run); `explain` adds the planner's remarks
     /// to the Fused IR.
     pub fn text(&self, stage: Stage, explain: bool) -> String {

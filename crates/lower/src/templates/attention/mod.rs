@@ -96,7 +96,7 @@ impl<'g> Lowering<'g> {
             let irc_fused::Stmt::Op(o) = &grp.stmts[k] else {
                 return Err(Retry::Fail(LowerError::Internal("attention anchor".into())));
             };
-            let v = self.names.iter().position(|n| *n == o.value).unwrap_or(0);
+            let v = self.value_of.get(&o.value).map_or(0, |v| v.index());
             match self.g.values[v].def {
                 ValueDef::Inst(i) => Ok(&self.g.insts[i]),
                 ValueDef::Param(_) => {
@@ -109,14 +109,14 @@ impl<'g> Lowering<'g> {
             inst_of(att.softmax)?,
             inst_of(att.output)?,
         );
-        let dag = irc_fused::GraphDag::new(self.g);
+        let dag = self.dag.get_or_init(|| irc_fused::GraphDag::new(self.g));
         let x = softmax.operands[0].index();
         let m = irc_fused::AttentionMatch {
             output: output.result.index(),
             softmax: softmax.result.index(),
             p_cast: None,
             scores: Some(scores.result.index()),
-            prologue: irc_fused::attention::path(&dag, x, scores.result.index()),
+            prologue: irc_fused::attention::path(dag, x, scores.result.index()),
             declined: None,
             declined_at: None,
         };
@@ -124,7 +124,7 @@ impl<'g> Lowering<'g> {
             scores,
             softmax,
             output,
-            causal: irc_fused::attention::causal(&dag, &m),
+            causal: irc_fused::attention::causal(dag, &m),
         })
     }
 }
