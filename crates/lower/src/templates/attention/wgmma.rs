@@ -384,7 +384,6 @@ impl Builder<'_, '_> {
                     Expr::Int(4),
                 ),
             );
-            let rc = s.att_coords(&lane, &slab)?;
             let leader = Expr::idx(
                 IdxOp::Eq,
                 Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(128)),
@@ -473,6 +472,9 @@ impl Builder<'_, '_> {
                            l: &[String]|
              -> R<Vec<Expr>> {
                 let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
+                // Each value's (row, col), computed where they are used: kept live across the
+                // whole walk they cost the registers the MLIR backend's kernel runs out of.
+                let rc = s.att_coords(&lane, &slab)?;
                 if p.prologue.keep.is_some() {
                     // Key tiles left of the unit's first row keep every score.
                     let whole = Expr::idx(
@@ -580,6 +582,7 @@ impl Builder<'_, '_> {
                 }
                 // The unit's Q is no longer read: the producer may load the next one there.
                 s.out.push(release(add(qb, int(q_empty))));
+                let rc = s.att_coords(&lane, &slab)?;
                 s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq)
             })
         })?;
