@@ -24,7 +24,7 @@ use crate::indexing::{has_negative_stride, per_dim};
 use irc_fused::policy::splat_value;
 use irc_ir::infer::{flatten_value, normalize_axis};
 use irc_ir::print::value_names;
-use irc_ir::{Attr, Category, DType, Graph, GraphBuilder, Inst, OpKind, ValueDef, ValueId};
+use irc_ir::{Attr, Category, DType, Graph, Inst, OpKind, ValueDef, ValueId};
 use irc_kir::BufferKind;
 use irc_kir::{self as kir, Expr, Func, Space, Stmt, TensorDecl, Ty};
 use irc_layout::{Layout, LayoutError, composition};
