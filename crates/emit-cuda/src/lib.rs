@@ -14,6 +14,8 @@ use irc_ir::DType;
 use irc_kir::{
     self as kir, Expr, Func, IndexWidth, Intrinsic, Manifest, Module, Space, Stmt, Ty, manifest_of,
 };
+mod hopper;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
@@ -474,54 +476,6 @@ impl KernelEmitter<'_> {
         }
     }
 
-    /// Before a `wgmma.fence`: the f32 `a` operands of the `wgmma.rs` statements up to the next
-    /// `wgmma.wait` (or fence), rounded and packed into registers (volatile, so they stay before the
-    /// fence). Packing between the asynchronous instructions instead makes ptxas fence and
-    /// serialize each one.
-    fn prepack(&mut self, rest: &[Stmt], depth: usize) {
-        let pad = "  ".repeat(depth);
-        for s in rest {
-            let Stmt::Intrinsic { op, args } = s else {
-                continue;
-            };
-            match op {
-                Intrinsic::WgmmaWait | Intrinsic::WgmmaFence => break,
-                Intrinsic::WgmmaRs(_) => {}
-                _ => continue,
-            }
-            let (Some(a), Some(b)) = (args[1].frag(), args[2].frag()) else {
-                continue;
-            };
-            let (ta, tb) = (
-                self.tensors[a.tensor.as_str()],
-                self.tensors[b.tensor.as_str()],
-            );
-            if ta.dtype != DType::F32 {
-                continue;
-            }
-            let ab = if tb.dtype == DType::BF16 {
-                "bf16"
-            } else {
-                "f16"
-            };
-            let mut names = vec![];
-            for p in 0..4 {
-                let name = format!("pk{}", self.packs);
-                self.packs += 1;
-                let (lo, hi) = (
-                    self.place(ta, &a.coord(2 * p)),
-                    self.place(ta, &a.coord(2 * p + 1)),
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{pad}const unsigned {name} = irc_pack_{ab}({lo}, {hi});"
-                );
-                names.push(name);
-            }
-            self.prepacked.push_back(names);
-        }
-    }
-
     fn stmt(&mut self, s: &Stmt, depth: usize) {
         let pad = "  ".repeat(depth);
         match s {
@@ -834,128 +788,8 @@ impl KernelEmitter<'_> {
                     );
                 }
             }
-            Intrinsic::Wgmma(n) => {
-                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
-                let imm = |i: usize| match &args[i] {
-                    kir::Arg::Expr(Expr::Int(v)) => *v,
-                    _ => 0,
-                };
-                let acc = match args.get(9) {
-                    Some(kir::Arg::Expr(e)) => self.expr(e),
-                    _ => "1".to_string(),
-                };
-                let ta = self.tensors[a.tensor.as_str()];
-                let ab = if ta.dtype == DType::BF16 {
-                    "bf16"
-                } else {
-                    "f16"
-                };
-                let pa = self.place(ta, &a.at);
-                let pb = self.place(self.tensors[b.tensor.as_str()], &b.at);
-                let values = i64::from(n) / 2;
-                let td = self.tensors[d.tensor.as_str()];
-                let outs: Vec<String> = (0..values)
-                    .map(|v| format!("\"+f\"({})", self.place(td, &d.coord(v))))
-                    .collect();
-                let regs: Vec<String> = (0..values).map(|v| format!("%{v}")).collect();
-                let _ = writeln!(self.out, "{pad}{{");
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  const unsigned long long da = irc_wgmma_desc(&{pa}, {}, {});",
-                    imm(5),
-                    imm(6)
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  const unsigned long long db = irc_wgmma_desc(&{pb}, {}, {});",
-                    imm(7),
-                    imm(8)
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, %{}, %{}, p, 1, 1, {}, {};\\n}}\\n\" : {} : \"l\"(da), \"l\"(db), \"r\"((unsigned)({})));",
-                    values + 2,
-                    regs.join(","),
-                    values,
-                    values + 1,
-                    imm(3),
-                    imm(4),
-                    outs.join(", "),
-                    acc
-                );
-                let _ = writeln!(self.out, "{pad}}}");
-            }
-            Intrinsic::WgmmaRs(n) => {
-                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
-                let imm = |i: usize| match &args[i] {
-                    kir::Arg::Expr(Expr::Int(v)) => *v,
-                    _ => 0,
-                };
-                let acc = match args.get(6) {
-                    Some(kir::Arg::Expr(e)) => self.expr(e),
-                    _ => "1".to_string(),
-                };
-                let ta = self.tensors[a.tensor.as_str()];
-                let tb = self.tensors[b.tensor.as_str()];
-                let ab = if tb.dtype == DType::BF16 {
-                    "bf16"
-                } else {
-                    "f16"
-                };
-                // f32 values are rounded to b's type as they are packed.
-                let pack = if ta.dtype == DType::F32 {
-                    format!("irc_pack_{ab}")
-                } else {
-                    "irc_pack".to_string()
-                };
-                let pre = if ta.dtype == DType::F32 {
-                    self.prepacked.pop_front()
-                } else {
-                    None
-                };
-                let pa: Vec<String> = match pre {
-                    Some(names) => names.iter().map(|n| format!("\"r\"({n})")).collect(),
-                    None => (0..4)
-                        .map(|p| {
-                            format!(
-                                "\"r\"({pack}({}, {}))",
-                                self.place(ta, &a.coord(2 * p)),
-                                self.place(ta, &a.coord(2 * p + 1))
-                            )
-                        })
-                        .collect(),
-                };
-                let pb = self.place(self.tensors[b.tensor.as_str()], &b.at);
-                let values = i64::from(n) / 2;
-                let td = self.tensors[d.tensor.as_str()];
-                let outs: Vec<String> = (0..values)
-                    .map(|v| format!("\"+f\"({})", self.place(td, &d.coord(v))))
-                    .collect();
-                let regs: Vec<String> = (0..values).map(|v| format!("%{v}")).collect();
-                let _ = writeln!(self.out, "{pad}{{");
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  const unsigned long long db = irc_wgmma_desc(&{pb}, {}, {});",
-                    imm(4),
-                    imm(5)
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{pad}  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1, {};\\n}}\\n\" : {} : {}, \"l\"(db), \"r\"((unsigned)({})));",
-                    values + 5,
-                    regs.join(","),
-                    values,
-                    values + 1,
-                    values + 2,
-                    values + 3,
-                    values + 4,
-                    imm(3),
-                    outs.join(", "),
-                    pa.join(", "),
-                    acc
-                );
-                let _ = writeln!(self.out, "{pad}}}");
-            }
+            Intrinsic::Wgmma(n) => self.wgmma(n, false, args, pad),
+            Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args, pad),
             Intrinsic::MmaM16n8k16 => {
                 let (d, a, b) = (&frag(0), &frag(1), &frag(2));
                 let at = |f: &kir::Frag, v: i64| {

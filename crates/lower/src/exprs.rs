@@ -57,3 +57,12 @@ pub(crate) fn lit(d: DType, v: f64) -> Expr {
 pub(crate) fn cast_to(to: DType, from: DType, e: Expr) -> Expr {
     if to == from { e } else { Expr::cast(to, e) }
 }
+
+/// The dtype element math runs in: f32 for 16-bit floats, f64 for f64, i64 for integers.
+pub(crate) fn math_dtype(d: DType) -> DType {
+    match d {
+        DType::F16 | DType::BF16 | DType::F32 => DType::F32,
+        DType::F64 => DType::F64,
+        DType::I32 | DType::I64 | DType::I1 => DType::I64,
+    }
+}

@@ -233,15 +233,6 @@ pub(crate) fn attr_f64(a: &Attr) -> f64 {
     }
 }
 
-/// The dtype element math runs in: f32 for 16-bit floats, f64 for f64, i64 for integers.
-pub(crate) fn math_dtype(d: DType) -> DType {
-    match d {
-        DType::F16 | DType::BF16 | DType::F32 => DType::F32,
-        DType::F64 => DType::F64,
-        DType::I32 | DType::I64 | DType::I1 => DType::I64,
-    }
-}
-
 /// One group lowered: its temp buffers, its kernels (with their arguments and constant
 /// arrays) in launch order, and its configuration.
 pub(crate) struct Lowered {
