@@ -250,58 +250,10 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         )
     }
 
-    /// `wgmma.mma_async.m64nNk16`: `d += a * b`, the N/2 accumulator values tied in and out.
-    fn wgmma(&mut self, n: u16, args: &[kir::Arg]) -> R<()> {
-        let frag = |i: usize| match args.get(i) {
-            Some(kir::Arg::Frag(f)) => Ok(f.clone()),
-            _ => Err(MlirError::KernelIr(format!("wgmma operand {i}"))),
-        };
-        let imm = |i: usize| match args.get(i) {
-            Some(kir::Arg::Expr(Expr::Int(v))) => Ok(*v),
-            _ => Err(MlirError::KernelIr(format!(
-                "wgmma operand {i} is not a literal"
-            ))),
-        };
-        let (d, a, b) = (frag(0)?, frag(1)?, frag(2)?);
-        let ab = match self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) {
-            Some(DType::BF16) => "bf16",
-            _ => "f16",
-        };
-        let da = self.wgmma_desc(&a, imm(5)?, imm(6)?)?;
-        let db = self.wgmma_desc(&b, imm(7)?, imm(8)?)?;
-        let acc = match args.get(9) {
-            Some(kir::Arg::Expr(e)) => self.i32_operand(e)?,
-            _ => return Err(MlirError::KernelIr("wgmma operand 9".into())),
-        };
-        let values = i64::from(n) / 2;
-        let mut vals = vec![];
-        for v in 0..values {
-            vals.push(self.load_at(&d.tensor, d.coord(v))?);
-        }
-        // Operands: the outputs $0..$values-1, then descA, descB, scale-d, then the tied
-        // inputs.
-        let regs: Vec<String> = (0..values).map(|v| format!("${v}")).collect();
-        let asm = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, ${}, ${}, p, 1, 1, {}, {};\n}}\n",
-            values + 2,
-            regs.join(","),
-            values,
-            values + 1,
-            imm(3)?,
-            imm(4)?
-        );
-        let out = self.tied_asm(&asm, &vals, &[da, db, acc], "l,l,r")?;
-        for (v, x) in out.into_iter().enumerate() {
-            let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
-            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
-            self.push0(Ok(op), "memref.store")?;
-        }
-        Ok(())
-    }
-
-    /// `wgmma.mma_async.m64nNk16` with `a` in registers: the 8 values of `a` packed in pairs
-    /// into 4 `b32` registers, the N/2 accumulator values tied in and out.
-    fn wgmma_rs(&mut self, n: u16, args: &[kir::Arg]) -> R<()> {
+    /// `wgmma.mma_async.m64nNk16`: `d += a * b`, the N/2 accumulator values tied in and out;
+    /// `a` from shared memory through a descriptor, or (`rs`) in registers, its 8 values
+    /// packed in pairs into 4 `b32` registers.
+    fn wgmma(&mut self, n: u16, rs: bool, args: &[kir::Arg]) -> R<()> {
         let frag = |i: usize| match args.get(i) {
             Some(kir::Arg::Frag(f)) => Ok(f.clone()),
             _ => Err(MlirError::KernelIr(format!("wgmma operand {i}"))),
@@ -317,36 +269,42 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             Some(DType::BF16) => "bf16",
             _ => "f16",
         };
-        let a_f32 = self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) == Some(DType::F32);
-        let mut extra = match self.prepacked.pop_front().filter(|_| a_f32) {
-            Some(packed) => packed,
-            None => self.pack_a(&a, ab, a_f32)?,
-        };
-        extra.push(self.wgmma_desc(&b, imm(4)?, imm(5)?)?);
-        extra.push(match args.get(6) {
-            Some(kir::Arg::Expr(e)) => self.i32_operand(e)?,
-            _ => return Err(MlirError::KernelIr("wgmma operand 6".into())),
-        });
+        // `a`'s operands and their asm text, `b`'s descriptor offsets, the transpose flags.
         let values = i64::from(n) / 2;
+        let (mut extra, a_text, (b_lbo, b_sbo), flags, acc_at) = if rs {
+            let a_f32 =
+                self.tensors.get(a.tensor.as_str()).map(|t| t.decl.dtype) == Some(DType::F32);
+            let packed = match self.prepacked.pop_front().filter(|_| a_f32) {
+                Some(packed) => packed,
+                None => self.pack_a(&a, ab, a_f32)?,
+            };
+            let text: Vec<String> = (0..4).map(|i| format!("${}", values + i)).collect();
+            let text = format!("{{{}}}", text.join(", "));
+            (packed, text, (4, 5), imm(3)?.to_string(), 6)
+        } else {
+            let da = self.wgmma_desc(&a, imm(5)?, imm(6)?)?;
+            let flags = format!("{}, {}", imm(3)?, imm(4)?);
+            (vec![da], format!("${values}"), (7, 8), flags, 9)
+        };
+        let a_constraints = if rs { "r,r,r,r" } else { "l" };
+        let db_at = values + extra.len() as i64;
+        extra.push(self.wgmma_desc(&b, imm(b_lbo)?, imm(b_sbo)?)?);
+        extra.push(match args.get(acc_at) {
+            Some(kir::Arg::Expr(e)) => self.i32_operand(e)?,
+            _ => return Err(MlirError::KernelIr(format!("wgmma operand {acc_at}"))),
+        });
         let mut vals = vec![];
         for v in 0..values {
             vals.push(self.load_at(&d.tensor, d.coord(v))?);
         }
-        // Operands: the outputs $0..$values-1, then a0..a3, descB, scale-d, then the tied
-        // inputs.
+        // Operands: the outputs $0..$values-1, then `a`, descB, scale-d, then the tied inputs.
         let regs: Vec<String> = (0..values).map(|v| format!("${v}")).collect();
         let asm = format!(
-            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, {};\n}}\n",
-            values + 5,
+            "{{\n.reg .pred p;\nsetp.ne.b32 p, ${}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{}}}, {a_text}, ${db_at}, p, 1, 1, {flags};\n}}\n",
+            db_at + 1,
             regs.join(","),
-            values,
-            values + 1,
-            values + 2,
-            values + 3,
-            values + 4,
-            imm(3)?
         );
-        let out = self.tied_asm(&asm, &vals, &extra, "r,r,r,r,l,r")?;
+        let out = self.tied_asm(&asm, &vals, &extra, &format!("{a_constraints},l,r"))?;
         for (v, x) in out.into_iter().enumerate() {
             let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
             let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
@@ -409,8 +367,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     /// One of the Hopper intrinsics.
     pub(super) fn hopper(&mut self, op: Intrinsic, args: &[kir::Arg]) -> R<()> {
         match op {
-            Intrinsic::Wgmma(n) => self.wgmma(n, args),
-            Intrinsic::WgmmaRs(n) => self.wgmma_rs(n, args),
+            Intrinsic::Wgmma(n) => self.wgmma(n, false, args),
+            Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args),
             _ => self.ptx_intrinsic(op, args),
         }
     }
