@@ -515,6 +515,8 @@ pub(crate) struct Builder<'l, 'g> {
     /// Values known to be this expression at every coordinate (an attention prologue's
     /// causal condition on a tile it keeps whole, a scaled score read raw).
     pub(crate) known: HashMap<ValueId, Expr>,
+    /// The open vector loop of a row kernel (`templates/vector.rs`).
+    pub(crate) vectors: Option<crate::templates::VectorStage>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -553,6 +555,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             config: None,
             wide: false,
             known: HashMap::new(),
+            vectors: None,
         }
     }
 
@@ -803,6 +806,9 @@ impl<'l, 'g> Builder<'l, 'g> {
         if load && self.l.buffer_of.contains_key(&v) {
             let buffer = self.l.buffer_of[&v].clone();
             let p = self.param(&buffer);
+            if let Some(e) = self.vector_read(&p, dtype, access, offset)? {
+                return Ok(self.widen(dtype, e));
+            }
             let t = self.tensor_at(Space::Global(p), dtype, access.clone(), offset);
             let load = Expr::load(&t, self.coord.clone());
             let v = self.let_("v", Ty::Elem(dtype), load);

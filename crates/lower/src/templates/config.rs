@@ -95,19 +95,22 @@ pub struct PointwiseConfig {
     pub blocks_per_sm: Option<u64>,
 }
 
-/// The reduction template's schedule: a block of `threads` per output row, or (a leading axis
-/// reduced) a thread per output in blocks of `threads`.
+/// The reduction template's schedule: a block of `threads` per output row; `warps` warps per
+/// block, each output row on a warp or (rows of fewer than 32 vectors) part of one; or (a
+/// leading axis reduced) a thread per output in blocks of `threads`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReductionConfig {
     Row { threads: u64 },
+    Warp { warps: u64 },
     Column { threads: u64 },
 }
 
 /// The row template's schedule (`split.rs` describes each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RowConfig {
-    /// A warp per row, `rows` rows per block, the row cached in registers.
-    Warp { rows: u64 },
+    /// `warps` warps per block, each row on a warp or (rows of fewer than 32 vectors) part of
+    /// one, the row cached in registers.
+    Warp { warps: u64 },
     /// A block of `threads` per row, the row cached in registers.
     Block { threads: u64 },
     /// Each row over `ceil(k / chunk)` blocks of 256 threads, two launches.
@@ -345,7 +348,7 @@ impl TemplateSpace for ReductionSpace {
         "reduction"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let threads = u64::from(THREADS);
@@ -356,6 +359,15 @@ impl TemplateSpace for ReductionSpace {
                 ..
             } if rows >= column_min_outputs(u64::from(t.sms)) => {
                 ReductionConfig::Column { threads }
+            }
+            // Rows of at most 4096 elements, enough of them for a warp each to fill the GPU:
+            // warps (or lane groups) per row, no block barrier.
+            ProblemShape::Reduction { k, rows, .. }
+                if k <= 4096 && rows >= 8 * u64::from(t.sms) =>
+            {
+                ReductionConfig::Warp {
+                    warps: threads / 32,
+                }
             }
             ProblemShape::Reduction { k, .. } => ReductionConfig::Row {
                 threads: u64::from(row_threads(k)),
@@ -369,13 +381,19 @@ impl TemplateSpace for ReductionSpace {
             out.push(Config::Reduction(ReductionConfig::Row { threads }));
             out.push(Config::Reduction(ReductionConfig::Column { threads }));
         }
+        for warps in [2, 4, 8, 16] {
+            out.push(Config::Reduction(ReductionConfig::Warp { warps }));
+        }
         out
     }
     fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
         let Config::Reduction(c) = c else {
             return Err(wrong("reduction"));
         };
-        let (ReductionConfig::Row { threads } | ReductionConfig::Column { threads }) = *c;
+        let threads = match *c {
+            ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
+            ReductionConfig::Warp { warps } => 32 * warps,
+        };
         if !(32..=1024).contains(&threads) || !threads.is_power_of_two() {
             return Err(format!("{c}: threads must be a power of two in 32..=1024"));
         }
@@ -407,6 +425,19 @@ impl TemplateSpace for ReductionSpace {
                 let tree = rows * th.log2() * 2e-6 / f64::from(t.sms);
                 memory_us(p.bytes as f64, resident(blocks, threads, t) * used, 1.0, t) + tree
             }
+            ReductionConfig::Warp { warps } => {
+                // A row per lane group; idle lanes where a row is short of the group.
+                let lanes = (k / 4.0).ceil().max(1.0).min(32.0);
+                let used = (k / 4.0 / ((k / 4.0 / lanes).ceil() * lanes)).min(1.0);
+                let per_block = (warps as f64) * (32.0 / lanes.log2().exp2()).max(1.0);
+                let blocks = ((rows / per_block).ceil() as u64).clamp(1, MAX_BLOCKS);
+                memory_us(
+                    p.bytes as f64,
+                    resident(blocks, 32 * warps, t) * used * 4.0,
+                    1.0,
+                    t,
+                )
+            }
             ReductionConfig::Column { threads } => {
                 let blocks = (rows as u64).div_ceil(threads).clamp(1, MAX_BLOCKS);
                 memory_us(p.bytes as f64, resident(blocks, threads, t), 1.0, t)
@@ -421,9 +452,12 @@ impl TemplateSpace for ReductionSpace {
             Some("column") => ReductionConfig::Column {
                 threads: one_field(text, "column", "threads")?,
             },
+            Some("warp") => ReductionConfig::Warp {
+                warps: one_field(text, "warp", "warps")?,
+            },
             _ => {
                 return Err(format!(
-                    "`{text}` is not `row,threads=N` or `column,threads=N`"
+                    "`{text}` is not `row,threads=N`, `warp,warps=N` or `column,threads=N`"
                 ));
             }
         };
@@ -436,6 +470,7 @@ impl fmt::Display for ReductionConfig {
         match self {
             ReductionConfig::Row { threads } => write!(f, "row,threads={threads}"),
             ReductionConfig::Column { threads } => write!(f, "column,threads={threads}"),
+            ReductionConfig::Warp { warps } => write!(f, "warp,warps={warps}"),
         }
     }
 }
@@ -445,7 +480,7 @@ impl fmt::Display for ReductionConfig {
 pub(crate) fn row_heuristic(rows: u64, k: u64, sms: u64) -> RowConfig {
     match RowSchedule::choose(rows, k, sms) {
         RowSchedule::WarpCached => RowConfig::Warp {
-            rows: u64::from(THREADS) / 32,
+            warps: u64::from(THREADS) / 32,
         },
         RowSchedule::BlockCached => RowConfig::Block {
             threads: u64::from(THREADS),
@@ -464,7 +499,7 @@ impl TemplateSpace for RowSpace {
         "row"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let ProblemShape::Row { rows, k, .. } = p.shape else {
@@ -474,8 +509,8 @@ impl TemplateSpace for RowSpace {
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
-        for rows in [2, 4, 8, 16] {
-            out.push(RowConfig::Warp { rows });
+        for warps in [2, 4, 8, 16] {
+            out.push(RowConfig::Warp { warps });
         }
         for threads in [128, 256, 512, 1024] {
             out.push(RowConfig::Block { threads });
@@ -497,7 +532,7 @@ impl TemplateSpace for RowSpace {
         let (rows, k) = (*rows, *k);
         let threads_ok = |t: u64| (32..=1024).contains(&t) && t.is_power_of_two();
         match *c {
-            RowConfig::Warp { rows: r } if r == 0 || 32 * r > 1024 => {
+            RowConfig::Warp { warps } if warps == 0 || 32 * warps > 1024 => {
                 Err(format!("{c}: 1..=32 warps per block"))
             }
             RowConfig::Warp { .. } if k.div_ceil(32) > MAX_CACHED => Err(format!(
@@ -531,12 +566,13 @@ impl TemplateSpace for RowSpace {
         // Bytes of one read of the row data (of the group's bytes, about half is x).
         let read = p.bytes as f64 / 2.0;
         match *c {
-            RowConfig::Warp { rows: r } => {
-                let blocks = rows.div_ceil(r).clamp(1, MAX_BLOCKS);
-                // Each lane loads its cached values at once, idle lanes past the row's end.
-                let per_lane = k.div_ceil(32);
-                let used = k as f64 / (per_lane * 32) as f64;
-                let flight = resident(blocks, 32 * r, t) * used * per_lane as f64;
+            RowConfig::Warp { warps } => {
+                // A row on `lanes` lanes of 8-element vectors, idle lanes past the row's end.
+                let lanes = k.div_ceil(8).next_power_of_two().min(32);
+                let blocks = rows.div_ceil(warps * (32 / lanes)).clamp(1, MAX_BLOCKS);
+                let per_lane = k.div_ceil(lanes);
+                let used = k as f64 / (per_lane * lanes) as f64;
+                let flight = resident(blocks, 32 * warps, t) * used * per_lane as f64;
                 memory_us(p.bytes as f64, flight, 1.0, t)
             }
             RowConfig::Block { threads } => {
@@ -565,7 +601,7 @@ impl TemplateSpace for RowSpace {
     fn parse(&self, text: &str) -> Result<Config, String> {
         let c = match fields(text).0 {
             Some("warp") => RowConfig::Warp {
-                rows: one_field(text, "warp", "rows")?,
+                warps: one_field(text, "warp", "warps")?,
             },
             Some("block") => RowConfig::Block {
                 threads: one_field(text, "block", "threads")?,
@@ -578,7 +614,7 @@ impl TemplateSpace for RowSpace {
             },
             _ => {
                 return Err(format!(
-                    "`{text}` is not `warp,rows=N`, `block,threads=N`, `split,chunk=N` or \
+                    "`{text}` is not `warp,warps=N`, `block,threads=N`, `split,chunk=N` or \
                      `streamed,threads=N`"
                 ));
             }
@@ -590,7 +626,7 @@ impl TemplateSpace for RowSpace {
 impl fmt::Display for RowConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RowConfig::Warp { rows } => write!(f, "warp,rows={rows}"),
+            RowConfig::Warp { warps } => write!(f, "warp,warps={warps}"),
             RowConfig::Block { threads } => write!(f, "block,threads={threads}"),
             RowConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),
             RowConfig::Streamed { threads } => write!(f, "streamed,threads={threads}"),

@@ -30,9 +30,12 @@ mod matmul_simt;
 mod pointwise;
 mod reduction;
 mod row;
+mod row_cached;
 mod split;
 mod store_view;
 mod tma;
+mod vector;
+pub(crate) use vector::VectorStage;
 
 /// One kernel template.
 #[derive(Clone, Copy, Debug)]
@@ -58,13 +61,13 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "reduction",
         anchor: Anchor::Reduction,
         applies: "every reduce_* group",
-        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs)",
+        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | warp,warps=N (N warps per block, an output row per warp or lane group; default for rows of at most 4096 elements and at least 8 x SMs rows) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs)",
     },
     TemplateInfo {
         name: "row",
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
-        config: "RowConfig: warp,rows=N (warp per row, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024, partial + merge-and-apply launches) | streamed,threads=N; default split::RowSchedule::choose",
+        config: "RowConfig: warp,warps=N (N warps per block, a row on a warp or a lane group, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024, partial + merge-and-apply launches) | streamed,threads=N; default split::RowSchedule::choose",
     },
     TemplateInfo {
         name: "matmul_wgmma",

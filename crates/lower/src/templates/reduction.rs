@@ -24,42 +24,48 @@ impl Builder<'_, '_> {
         )
     }
 
-    /// A block-strided loop over the `k` elements of a row; `f` gets the element index.
-    pub(crate) fn row_loop(&mut self, k: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
-        self.for_("k", bx(Builtin::TidX), int(k), bx(Builtin::NtidX), false, f)
+    /// A block-strided loop over the `k` elements of row `row`: vectors of `width` elements
+    /// (`templates/vector.rs`), four per thread in flight; `f` gets the element index.
+    pub(crate) fn row_loop(
+        &mut self,
+        k: u64,
+        row: &Expr,
+        width: u64,
+        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        let lanes = u64::from(self.kernel.block[0]);
+        let rest = vec![row.clone()];
+        self.strided_vectors(
+            k.div_ceil(width),
+            bx(Builtin::TidX),
+            lanes,
+            4,
+            width,
+            rest,
+            None,
+            f,
+        )
     }
 
-    /// `%acc` combined with `f` over a row, then reduced across the block.
+    /// `%acc` combined with `f` over a row (as [`Builder::row_loop`] walks it), then reduced
+    /// across the block.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row_reduce(
         &mut self,
         k: u64,
         row: &Expr,
+        width: u64,
         acc_t: DType,
         op: ReduceOp,
         init: f64,
         f: impl FnOnce(&mut Self, Expr) -> R<Expr>,
     ) -> R<Expr> {
-        let acc = self.fresh("acc");
-        self.out.push(Stmt::Var {
-            var: acc.clone(),
-            ty: Ty::Elem(acc_t),
-            init: lit(acc_t, init),
-        });
-        let row = row.clone();
-        let acc_var = acc.clone();
-        self.row_loop(k, |b, kv| {
-            b.coord = vec![kv.clone(), row];
+        let acc = self.accumulator(acc_t, init);
+        let (a, r) = (acc.clone(), row.clone());
+        self.row_loop(k, row, width, move |b, kv| {
+            b.coord = vec![kv.clone(), r];
             let x = f(b, kv)?;
-            let combine = match op {
-                ReduceOp::Sum => Func::Add,
-                ReduceOp::Max => Func::Max,
-                ReduceOp::Min => Func::Min,
-            };
-            b.out.push(Stmt::Assign {
-                var: acc_var.clone(),
-                value: Expr::call(combine, vec![Expr::var(&acc_var), x]),
-            });
+            b.combine(&a, op, x);
             Ok(())
         })?;
         let red = self.fresh("red");
@@ -70,6 +76,30 @@ impl Builder<'_, '_> {
             value: Expr::var(&acc),
         });
         Ok(Expr::Var(red))
+    }
+
+    /// `var %acc : acc_t = init`.
+    pub(crate) fn accumulator(&mut self, acc_t: DType, init: f64) -> String {
+        let acc = self.fresh("acc");
+        self.out.push(Stmt::Var {
+            var: acc.clone(),
+            ty: Ty::Elem(acc_t),
+            init: lit(acc_t, init),
+        });
+        acc
+    }
+
+    /// `%acc <- op(%acc, x)`.
+    pub(crate) fn combine(&mut self, acc: &str, op: ReduceOp, x: Expr) {
+        let combine = match op {
+            ReduceOp::Sum => Func::Add,
+            ReduceOp::Max => Func::Max,
+            ReduceOp::Min => Func::Min,
+        };
+        self.out.push(Stmt::Assign {
+            var: acc.to_string(),
+            value: Expr::call(combine, vec![Expr::var(acc), x]),
+        });
     }
 
     pub(crate) fn reduction(&mut self, inst: &Inst) -> R<()> {
@@ -163,18 +193,79 @@ impl Builder<'_, '_> {
                 Ok(())
             });
         }
-        let (ReductionConfig::Row { threads } | ReductionConfig::Column { threads }) = schedule;
+        let width = super::row_cached::row_width(self.ty(x).dtype, k, &access);
+        let mean = inst.op == OpKind::ReduceMean;
+        let finish = move |red: Expr| -> Expr {
+            let value = if mean {
+                Expr::call(Func::Div, vec![red, lit(acc_t, k as f64)])
+            } else {
+                red
+            };
+            cast_to(out_dtype, acc_t, value)
+        };
+        let threads = match schedule {
+            ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
+            ReductionConfig::Warp { warps } => {
+                // A row per lane group: the group's lanes stride its vectors, a group reduction,
+                // the group's first lane stores.
+                let vecs = k.div_ceil(width);
+                let lanes = vecs.next_power_of_two().min(32);
+                return self.lane_group_rows(rows, lanes, warps, |b, row, valid, lane| {
+                    let acc = b.accumulator(acc_t, init);
+                    let (a, r) = (acc.clone(), row.clone());
+                    let rest = vec![row.clone()];
+                    b.strided_vectors(
+                        vecs,
+                        lane.clone(),
+                        lanes,
+                        4,
+                        width,
+                        rest,
+                        valid.clone(),
+                        move |b, kv| {
+                            b.coord = vec![kv, r];
+                            let e = b.value_at(x, &access)?;
+                            let e = cast_to(acc_t, b.ty(x).dtype, e);
+                            b.combine(&a, op, e);
+                            Ok(())
+                        },
+                    )?;
+                    let red = if lanes > 1 {
+                        let var = b.fresh("red");
+                        b.out.push(Stmt::WarpReduce {
+                            var: var.clone(),
+                            ty: Ty::Elem(acc_t),
+                            op,
+                            width: lanes as u32,
+                            value: Expr::var(&acc),
+                        });
+                        Expr::Var(var)
+                    } else {
+                        Expr::var(&acc)
+                    };
+                    let value = finish(red);
+                    let mut cond = Expr::idx(IdxOp::Eq, lane, Expr::Int(0));
+                    if let Some(v) = valid {
+                        cond = Expr::idx(IdxOp::And, v, cond);
+                    }
+                    b.if_(cond, |b| {
+                        b.out.push(Stmt::Store {
+                            tensor: out,
+                            coord: vec![row],
+                            value,
+                        });
+                        Ok(())
+                    })
+                });
+            }
+        };
         self.kernel.block = [threads as u32, 1, 1];
         self.rows(rows, |b, row| {
-            let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {
+            let red = b.row_reduce(k, &row, width, acc_t, op, init, |b, _| {
                 let e = b.value_at(x, &access)?;
                 Ok(cast_to(acc_t, b.ty(x).dtype, e))
             })?;
-            let mut value = red;
-            if inst.op == OpKind::ReduceMean {
-                value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
-            }
-            let value = cast_to(out_dtype, acc_t, value);
+            let value = finish(red);
             b.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
                 b.out.push(Stmt::Store {
                     tensor: out,

@@ -70,24 +70,41 @@ impl RowSchedule {
 }
 
 impl Builder<'_, '_> {
-    /// `for base = 0 to chunk step 1024 { for u = 0 to 4 unroll { kx = start + base + u·256 +
-    /// tid; if kx < k { f(kx) } } }`.
+    /// The chunk's elements `[start, start + chunk)` of row `row` (clipped to `k`) over the
+    /// block: vectors of `width` elements (`templates/vector.rs`), four per thread in flight
+    /// per step of `4 · 256` vectors; `f` gets the element index.
     fn chunk_loop(
         &mut self,
         start: &Expr,
         chunk: u64,
         k: u64,
+        row: &Expr,
+        width: u64,
         f: impl FnOnce(&mut Self, Expr) -> R<()>,
     ) -> R<()> {
-        let start = start.clone();
-        self.for_("base", int(0), int(chunk), int(STEP), false, |b, base| {
+        let (cv, vecs) = (chunk / width, k.div_ceil(width));
+        let first = self.let_(
+            "sv",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, start.clone(), int(width)),
+        );
+        let row = row.clone();
+        let lanes = u64::from(THREADS);
+        self.for_("base", int(0), int(cv), int(4 * lanes), false, |b, base| {
             b.for_("u", int(0), int(4), int(1), true, |b, u| {
-                let off = add(
-                    add(base, mul(u, int(u64::from(THREADS)))),
-                    bx(Builtin::TidX),
+                let off = b.let_(
+                    "o",
+                    Ty::Idx,
+                    add(add(base, mul(u, int(lanes))), bx(Builtin::TidX)),
                 );
-                let kx = b.let_("kx", Ty::Idx, add(start, off));
-                b.if_(lt(kx.clone(), int(k)), |b| f(b, kx))
+                let vb = b.let_("vb", Ty::Idx, add(first, off.clone()));
+                let mut cond = lt(vb.clone(), int(vecs));
+                if cv % (4 * lanes) != 0 {
+                    cond = Expr::idx(IdxOp::And, lt(off, int(cv)), cond);
+                }
+                b.if_(cond, |b| {
+                    b.vector_loop(width, vec![vb, row], |b, kx, _| f(b, kx))
+                })
             })
         })
     }
@@ -135,6 +152,7 @@ impl Builder<'_, '_> {
         let math = r.math;
         let mt = Ty::Elem(math);
         let call = Expr::call;
+        let width = super::row_cached::row_width(r.dtype, r.k, &r.access);
         let lowest = if math == irc_ir::DType::F64 {
             f64::MIN
         } else {
@@ -178,7 +196,7 @@ impl Builder<'_, '_> {
             OpKind::Softmax => {
                 let m = p.var("m", mt, lit(math, lowest));
                 let s = p.var("s", mt, lit(math, 0.0));
-                p.chunk_loop(&start, chunk, r.k, |b, kx| {
+                p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
                     let x = load_x(b, kx)?;
                     let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
                     let rescale = call(
@@ -208,7 +226,7 @@ impl Builder<'_, '_> {
             }
             OpKind::Rmsnorm => {
                 let s = p.var("s", mt, lit(math, 0.0));
-                p.chunk_loop(&start, chunk, r.k, |b, kx| {
+                p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
                     let x = load_x(b, kx)?;
                     let v = call(
                         Func::Add,
@@ -226,7 +244,7 @@ impl Builder<'_, '_> {
                 let s1 = p.var("s", mt, lit(math, 0.0));
                 let s2 = p.var("q", mt, lit(math, 0.0));
                 let n = p.var("n", mt, lit(math, 0.0));
-                p.chunk_loop(&start, chunk, r.k, |b, kx| {
+                p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
                     let x = load_x(b, kx)?;
                     let d = b.let_("d", mt, call(Func::Sub, vec![x, c.clone()]));
                     b.assign(&s1, call(Func::Add, vec![s1.clone(), d.clone()]));
@@ -337,7 +355,7 @@ impl Builder<'_, '_> {
                 (mean, rstd)
             }
         };
-        self.chunk_loop(&start, chunk, r.k, |b, kx| {
+        self.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
             let x = load_x(b, kx.clone())?;
             let mut y = match op {
                 OpKind::Softmax => call(
@@ -358,12 +376,7 @@ impl Builder<'_, '_> {
                 let bv = b.value_at(bias, &r.param_access)?;
                 y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
             }
-            b.out.push(Stmt::Store {
-                tensor: r.out.clone(),
-                coord: vec![kx, row.clone()],
-                value: cast_to(r.dtype, math, y),
-            });
-            Ok(())
+            b.store_elem(&r.out, vec![kx, row.clone()], cast_to(r.dtype, math, y))
         })
     }
 }
