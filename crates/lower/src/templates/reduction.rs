@@ -150,49 +150,6 @@ impl Builder<'_, '_> {
                 threads: u64::from(row_threads(k)),
             },
         };
-        if let ReductionConfig::Column { threads } = schedule {
-            self.kernel.block = [threads as u32, 1, 1];
-            self.kernel.grid = [rows.div_ceil(threads).clamp(1, MAX_BLOCKS) as u32, 1, 1];
-            let start = add(
-                mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
-                bx(Builtin::TidX),
-            );
-            let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
-            return self.for_("row", start, int(rows), step, false, |b, row| {
-                let acc = b.fresh("acc");
-                b.out.push(Stmt::Var {
-                    var: acc.clone(),
-                    ty: Ty::Elem(acc_t),
-                    init: lit(acc_t, init),
-                });
-                let combine = match op {
-                    ReduceOp::Sum => Func::Add,
-                    ReduceOp::Max => Func::Max,
-                    ReduceOp::Min => Func::Min,
-                };
-                let r2 = row.clone();
-                b.for_("k", int(0), int(k), int(1), false, |b, kv| {
-                    b.coord = vec![kv, r2];
-                    let e = b.value_at(x, &access)?;
-                    let e = cast_to(acc_t, b.ty(x).dtype, e);
-                    b.out.push(Stmt::Assign {
-                        var: acc.clone(),
-                        value: Expr::call(combine, vec![Expr::var(&acc), e]),
-                    });
-                    Ok(())
-                })?;
-                let mut value = Expr::var(&acc);
-                if inst.op == OpKind::ReduceMean {
-                    value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
-                }
-                b.out.push(Stmt::Store {
-                    tensor: out,
-                    coord: vec![row],
-                    value: cast_to(out_dtype, acc_t, value),
-                });
-                Ok(())
-            });
-        }
         let width = super::row_cached::row_width(self.ty(x).dtype, k, &access);
         let mean = inst.op == OpKind::ReduceMean;
         let finish = move |red: Expr| -> Expr {
@@ -203,6 +160,85 @@ impl Builder<'_, '_> {
             };
             cast_to(out_dtype, acc_t, value)
         };
+        if let ReductionConfig::Column { threads } = schedule {
+            // A thread per `w` adjacent outputs (16 bytes of them where the kept dims are
+            // contiguous): the reduced axis walked serially, four steps in flight, each step
+            // one vector read (`templates/vector.rs`) into `w` accumulators, stored as one
+            // vector.
+            let xd = self.ty(x).dtype;
+            let swapped = concat(&[
+                access.mode(1).map_err(internal)?,
+                access.mode(0).map_err(internal)?,
+            ])?;
+            let w = super::row_cached::row_width(xd, rows, &swapped);
+            let outs = rows.div_ceil(w);
+            self.kernel.block = [threads as u32, 1, 1];
+            self.kernel.grid = [outs.div_ceil(threads).clamp(1, MAX_BLOCKS) as u32, 1, 1];
+            let start = add(
+                mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+                bx(Builtin::TidX),
+            );
+            let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+            let unroll = k.min(4);
+            return self.for_("ob", start, int(outs), step, false, |b, ob| {
+                let acc = b.tensor(
+                    irc_kir::Space::Registers,
+                    acc_t,
+                    irc_layout::Layout::int(w as i64, 1).map_err(internal)?,
+                );
+                b.for_("v", Expr::Int(0), int(w), Expr::Int(1), true, |b, v| {
+                    b.out.push(Stmt::Store {
+                        tensor: acc.clone(),
+                        coord: vec![v],
+                        value: lit(acc_t, init),
+                    });
+                    Ok(())
+                })?;
+                let combine = match op {
+                    ReduceOp::Sum => Func::Add,
+                    ReduceOp::Max => Func::Max,
+                    ReduceOp::Min => Func::Min,
+                };
+                let ob2 = ob.clone();
+                b.for_("kb", Expr::Int(0), int(k), int(unroll), false, |b, kb| {
+                    b.for_(
+                        "u",
+                        Expr::Int(0),
+                        int(unroll),
+                        Expr::Int(1),
+                        true,
+                        |b, u| {
+                            let kv = b.let_("k", Ty::Idx, add(kb, u));
+                            let guard = lt(kv.clone(), int(k));
+                            let body = |b: &mut Self| {
+                                b.vector_loop(w, vec![ob2, kv.clone()], |b, ox, v| {
+                                    b.coord = vec![ox, kv];
+                                    let e = b.value_at(x, &swapped)?;
+                                    let e = cast_to(acc_t, xd, e);
+                                    let prev = Expr::load(&acc, vec![v.clone()]);
+                                    b.out.push(Stmt::Store {
+                                        tensor: acc.clone(),
+                                        coord: vec![v],
+                                        value: Expr::call(combine, vec![prev, e]),
+                                    });
+                                    Ok(())
+                                })
+                            };
+                            if k % unroll == 0 {
+                                body(b)
+                            } else {
+                                b.if_(guard, body)
+                            }
+                        },
+                    )
+                })?;
+                b.vector_loop(w, vec![ob], |b, ox, v| {
+                    let red = Expr::load(&acc, vec![v]);
+                    let value = finish(red);
+                    b.store_elem(&out, vec![ox], value)
+                })
+            });
+        }
         let threads = match schedule {
             ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
             ReductionConfig::Warp { warps } => {
