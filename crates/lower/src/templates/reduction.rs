@@ -162,7 +162,7 @@ impl Builder<'_, '_> {
         };
         if let ReductionConfig::Column { threads } = schedule {
             // A thread per `w` adjacent outputs (16 bytes of them where the kept dims are
-            // contiguous): the reduced axis walked serially, four steps in flight, each step
+            // contiguous and the outputs many): the reduced axis walked serially, four steps in flight, each step
             // one vector read (`templates/vector.rs`) into `w` accumulators, stored as one
             // vector.
             let xd = self.ty(x).dtype;
@@ -170,7 +170,15 @@ impl Builder<'_, '_> {
                 access.mode(1).map_err(internal)?,
                 access.mode(0).map_err(internal)?,
             ])?;
-            let w = super::row_cached::row_width(xd, rows, &swapped);
+            // Narrower vectors where wide ones would leave fewer than two blocks per SM.
+            let mut w = super::row_cached::row_width(xd, rows, &swapped);
+            let min_threads = 2 * u64::from(self.l.options.target.sms) * threads;
+            while w > 1 && rows / w < min_threads {
+                w /= 2;
+                if w * xd.size_bytes() < 4 {
+                    w = 1;
+                }
+            }
             let outs = rows.div_ceil(w);
             self.kernel.block = [threads as u32, 1, 1];
             self.kernel.grid = [outs.div_ceil(threads).clamp(1, MAX_BLOCKS) as u32, 1, 1];

@@ -12,8 +12,7 @@
 //! 2. the group's kernel, same grid: each block merges the row's partials with a block
 //!    reduction (the same tree in every block, so the result is deterministic and identical
 //!    across blocks: rescaled sums for softmax, Chan's `Σ M2ᵢ + nᵢ(meanᵢ − mean)²` for
-//!    layernorm), then normalizes its chunk. Its blocks take the chunks in reverse order, so
-//!    the first read what kernel 1's last blocks read, still in L2.
+//!    layernorm), then normalizes its chunk.
 //!
 //! `x` is read twice and the output written once (the streamed one-block schedule reads `x`
 //! three times for softmax and layernorm). Each thread handles four elements per step of a
@@ -284,22 +283,12 @@ impl Builder<'_, '_> {
         p.temps.clear();
         self.pre.push(p.finish());
 
-        // Kernel 2: merge the row's partials (every thread, in split order), then apply. Its
-        // blocks walk the chunks in the reverse order of kernel 1's, so the first ones read
-        // what kernel 1 read last, still in L2.
+        // Kernel 2: merge the row's partials (every thread, in split order), then apply.
         self.kernel.grid = [splits as u32, r.rows as u32, 1];
         self.kernel.block = [THREADS, 1, 1];
         let pp = self.param(&part_name);
         let part = self.tensor(Space::Global(pp), math, part_layout);
-        let last = |n: u64, b: Builtin| Expr::idx(IdxOp::Sub, int(n - 1), bx(b));
-        let row = self.let_("row", Ty::Idx, last(r.rows, Builtin::BidY));
-        let split = last(splits, Builtin::BidX);
-        let start = self.let_("start", Ty::Idx, mul(split, int(chunk)));
-        let load_x = |b: &mut Builder, kx: Expr| -> R<Expr> {
-            b.coord = vec![kx, row.clone()];
-            let e = b.value_at(r.x, &r.access)?;
-            Ok(b.let_("xv", mt, cast_to(math, r.dtype, e)))
-        };
+        let start = self.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
         let get = |i: &Expr, c: u64| Expr::load(&part, vec![at(&row, i.clone(), c)]);
         let n = lit(math, r.k as f64);
         // Each thread folds the partials i = tid, tid + 256, ... then the block reduces: the
