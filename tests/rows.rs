@@ -161,3 +161,55 @@ fn reductions_over_rows() {
         check(src);
     }
 }
+
+/// Checks the graph's every kernel against the interpreter; returns the kernel IR.
+fn check_all_kernels(src: &str) -> String {
+    let m = irc_frontend::parse_module(src).expect("parses");
+    let g = &m.graphs[0];
+    let planned =
+        irc_lower::plan_and_lower_with(g, Default::default(), &Default::default()).expect("lowers");
+    for c in &planned.choices {
+        assert_eq!(
+            c.problem.template, "matmul_gemv",
+            "@{}: {}",
+            g.name, c.group
+        );
+    }
+    emulate_matches(g, &planned.kernels, "default");
+    irc_kir::print_module(&planned.kernels)
+}
+
+#[test]
+fn matrix_vector_products_are_row_reductions() {
+    // A·x with odd K (4-byte vectors) and a fused bias + relu.
+    let kir = check_all_kernels(
+        "graph @mv(%a: tensor<37x1001xf16>, %x: tensor<1001x1xf16>, %b: tensor<37x1xf16>) -> tensor<37x1xf16> {
+          %y = matmul %a, %x
+          %z = add %y, %b
+          %r = relu %z
+          return %r
+        }",
+    );
+    assert!(kir.contains("warp_reduce"), "{kir}");
+    // x·Wᵀ, W [N, K]: the linear layer at batch 1, 16-byte vectors of W's rows.
+    let kir = check_all_kernels(
+        "graph @lin(%v: tensor<1x520xbf16>, %w: tensor<33x520xbf16>) -> tensor<1x33xbf16> {
+          %z = matmul %v, %w {transpose_b = true}
+          return %z
+        }",
+    );
+    assert!(kir.contains("copy.8"), "{kir}");
+    // Batched with the vector broadcast; rows of fewer than 32 vectors (lane groups).
+    check_all_kernels(
+        "graph @bmv(%a: tensor<3x7x96xf16>, %x: tensor<96x1xf16>) -> tensor<3x7x1xf16> {
+          %u = matmul %a, %x
+          return %u
+        }",
+    );
+    check_all_kernels(
+        "graph @dot(%f: tensor<45x40xf32>, %g: tensor<40xf32>) -> tensor<45xf32> {
+          %q = matmul %f, %g
+          return %q
+        }",
+    );
+}

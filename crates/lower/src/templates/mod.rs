@@ -26,6 +26,7 @@ pub use config::{
 pub use mma_config::MmaConfig;
 pub(crate) use problem::problem_of;
 pub use problem::{Problem, ProblemShape, canonical_text, fnv1a};
+mod gemv;
 mod matmul_simt;
 mod pointwise;
 mod reduction;
@@ -68,6 +69,12 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
         config: "RowConfig: warp,warps=N (N warps per block, a row on a warp or a lane group, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024, partial + merge-and-apply launches) | streamed,threads=N; default split::RowSchedule::choose",
+    },
+    TemplateInfo {
+        name: "matmul_gemv",
+        anchor: Anchor::Matmul,
+        applies: "matrix-vector matmuls (M = 1 or N = 1, batched or not) whose matrix is read K-contiguous, any dtype",
+        config: "none: a warp (or a power-of-two lane group) per output, 8 warps per block, 16-byte vector reads of the matrix row, a warp reduction, the epilogue on the group's first lane",
     },
     TemplateInfo {
         name: "matmul_wgmma",
