@@ -477,8 +477,8 @@ impl fmt::Display for ReductionConfig {
 
 /// The row template's heuristic ([`RowSchedule::choose`]) on `sms` SMs as a point of its
 /// space.
-pub(crate) fn row_heuristic(rows: u64, k: u64, sms: u64) -> RowConfig {
-    match RowSchedule::choose(rows, k, sms) {
+pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConfig {
+    match RowSchedule::choose(rows, k, passes, sms) {
         RowSchedule::WarpCached => RowConfig::Warp {
             warps: u64::from(THREADS) / 32,
         },
@@ -486,9 +486,9 @@ pub(crate) fn row_heuristic(rows: u64, k: u64, sms: u64) -> RowConfig {
             threads: u64::from(THREADS),
         },
         RowSchedule::Split { chunk, .. } => RowConfig::Split { chunk },
-        RowSchedule::Streamed => RowConfig::Streamed {
-            threads: u64::from(row_threads(k)),
-        },
+        // Streamed rows are longer than 8192 elements: 1024 threads keep more of each row's
+        // loads in flight.
+        RowSchedule::Streamed => RowConfig::Streamed { threads: 1024 },
     }
 }
 
@@ -502,10 +502,10 @@ impl TemplateSpace for RowSpace {
         2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
-        let ProblemShape::Row { rows, k, .. } = p.shape else {
+        let ProblemShape::Row { rows, k, passes } = p.shape else {
             return Config::Row(RowConfig::Streamed { threads: 256 });
         };
-        Config::Row(row_heuristic(rows, k, u64::from(t.sms)))
+        Config::Row(row_heuristic(rows, k, passes, u64::from(t.sms)))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
