@@ -189,6 +189,28 @@ def workload_fns(name, path):
             return F.scaled_dot_product_attention(q, k, v, scale=scale)
 
         return eager, {"sdpa": sdpa}
+    if name.startswith("block_"):
+        # A pre-norm transformer block (bench/gpu/attention/block_*.ir): eager with the
+        # attention written out, and the same block with SDPA as the extra baseline.
+        eps = rmsnorm_eps(path)
+        scale = attention_scale(path)
+        heads = 16
+
+        def block(x, g1, wq, wk, wv, wo, g2, w1, w2, attend):
+            b, s, dm = x.shape
+            h = F.rms_norm(x, (dm,), g1, eps)
+            split = lambda t: t.reshape(b, s, heads, dm // heads).transpose(1, 2)
+            o = attend(split(h @ wq), split(h @ wk), split(h @ wv))
+            x2 = x + o.transpose(1, 2).reshape(b, s, dm) @ wo
+            return x2 + F.gelu(F.rms_norm(x2, (dm,), g2, eps) @ w1) @ w2
+
+        def written(q, k, v):
+            return torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1) @ v
+
+        def fused(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        return (lambda *xs: block(*xs, written)), {"sdpa": lambda *xs: block(*xs, fused)}
     if name in ATTENTIONS:
         scale = attention_scale(path)
         causal = "causal" in name
@@ -260,6 +282,11 @@ def flops_and_bytes(name, params, results):
     elif name == "matmul_divide_exp":
         b, h, s, dd = shapes["q"]
         flops = 2 * b * h * s * s * dd
+    elif name.startswith("block_"):
+        b, s, dm = shapes["x"]
+        f = shapes["w1"][-1]
+        # Q, K, V, O projections, the MLP, and the attention's two products.
+        flops = 2 * b * s * (4 * dm * dm + 2 * dm * f) + 4 * b * s * s * dm
     elif name.startswith("attention") or name in ATTENTIONS:
         q = shapes["q"]
         s, dd = q[-2], q[-1]
