@@ -213,3 +213,26 @@ fn matrix_vector_products_are_row_reductions() {
         }",
     );
 }
+
+#[test]
+fn vector_matrix_products_are_split_column_reductions() {
+    // x·B, B [K, N] N-contiguous: 8 lanes of 8-wide output vectors, K split across blocks
+    // (a partials kernel and an in-order sum), a bias + relu epilogue.
+    let kir = check_all_kernels(
+        "graph @vm(%x: tensor<1x2000xf16>, %b: tensor<2000x264xf16>, %c: tensor<1x264xf16>) -> tensor<1x264xf16> {
+          %y = matmul %x, %b
+          %z = add %y, %c
+          %g = relu %z
+          return %g
+        }",
+    );
+    assert!(kir.contains("_partial"), "{kir}");
+    assert!(kir.contains("copy.8"), "{kir}");
+    // Odd N (scalar reads), batched with the matrix broadcast, f32; a short K in one kernel.
+    check_all_kernels(
+        "graph @bvm(%x: tensor<3x1x100xf32>, %b: tensor<100x33xf32>) -> tensor<3x1x33xf32> {
+          %y = matmul %x, %b
+          return %y
+        }",
+    );
+}

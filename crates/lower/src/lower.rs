@@ -579,6 +579,16 @@ impl<'l, 'g> Builder<'l, 'g> {
         &self.l.g.values[v.index()].ty
     }
 
+    /// The statement index of `inst` in the graph (a new kernel's origin).
+    pub(crate) fn inst_index(&self, inst: &Inst) -> R<usize> {
+        match self.l.g.values[inst.result.index()].def {
+            ValueDef::Inst(i) => Ok(i),
+            ValueDef::Param(_) => Err(Retry::Fail(LowerError::Internal(
+                "a kernel anchor without a statement".into(),
+            ))),
+        }
+    }
+
     pub(crate) fn def(&self, v: ValueId) -> Option<&'g Inst> {
         match self.l.g.values[v.index()].def {
             ValueDef::Inst(i) => Some(&self.l.g.insts[i]),

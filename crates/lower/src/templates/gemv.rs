@@ -82,20 +82,28 @@ impl Builder<'_, '_> {
         }))
     }
 
-    /// Whether the matmul is a matrix-vector product whose matrix is read K-contiguous (the
-    /// matrix-vector template's condition).
+    /// Which mode of the matrix's `(k, o)` access is contiguous in memory (0: K, 1: the
+    /// outputs), following views to its buffer; `None` for a matrix that is computed, or
+    /// contiguous in neither.
+    fn gemv_contiguous(&mut self, g: &GemvAccess) -> Option<usize> {
+        let (v, access) = &g.matrix;
+        let (_, l) = self.resolve(*v, access)?;
+        let unit = |i: usize| {
+            l.mode(i)
+                .ok()
+                .and_then(|m| irc_layout::coalesce(&m).ok())
+                .is_some_and(|m| m.leaves().first().is_some_and(|&(_, d)| d == 1))
+        };
+        [0, 1].into_iter().find(|&i| unit(i))
+    }
+
+    /// Whether the matmul is a matrix-vector product whose matrix is read contiguously along
+    /// K or along the outputs (the matrix-vector template's condition).
     pub(crate) fn gemv_applies(&mut self, inst: &Inst) -> bool {
-        let Ok(Some(g)) = self.gemv_access(inst) else {
-            return false;
-        };
-        let (v, access) = g.matrix;
-        let Some((_, l)) = self.resolve(v, &access) else {
-            return false;
-        };
-        l.mode(0)
-            .ok()
-            .and_then(|m| irc_layout::coalesce(&m).ok())
-            .is_some_and(|m| m.leaves().first().is_some_and(|&(_, d)| d == 1))
+        match self.gemv_access(inst) {
+            Ok(Some(g)) => self.gemv_contiguous(&g).is_some(),
+            _ => false,
+        }
     }
 
     /// The matrix-vector kernel (module docs), storing `roots` through the epilogue.
@@ -109,13 +117,48 @@ impl Builder<'_, '_> {
         let dtype = self.ty(mm).dtype;
         let acc_t = math_dtype(dtype);
         let (ad, bd) = (self.ty(a).dtype, self.ty(b).dtype);
+        let outs: Vec<String> = roots.iter().map(|&r| self.global(r, g.c.clone())).collect();
+        if self.gemv_contiguous(&g) == Some(1) {
+            // The matrix is contiguous along the outputs (x·B, B [K, N]): a split column
+            // reduction, `w` adjacent outputs per vector.
+            let swap = |l: &Layout| -> R<Layout> {
+                concat(&[l.mode(1).map_err(internal)?, l.mode(0).map_err(internal)?])
+            };
+            let (sa, sb) = (swap(&g.a)?, swap(&g.b)?);
+            let w = match self.resolve(g.matrix.0, &swap(&g.matrix.1)?) {
+                Some((v, l)) => row_width(self.ty(v).dtype, g.rows, &l),
+                None => 1,
+            };
+            let elem = |s: &mut Builder<'_, '_>, _: Expr, _: Expr| -> R<Expr> {
+                let x = s.value_at(a, &sa)?;
+                let y = s.value_at(b, &sb)?;
+                Ok(Expr::call(
+                    Func::Mul,
+                    vec![cast_to(acc_t, ad, x), cast_to(acc_t, bd, y)],
+                ))
+            };
+            let split = super::column::ColumnSplit {
+                outs: g.rows,
+                k: g.k,
+                w,
+                acc_t,
+                op: ReduceOp::Sum,
+                init: 0.0,
+            };
+            let lc = g.c.clone();
+            let index = self.inst_index(inst)?;
+            return self.column_split(index, split, &elem, |s, o, red| {
+                s.coord = vec![o.clone()];
+                let value = cast_to(dtype, acc_t, red);
+                s.epilogue_stores(mm, value, &lc, roots, &outs, vec![o])
+            });
+        }
         let width = match self.resolve(g.matrix.0, &g.matrix.1) {
             Some((v, l)) => row_width(self.ty(v).dtype, g.k, &l),
             None => 1,
         };
         let vecs = g.k.div_ceil(width);
         let lanes = vecs.next_power_of_two().min(32);
-        let outs: Vec<String> = roots.iter().map(|&r| self.global(r, g.c.clone())).collect();
         let (la, lb, lc) = (g.a.clone(), g.b.clone(), g.c.clone());
         self.lane_group_rows(g.rows, lanes, 8, |s, row, valid, lane| {
             let acc = s.accumulator(acc_t, 0.0);
