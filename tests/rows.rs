@@ -236,3 +236,31 @@ fn vector_matrix_products_are_split_column_reductions() {
         }",
     );
 }
+
+#[test]
+fn few_long_rows_and_few_columns_split() {
+    // 3 rows of 40000: split into chunks over blocks, partials added in order.
+    let (kir, _) = check(
+        "graph @few(%x: tensor<3x40000xf32>) -> tensor<3xf32> {
+          %y = reduce_sum %x {axes = [1]}
+          return %y
+        }",
+    );
+    assert!(kir.contains("_partial"), "{kir}");
+    // A leading axis reduced into 24 outputs (a batch-norm statistic): the split column
+    // reduction, K split across blocks.
+    let (kir, _) = check(
+        "graph @cols(%x: tensor<3000x24xf16>) -> tensor<24xf16> {
+          %y = reduce_max %x {axes = [0]}
+          return %y
+        }",
+    );
+    assert!(kir.contains("_partial"), "{kir}");
+    // Channel statistics of an NCHW tensor: mean over [0, 2, 3].
+    check(
+        "graph @chan(%x: tensor<4x6x10x12xf32>) -> tensor<6xf32> {
+          %y = reduce_mean %x {axes = [0, 2, 3]}
+          return %y
+        }",
+    );
+}

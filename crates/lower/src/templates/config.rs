@@ -100,9 +100,23 @@ pub struct PointwiseConfig {
 /// leading axis reduced) a thread per output in blocks of `threads`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReductionConfig {
-    Row { threads: u64 },
-    Warp { warps: u64 },
-    Column { threads: u64 },
+    Row {
+        threads: u64,
+    },
+    Warp {
+        warps: u64,
+    },
+    Column {
+        threads: u64,
+    },
+    /// Few long rows: each row over `ceil(k / chunk)` blocks of 256 threads writing partials,
+    /// then a thread per row adding them in order (two launches).
+    Split {
+        chunk: u64,
+    },
+    /// A leading axis reduced into few outputs: the split column reduction
+    /// (`templates/column.rs`, two launches where the axis is split across blocks).
+    ColumnSplit,
 }
 
 /// The row template's schedule (`split.rs` describes each).
@@ -341,6 +355,16 @@ pub(crate) fn column_min_outputs(sms: u64) -> u64 {
     32 * sms
 }
 
+/// A split reduction's chunks are multiples of this many elements (256 threads × 4 vectors ×
+/// 4 elements).
+pub(crate) const SPLIT_STEP: u64 = 4096;
+
+/// The chunk of a split reduction of `rows` rows of `k`: about 8 blocks per SM in all.
+pub(crate) fn split_chunk(rows: u64, k: u64, sms: u64) -> u64 {
+    let splits = (8 * sms).div_ceil(rows.max(1));
+    k.div_ceil(splits).div_ceil(SPLIT_STEP).max(1) * SPLIT_STEP
+}
+
 pub struct ReductionSpace;
 
 impl TemplateSpace for ReductionSpace {
@@ -348,7 +372,7 @@ impl TemplateSpace for ReductionSpace {
         "reduction"
     }
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let threads = u64::from(THREADS);
@@ -359,6 +383,18 @@ impl TemplateSpace for ReductionSpace {
                 ..
             } if rows >= column_min_outputs(u64::from(t.sms)) => {
                 ReductionConfig::Column { threads }
+            }
+            ProblemShape::Reduction {
+                innermost_kept: true,
+                ..
+            } => ReductionConfig::ColumnSplit,
+            // Fewer rows than 2 per SM, long ones: split each over about 8 blocks per SM.
+            ProblemShape::Reduction { k, rows, .. }
+                if rows < 2 * u64::from(t.sms) && k >= 4 * SPLIT_STEP =>
+            {
+                ReductionConfig::Split {
+                    chunk: split_chunk(rows, k, u64::from(t.sms)),
+                }
             }
             // Rows of at most 4096 elements, enough of them for a warp each to fill the GPU:
             // warps (or lane groups) per row, no block barrier.
@@ -375,7 +411,7 @@ impl TemplateSpace for ReductionSpace {
             _ => ReductionConfig::Row { threads },
         })
     }
-    fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
+    fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
         for threads in [32, 64, 128, 256, 512, 1024] {
             out.push(Config::Reduction(ReductionConfig::Row { threads }));
@@ -383,6 +419,14 @@ impl TemplateSpace for ReductionSpace {
         }
         for warps in [2, 4, 8, 16] {
             out.push(Config::Reduction(ReductionConfig::Warp { warps }));
+        }
+        out.push(Config::Reduction(ReductionConfig::ColumnSplit));
+        if let ProblemShape::Reduction { k, .. } = p.shape {
+            let mut chunk = SPLIT_STEP;
+            while chunk < k {
+                out.push(Config::Reduction(ReductionConfig::Split { chunk }));
+                chunk *= 2;
+            }
         }
         out
     }
@@ -393,6 +437,21 @@ impl TemplateSpace for ReductionSpace {
         let threads = match *c {
             ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
             ReductionConfig::Warp { warps } => 32 * warps,
+            ReductionConfig::Split { chunk } => {
+                let ProblemShape::Reduction { k, rows, .. } = p.shape else {
+                    return Err(wrong("reduction"));
+                };
+                if chunk == 0 || chunk % SPLIT_STEP != 0 || k.div_ceil(chunk) < 2 {
+                    return Err(format!(
+                        "{c}: the chunk is a multiple of {SPLIT_STEP} shorter than the row"
+                    ));
+                }
+                if rows > GRID_YZ {
+                    return Err(format!("{c}: {rows} rows exceed the grid's y limit"));
+                }
+                256
+            }
+            ReductionConfig::ColumnSplit => 256,
         };
         if !(32..=1024).contains(&threads) || !threads.is_power_of_two() {
             return Err(format!("{c}: threads must be a power of two in 32..=1024"));
@@ -404,7 +463,11 @@ impl TemplateSpace for ReductionSpace {
                 ..
             }
         );
-        if matches!(c, ReductionConfig::Column { .. }) && !column_ok {
+        if matches!(
+            c,
+            ReductionConfig::Column { .. } | ReductionConfig::ColumnSplit
+        ) && !column_ok
+        {
             return Err(format!(
                 "{c}: the column schedule needs the innermost dimension kept"
             ));
@@ -442,6 +505,14 @@ impl TemplateSpace for ReductionSpace {
                 let blocks = (rows as u64).div_ceil(threads).clamp(1, MAX_BLOCKS);
                 memory_us(p.bytes as f64, resident(blocks, threads, t), 1.0, t)
             }
+            ReductionConfig::Split { chunk } => {
+                let blocks = (k as u64).div_ceil(chunk) * rows as u64;
+                memory_us(p.bytes as f64, resident(blocks, 256, t) * 4.0, 2.0, t)
+            }
+            ReductionConfig::ColumnSplit => {
+                let blocks = 4 * u64::from(t.sms);
+                memory_us(p.bytes as f64, resident(blocks, 256, t) * 4.0, 2.0, t)
+            }
         }
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
@@ -455,9 +526,13 @@ impl TemplateSpace for ReductionSpace {
             Some("warp") => ReductionConfig::Warp {
                 warps: one_field(text, "warp", "warps")?,
             },
+            Some("split") => ReductionConfig::Split {
+                chunk: one_field(text, "split", "chunk")?,
+            },
+            Some("column_split") if text == "column_split" => ReductionConfig::ColumnSplit,
             _ => {
                 return Err(format!(
-                    "`{text}` is not `row,threads=N`, `warp,warps=N` or `column,threads=N`"
+                    "`{text}` is not `row,threads=N`, `warp,warps=N`, `column,threads=N`, `split,chunk=N` or `column_split`"
                 ));
             }
         };
@@ -471,6 +546,8 @@ impl fmt::Display for ReductionConfig {
             ReductionConfig::Row { threads } => write!(f, "row,threads={threads}"),
             ReductionConfig::Column { threads } => write!(f, "column,threads={threads}"),
             ReductionConfig::Warp { warps } => write!(f, "warp,warps={warps}"),
+            ReductionConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),
+            ReductionConfig::ColumnSplit => write!(f, "column_split"),
         }
     }
 }

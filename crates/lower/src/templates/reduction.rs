@@ -160,16 +160,58 @@ impl Builder<'_, '_> {
             };
             cast_to(out_dtype, acc_t, value)
         };
+        let xd = self.ty(x).dtype;
+        // The access with the kept dims first: the column schedules' coordinate (output, k).
+        let swapped = concat(&[
+            access.mode(1).map_err(internal)?,
+            access.mode(0).map_err(internal)?,
+        ])?;
+        match schedule {
+            ReductionConfig::ColumnSplit => {
+                let w = super::row_cached::row_width(xd, rows, &swapped);
+                let sw = swapped.clone();
+                let elem = move |s: &mut Builder<'_, '_>, _: Expr, _: Expr| -> R<Expr> {
+                    let e = s.value_at(x, &sw)?;
+                    Ok(cast_to(acc_t, xd, e))
+                };
+                let split = super::column::ColumnSplit {
+                    outs: rows,
+                    k,
+                    w,
+                    acc_t,
+                    op,
+                    init,
+                };
+                let index = self.inst_index(inst)?;
+                return self.column_split(index, split, &elem, |s, o, red| {
+                    s.out.push(Stmt::Store {
+                        tensor: out,
+                        coord: vec![o],
+                        value: finish(red),
+                    });
+                    Ok(())
+                });
+            }
+            ReductionConfig::Split { chunk } => {
+                let width = super::row_cached::row_width(xd, k, &access);
+                let red = RowsSplit {
+                    rows,
+                    k,
+                    chunk,
+                    width,
+                    acc_t,
+                    op,
+                    init,
+                };
+                return self.reduction_split(inst, red, &access, out, finish);
+            }
+            _ => {}
+        }
         if let ReductionConfig::Column { threads } = schedule {
             // A thread per `w` adjacent outputs (16 bytes of them where the kept dims are
-            // contiguous and the outputs many): the reduced axis walked serially, four steps in flight, each step
-            // one vector read (`templates/vector.rs`) into `w` accumulators, stored as one
-            // vector.
-            let xd = self.ty(x).dtype;
-            let swapped = concat(&[
-                access.mode(1).map_err(internal)?,
-                access.mode(0).map_err(internal)?,
-            ])?;
+            // contiguous and the outputs many): the reduced axis walked serially, four steps
+            // in flight, each step one vector read (`templates/vector.rs`) into `w`
+            // accumulators, stored as one vector.
             // Narrower vectors where wide ones would leave fewer than two blocks per SM.
             let mut w = super::row_cached::row_width(xd, rows, &swapped);
             let min_threads = 2 * u64::from(self.l.options.target.sms) * threads;
@@ -249,6 +291,8 @@ impl Builder<'_, '_> {
         }
         let threads = match schedule {
             ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
+            // Built above.
+            ReductionConfig::Split { .. } | ReductionConfig::ColumnSplit => u64::from(THREADS),
             ReductionConfig::Warp { warps } => {
                 // A row per lane group: the group's lanes stride its vectors, a group reduction,
                 // the group's first lane stores.
@@ -318,6 +362,110 @@ impl Builder<'_, '_> {
                 });
                 Ok(())
             })
+        })
+    }
+}
+
+/// A split row reduction: `rows` rows of `k` in chunks of `chunk` elements.
+struct RowsSplit {
+    rows: u64,
+    k: u64,
+    chunk: u64,
+    width: u64,
+    acc_t: DType,
+    op: ReduceOp,
+    init: f64,
+}
+
+impl Builder<'_, '_> {
+    /// Few long rows (`split,chunk=N`): a partials kernel of `(splits, rows)` blocks, each
+    /// reducing its chunk (`chunk_loop`: vectors, four per thread in flight) with a block
+    /// reduction into `[rows, splits]`; then a thread per row adding its partials in order.
+    fn reduction_split(
+        &mut self,
+        inst: &Inst,
+        r: RowsSplit,
+        access: &irc_layout::Layout,
+        out: String,
+        finish: impl Fn(Expr) -> Expr,
+    ) -> R<()> {
+        let x = inst.operands[0];
+        let splits = r.k.div_ceil(r.chunk);
+        let name = format!("{}_partials", self.kernel.name);
+        let decl = irc_kir::BufferDecl {
+            name: name.clone(),
+            dtype: r.acc_t,
+            shape: vec![r.rows, splits],
+            kind: irc_kir::BufferKind::Temp,
+            tensor_map: None,
+        };
+        self.temps.push(decl.clone());
+        let layout = irc_layout::Layout::flat(&[splits as i64, r.rows as i64], &[1, splits as i64])
+            .map_err(internal)?;
+        let mut p = Builder::new(
+            self.l,
+            format!("{}_partial", self.kernel.name),
+            self.inst_index(inst)?,
+        );
+        p.temps.push(decl);
+        p.kernel.grid = [splits as u32, r.rows as u32, 1];
+        p.kernel.block = [THREADS, 1, 1];
+        let pp = p.param(&name);
+        let part = p.tensor(irc_kir::Space::Global(pp), r.acc_t, layout.clone());
+        let row = bx(Builtin::BidY);
+        let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
+        let acc = p.accumulator(r.acc_t, r.init);
+        let (a, rw, xd) = (acc.clone(), row.clone(), p.ty(x).dtype);
+        p.chunk_loop(&start, r.chunk, r.k, &row, r.width, |b, kx| {
+            b.coord = vec![kx, rw];
+            let e = b.value_at(x, access)?;
+            b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
+            Ok(())
+        })?;
+        let red = p.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
+        p.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
+            b.out.push(Stmt::Store {
+                tensor: part,
+                coord: vec![bx(Builtin::BidX), row],
+                value: red,
+            });
+            Ok(())
+        })?;
+        p.temps.clear();
+        self.pre.push(p.finish());
+        let pp = self.param(&name);
+        let part = self.tensor(irc_kir::Space::Global(pp), r.acc_t, layout);
+        self.kernel.block = [THREADS, 1, 1];
+        self.kernel.grid = [
+            r.rows.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        let first = add(
+            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+            bx(Builtin::TidX),
+        );
+        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        self.for_("row", first, int(r.rows), step, false, |b, row| {
+            let acc = b.accumulator(r.acc_t, r.init);
+            let row2 = row.clone();
+            b.for_(
+                "s",
+                Expr::Int(0),
+                int(splits),
+                Expr::Int(1),
+                false,
+                |b, s| {
+                    b.combine(&acc, r.op, Expr::load(&part, vec![s, row2]));
+                    Ok(())
+                },
+            )?;
+            b.out.push(Stmt::Store {
+                tensor: out,
+                coord: vec![row],
+                value: finish(Expr::var(&acc)),
+            });
+            Ok(())
         })
     }
 }

@@ -79,7 +79,7 @@ impl Builder<'_, '_> {
     /// The chunk's elements `[start, start + chunk)` of row `row` (clipped to `k`) over the
     /// block: vectors of `width` elements (`templates/vector.rs`), four per thread in flight
     /// per step of `4 · 256` vectors; `f` gets the element index.
-    fn chunk_loop(
+    pub(crate) fn chunk_loop(
         &mut self,
         start: &Expr,
         chunk: u64,
@@ -134,7 +134,7 @@ impl Builder<'_, '_> {
         }
     }
 
-    fn block_reduce(&mut self, ty: Ty, op: ReduceOp, value: Expr) -> Expr {
+    pub(crate) fn block_reduce(&mut self, ty: Ty, op: ReduceOp, value: Expr) -> Expr {
         let var = self.fresh("red");
         self.out.push(Stmt::BlockReduce {
             var: var.clone(),
