@@ -256,6 +256,14 @@ fn few_long_rows_and_few_columns_split() {
         }",
     );
     assert!(kir.contains("_partial"), "{kir}");
+    // A long axis: 521 blocks of 192 rows each, not a multiple of the 128 rows a block's
+    // groups step (the unrolled steps stop at the block's own rows).
+    check(
+        "graph @long(%x: tensor<100000x8xf16>) -> tensor<8xf16> {
+          %y = reduce_sum %x {axes = [0]}
+          return %y
+        }",
+    );
     // Channel statistics of an NCHW tensor: mean over [0, 2, 3].
     check(
         "graph @chan(%x: tensor<4x6x10x12xf32>) -> tensor<6xf32> {

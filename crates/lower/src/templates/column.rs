@@ -153,23 +153,49 @@ impl Builder<'_, '_> {
             ReduceOp::Min => Func::Min,
         };
         let valid = lt(ob.clone(), int(vecs));
-        self.for_("kk", grp.clone(), int(kc), int(GROUPS), false, |b, kk| {
-            let kv = b.let_("kv", Ty::Idx, add(k0, kk));
-            let cond = Expr::idx(IdxOp::And, valid, lt(kv.clone(), int(c.k)));
-            b.if_(cond, |b| {
-                b.vector_loop(w, vec![ob, kv.clone()], |b, ox, v| {
-                    b.coord = vec![ox.clone(), kv.clone()];
-                    let e = elem(b, ox, kv)?;
-                    let prev = Expr::load(&acc, vec![v.clone()]);
-                    b.out.push(Stmt::Store {
-                        tensor: acc.clone(),
-                        coord: vec![v],
-                        value: Expr::call(combine, vec![prev, e]),
-                    });
-                    Ok(())
-                })
-            })
-        })?;
+        // Four rows per group in flight: `kk = base + 32·u + grp`.
+        let unroll = (kc / GROUPS).clamp(1, 4);
+        self.for_(
+            "kb",
+            Expr::Int(0),
+            int(kc),
+            int(GROUPS * unroll),
+            false,
+            |b, kb| {
+                b.for_(
+                    "u",
+                    Expr::Int(0),
+                    int(unroll),
+                    Expr::Int(1),
+                    true,
+                    |b, u| {
+                        let kk = b.let_(
+                            "kk",
+                            Ty::Idx,
+                            add(add(kb, mul(u, int(GROUPS))), grp.clone()),
+                        );
+                        let kv = b.let_("kv", Ty::Idx, add(k0, kk.clone()));
+                        let mut cond = Expr::idx(IdxOp::And, valid, lt(kv.clone(), int(c.k)));
+                        if kc % (GROUPS * unroll) != 0 {
+                            cond = Expr::idx(IdxOp::And, cond, lt(kk, int(kc)));
+                        }
+                        b.if_(cond, |b| {
+                            b.vector_loop(w, vec![ob, kv.clone()], |b, ox, v| {
+                                b.coord = vec![ox.clone(), kv.clone()];
+                                let e = elem(b, ox, kv)?;
+                                let prev = Expr::load(&acc, vec![v.clone()]);
+                                b.out.push(Stmt::Store {
+                                    tensor: acc.clone(),
+                                    coord: vec![v],
+                                    value: Expr::call(combine, vec![prev, e]),
+                                });
+                                Ok(())
+                            })
+                        })
+                    },
+                )
+            },
+        )?;
         // Each thread's w accumulators to the shared tile, at (lane·w + v, group).
         let tile = self.tensor(
             Space::Shared,
