@@ -13,7 +13,7 @@ model's sizes):
   vit    Vision transformer         timm VisionTransformer            x (pixels) [B, 3, H, W]
 
 Usage:
-    python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...]
+    python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...] [--time]
     python3 scripts/export_models.py --out tests/onnx_models/hf --size tiny   # the fixtures
 
 For each model it writes OUT/<model>_<size>.onnx, OUT/<model>_<size>.<input>.npy and
@@ -142,7 +142,28 @@ class Positional(torch.nn.Module):
         return out
 
 
-def export(name, size, out_dir, opset):
+def time_torch(wrapped, args, stem):
+    """PyTorch's time for the exported model on the GPU, float32 as exported: eager and
+    torch.compile, `triton.testing.do_bench` medians (L2 flushed), written to STEM.torch.json."""
+    import json
+    import triton
+    model = wrapped.cuda()
+    xs = tuple(a.cuda() for a in args)
+    times = {}
+    with torch.no_grad():
+        times["eager_ms"] = triton.testing.do_bench(lambda: model(*xs), warmup=25, rep=100)
+        try:
+            compiled = torch.compile(model)
+            compiled(*xs)
+            times["compile_ms"] = triton.testing.do_bench(lambda: compiled(*xs), warmup=25, rep=100)
+        except Exception as e:  # noqa: BLE001 - a baseline failing is recorded
+            times["compile_error"] = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
+    with open(stem + ".torch.json", "w") as f:
+        json.dump(times, f)
+    model.cpu()
+
+
+def export(name, size, out_dir, opset, timed=False):
     torch.manual_seed(SEED)
     model, inputs = BUILDERS[name](CONFIGS[name][size])
     model.eval()
@@ -161,6 +182,8 @@ def export(name, size, out_dir, opset):
     for n in names:
         np.save(f"{stem}.{n}.npy", inputs[n].numpy())
     np.save(f"{stem}.out0.npy", ref.float().numpy())
+    if timed:
+        time_torch(wrapped, args, stem)
     flags = " ".join(f"--input {n}={stem}.{n}.npy" for n in names)
     print(f"{stem}.onnx  {tuple(ref.shape)}\n  irc import {stem}.onnx -o {stem}.ir\n"
           f"  irc run {stem}.ir {flags} --save-outputs {stem}.irc_out")
@@ -172,6 +195,8 @@ def main():
     ap.add_argument("--size", choices=["tiny", "small", "bench", "all"], default="small")
     ap.add_argument("--models", default=",".join(BUILDERS))
     ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--time", action="store_true",
+                    help="also time PyTorch eager and torch.compile on the GPU (STEM.torch.json)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     versions = {"torch": torch.__version__}
@@ -188,7 +213,7 @@ def main():
             # One model's export failing (an op the TorchScript exporter cannot write, as
             # `aten::diff` in newer transformers' GPT-2 mask) does not stop the others.
             try:
-                export(name, size, a.out, a.opset)
+                export(name, size, a.out, a.opset, a.time)
             except Exception as e:  # noqa: BLE001 - reported, the rest go on
                 msg = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
                 print(f"{name}_{size}: export failed: {msg}", flush=True)

@@ -25,6 +25,10 @@ pub struct BenchArgs {
     /// Timed repetitions, each after an L2 flush.
     #[arg(long, default_value_t = 100)]
     pub rep: u32,
+    /// Capture the launch sequence once as a CUDA graph and time its replays (one launch per
+    /// run instead of one per kernel).
+    #[arg(long)]
+    pub cuda_graph: bool,
     /// The GPU architecture to compile for.
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
@@ -126,6 +130,7 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
     let timing = program.bench(BenchOptions {
         warmup: args.warmup,
         rep: args.rep,
+        cuda_graph: args.cuda_graph,
     })?;
     let m = &cuda.manifest;
     let info = gpu.info();
@@ -155,17 +160,23 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
                 }))
                 .collect::<Vec<_>>(),
             "warmup": args.warmup,
+            "cuda_graph": args.cuda_graph,
             "report": report,
         });
         println!("{v}");
     } else {
         let t = &report.timing;
         println!(
-            "@{} on {} ({arch}, {} backend): {} kernel launch(es), {} reps after {} warm-up, L2 flushed ({} MiB) before each",
+            "@{} on {} ({arch}, {} backend): {} kernel launch(es){}, {} reps after {} warm-up, L2 flushed ({} MiB) before each",
             report.graph,
             info.name,
             args.backend.name(),
             m.launches.len(),
+            if args.cuda_graph {
+                " in one CUDA graph"
+            } else {
+                ""
+            },
             t.count,
             args.warmup,
             t.flush_bytes >> 20

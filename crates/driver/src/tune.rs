@@ -237,6 +237,7 @@ impl<'a> Tuner<'a> {
             bench: BenchOptions {
                 warmup: args.warmup,
                 rep: args.rep,
+                cuda_graph: false,
             },
         })
     }

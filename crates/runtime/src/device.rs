@@ -2,7 +2,7 @@
 //! launch sequence.
 //!
 //! Buffers are plain `cuMemAlloc` allocations owned by [`Program`] and freed when it drops;
-//! launches go straight to `cuLaunchKernel` on the context's default stream with the buffers'
+//! launches go straight to `cuLaunchKernel` on the context's stream with the buffers'
 //! device pointers as the kernels' parameters, so a timed launch sequence carries no
 //! bookkeeping of the host's.
 
@@ -28,7 +28,7 @@ pub struct DeviceInfo {
     pub max_shared_per_block_optin: u32,
 }
 
-/// A context on one GPU and its default stream.
+/// A context on one GPU and a stream of its own.
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
@@ -73,7 +73,8 @@ impl Gpu {
                 CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )? as u32,
         };
-        let stream = ctx.default_stream();
+        // A stream of its own, not the legacy default stream: a CUDA graph can capture it.
+        let stream = ctx.new_stream().map_err(driver("cuStreamCreate"))?;
         Ok(Gpu { ctx, stream, info })
     }
 
@@ -288,6 +289,20 @@ impl<'g> Program<'g> {
             )))?;
         }
         Ok(())
+    }
+
+    /// The launch sequence captured into an instantiated CUDA graph (the stream's capture).
+    pub fn capture(&self) -> Result<cudarc::driver::CudaGraph, RuntimeError> {
+        let stream = &self.gpu.stream;
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver("cuStreamBeginCapture"))?;
+        let enqueued = self.enqueue();
+        let graph = stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(driver("cuStreamEndCapture"));
+        enqueued?;
+        graph?.ok_or_else(|| RuntimeError::Input("the captured launch sequence is empty".into()))
     }
 
     /// Waits for the stream; a kernel fault surfaces here.

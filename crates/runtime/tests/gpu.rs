@@ -134,13 +134,33 @@ fn hand_written_manifest_runs_and_times() {
     bad[1].dtype = "f16".into();
     assert!(prog.write_inputs(&bad).is_err());
 
-    let timing = prog.bench(BenchOptions { warmup: 5, rep: 50 }).unwrap();
+    let timing = prog
+        .bench(BenchOptions {
+            warmup: 5,
+            rep: 50,
+            cuda_graph: false,
+        })
+        .unwrap();
     assert_eq!(timing.count, 50);
     assert!(timing.p20_ms <= timing.median_ms && timing.median_ms <= timing.p80_ms);
     assert!(
         timing.median_ms > 0.0 && timing.median_ms < 100.0,
         "{timing:?}"
     );
+    // The same sequence replayed as one captured CUDA graph computes the same results.
+    let graphed = prog
+        .bench(BenchOptions {
+            warmup: 2,
+            rep: 10,
+            cuda_graph: true,
+        })
+        .unwrap();
+    assert_eq!(graphed.count, 10);
+    assert!(
+        graphed.median_ms > 0.0 && graphed.median_ms < 100.0,
+        "{graphed:?}"
+    );
+    assert_eq!(prog.read_outputs().unwrap()[0], out[0]);
     let r = Report::new(
         "hand",
         &info.name,
