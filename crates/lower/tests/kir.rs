@@ -147,6 +147,7 @@ fn eval(e: &Expr, vars: &[(String, i64)]) -> i64 {
                 IdxOp::Mul => a * b,
                 IdxOp::Div => a / b,
                 IdxOp::Rem => a % b,
+                IdxOp::Xor => a ^ b,
                 _ => unreachable!(),
             }
         }
@@ -193,6 +194,31 @@ proptest! {
         }
         let per_mode = offset_expr(&l, &coord).unwrap();
         prop_assert_eq!(eval(&per_mode, &vars), l.eval(i).unwrap());
+    }
+
+    /// The swizzle an emitter writes is the layout algebra's `Sw<B,M,S>`, for either sign of
+    /// the shift.
+    #[test]
+    fn swizzle_exprs_match_the_layout_algebra(
+        b in 0i64..4, m in 0i64..5, s in 0i64..5, neg in any::<bool>(), x in 0i64..100_000
+    ) {
+        let shift = if neg { -(s.max(b)) } else { s.max(b) };
+        let sw = irc_layout::Swizzle::new(b, m, shift).unwrap();
+        let e = irc_kir::swizzle_expr(&sw, Expr::var("x"));
+        prop_assert_eq!(eval(&e, &[("x".into(), x)]), sw.apply(x));
+    }
+
+    /// A swizzled layout's offset, with the period-multiple modes added outside the swizzle,
+    /// is the composed layout's value.
+    #[test]
+    fn swizzled_offsets_match_the_composed_layout(
+        l in small_layout(), seed in 0i64..10_000, b in 1i64..4, m in 0i64..4
+    ) {
+        let sw = irc_layout::Swizzle::new(b, m, 3).unwrap();
+        let composed = irc_layout::ComposedLayout::swizzled(sw, 0, l.clone());
+        let i = seed % l.size().unwrap();
+        let e = irc_kir::swizzled_offset_expr(&sw, &l, &[Expr::var("i")]).unwrap();
+        prop_assert_eq!(eval(&e, &[("i".into(), i)]), composed.eval(i).unwrap());
     }
 }
 
