@@ -282,3 +282,37 @@ fn the_verifier_rejects_broken_modules() {
         assert!(e.to_string().contains(want), "expected {want:?}, got: {e}");
     }
 }
+
+#[test]
+fn the_verifier_checks_async_copies() {
+    let (_, m) = lower_all()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("small/gemm.ir"))
+        .unwrap();
+    let text = kir::print_module(&m);
+    assert!(text.contains("cp.async.16"), "{text}");
+    kir::verify_module(&m).unwrap();
+    let cases = [
+        // A's 16-byte vectors 8 bytes apart: misaligned copies.
+        (
+            text.replacen("= (128,12,1):(96,8,0)", "= (128,12,1):(96,4,0)", 1),
+            "16-byte aligned",
+        ),
+        // The wait count is an immediate.
+        (
+            text.replacen("cp.async.wait 2", "cp.async.wait %b4", 1),
+            "integer literal",
+        ),
+        // The source of a copy is global memory.
+        (
+            text.replacen("%t12[%gr11, (%gk12 / 8), %b4], 16", "%t4[%so13, 0], 16", 1),
+            "global tensor",
+        ),
+    ];
+    for (bad, want) in cases {
+        assert_ne!(bad, text, "the mutation for {want:?} did not apply");
+        let parsed = kir::parse_module(&bad).expect("still parses");
+        let e = kir::verify_module(&parsed).expect_err(want);
+        assert!(e.to_string().contains(want), "expected {want:?}, got: {e}");
+    }
+}
