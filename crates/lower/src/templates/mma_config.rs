@@ -81,7 +81,8 @@ impl MmaConfig {
             ),
             (self.nt() % 2 != 0, "ldmatrix fills B atoms in pairs"),
             // 64 accumulator values per thread, with the A/B fragments, stay within 255
-            // registers; 128 spill (measured with ptxas on sm_80 and sm_90a).
+            // registers; 128 spill (measured with ptxas on sm_80 and sm_90a, also with the
+            // cp.async ring: 128x128x32/2x2/4 spills 68 bytes on sm_80).
             (
                 4 * self.mt() * self.nt() > 64.min(target.max_register_elems),
                 "accumulators exceed the register budget (64 per thread)",

@@ -329,22 +329,8 @@ impl Builder<'_, '_> {
                             Expr::Int(1),
                             false,
                             |s, ks| {
-                                s.unrolled("i", cfg.mt(), &mut |s, i| {
-                                    let at = s.swizzled_chunk(
-                                        &tile_a,
-                                        &rows_a,
-                                        vec![lane.clone(), i.clone(), ks.clone(), wm.clone()],
-                                        8,
-                                    )?;
-                                    s.out.push(Stmt::Intrinsic {
-                                        op: Intrinsic::ldmatrix_x4(trans_a),
-                                        args: vec![
-                                            kir::Arg::at(&fa, vec![i]),
-                                            kir::Arg::at(&sa8, vec![at, cur.clone()]),
-                                        ],
-                                    });
-                                    Ok(())
-                                })?;
+                                // B's fragments first, then per A atom its fragment and
+                                // its row of mmas: one A fragment live at a time.
                                 s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
                                     let at = s.swizzled_chunk(
                                         &tile_b,
@@ -362,6 +348,19 @@ impl Builder<'_, '_> {
                                     Ok(())
                                 })?;
                                 s.unrolled("i", cfg.mt(), &mut |s, i| {
+                                    let at = s.swizzled_chunk(
+                                        &tile_a,
+                                        &rows_a,
+                                        vec![lane.clone(), i.clone(), ks.clone(), wm.clone()],
+                                        8,
+                                    )?;
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::ldmatrix_x4(trans_a),
+                                        args: vec![
+                                            kir::Arg::at(&fa, vec![i.clone()]),
+                                            kir::Arg::at(&sa8, vec![at, cur.clone()]),
+                                        ],
+                                    });
                                     s.unrolled("j", cfg.nt(), &mut |s, j| {
                                         s.out.push(Stmt::Intrinsic {
                                             op: Intrinsic::MmaM16n8k16,
