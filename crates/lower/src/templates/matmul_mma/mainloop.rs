@@ -411,6 +411,46 @@ impl Builder<'_, '_> {
         dt: DType,
     ) -> R<()> {
         let threads = self.kernel.block[0] as u64;
+        // Copies per thread, unrolled in batches of at most 8 element loads (a cp.async's
+        // few copies all at once): unrolled element loads would keep every address live
+        // across the k loop, and spill.
+        let per_thread = t.tile.elems() as u64 / t.w / threads;
+        let inner = if t.w == 1 && per_thread % 8 == 0 {
+            8
+        } else {
+            per_thread
+        };
+        let dom = t.tile.copy_domain(t.w, threads, inner).map_err(internal)?;
+        let smem_l = t.tile.through(&dom).map_err(internal)?;
+        let (row_of, k_of) = t.tile.projections().map_err(internal)?;
+        let row_l = irc_layout::composition(&row_of, &dom).map_err(internal)?;
+        let k_l = irc_layout::composition(&k_of, &dom).map_err(internal)?;
+        let batches = per_thread / inner;
+        let (layouts, at, sizes) = ((&row_l, &k_l, &smem_l), (k0, st, bi), (kdim, dt));
+        if batches == 1 {
+            return self.ring_batch(t, layouts, at, sizes, inner, &Expr::Int(0));
+        }
+        self.for_(
+            "lo",
+            Expr::Int(0),
+            int(batches),
+            Expr::Int(1),
+            false,
+            |s, lo| s.ring_batch(t, layouts, at, sizes, inner, &lo),
+        )
+    }
+
+    /// One batch `lo` of [`Builder::ring_load`]'s copies: `inner` of them, unrolled.
+    #[allow(clippy::too_many_arguments)]
+    fn ring_batch(
+        &mut self,
+        t: &RingLoad,
+        (row_l, k_l, smem_l): (&Layout, &Layout, &Layout),
+        (k0, st, bi): (&Expr, &Expr, &Expr),
+        (kdim, dt): (u64, DType),
+        inner: u64,
+        lo: &Expr,
+    ) -> R<()> {
         let k_pos = 1 - t.row_pos;
         let coord_of = |row: Expr, k: Expr| -> Vec<Expr> {
             let mut c = vec![Expr::Int(0), Expr::Int(0), bi.clone()];
@@ -419,17 +459,11 @@ impl Builder<'_, '_> {
             c
         };
         let fast_pos = if t.tile.k_fast { k_pos } else { t.row_pos };
-        let dom = t.tile.copy_domain(t.w, threads).map_err(internal)?;
-        let smem_l = t.tile.through(&dom).map_err(internal)?;
-        let (row_of, k_of) = t.tile.projections().map_err(internal)?;
-        let row_l = irc_layout::composition(&row_of, &dom).map_err(internal)?;
-        let k_l = irc_layout::composition(&k_of, &dom).map_err(internal)?;
-        let per_thread = t.tile.elems() as u64 / t.w / threads;
         let tid = bx(Builtin::TidX);
-        self.unrolled("l", per_thread, &mut |s, l| {
-            let c = vec![tid.clone(), l];
-            let rr = kir::offset_expr(&row_l, &c).map_err(internal)?;
-            let kk = kir::offset_expr(&k_l, &c).map_err(internal)?;
+        self.unrolled("l", inner, &mut |s, l| {
+            let c = vec![tid.clone(), l, lo.clone()];
+            let rr = kir::offset_expr(row_l, &c).map_err(internal)?;
+            let kk = kir::offset_expr(k_l, &c).map_err(internal)?;
             let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr));
             let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk));
             let cond = Expr::idx(
@@ -437,7 +471,7 @@ impl Builder<'_, '_> {
                 lt(grow.clone(), int(t.extent)),
                 lt(gk.clone(), int(kdim)),
             );
-            let at = s.swizzled_chunk(&t.tile, &smem_l, c, t.w)?;
+            let at = s.swizzled_chunk(&t.tile, smem_l, c, t.w)?;
             let Some(g) = &t.global else {
                 return s.guarded_tile_load(
                     t.v,

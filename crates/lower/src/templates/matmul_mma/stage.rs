@@ -99,20 +99,27 @@ impl StageTile {
         ])
     }
 
-    /// `(thread, l)` → the tile index of the first element of copy `l` of `thread`, for copies
-    /// of `w` elements along the contiguous dimension: consecutive threads take consecutive
-    /// chunks of a line, then the next lines.
-    pub(crate) fn copy_domain(&self, w: u64, threads: u64) -> Result<Layout, LayoutError> {
+    /// `(thread, l, lo)` → the tile index of the first element of copy `l + inner * lo` of
+    /// `thread`, for copies of `w` elements along the contiguous dimension: consecutive threads
+    /// take consecutive chunks of a line, then the next lines; `inner` copies per unrolled
+    /// batch, `per_thread / inner` batches.
+    pub(crate) fn copy_domain(
+        &self,
+        w: u64,
+        threads: u64,
+        inner: u64,
+    ) -> Result<Layout, LayoutError> {
         let (rows, bk, w) = (self.rows as i64, self.bk as i64, w as i64);
         let chunks = if self.k_fast {
             Layout::flat(&[bk / w, rows], &[w * rows, 1])?
         } else {
             Layout::flat(&[rows / w, bk], &[w, rows])?
         };
-        let per_thread = (self.rows * self.bk) as i64 / w / threads as i64;
+        let (t, inner) = (threads as i64, inner as i64);
+        let per_thread = (self.rows * self.bk) as i64 / w / t;
         composition(
             &chunks,
-            &Layout::flat(&[threads as i64, per_thread], &[1, threads as i64])?,
+            &Layout::flat(&[t, inner, per_thread / inner], &[1, t, t * inner])?,
         )
     }
 
@@ -176,7 +183,7 @@ mod tests {
                         "{cfg} b={b_operand} k_fast={k_fast}: ldmatrix {reads:?}"
                     );
                     // cp.async: 16 bytes per lane, the block's threads in warps.
-                    let c = tile.copy_domain(8, cfg.threads()).unwrap();
+                    let c = tile.copy_domain(8, cfg.threads(), 1).unwrap();
                     let stores = bank_conflicts(
                         &sw.with_layout(tile.through(&c).unwrap()),
                         &Layout::int(c.size().unwrap(), 1).unwrap(),
