@@ -265,6 +265,11 @@ impl Builder<'_, '_> {
             |s, bi| {
                 let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(cfg.bm)));
                 let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(cfg.bn)));
+                // A block with more than one batch (beyond 65535 of them) must not refill A's
+                // ring while slower threads still read the last epilogue's staging tile in it.
+                if p.batch > u64::from(s.kernel.grid[2]) {
+                    s.out.push(Stmt::Sync);
+                }
                 loads[0].row0 = m0.clone();
                 loads[1].row0 = n0.clone();
                 s.unrolled("v", 4, &mut |s, v| {
