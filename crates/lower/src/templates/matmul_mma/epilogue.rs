@@ -82,7 +82,7 @@ impl Builder<'_, '_> {
                             let (i3, j2) = (i2.clone(), j.clone());
                             s.unrolled("v", 4, &mut |s, v| {
                                 let cidx =
-                                    kir::offset_expr(&atom_c_layout, &[lane.clone(), v.clone()])
+                                    kir::offset_expr(atom_c_layout, &[lane.clone(), v.clone()])
                                         .map_err(internal)?;
                                 let cidx = s.let_("ci", Ty::Idx, cidx);
                                 let row = add(
@@ -99,7 +99,7 @@ impl Builder<'_, '_> {
                                 let accv = cast_to(
                                     dt,
                                     DType::F32,
-                                    Expr::load(&acc, vec![v, i3.clone(), j2.clone()]),
+                                    Expr::load(acc, vec![v, i3.clone(), j2.clone()]),
                                 );
                                 s.out.push(Stmt::Store {
                                     tensor: stage.clone(),
@@ -136,7 +136,7 @@ impl Builder<'_, '_> {
                     let element = |s: &mut Self, z: Expr| -> R<(Expr, Expr, Expr)> {
                         let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
                         let col = add(col0.clone(), z);
-                        let staged = Expr::load(&stage, vec![r.clone(), col.clone()]);
+                        let staged = Expr::load(stage, vec![r.clone(), col.clone()]);
                         let value = if root == mm {
                             staged
                         } else {
@@ -200,14 +200,14 @@ impl Builder<'_, '_> {
                             s.if_(cond, |s| {
                                 let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
                                 let col = add(col0.clone(), z.clone());
-                                let staged = Expr::load(&stage, vec![r.clone(), col.clone()]);
+                                let staged = Expr::load(stage, vec![r.clone(), col.clone()]);
                                 s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
                                 s.epilogue_stores(
                                     mm,
                                     staged,
                                     &p.access_c,
                                     roots,
-                                    &cs,
+                                    cs,
                                     vec![gm.clone(), gn, bi.clone()],
                                 )
                             })

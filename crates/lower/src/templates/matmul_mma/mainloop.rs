@@ -420,7 +420,7 @@ impl Builder<'_, '_> {
         // few copies all at once): unrolled element loads would keep every address live
         // across the k loop, and spill.
         let per_thread = t.tile.elems() as u64 / t.w / threads;
-        let inner = if t.w == 1 && per_thread % 8 == 0 {
+        let inner = if t.w == 1 && per_thread.is_multiple_of(8) {
             8
         } else {
             per_thread

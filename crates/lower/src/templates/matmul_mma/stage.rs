@@ -165,7 +165,8 @@ mod tests {
                         "{cfg}: not a bijection"
                     );
                     // ldmatrix: the row starts of one warp, for each (atom, k-step, warp).
-                    let trans = if b_operand { !k_fast } else { !k_fast };
+                    // `.trans` where the stage's contiguous dimension is M or N (either operand).
+                    let trans = !k_fast;
                     let d = tile
                         .ldmatrix_domain(b_operand, trans, atoms, warps)
                         .unwrap();
