@@ -57,12 +57,14 @@ WORKLOADS = [
 # Issue 17's reduction suite, a separate list (`--suite reductions`) so the headline rows stay:
 # one `bench/gpu/reductions/NAME.ir` each. Softmax, rmsnorm (weight) and layernorm (weight and
 # bias), f16, over rows of 128 to 16M elements (524288 rows of 128 ... 4 rows of 16M, 64M
-# elements each); the 16 x 4M f32 LayerNorm over the last three dims of [16,64,256,256]; and
-# reduce_sum over each axis of a [256,512,512] f32 tensor.
+# elements each); the 16 x 4M f32 LayerNorm over the last three dims of [16,64,256,256];
+# reduce_sum over each axis of a [256,512,512] f32 tensor; and the split reductions: 16 rows
+# of 4M, 64 outputs of a leading axis, per-channel means of an NCHW tensor.
 ROW_SIZES = ["128", "1k", "8k", "64k", "1m", "16m"]
 REDUCTIONS = (
     [f"{op}_{n}" for op in ("softmax", "rmsnorm", "layernorm") for n in ROW_SIZES]
     + ["layernorm_16x4m", "sum_axis0", "sum_axis1", "sum_axis2"]
+    + ["sum_few_rows", "colmax_64", "chan_mean"]
 )
 # Issue 12's GEMM shape classes (`--suite gemm`): one `bench/gpu/gemm/NAME.ir` each — square
 # 1k-8k, irregular (aligned and odd), tall-skinny, large K, small K, batched 3-D/4-D,
@@ -173,6 +175,12 @@ def workload_fns(name, path):
         return (lambda x: F.layer_norm(x, x.shape[1:], eps=1e-5)), {}
     if name.startswith("layernorm_"):
         return (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)), {}
+    if name == "sum_few_rows":
+        return (lambda x: x.sum(dim=1)), {}
+    if name == "colmax_64":
+        return (lambda x: x.amax(dim=0)), {}
+    if name == "chan_mean":
+        return (lambda x: x.mean(dim=(0, 2, 3))), {}
     if name.startswith("sum_axis"):
         axis = int(name[len("sum_axis"):])
         return (lambda x: x.sum(dim=axis)), {}
@@ -189,6 +197,28 @@ def workload_fns(name, path):
             return F.scaled_dot_product_attention(q, k, v, scale=scale)
 
         return eager, {"sdpa": sdpa}
+    if name.startswith("block_"):
+        # A pre-norm transformer block (bench/gpu/attention/block_*.ir): eager with the
+        # attention written out, and the same block with SDPA as the extra baseline.
+        eps = rmsnorm_eps(path)
+        scale = attention_scale(path)
+        heads = 16
+
+        def block(x, g1, wq, wk, wv, wo, g2, w1, w2, attend):
+            b, s, dm = x.shape
+            h = F.rms_norm(x, (dm,), g1, eps)
+            split = lambda t: t.reshape(b, s, heads, dm // heads).transpose(1, 2)
+            o = attend(split(h @ wq), split(h @ wk), split(h @ wv))
+            x2 = x + o.transpose(1, 2).reshape(b, s, dm) @ wo
+            return x2 + F.gelu(F.rms_norm(x2, (dm,), g2, eps) @ w1) @ w2
+
+        def written(q, k, v):
+            return torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1) @ v
+
+        def fused(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+        return (lambda *xs: block(*xs, written)), {"sdpa": lambda *xs: block(*xs, fused)}
     if name in ATTENTIONS:
         scale = attention_scale(path)
         causal = "causal" in name
@@ -260,6 +290,11 @@ def flops_and_bytes(name, params, results):
     elif name == "matmul_divide_exp":
         b, h, s, dd = shapes["q"]
         flops = 2 * b * h * s * s * dd
+    elif name.startswith("block_"):
+        b, s, dm = shapes["x"]
+        f = shapes["w1"][-1]
+        # Q, K, V, O projections, the MLP, and the attention's two products.
+        flops = 2 * b * s * (4 * dm * dm + 2 * dm * f) + 4 * b * s * s * dm
     elif name.startswith("attention") or name in ATTENTIONS:
         q = shapes["q"]
         s, dd = q[-2], q[-1]

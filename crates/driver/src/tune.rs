@@ -581,7 +581,7 @@ mod tests {
     #[test]
     fn the_winner_is_the_fastest_checked_point_clearly_faster_than_the_default() {
         let cfg = |t: &str| Config::parse("row", t).unwrap();
-        let d = cfg("warp,rows=8");
+        let d = cfg("warp,warps=8");
         let (a, b, c) = (
             cfg("block,threads=128"),
             cfg("block,threads=256"),
@@ -679,7 +679,7 @@ mod tests {
         assert!(lines[0].starts_with("kernel") && lines[0].contains("speedup"));
         for cell in [
             "row",
-            "warp,rows=8",
+            "warp,warps=8",
             "0.0200",
             "block,threads=128",
             "0.0100",

@@ -379,6 +379,14 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
             d.bytes
         );
     }
+    // Register tensors a vector copy reads or writes are aligned for its widest access.
+    let mut copied = std::collections::HashSet::new();
+    kir::walk(&k.body, &mut |s| {
+        if let Stmt::Copy { dst, src, .. } = s {
+            copied.insert(dst.tensor.as_str());
+            copied.insert(src.tensor.as_str());
+        }
+    });
     for t in &k.tensors {
         let size = t.layout.cosize().unwrap_or(1).max(1);
         match t.space {
@@ -404,7 +412,12 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
                 );
             }
             Space::Registers => {
-                let _ = writeln!(out, "  {} t_{}[{size}];", c_type(t.dtype), t.name);
+                let align = if copied.contains(t.name.as_str()) {
+                    "__align__(16) "
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "  {align}{} t_{}[{size}];", c_type(t.dtype), t.name);
             }
             _ => {}
         }

@@ -272,7 +272,9 @@ pub enum Stmt {
     },
     /// `copy.N %dst[c..], %src[c..]`: copies the N elements of mode 0 of `src` to mode 0 of
     /// `dst`, as one vector access. Mode 0 of both tensors is `N:1` and every other stride is a
-    /// multiple of N, so the access is N-element aligned whatever the coordinates.
+    /// multiple of N, so the access is N-element aligned whatever the coordinates. Between
+    /// global and shared memory, or between either and a register tensor (a vector load into
+    /// registers, or a vector store from them).
     Copy { width: u32, dst: Frag, src: Frag },
     /// `sync`: a barrier of the whole block.
     Sync,

@@ -484,12 +484,11 @@ impl<'k> Checker<'k> {
                         w * td.dtype.size_bytes() as i64
                     ));
                 }
-                if matches!(td.space, Space::Const(_))
-                    || matches!(td.space, Space::Registers)
-                    || matches!(ts.space, Space::Registers)
-                {
+                let regs = |t: &TensorDecl| matches!(t.space, Space::Registers);
+                if matches!(td.space, Space::Const(_)) || (regs(td) && regs(ts)) {
                     return Err(
-                        "copy moves between global and shared memory (or shared views)".into(),
+                        "copy moves between global and shared memory (or shared views), or between either and registers"
+                            .into(),
                     );
                 }
                 Ok(())

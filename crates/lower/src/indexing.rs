@@ -11,10 +11,13 @@
 //! - `gather` loads the index, wraps a negative one once, clamps an index still out of range
 //!   to 0 for the address and yields NaN (floats) or 0 (integers, `i1` false) for it.
 
-use crate::lower::{Builder, R, Retry, cast_to, int, internal, linear, lit, math_dtype, row_major};
+use crate::lower::{
+    Builder, R, Retry, broadcast_layout, cast_to, dims_layout, int, internal, is_view, linear, lit,
+    math_dtype, row_major,
+};
 use irc_ir::indexing::slice_windows;
 use irc_ir::infer::normalize_axis;
-use irc_ir::{Attr, DType, Inst, ValueId};
+use irc_ir::{Attr, DType, Inst, OpKind, ValueId};
 use irc_kir::{self as kir, Expr, Func, IdxOp, Stmt, Ty};
 use irc_layout::{Layout, LayoutError, composition};
 
@@ -396,5 +399,54 @@ pub(crate) fn round_to(d: DType, x: f64) -> f64 {
         DType::F16 => half::f16::from_f32(x as f32).to_f64(),
         DType::F32 => f64::from(x as f32),
         _ => x,
+    }
+}
+
+impl Builder<'_, '_> {
+    /// A view's layout: a coordinate of the view (its row-major index) to the source's index.
+    pub(crate) fn view_layout(&self, inst: &Inst) -> Result<Layout, LayoutError> {
+        let src_shape = &self.ty(inst.operands[0]).shape;
+        let shape = &self.ty(inst.result).shape;
+        match inst.op {
+            OpKind::Transpose => {
+                let perm = inst
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_ints)
+                    .unwrap_or_default();
+                let st = row_major(src_shape);
+                let modes: Vec<(u64, i64)> = perm
+                    .iter()
+                    .map(|&p| {
+                        let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
+                        (src_shape[p], st[p])
+                    })
+                    .collect();
+                dims_layout(&modes)
+            }
+            OpKind::Broadcast => broadcast_layout(src_shape, shape),
+            OpKind::Slice => Ok(self.slice_view(inst)?.0),
+            _ => linear(self.ty(inst.result).numel()),
+        }
+    }
+
+    /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
+    /// of one (not a computed value).
+    pub(crate) fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+        let mut access = access.clone();
+        loop {
+            if self.l.buffer_of.contains_key(&v) {
+                return Some((v, access));
+            }
+            let inst = self.def(v)?;
+            // A slice's window has an offset, which a buffer's access does not carry here.
+            if !is_view(inst.op) || inst.op == OpKind::Slice {
+                return None;
+            }
+            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
+            let origin = self.l.origin(inst);
+            self.add_origin(origin);
+            v = inst.operands[0];
+        }
     }
 }

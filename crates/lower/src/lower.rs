@@ -22,7 +22,7 @@
 use crate::LowerError;
 use crate::indexing::{has_negative_stride, per_dim};
 use irc_fused::policy::splat_value;
-use irc_ir::infer::{flatten_value, normalize_axis};
+use irc_ir::infer::flatten_value;
 use irc_ir::print::value_names;
 use irc_ir::{Attr, Category, DType, Graph, Inst, OpKind, ValueDef, ValueId};
 use irc_kir::BufferKind;
@@ -401,6 +401,11 @@ impl<'g> Lowering<'g> {
         let template = match attention {
             Some(_) if hopper => "attention_wgmma",
             Some(_) => "attention",
+            None if inst.op.category() == Category::Matmul
+                && Builder::new(self, grp.name.clone(), i).gemv_applies(inst) =>
+            {
+                "matmul_gemv"
+            }
             None => {
                 crate::templates::template_of(inst.op, self.g.values[lead.index()].ty.dtype, hopper)
             }
@@ -422,6 +427,7 @@ impl<'g> Lowering<'g> {
             b.attention(ops, &roots)?;
         } else {
             match inst.op.category() {
+                Category::Matmul if problem.template == "matmul_gemv" => b.gemv(inst, &roots)?,
                 Category::Matmul => b.matmul(inst, &roots)?,
                 Category::Reduction => {
                     single("reduction")?;
@@ -515,6 +521,8 @@ pub(crate) struct Builder<'l, 'g> {
     /// Values known to be this expression at every coordinate (an attention prologue's
     /// causal condition on a tile it keeps whole, a scaled score read raw).
     pub(crate) known: HashMap<ValueId, Expr>,
+    /// The open vector loop of a row kernel (`templates/vector.rs`).
+    pub(crate) vectors: Option<crate::templates::VectorStage>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -553,6 +561,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             config: None,
             wide: false,
             known: HashMap::new(),
+            vectors: None,
         }
     }
 
@@ -568,6 +577,16 @@ impl<'l, 'g> Builder<'l, 'g> {
 
     pub(crate) fn ty(&self, v: ValueId) -> &'g irc_ir::TensorType {
         &self.l.g.values[v.index()].ty
+    }
+
+    /// The statement index of `inst` in the graph (a new kernel's origin).
+    pub(crate) fn inst_index(&self, inst: &Inst) -> R<usize> {
+        match self.l.g.values[inst.result.index()].def {
+            ValueDef::Inst(i) => Ok(i),
+            ValueDef::Param(_) => Err(Retry::Fail(LowerError::Internal(
+                "a kernel anchor without a statement".into(),
+            ))),
+        }
     }
 
     pub(crate) fn def(&self, v: ValueId) -> Option<&'g Inst> {
@@ -728,57 +747,9 @@ impl<'l, 'g> Builder<'l, 'g> {
         Ok(e)
     }
 
-    /// A view's layout: a coordinate of the view (its row-major index) to the source's index.
-    pub(crate) fn view_layout(&self, inst: &Inst) -> Result<Layout, LayoutError> {
-        let src_shape = &self.ty(inst.operands[0]).shape;
-        let shape = &self.ty(inst.result).shape;
-        match inst.op {
-            OpKind::Transpose => {
-                let perm = inst
-                    .attrs
-                    .get("perm")
-                    .and_then(Attr::as_ints)
-                    .unwrap_or_default();
-                let st = row_major(src_shape);
-                let modes: Vec<(u64, i64)> = perm
-                    .iter()
-                    .map(|&p| {
-                        let p = normalize_axis(p, src_shape.len()).unwrap_or(0);
-                        (src_shape[p], st[p])
-                    })
-                    .collect();
-                dims_layout(&modes)
-            }
-            OpKind::Broadcast => broadcast_layout(src_shape, shape),
-            OpKind::Slice => Ok(self.slice_view(inst)?.0),
-            _ => linear(self.ty(inst.result).numel()),
-        }
-    }
-
-    /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
-    /// of one (not a computed value).
-    pub(crate) fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
-        let mut access = access.clone();
-        loop {
-            if self.l.buffer_of.contains_key(&v) {
-                return Some((v, access));
-            }
-            let inst = self.def(v)?;
-            // A slice's window has an offset, which a buffer's access does not carry here.
-            if !is_view(inst.op) || inst.op == OpKind::Slice {
-                return None;
-            }
-            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
-            let origin = self.l.origin(inst);
-            self.add_origin(origin);
-            v = inst.operands[0];
-        }
-    }
-
-    /// Computes `v` (loading it when `load` and it has a buffer).
     /// Names a graph op the kernel computes in its header, once (a set keeps this linear on
     /// long chains).
-    fn add_origin(&mut self, origin: kir::Origin) {
+    pub(crate) fn add_origin(&mut self, origin: kir::Origin) {
         if self
             .origins_seen
             .insert((origin.op.clone(), origin.loc.clone()))
@@ -803,6 +774,9 @@ impl<'l, 'g> Builder<'l, 'g> {
         if load && self.l.buffer_of.contains_key(&v) {
             let buffer = self.l.buffer_of[&v].clone();
             let p = self.param(&buffer);
+            if let Some(e) = self.vector_read(&p, dtype, access, offset)? {
+                return Ok(self.widen(dtype, e));
+            }
             let t = self.tensor_at(Space::Global(p), dtype, access.clone(), offset);
             let load = Expr::load(&t, self.coord.clone());
             let v = self.let_("v", Ty::Elem(dtype), load);

@@ -50,6 +50,13 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             })
             .collect::<R<_>>()?;
         let dynamic = kir::dynamic_shared(k);
+        let mut copied = std::collections::HashSet::new();
+        kir::walk(&k.body, &mut |s| {
+            if let Stmt::Copy { dst, src, .. } = s {
+                copied.insert(dst.tensor.as_str());
+                copied.insert(src.tensor.as_str());
+            }
+        });
         for t in &k.tensors {
             let memref = match &t.space {
                 // Views share their base's storage: set after every base is.
@@ -79,7 +86,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 },
                 Space::Registers => {
                     let ty = MemRefType::new(e.elem_type(t.dtype), &[cosize(k, t)?], None, None);
-                    ke.alloca(ty)?
+                    ke.alloca_aligned(ty, copied.contains(t.name.as_str()).then_some(16))?
                 }
             };
             ke.tensors
@@ -219,11 +226,29 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     }
 
     pub(super) fn alloca(&mut self, ty: MemRefType<'c>) -> R<MlirValue> {
+        self.alloca_aligned(ty, None)
+    }
+
+    /// `memref.alloca`, with an `alignment` in bytes where given (a register tensor that a
+    /// vector copy reads or writes is 16-byte aligned).
+    pub(super) fn alloca_aligned(
+        &mut self,
+        ty: MemRefType<'c>,
+        align: Option<i64>,
+    ) -> R<MlirValue> {
+        let i64t = IntegerType::new(self.ctx(), 64).into();
+        let mut attrs = vec![(
+            self.e.id("operandSegmentSizes"),
+            DenseI32ArrayAttribute::new(self.ctx(), &[0, 0]).into(),
+        )];
+        if let Some(a) = align {
+            attrs.push((
+                self.e.id("alignment"),
+                IntegerAttribute::new(i64t, a).into(),
+            ));
+        }
         let op = OperationBuilder::new("memref.alloca", self.loc)
-            .add_attributes(&[(
-                self.e.id("operandSegmentSizes"),
-                DenseI32ArrayAttribute::new(self.ctx(), &[0, 0]).into(),
-            )])
+            .add_attributes(&attrs)
             .add_results(&[ty.into()])
             .build();
         self.prologue(op, "memref.alloca")

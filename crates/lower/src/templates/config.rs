@@ -95,19 +95,36 @@ pub struct PointwiseConfig {
     pub blocks_per_sm: Option<u64>,
 }
 
-/// The reduction template's schedule: a block of `threads` per output row, or (a leading axis
-/// reduced) a thread per output in blocks of `threads`.
+/// The reduction template's schedule: a block of `threads` per output row; `warps` warps per
+/// block, each output row on a warp or (rows of fewer than 32 vectors) part of one; or (a
+/// leading axis reduced) a thread per output in blocks of `threads`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReductionConfig {
-    Row { threads: u64 },
-    Column { threads: u64 },
+    Row {
+        threads: u64,
+    },
+    Warp {
+        warps: u64,
+    },
+    Column {
+        threads: u64,
+    },
+    /// Few long rows: each row over `ceil(k / chunk)` blocks of 256 threads writing partials,
+    /// then a thread per row adding them in order (two launches).
+    Split {
+        chunk: u64,
+    },
+    /// A leading axis reduced into few outputs: the split column reduction
+    /// (`templates/column.rs`, two launches where the axis is split across blocks).
+    ColumnSplit,
 }
 
 /// The row template's schedule (`split.rs` describes each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RowConfig {
-    /// A warp per row, `rows` rows per block, the row cached in registers.
-    Warp { rows: u64 },
+    /// `warps` warps per block, each row on a warp or (rows of fewer than 32 vectors) part of
+    /// one, the row cached in registers.
+    Warp { warps: u64 },
     /// A block of `threads` per row, the row cached in registers.
     Block { threads: u64 },
     /// Each row over `ceil(k / chunk)` blocks of 256 threads, two launches.
@@ -338,6 +355,16 @@ pub(crate) fn column_min_outputs(sms: u64) -> u64 {
     32 * sms
 }
 
+/// A split reduction's chunks are multiples of this many elements (256 threads × 4 vectors ×
+/// 4 elements).
+pub(crate) const SPLIT_STEP: u64 = 4096;
+
+/// The chunk of a split reduction of `rows` rows of `k`: about 8 blocks per SM in all.
+pub(crate) fn split_chunk(rows: u64, k: u64, sms: u64) -> u64 {
+    let splits = (8 * sms).div_ceil(rows.max(1));
+    k.div_ceil(splits).div_ceil(SPLIT_STEP).max(1) * SPLIT_STEP
+}
+
 pub struct ReductionSpace;
 
 impl TemplateSpace for ReductionSpace {
@@ -345,7 +372,7 @@ impl TemplateSpace for ReductionSpace {
         "reduction"
     }
     fn version(&self) -> u32 {
-        1
+        3
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let threads = u64::from(THREADS);
@@ -357,17 +384,49 @@ impl TemplateSpace for ReductionSpace {
             } if rows >= column_min_outputs(u64::from(t.sms)) => {
                 ReductionConfig::Column { threads }
             }
+            ProblemShape::Reduction {
+                innermost_kept: true,
+                ..
+            } => ReductionConfig::ColumnSplit,
+            // Fewer rows than 2 per SM, long ones: split each over about 8 blocks per SM.
+            ProblemShape::Reduction { k, rows, .. }
+                if rows < 2 * u64::from(t.sms) && k >= 4 * SPLIT_STEP =>
+            {
+                ReductionConfig::Split {
+                    chunk: split_chunk(rows, k, u64::from(t.sms)),
+                }
+            }
+            // Rows of at most 4096 elements, enough of them for a warp each to fill the GPU:
+            // warps (or lane groups) per row, no block barrier.
+            ProblemShape::Reduction { k, rows, .. }
+                if k <= 4096 && rows >= 8 * u64::from(t.sms) =>
+            {
+                ReductionConfig::Warp {
+                    warps: threads / 32,
+                }
+            }
             ProblemShape::Reduction { k, .. } => ReductionConfig::Row {
                 threads: u64::from(row_threads(k)),
             },
             _ => ReductionConfig::Row { threads },
         })
     }
-    fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
+    fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
         for threads in [32, 64, 128, 256, 512, 1024] {
             out.push(Config::Reduction(ReductionConfig::Row { threads }));
             out.push(Config::Reduction(ReductionConfig::Column { threads }));
+        }
+        for warps in [2, 4, 8, 16] {
+            out.push(Config::Reduction(ReductionConfig::Warp { warps }));
+        }
+        out.push(Config::Reduction(ReductionConfig::ColumnSplit));
+        if let ProblemShape::Reduction { k, .. } = p.shape {
+            let mut chunk = SPLIT_STEP;
+            while chunk < k {
+                out.push(Config::Reduction(ReductionConfig::Split { chunk }));
+                chunk *= 2;
+            }
         }
         out
     }
@@ -375,7 +434,25 @@ impl TemplateSpace for ReductionSpace {
         let Config::Reduction(c) = c else {
             return Err(wrong("reduction"));
         };
-        let (ReductionConfig::Row { threads } | ReductionConfig::Column { threads }) = *c;
+        let threads = match *c {
+            ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
+            ReductionConfig::Warp { warps } => 32 * warps,
+            ReductionConfig::Split { chunk } => {
+                let ProblemShape::Reduction { k, rows, .. } = p.shape else {
+                    return Err(wrong("reduction"));
+                };
+                if chunk == 0 || chunk % SPLIT_STEP != 0 || k.div_ceil(chunk) < 2 {
+                    return Err(format!(
+                        "{c}: the chunk is a multiple of {SPLIT_STEP} shorter than the row"
+                    ));
+                }
+                if rows > GRID_YZ {
+                    return Err(format!("{c}: {rows} rows exceed the grid's y limit"));
+                }
+                256
+            }
+            ReductionConfig::ColumnSplit => 256,
+        };
         if !(32..=1024).contains(&threads) || !threads.is_power_of_two() {
             return Err(format!("{c}: threads must be a power of two in 32..=1024"));
         }
@@ -386,7 +463,11 @@ impl TemplateSpace for ReductionSpace {
                 ..
             }
         );
-        if matches!(c, ReductionConfig::Column { .. }) && !column_ok {
+        if matches!(
+            c,
+            ReductionConfig::Column { .. } | ReductionConfig::ColumnSplit
+        ) && !column_ok
+        {
             return Err(format!(
                 "{c}: the column schedule needs the innermost dimension kept"
             ));
@@ -407,9 +488,30 @@ impl TemplateSpace for ReductionSpace {
                 let tree = rows * th.log2() * 2e-6 / f64::from(t.sms);
                 memory_us(p.bytes as f64, resident(blocks, threads, t) * used, 1.0, t) + tree
             }
+            ReductionConfig::Warp { warps } => {
+                // A row per lane group; idle lanes where a row is short of the group.
+                let lanes = (k / 4.0).ceil().max(1.0).min(32.0);
+                let used = (k / 4.0 / ((k / 4.0 / lanes).ceil() * lanes)).min(1.0);
+                let per_block = (warps as f64) * (32.0 / lanes.log2().exp2()).max(1.0);
+                let blocks = ((rows / per_block).ceil() as u64).clamp(1, MAX_BLOCKS);
+                memory_us(
+                    p.bytes as f64,
+                    resident(blocks, 32 * warps, t) * used * 4.0,
+                    1.0,
+                    t,
+                )
+            }
             ReductionConfig::Column { threads } => {
                 let blocks = (rows as u64).div_ceil(threads).clamp(1, MAX_BLOCKS);
                 memory_us(p.bytes as f64, resident(blocks, threads, t), 1.0, t)
+            }
+            ReductionConfig::Split { chunk } => {
+                let blocks = (k as u64).div_ceil(chunk) * rows as u64;
+                memory_us(p.bytes as f64, resident(blocks, 256, t) * 4.0, 2.0, t)
+            }
+            ReductionConfig::ColumnSplit => {
+                let blocks = 4 * u64::from(t.sms);
+                memory_us(p.bytes as f64, resident(blocks, 256, t) * 4.0, 2.0, t)
             }
         }
     }
@@ -421,9 +523,16 @@ impl TemplateSpace for ReductionSpace {
             Some("column") => ReductionConfig::Column {
                 threads: one_field(text, "column", "threads")?,
             },
+            Some("warp") => ReductionConfig::Warp {
+                warps: one_field(text, "warp", "warps")?,
+            },
+            Some("split") => ReductionConfig::Split {
+                chunk: one_field(text, "split", "chunk")?,
+            },
+            Some("column_split") if text == "column_split" => ReductionConfig::ColumnSplit,
             _ => {
                 return Err(format!(
-                    "`{text}` is not `row,threads=N` or `column,threads=N`"
+                    "`{text}` is not `row,threads=N`, `warp,warps=N`, `column,threads=N`, `split,chunk=N` or `column_split`"
                 ));
             }
         };
@@ -436,24 +545,27 @@ impl fmt::Display for ReductionConfig {
         match self {
             ReductionConfig::Row { threads } => write!(f, "row,threads={threads}"),
             ReductionConfig::Column { threads } => write!(f, "column,threads={threads}"),
+            ReductionConfig::Warp { warps } => write!(f, "warp,warps={warps}"),
+            ReductionConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),
+            ReductionConfig::ColumnSplit => write!(f, "column_split"),
         }
     }
 }
 
 /// The row template's heuristic ([`RowSchedule::choose`]) on `sms` SMs as a point of its
 /// space.
-pub(crate) fn row_heuristic(rows: u64, k: u64, sms: u64) -> RowConfig {
-    match RowSchedule::choose(rows, k, sms) {
+pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConfig {
+    match RowSchedule::choose(rows, k, passes, sms) {
         RowSchedule::WarpCached => RowConfig::Warp {
-            rows: u64::from(THREADS) / 32,
+            warps: u64::from(THREADS) / 32,
         },
         RowSchedule::BlockCached => RowConfig::Block {
             threads: u64::from(THREADS),
         },
         RowSchedule::Split { chunk, .. } => RowConfig::Split { chunk },
-        RowSchedule::Streamed => RowConfig::Streamed {
-            threads: u64::from(row_threads(k)),
-        },
+        // Streamed rows are longer than 8192 elements: 1024 threads keep more of each row's
+        // loads in flight.
+        RowSchedule::Streamed => RowConfig::Streamed { threads: 1024 },
     }
 }
 
@@ -464,18 +576,18 @@ impl TemplateSpace for RowSpace {
         "row"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
-        let ProblemShape::Row { rows, k, .. } = p.shape else {
+        let ProblemShape::Row { rows, k, passes } = p.shape else {
             return Config::Row(RowConfig::Streamed { threads: 256 });
         };
-        Config::Row(row_heuristic(rows, k, u64::from(t.sms)))
+        Config::Row(row_heuristic(rows, k, passes, u64::from(t.sms)))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
-        for rows in [2, 4, 8, 16] {
-            out.push(RowConfig::Warp { rows });
+        for warps in [2, 4, 8, 16] {
+            out.push(RowConfig::Warp { warps });
         }
         for threads in [128, 256, 512, 1024] {
             out.push(RowConfig::Block { threads });
@@ -497,7 +609,7 @@ impl TemplateSpace for RowSpace {
         let (rows, k) = (*rows, *k);
         let threads_ok = |t: u64| (32..=1024).contains(&t) && t.is_power_of_two();
         match *c {
-            RowConfig::Warp { rows: r } if r == 0 || 32 * r > 1024 => {
+            RowConfig::Warp { warps } if warps == 0 || 32 * warps > 1024 => {
                 Err(format!("{c}: 1..=32 warps per block"))
             }
             RowConfig::Warp { .. } if k.div_ceil(32) > MAX_CACHED => Err(format!(
@@ -531,12 +643,13 @@ impl TemplateSpace for RowSpace {
         // Bytes of one read of the row data (of the group's bytes, about half is x).
         let read = p.bytes as f64 / 2.0;
         match *c {
-            RowConfig::Warp { rows: r } => {
-                let blocks = rows.div_ceil(r).clamp(1, MAX_BLOCKS);
-                // Each lane loads its cached values at once, idle lanes past the row's end.
-                let per_lane = k.div_ceil(32);
-                let used = k as f64 / (per_lane * 32) as f64;
-                let flight = resident(blocks, 32 * r, t) * used * per_lane as f64;
+            RowConfig::Warp { warps } => {
+                // A row on `lanes` lanes of 8-element vectors, idle lanes past the row's end.
+                let lanes = k.div_ceil(8).next_power_of_two().min(32);
+                let blocks = rows.div_ceil(warps * (32 / lanes)).clamp(1, MAX_BLOCKS);
+                let per_lane = k.div_ceil(lanes);
+                let used = k as f64 / (per_lane * lanes) as f64;
+                let flight = resident(blocks, 32 * warps, t) * used * per_lane as f64;
                 memory_us(p.bytes as f64, flight, 1.0, t)
             }
             RowConfig::Block { threads } => {
@@ -565,7 +678,7 @@ impl TemplateSpace for RowSpace {
     fn parse(&self, text: &str) -> Result<Config, String> {
         let c = match fields(text).0 {
             Some("warp") => RowConfig::Warp {
-                rows: one_field(text, "warp", "rows")?,
+                warps: one_field(text, "warp", "warps")?,
             },
             Some("block") => RowConfig::Block {
                 threads: one_field(text, "block", "threads")?,
@@ -578,7 +691,7 @@ impl TemplateSpace for RowSpace {
             },
             _ => {
                 return Err(format!(
-                    "`{text}` is not `warp,rows=N`, `block,threads=N`, `split,chunk=N` or \
+                    "`{text}` is not `warp,warps=N`, `block,threads=N`, `split,chunk=N` or \
                      `streamed,threads=N`"
                 ));
             }
@@ -590,7 +703,7 @@ impl TemplateSpace for RowSpace {
 impl fmt::Display for RowConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RowConfig::Warp { rows } => write!(f, "warp,rows={rows}"),
+            RowConfig::Warp { warps } => write!(f, "warp,warps={warps}"),
             RowConfig::Block { threads } => write!(f, "block,threads={threads}"),
             RowConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),
             RowConfig::Streamed { threads } => write!(f, "streamed,threads={threads}"),

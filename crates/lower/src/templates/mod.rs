@@ -26,13 +26,18 @@ pub use config::{
 pub use mma_config::MmaConfig;
 pub(crate) use problem::problem_of;
 pub use problem::{Problem, ProblemShape, canonical_text, fnv1a};
+mod column;
+mod gemv;
 mod matmul_simt;
 mod pointwise;
 mod reduction;
 mod row;
+mod row_cached;
 mod split;
 mod store_view;
 mod tma;
+mod vector;
+pub(crate) use vector::VectorStage;
 
 /// One kernel template.
 #[derive(Clone, Copy, Debug)]
@@ -58,13 +63,19 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "reduction",
         anchor: Anchor::Reduction,
         applies: "every reduce_* group",
-        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs)",
+        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | warp,warps=N (N warps per block, an output row per warp or lane group; default for rows of at most 4096 elements and at least 8 x SMs rows) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs) | column_split (leading axes reduced into fewer outputs: column.rs) | split,chunk=N (fewer than 2*SMs rows of at least 16384: chunks over blocks, partials added in order)",
     },
     TemplateInfo {
         name: "row",
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
-        config: "RowConfig: warp,rows=N (warp per row, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024, partial + merge-and-apply launches) | streamed,threads=N; default split::RowSchedule::choose",
+        config: "RowConfig: warp,warps=N (N warps per block, a row on a warp or a lane group, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024, partial + merge-and-apply launches) | streamed,threads=N; default split::RowSchedule::choose",
+    },
+    TemplateInfo {
+        name: "matmul_gemv",
+        anchor: Anchor::Matmul,
+        applies: "matrix-vector matmuls (M = 1 or N = 1, batched or not) whose matrix is read contiguously along K or along the outputs, any dtype",
+        config: "none: K-contiguous, a warp (or a power-of-two lane group) per output, 8 warps per block, 16-byte vector reads of the matrix row, a warp reduction, the epilogue on the group's first lane; output-contiguous, a split column reduction (column.rs: 8 lanes of output vectors by 32 groups along K per block, K split across blocks until about 4 blocks per SM, partials summed in order by a second kernel)",
     },
     TemplateInfo {
         name: "matmul_wgmma",

@@ -207,11 +207,7 @@ pub(crate) fn problem_of<'m>(
             ProblemShape::Row {
                 rows: x.numel() / k,
                 k,
-                passes: if inst.op == irc_ir::OpKind::Rmsnorm {
-                    2
-                } else {
-                    3
-                },
+                passes: composite_passes(inst.op),
             }
         }
         _ => ProblemShape::Pointwise { n: result.numel() },
@@ -271,4 +267,10 @@ mod tests {
         assert_eq!(fnv1a("a"), 0xaf63dc4c8601ec8c);
         assert_eq!(fnv1a("foobar"), 0x85944171f73967e8);
     }
+}
+
+/// How many times the streamed schedule of a row composite reads `x`: rmsnorm twice (the sum
+/// of squares, then the output), softmax and layernorm three times.
+pub(crate) fn composite_passes(op: irc_ir::OpKind) -> u64 {
+    if op == irc_ir::OpKind::Rmsnorm { 2 } else { 3 }
 }

@@ -24,42 +24,48 @@ impl Builder<'_, '_> {
         )
     }
 
-    /// A block-strided loop over the `k` elements of a row; `f` gets the element index.
-    pub(crate) fn row_loop(&mut self, k: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
-        self.for_("k", bx(Builtin::TidX), int(k), bx(Builtin::NtidX), false, f)
+    /// A block-strided loop over the `k` elements of row `row`: vectors of `width` elements
+    /// (`templates/vector.rs`), four per thread in flight; `f` gets the element index.
+    pub(crate) fn row_loop(
+        &mut self,
+        k: u64,
+        row: &Expr,
+        width: u64,
+        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        let lanes = u64::from(self.kernel.block[0]);
+        let rest = vec![row.clone()];
+        self.strided_vectors(
+            k.div_ceil(width),
+            bx(Builtin::TidX),
+            lanes,
+            4,
+            width,
+            rest,
+            None,
+            f,
+        )
     }
 
-    /// `%acc` combined with `f` over a row, then reduced across the block.
+    /// `%acc` combined with `f` over a row (as [`Builder::row_loop`] walks it), then reduced
+    /// across the block.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row_reduce(
         &mut self,
         k: u64,
         row: &Expr,
+        width: u64,
         acc_t: DType,
         op: ReduceOp,
         init: f64,
         f: impl FnOnce(&mut Self, Expr) -> R<Expr>,
     ) -> R<Expr> {
-        let acc = self.fresh("acc");
-        self.out.push(Stmt::Var {
-            var: acc.clone(),
-            ty: Ty::Elem(acc_t),
-            init: lit(acc_t, init),
-        });
-        let row = row.clone();
-        let acc_var = acc.clone();
-        self.row_loop(k, |b, kv| {
-            b.coord = vec![kv.clone(), row];
+        let acc = self.accumulator(acc_t, init);
+        let (a, r) = (acc.clone(), row.clone());
+        self.row_loop(k, row, width, move |b, kv| {
+            b.coord = vec![kv.clone(), r];
             let x = f(b, kv)?;
-            let combine = match op {
-                ReduceOp::Sum => Func::Add,
-                ReduceOp::Max => Func::Max,
-                ReduceOp::Min => Func::Min,
-            };
-            b.out.push(Stmt::Assign {
-                var: acc_var.clone(),
-                value: Expr::call(combine, vec![Expr::var(&acc_var), x]),
-            });
+            b.combine(&a, op, x);
             Ok(())
         })?;
         let red = self.fresh("red");
@@ -70,6 +76,30 @@ impl Builder<'_, '_> {
             value: Expr::var(&acc),
         });
         Ok(Expr::Var(red))
+    }
+
+    /// `var %acc : acc_t = init`.
+    pub(crate) fn accumulator(&mut self, acc_t: DType, init: f64) -> String {
+        let acc = self.fresh("acc");
+        self.out.push(Stmt::Var {
+            var: acc.clone(),
+            ty: Ty::Elem(acc_t),
+            init: lit(acc_t, init),
+        });
+        acc
+    }
+
+    /// `%acc <- op(%acc, x)`.
+    pub(crate) fn combine(&mut self, acc: &str, op: ReduceOp, x: Expr) {
+        let combine = match op {
+            ReduceOp::Sum => Func::Add,
+            ReduceOp::Max => Func::Max,
+            ReduceOp::Min => Func::Min,
+        };
+        self.out.push(Stmt::Assign {
+            var: acc.to_string(),
+            value: Expr::call(combine, vec![Expr::var(acc), x]),
+        });
     }
 
     pub(crate) fn reduction(&mut self, inst: &Inst) -> R<()> {
@@ -120,61 +150,210 @@ impl Builder<'_, '_> {
                 threads: u64::from(row_threads(k)),
             },
         };
+        let width = super::row_cached::row_width(self.ty(x).dtype, k, &access);
+        let mean = inst.op == OpKind::ReduceMean;
+        let finish = move |red: Expr| -> Expr {
+            let value = if mean {
+                Expr::call(Func::Div, vec![red, lit(acc_t, k as f64)])
+            } else {
+                red
+            };
+            cast_to(out_dtype, acc_t, value)
+        };
+        let xd = self.ty(x).dtype;
+        // The access with the kept dims first: the column schedules' coordinate (output, k).
+        let swapped = concat(&[
+            access.mode(1).map_err(internal)?,
+            access.mode(0).map_err(internal)?,
+        ])?;
+        match schedule {
+            ReductionConfig::ColumnSplit => {
+                let w = super::row_cached::row_width(xd, rows, &swapped);
+                let sw = swapped.clone();
+                let elem = move |s: &mut Builder<'_, '_>, _: Expr, _: Expr| -> R<Expr> {
+                    let e = s.value_at(x, &sw)?;
+                    Ok(cast_to(acc_t, xd, e))
+                };
+                let split = super::column::ColumnSplit {
+                    outs: rows,
+                    k,
+                    w,
+                    acc_t,
+                    op,
+                    init,
+                };
+                let index = self.inst_index(inst)?;
+                return self.column_split(index, split, &elem, |s, o, red| {
+                    s.out.push(Stmt::Store {
+                        tensor: out,
+                        coord: vec![o],
+                        value: finish(red),
+                    });
+                    Ok(())
+                });
+            }
+            ReductionConfig::Split { chunk } => {
+                let width = super::row_cached::row_width(xd, k, &access);
+                let red = RowsSplit {
+                    rows,
+                    k,
+                    chunk,
+                    width,
+                    acc_t,
+                    op,
+                    init,
+                };
+                return self.reduction_split(inst, red, &access, out, finish);
+            }
+            _ => {}
+        }
         if let ReductionConfig::Column { threads } = schedule {
+            // A thread per `w` adjacent outputs (16 bytes of them where the kept dims are
+            // contiguous and the outputs many): the reduced axis walked serially, four steps
+            // in flight, each step one vector read (`templates/vector.rs`) into `w`
+            // accumulators, stored as one vector.
+            // Narrower vectors where wide ones would leave fewer than two blocks per SM.
+            let mut w = super::row_cached::row_width(xd, rows, &swapped);
+            let min_threads = 2 * u64::from(self.l.options.target.sms) * threads;
+            while w > 1 && rows / w < min_threads {
+                w /= 2;
+                if w * xd.size_bytes() < 4 {
+                    w = 1;
+                }
+            }
+            let outs = rows.div_ceil(w);
             self.kernel.block = [threads as u32, 1, 1];
-            self.kernel.grid = [rows.div_ceil(threads).clamp(1, MAX_BLOCKS) as u32, 1, 1];
+            self.kernel.grid = [outs.div_ceil(threads).clamp(1, MAX_BLOCKS) as u32, 1, 1];
             let start = add(
                 mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
                 bx(Builtin::TidX),
             );
             let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
-            return self.for_("row", start, int(rows), step, false, |b, row| {
-                let acc = b.fresh("acc");
-                b.out.push(Stmt::Var {
-                    var: acc.clone(),
-                    ty: Ty::Elem(acc_t),
-                    init: lit(acc_t, init),
-                });
+            let unroll = k.min(4);
+            return self.for_("ob", start, int(outs), step, false, |b, ob| {
+                let acc = b.tensor(
+                    irc_kir::Space::Registers,
+                    acc_t,
+                    irc_layout::Layout::int(w as i64, 1).map_err(internal)?,
+                );
+                b.for_("v", Expr::Int(0), int(w), Expr::Int(1), true, |b, v| {
+                    b.out.push(Stmt::Store {
+                        tensor: acc.clone(),
+                        coord: vec![v],
+                        value: lit(acc_t, init),
+                    });
+                    Ok(())
+                })?;
                 let combine = match op {
                     ReduceOp::Sum => Func::Add,
                     ReduceOp::Max => Func::Max,
                     ReduceOp::Min => Func::Min,
                 };
-                let r2 = row.clone();
-                b.for_("k", int(0), int(k), int(1), false, |b, kv| {
-                    b.coord = vec![kv, r2];
-                    let e = b.value_at(x, &access)?;
-                    let e = cast_to(acc_t, b.ty(x).dtype, e);
-                    b.out.push(Stmt::Assign {
-                        var: acc.clone(),
-                        value: Expr::call(combine, vec![Expr::var(&acc), e]),
-                    });
-                    Ok(())
+                let ob2 = ob.clone();
+                b.for_("kb", Expr::Int(0), int(k), int(unroll), false, |b, kb| {
+                    b.for_(
+                        "u",
+                        Expr::Int(0),
+                        int(unroll),
+                        Expr::Int(1),
+                        true,
+                        |b, u| {
+                            let kv = b.let_("k", Ty::Idx, add(kb, u));
+                            let guard = lt(kv.clone(), int(k));
+                            let body = |b: &mut Self| {
+                                b.vector_loop(w, vec![ob2, kv.clone()], |b, ox, v| {
+                                    b.coord = vec![ox, kv];
+                                    let e = b.value_at(x, &swapped)?;
+                                    let e = cast_to(acc_t, xd, e);
+                                    let prev = Expr::load(&acc, vec![v.clone()]);
+                                    b.out.push(Stmt::Store {
+                                        tensor: acc.clone(),
+                                        coord: vec![v],
+                                        value: Expr::call(combine, vec![prev, e]),
+                                    });
+                                    Ok(())
+                                })
+                            };
+                            if k % unroll == 0 {
+                                body(b)
+                            } else {
+                                b.if_(guard, body)
+                            }
+                        },
+                    )
                 })?;
-                let mut value = Expr::var(&acc);
-                if inst.op == OpKind::ReduceMean {
-                    value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
-                }
-                b.out.push(Stmt::Store {
-                    tensor: out,
-                    coord: vec![row],
-                    value: cast_to(out_dtype, acc_t, value),
-                });
-                Ok(())
+                b.vector_loop(w, vec![ob], |b, ox, v| {
+                    let red = Expr::load(&acc, vec![v]);
+                    let value = finish(red);
+                    b.store_elem(&out, vec![ox], value)
+                })
             });
         }
-        let (ReductionConfig::Row { threads } | ReductionConfig::Column { threads }) = schedule;
+        let threads = match schedule {
+            ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
+            // Built above.
+            ReductionConfig::Split { .. } | ReductionConfig::ColumnSplit => u64::from(THREADS),
+            ReductionConfig::Warp { warps } => {
+                // A row per lane group: the group's lanes stride its vectors, a group reduction,
+                // the group's first lane stores.
+                let vecs = k.div_ceil(width);
+                let lanes = vecs.next_power_of_two().min(32);
+                return self.lane_group_rows(rows, lanes, warps, |b, row, valid, lane| {
+                    let acc = b.accumulator(acc_t, init);
+                    let (a, r) = (acc.clone(), row.clone());
+                    let rest = vec![row.clone()];
+                    b.strided_vectors(
+                        vecs,
+                        lane.clone(),
+                        lanes,
+                        4,
+                        width,
+                        rest,
+                        valid.clone(),
+                        move |b, kv| {
+                            b.coord = vec![kv, r];
+                            let e = b.value_at(x, &access)?;
+                            let e = cast_to(acc_t, b.ty(x).dtype, e);
+                            b.combine(&a, op, e);
+                            Ok(())
+                        },
+                    )?;
+                    let red = if lanes > 1 {
+                        let var = b.fresh("red");
+                        b.out.push(Stmt::WarpReduce {
+                            var: var.clone(),
+                            ty: Ty::Elem(acc_t),
+                            op,
+                            width: lanes as u32,
+                            value: Expr::var(&acc),
+                        });
+                        Expr::Var(var)
+                    } else {
+                        Expr::var(&acc)
+                    };
+                    let value = finish(red);
+                    let mut cond = Expr::idx(IdxOp::Eq, lane, Expr::Int(0));
+                    if let Some(v) = valid {
+                        cond = Expr::idx(IdxOp::And, v, cond);
+                    }
+                    b.if_(cond, |b| {
+                        b.out.push(Stmt::Store {
+                            tensor: out,
+                            coord: vec![row],
+                            value,
+                        });
+                        Ok(())
+                    })
+                });
+            }
+        };
         self.kernel.block = [threads as u32, 1, 1];
         self.rows(rows, |b, row| {
-            let red = b.row_reduce(k, &row, acc_t, op, init, |b, _| {
+            let red = b.row_reduce(k, &row, width, acc_t, op, init, |b, _| {
                 let e = b.value_at(x, &access)?;
                 Ok(cast_to(acc_t, b.ty(x).dtype, e))
             })?;
-            let mut value = red;
-            if inst.op == OpKind::ReduceMean {
-                value = Expr::call(Func::Div, vec![value, lit(acc_t, k as f64)]);
-            }
-            let value = cast_to(out_dtype, acc_t, value);
+            let value = finish(red);
             b.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
                 b.out.push(Stmt::Store {
                     tensor: out,
@@ -183,6 +362,110 @@ impl Builder<'_, '_> {
                 });
                 Ok(())
             })
+        })
+    }
+}
+
+/// A split row reduction: `rows` rows of `k` in chunks of `chunk` elements.
+struct RowsSplit {
+    rows: u64,
+    k: u64,
+    chunk: u64,
+    width: u64,
+    acc_t: DType,
+    op: ReduceOp,
+    init: f64,
+}
+
+impl Builder<'_, '_> {
+    /// Few long rows (`split,chunk=N`): a partials kernel of `(splits, rows)` blocks, each
+    /// reducing its chunk (`chunk_loop`: vectors, four per thread in flight) with a block
+    /// reduction into `[rows, splits]`; then a thread per row adding its partials in order.
+    fn reduction_split(
+        &mut self,
+        inst: &Inst,
+        r: RowsSplit,
+        access: &irc_layout::Layout,
+        out: String,
+        finish: impl Fn(Expr) -> Expr,
+    ) -> R<()> {
+        let x = inst.operands[0];
+        let splits = r.k.div_ceil(r.chunk);
+        let name = format!("{}_partials", self.kernel.name);
+        let decl = irc_kir::BufferDecl {
+            name: name.clone(),
+            dtype: r.acc_t,
+            shape: vec![r.rows, splits],
+            kind: irc_kir::BufferKind::Temp,
+            tensor_map: None,
+        };
+        self.temps.push(decl.clone());
+        let layout = irc_layout::Layout::flat(&[splits as i64, r.rows as i64], &[1, splits as i64])
+            .map_err(internal)?;
+        let mut p = Builder::new(
+            self.l,
+            format!("{}_partial", self.kernel.name),
+            self.inst_index(inst)?,
+        );
+        p.temps.push(decl);
+        p.kernel.grid = [splits as u32, r.rows as u32, 1];
+        p.kernel.block = [THREADS, 1, 1];
+        let pp = p.param(&name);
+        let part = p.tensor(irc_kir::Space::Global(pp), r.acc_t, layout.clone());
+        let row = bx(Builtin::BidY);
+        let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
+        let acc = p.accumulator(r.acc_t, r.init);
+        let (a, rw, xd) = (acc.clone(), row.clone(), p.ty(x).dtype);
+        p.chunk_loop(&start, r.chunk, r.k, &row, r.width, |b, kx| {
+            b.coord = vec![kx, rw];
+            let e = b.value_at(x, access)?;
+            b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
+            Ok(())
+        })?;
+        let red = p.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
+        p.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
+            b.out.push(Stmt::Store {
+                tensor: part,
+                coord: vec![bx(Builtin::BidX), row],
+                value: red,
+            });
+            Ok(())
+        })?;
+        p.temps.clear();
+        self.pre.push(p.finish());
+        let pp = self.param(&name);
+        let part = self.tensor(irc_kir::Space::Global(pp), r.acc_t, layout);
+        self.kernel.block = [THREADS, 1, 1];
+        self.kernel.grid = [
+            r.rows.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        let first = add(
+            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+            bx(Builtin::TidX),
+        );
+        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        self.for_("row", first, int(r.rows), step, false, |b, row| {
+            let acc = b.accumulator(r.acc_t, r.init);
+            let row2 = row.clone();
+            b.for_(
+                "s",
+                Expr::Int(0),
+                int(splits),
+                Expr::Int(1),
+                false,
+                |b, s| {
+                    b.combine(&acc, r.op, Expr::load(&part, vec![s, row2]));
+                    Ok(())
+                },
+            )?;
+            b.out.push(Stmt::Store {
+                tensor: out,
+                coord: vec![row],
+                value: finish(Expr::var(&acc)),
+            });
+            Ok(())
         })
     }
 }

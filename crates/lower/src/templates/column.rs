@@ -1,0 +1,229 @@
+//! Split column reductions: a reduction along a strided axis with few outputs (a
+//! vector-matrix product `x·B` with B N-contiguous; the outputs of a leading-axis reduction
+//! too few for a thread each) spread over the whole GPU.
+//!
+//! A block of 256 threads is 8 lanes of outputs by 32 groups along the reduced axis: lane `l`
+//! owns `w` adjacent outputs (a 16-byte vector where the layouts allow, so 8 lanes read 128
+//! contiguous bytes of each row), group `g` the rows `g, g + 32, ...` of the block's part of
+//! the axis. The groups' accumulators meet in shared memory and 8·w threads sum them, each
+//! over the 32 groups in order. When the output tiles alone leave SMs idle, the axis is also
+//! split across `ks` blocks: each writes its partial sums to a temp buffer `[ks, outs]` and a
+//! second kernel, a thread per output, adds the `ks` partials in order (deterministic), then
+//! finishes the output. With `ks = 1` the first kernel finishes the outputs itself.
+
+use crate::lower::*;
+use irc_ir::DType;
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
+use irc_layout::Layout;
+
+/// Lanes of outputs and groups along the reduced axis of a block.
+const LANES: u64 = 8;
+const GROUPS: u64 = 32;
+
+/// The reduction `column_split` builds: `outs` outputs over an axis of `k`, `w` outputs per
+/// vector, accumulated in `acc_t` with `op` from `init`.
+pub(crate) struct ColumnSplit {
+    pub(crate) outs: u64,
+    pub(crate) k: u64,
+    pub(crate) w: u64,
+    pub(crate) acc_t: DType,
+    pub(crate) op: ReduceOp,
+    pub(crate) init: f64,
+}
+
+/// The element function: `(builder, output index, index along the axis)` → the value to
+/// accumulate, read at the builder's coordinate `[output, axis]` (a vector loop's).
+pub(crate) type Elem<'a> = dyn Fn(&mut Builder<'_, '_>, Expr, Expr) -> R<Expr> + 'a;
+
+impl Builder<'_, '_> {
+    /// The split column reduction (module docs); `finish(o, value)` stores output `o`.
+    pub(crate) fn column_split(
+        &mut self,
+        inst_index: usize,
+        c: ColumnSplit,
+        elem: &Elem<'_>,
+        finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<()> {
+        let vecs = c.outs.div_ceil(c.w);
+        let tiles = vecs.div_ceil(LANES);
+        // Split the axis until about 4 blocks per SM, each group at least 4 rows of it.
+        let sms = u64::from(self.l.options.target.sms);
+        let most = c.k.div_ceil(4 * GROUPS).max(1);
+        let ks = (4 * sms).div_ceil(tiles).clamp(1, most);
+        let kc = c.k.div_ceil(ks).div_ceil(GROUPS) * GROUPS;
+        let ks = c.k.div_ceil(kc);
+        if ks == 1 {
+            let sums = self.column_partial(&c, elem, tiles, kc)?;
+            return self.column_sums(&c, sums, |b, o, v| finish(b, o, v));
+        }
+        let name = format!("{}_partials", self.kernel.name);
+        let decl = kir::BufferDecl {
+            name: name.clone(),
+            dtype: c.acc_t,
+            shape: vec![ks, c.outs],
+            kind: kir::BufferKind::Temp,
+            tensor_map: None,
+        };
+        self.temps.push(decl.clone());
+        let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), inst_index);
+        p.temps.push(decl);
+        let layout =
+            Layout::flat(&[c.outs as i64, ks as i64], &[1, c.outs as i64]).map_err(internal)?;
+        let pp = p.param(&name);
+        let part = p.tensor(Space::Global(pp), c.acc_t, layout.clone());
+        let sums = p.column_partial(&c, elem, tiles, kc)?;
+        p.column_sums(&c, sums, |b, o, v| {
+            b.out.push(Stmt::Store {
+                tensor: part,
+                coord: vec![o, bx(Builtin::BidY)],
+                value: v,
+            });
+            Ok(())
+        })?;
+        p.temps.clear();
+        self.pre.push(p.finish());
+        // The sums: a thread per output, the partials added in order.
+        let pp = self.param(&name);
+        let part = self.tensor(Space::Global(pp), c.acc_t, layout);
+        self.kernel.block = [THREADS, 1, 1];
+        self.kernel.grid = [
+            c.outs.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ];
+        let start = add(
+            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+            bx(Builtin::TidX),
+        );
+        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        self.for_("o", start, int(c.outs), step, false, |b, o| {
+            let acc = b.accumulator(c.acc_t, c.init);
+            let o2 = o.clone();
+            b.for_("s", Expr::Int(0), int(ks), Expr::Int(1), false, |b, s| {
+                let x = Expr::load(&part, vec![o2, s]);
+                b.combine(&acc, c.op, x);
+                Ok(())
+            })?;
+            finish(b, o, Expr::var(&acc))
+        })
+    }
+
+    /// The first kernel's grid, block and accumulation: returns the shared tile of the
+    /// groups' accumulators `[LANES·w, GROUPS]`, filled and synchronized.
+    fn column_partial(
+        &mut self,
+        c: &ColumnSplit,
+        elem: &Elem<'_>,
+        tiles: u64,
+        kc: u64,
+    ) -> R<String> {
+        let (w, vecs) = (c.w, c.outs.div_ceil(c.w));
+        let ks = c.k.div_ceil(kc);
+        self.kernel.block = [(LANES * GROUPS) as u32, 1, 1];
+        self.kernel.grid = [tiles.min(u32::MAX as u64) as u32, ks as u32, 1];
+        let tid = bx(Builtin::TidX);
+        let lane = self.let_(
+            "lane",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, tid.clone(), int(LANES)),
+        );
+        let grp = self.let_("grp", Ty::Idx, Expr::idx(IdxOp::Div, tid, int(LANES)));
+        let ob = self.let_(
+            "ob",
+            Ty::Idx,
+            add(mul(bx(Builtin::BidX), int(LANES)), lane.clone()),
+        );
+        let k0 = self.let_("k0", Ty::Idx, mul(bx(Builtin::BidY), int(kc)));
+        let acc = self.tensor(
+            Space::Registers,
+            c.acc_t,
+            Layout::int(w as i64, 1).map_err(internal)?,
+        );
+        self.for_("v", Expr::Int(0), int(w), Expr::Int(1), true, |b, v| {
+            b.out.push(Stmt::Store {
+                tensor: acc.clone(),
+                coord: vec![v],
+                value: lit(c.acc_t, c.init),
+            });
+            Ok(())
+        })?;
+        let combine = match c.op {
+            ReduceOp::Sum => Func::Add,
+            ReduceOp::Max => Func::Max,
+            ReduceOp::Min => Func::Min,
+        };
+        let valid = lt(ob.clone(), int(vecs));
+        self.for_("kk", grp.clone(), int(kc), int(GROUPS), false, |b, kk| {
+            let kv = b.let_("kv", Ty::Idx, add(k0, kk));
+            let cond = Expr::idx(IdxOp::And, valid, lt(kv.clone(), int(c.k)));
+            b.if_(cond, |b| {
+                b.vector_loop(w, vec![ob, kv.clone()], |b, ox, v| {
+                    b.coord = vec![ox.clone(), kv.clone()];
+                    let e = elem(b, ox, kv)?;
+                    let prev = Expr::load(&acc, vec![v.clone()]);
+                    b.out.push(Stmt::Store {
+                        tensor: acc.clone(),
+                        coord: vec![v],
+                        value: Expr::call(combine, vec![prev, e]),
+                    });
+                    Ok(())
+                })
+            })
+        })?;
+        // Each thread's w accumulators to the shared tile, at (lane·w + v, group).
+        let tile = self.tensor(
+            Space::Shared,
+            c.acc_t,
+            Layout::flat(
+                &[(LANES * w) as i64, GROUPS as i64],
+                &[1, (LANES * w) as i64],
+            )
+            .map_err(internal)?,
+        );
+        self.for_("v", Expr::Int(0), int(w), Expr::Int(1), true, |b, v| {
+            b.out.push(Stmt::Store {
+                tensor: tile.clone(),
+                coord: vec![add(mul(lane, int(w)), v.clone()), grp],
+                value: Expr::load(&acc, vec![v]),
+            });
+            Ok(())
+        })?;
+        self.out.push(Stmt::Sync);
+        Ok(tile)
+    }
+
+    /// Threads `t < LANES·w` sum column `t` of the shared tile over the groups in order and
+    /// give output `bid.x·LANES·w + t` (when it exists) to `put`.
+    fn column_sums(
+        &mut self,
+        c: &ColumnSplit,
+        tile: String,
+        put: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<()> {
+        let span = LANES * c.w;
+        let t = bx(Builtin::TidX);
+        let o = add(mul(bx(Builtin::BidX), int(span)), t.clone());
+        let cond = Expr::idx(
+            IdxOp::And,
+            lt(t.clone(), int(span)),
+            lt(o.clone(), int(c.outs)),
+        );
+        self.if_(cond, |b| {
+            let o = b.let_("o", Ty::Idx, o);
+            let acc = b.accumulator(c.acc_t, c.init);
+            b.for_(
+                "g",
+                Expr::Int(0),
+                int(GROUPS),
+                Expr::Int(1),
+                false,
+                |b, g| {
+                    let x = Expr::load(&tile, vec![t, g]);
+                    b.combine(&acc, c.op, x);
+                    Ok(())
+                },
+            )?;
+            put(b, o, Expr::var(&acc))
+        })
+    }
+}

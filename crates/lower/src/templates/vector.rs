@@ -1,0 +1,292 @@
+//! Vector access for row kernels: each thread owns `width` consecutive elements of a row (16
+//! bytes where the row allows), read with one `copy.width` into registers and written with one
+//! `copy.width` from them.
+//!
+//! A template opens a vector loop ([`Builder::vector_loop`]) at a coordinate whose mode 0 is
+//! `vb·width + v` (`vb` the vector's index along the row, `v` the unrolled element). While the
+//! body is built, every read of a global buffer at exactly that coordinate whose layout reads
+//! `width` consecutive, aligned elements ([`vector_layout`]) becomes a register read, its copy
+//! hoisted before the loop; every [`Builder::store_elem`] to such a buffer becomes a register
+//! write, its copy placed after the loop. Reads at another coordinate (a concat's branch), and
+//! buffers whose layout does not allow it (a broadcast along the row, a transposed operand),
+//! stay scalar: the vector form is an optimization the layout algebra proves, never a
+//! requirement.
+
+use crate::lower::*;
+use irc_ir::DType;
+use irc_kir::{Expr, Frag, Space, Stmt, Ty};
+use irc_layout::{Layout, coalesce, composition};
+use std::collections::HashMap;
+
+/// Elements of `dtype` in one vector access along rows of `k`: 16 bytes' worth, halved until
+/// it divides `k`; 1 (scalar) when fewer than 4 bytes remain.
+pub(crate) fn vector_width(dtype: DType, k: u64) -> u64 {
+    let size = dtype.size_bytes().max(1);
+    let mut w = (16 / size).max(1);
+    while w > 1 && k % w != 0 {
+        w /= 2;
+    }
+    if w * size < 4 { 1 } else { w }
+}
+
+/// `access` (mode 0 the row) read `width` elements at a time: `(width:1, mode0 ∘ (k/w):w,
+/// modes 1..)`, when mode 0 maps each aligned group of `width` coordinates to `width`
+/// consecutive elements and every other stride and `offset` are multiples of `width` (so each
+/// access is `width`-element aligned, given aligned buffers).
+pub(crate) fn vector_layout(access: &Layout, width: u64, offset: i64) -> Option<Layout> {
+    let w = i64::try_from(width).ok()?;
+    if w < 2 || offset % w != 0 {
+        return None;
+    }
+    let m0 = access.mode(0).ok()?;
+    let k = m0.size().ok()?;
+    if k % w != 0 {
+        return None;
+    }
+    let split = composition(&m0, &Layout::flat(&[w, k / w], &[1, w]).ok()?).ok()?;
+    let head = coalesce(&split.mode(0).ok()?).ok()?;
+    if head.leaves() != [(w, 1)] {
+        return None;
+    }
+    let mut modes = vec![head, split.mode(1).ok()?];
+    modes.extend(access.modes().into_iter().skip(1));
+    let l = Layout::concat(&modes).ok()?;
+    irc_kir::is_vector_operand(&l, w, l.rank() - 1).then_some(l)
+}
+
+/// An open vector loop (module docs).
+pub(crate) struct VectorStage {
+    /// The coordinate reads must be at to be vectorized: `[vb·width + v, at[1..]]`.
+    coord: Vec<Expr>,
+    /// The vector layouts' coordinate: `[vb, at[1..]]`.
+    at: Vec<Expr>,
+    /// The unrolled element variable.
+    v: Expr,
+    width: u64,
+    /// Copies into registers, placed before the loop.
+    before: Vec<Stmt>,
+    /// Copies out of registers, placed after it.
+    after: Vec<Stmt>,
+    /// The register tensor of each vectorized global tensor.
+    regs: HashMap<String, String>,
+}
+
+impl Builder<'_, '_> {
+    /// `for v = 0 to width unroll { f(kx, v) }` with the coordinate `[kx = at[0]·width + v,
+    /// at[1..]]`: vectorized reads and stores as the module docs say. The caller guards the
+    /// whole vector (`at[0]·width < k`); `width` 1 is a plain scalar step.
+    pub(crate) fn vector_loop(
+        &mut self,
+        width: u64,
+        at: Vec<Expr>,
+        f: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<()> {
+        if width <= 1 {
+            return f(self, at[0].clone(), Expr::Int(0));
+        }
+        let var = self.fresh("v");
+        let v = Expr::var(&var);
+        let saved = self.vectors.replace(VectorStage {
+            coord: vec![],
+            at: at.clone(),
+            v: v.clone(),
+            width,
+            before: vec![],
+            after: vec![],
+            regs: HashMap::new(),
+        });
+        let body = self.block(|b| {
+            let kx = b.let_(
+                "kx",
+                Ty::Idx,
+                add(mul(at[0].clone(), int(width)), v.clone()),
+            );
+            let mut coord = vec![kx.clone()];
+            coord.extend(at[1..].iter().cloned());
+            if let Some(st) = b.vectors.as_mut() {
+                st.coord = coord;
+            }
+            f(b, kx, v)
+        });
+        let stage = std::mem::replace(&mut self.vectors, saved);
+        let body = body?;
+        let stage = stage.ok_or_else(|| {
+            Retry::Fail(crate::LowerError::Internal(
+                "vector loop closed twice".into(),
+            ))
+        })?;
+        self.out.extend(stage.before);
+        self.out.push(Stmt::For {
+            var,
+            start: Expr::Int(0),
+            end: int(width),
+            step: Expr::Int(1),
+            unroll: true,
+            body,
+        });
+        self.out.extend(stage.after);
+        Ok(())
+    }
+
+    /// A row's `vecs` vectors spread over a group of `lanes` threads, `unroll` vectors per
+    /// thread in flight: `for off = 0 to vecs step lanes·unroll { for u = 0 to unroll unroll {
+    /// vb = off + u·lanes + lane; if vb < vecs [and valid] { vector_loop(width, [vb, rest..],
+    /// f) } } }`; `f` gets the element index.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn strided_vectors(
+        &mut self,
+        vecs: u64,
+        lane: Expr,
+        lanes: u64,
+        unroll: u64,
+        width: u64,
+        rest: Vec<Expr>,
+        valid: Option<Expr>,
+        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        let unroll = unroll.min(vecs.div_ceil(lanes)).max(1);
+        self.for_(
+            "off",
+            Expr::Int(0),
+            int(vecs),
+            int(lanes * unroll),
+            false,
+            |s, off| {
+                s.for_(
+                    "u",
+                    Expr::Int(0),
+                    int(unroll),
+                    Expr::Int(1),
+                    true,
+                    |s, u| {
+                        let vb = s.let_("vb", Ty::Idx, add(add(off, mul(u, int(lanes))), lane));
+                        let mut cond = lt(vb.clone(), int(vecs));
+                        if let Some(v) = valid {
+                            cond = Expr::idx(irc_kir::IdxOp::And, v, cond);
+                        }
+                        s.if_(cond, |s| {
+                            let mut at = vec![vb];
+                            at.extend(rest);
+                            s.vector_loop(width, at, |s, kx, _| f(s, kx))
+                        })
+                    },
+                )
+            },
+        )
+    }
+
+    /// The vector layout of a global tensor read or written at the current coordinate inside
+    /// a vector loop, and that loop's width.
+    fn vectorizable(&self, coord: &[Expr], access: &Layout, offset: i64) -> Option<(Layout, u64)> {
+        let st = self.vectors.as_ref()?;
+        if coord != st.coord.as_slice() {
+            return None;
+        }
+        Some((vector_layout(access, st.width, offset)?, st.width))
+    }
+
+    /// The register tensor that holds the vector of global tensor `src`, made (and its copy
+    /// recorded before or after the loop) on first use.
+    fn vector_register(
+        &mut self,
+        global: String,
+        dtype: DType,
+        width: u64,
+        load: bool,
+    ) -> R<String> {
+        if let Some(r) = self.vectors.as_ref().and_then(|s| s.regs.get(&global)) {
+            return Ok(r.clone());
+        }
+        let reg = self.tensor(
+            Space::Registers,
+            dtype,
+            Layout::int(width as i64, 1).map_err(internal)?,
+        );
+        let st = self.vectors.as_mut().ok_or_else(|| {
+            Retry::Fail(crate::LowerError::Internal("no open vector loop".into()))
+        })?;
+        let (reg_frag, mem) = (
+            Frag {
+                tensor: reg.clone(),
+                at: vec![],
+            },
+            Frag {
+                tensor: global.clone(),
+                at: st.at.clone(),
+            },
+        );
+        let copy = |dst, src| Stmt::Copy {
+            width: width as u32,
+            dst,
+            src,
+        };
+        if load {
+            st.before.push(copy(reg_frag, mem));
+        } else {
+            st.after.push(copy(mem, reg_frag));
+        }
+        st.regs.insert(global, reg.clone());
+        Ok(reg)
+    }
+
+    /// A read of buffer parameter `p` at the current coordinate through `access` (+ `offset`):
+    /// the element of a register vector when the read vectorizes (module docs), else `None`.
+    pub(crate) fn vector_read(
+        &mut self,
+        p: &str,
+        dtype: DType,
+        access: &Layout,
+        offset: i64,
+    ) -> R<Option<Expr>> {
+        let Some((layout, width)) = self.vectorizable(&self.coord, access, offset) else {
+            return Ok(None);
+        };
+        let global = self.tensor_at(Space::Global(p.to_string()), dtype, layout, offset);
+        let reg = self.vector_register(global, dtype, width, true)?;
+        let v = self
+            .vectors
+            .as_ref()
+            .map(|s| s.v.clone())
+            .unwrap_or(Expr::Int(0));
+        Ok(Some(self.let_(
+            "v",
+            Ty::Elem(dtype),
+            Expr::load(&reg, vec![v]),
+        )))
+    }
+
+    /// `store %out[coord], value`, through a register vector copied out after the loop when
+    /// `coord` is the vector loop's and `out`'s layout vectorizes. Called once per element of
+    /// the loop, unconditionally within it.
+    pub(crate) fn store_elem(&mut self, out: &str, coord: Vec<Expr>, value: Expr) -> R<()> {
+        let decl = self
+            .kernel
+            .tensors
+            .iter()
+            .find(|t| t.name == out)
+            .map(|t| (t.space.clone(), t.dtype, t.layout.clone(), t.offset));
+        if let Some((Space::Global(p), dtype, layout, offset)) = decl
+            && let Some((vl, width)) = self.vectorizable(&coord, &layout, offset)
+        {
+            let global = self.tensor_at(Space::Global(p), dtype, vl, offset);
+            let reg = self.vector_register(global, dtype, width, false)?;
+            let v = self
+                .vectors
+                .as_ref()
+                .map(|s| s.v.clone())
+                .unwrap_or(Expr::Int(0));
+            self.out.push(Stmt::Store {
+                tensor: reg,
+                coord: vec![v],
+                value,
+            });
+            return Ok(());
+        }
+        self.out.push(Stmt::Store {
+            tensor: out.to_string(),
+            coord,
+            value,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,266 @@
+//! The row and reduction templates without a GPU: every point of each graph's row or reduction
+//! configuration space (warp, part-of-a-warp and block groups with 16-byte vectors, split and
+//! streamed schedules) is lowered, run by the kernel-IR emulator (`emulate.rs`) on seeded
+//! random inputs, and checked against the interpreter on the graph as written. The sizes are
+//! odd on purpose: rows of 1, 6, 33, 1025 elements, a row count that leaves a warp's last lane
+//! groups without a row, rows read through a transpose (no vectors), fused producers read as
+//! vectors beside a weight read at stride 0 across rows.
+
+mod emulate;
+
+use irc_interp::{compare, random::random_tensor, tensor::Data, tensor::Tensor};
+use std::collections::HashMap;
+
+/// Runs the graph's kernels in the emulator and compares its result with the interpreter's.
+fn emulate_matches(g: &irc_ir::Graph, k: &irc_kir::Module, what: &str) {
+    let inputs: Vec<Tensor> = g
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| random_tensor(g.ty(p), 11, i as u64))
+        .collect();
+    let mut by_name = HashMap::new();
+    for (b, t) in k.buffers.iter().zip(&inputs) {
+        by_name.insert(b.name.clone(), t.data.to_f64());
+    }
+    let out = emulate::run(k, &by_name);
+    let reference = irc_interp::run_graph(g, inputs).expect("interprets");
+    let ty = g.ty(g.results[0]).clone();
+    let got = Tensor::new(
+        ty.clone(),
+        Data::from_f64(ty.dtype, out[&k.results[0]].clone()),
+    )
+    .unwrap();
+    let c = compare::compare(&got, &reference[0]).unwrap();
+    assert!(c.passed(), "@{} {what}: {c:?}", g.name);
+}
+
+/// Checks every configuration of every row/reduction kernel of `src`'s graph; returns the
+/// kernel IR of the default lowering and how many configurations ran.
+fn check(src: &str) -> (String, usize) {
+    let m = irc_frontend::parse_module(src).expect("parses");
+    let g = &m.graphs[0];
+    let target = irc_lower::LowerOptions::default().target;
+    let base =
+        irc_lower::plan_and_lower_with(g, Default::default(), &Default::default()).expect("lowers");
+    emulate_matches(g, &base.kernels, "default");
+    let mut ran = 1;
+    for choice in &base.choices {
+        let p = &choice.problem;
+        if !matches!(p.template, "row" | "reduction") {
+            continue;
+        }
+        for cfg in irc_lower::templates::space(p, &target) {
+            let options = irc_lower::LowerOptions {
+                configs: std::collections::BTreeMap::from([(p.key(), cfg)]),
+                ..Default::default()
+            };
+            let planned = irc_lower::plan_and_lower_with(g, Default::default(), &options)
+                .unwrap_or_else(|e| panic!("@{} {cfg}: {e}", g.name));
+            emulate_matches(g, &planned.kernels, &cfg.to_string());
+            ran += 1;
+        }
+    }
+    (irc_kir::print_module(&base.kernels), ran)
+}
+
+fn copies(kir: &str) -> usize {
+    kir.lines()
+        .filter(|l| l.trim().starts_with("copy."))
+        .count()
+}
+
+#[test]
+fn softmax_short_rows_share_a_warp() {
+    // 128 f16 = 16 vectors of 8: 16 lanes per row, two rows per warp; 37 rows leave the last
+    // warp's second lane group without a row.
+    let (kir, ran) = check(
+        "graph @s(%x: tensor<37x128xf16>) -> tensor<37x128xf16> {
+          %y = softmax %x {axis = -1}
+          return %y
+        }",
+    );
+    assert!(kir.contains("warp_reduce.max.16"), "{kir}");
+    assert_eq!(
+        copies(&kir),
+        2,
+        "one vector load and one vector store:\n{kir}"
+    );
+    assert!(ran > 4);
+}
+
+#[test]
+fn rmsnorm_fused_residual_reads_vectors() {
+    // The pre-norm pattern: x + r normalized; x, r and the weight are each one vector load.
+    let (kir, _) = check(
+        "graph @r(%x: tensor<9x1000xf16>, %r: tensor<9x1000xf16>, %w: tensor<1000xf16>) -> tensor<9x1000xf16> {
+          %s = add %x, %r
+          %y = rmsnorm %s, %w {axis = -1, eps = 1e-6}
+          return %y
+        }",
+    );
+    assert!(copies(&kir) >= 4, "{kir}");
+}
+
+#[test]
+fn layernorm_rows_of_odd_and_tiny_lengths() {
+    for (rows, k) in [(5, 1025), (40, 6), (3, 33), (1, 8)] {
+        check(&format!(
+            "graph @ln(%x: tensor<{rows}x{k}xbf16>, %w: tensor<{k}xbf16>, %b: tensor<{k}xbf16>) -> tensor<{rows}x{k}xbf16> {{
+              %y = layernorm %x, %w, %b {{axis = -1, eps = 1e-5}}
+              return %y
+            }}"
+        ));
+    }
+}
+
+#[test]
+fn softmax_f32_block_rows_and_leading_axis() {
+    check(
+        "graph @s(%x: tensor<3x3000xf32>) -> tensor<3x3000xf32> {
+          %y = softmax %x {axis = -1}
+          return %y
+        }",
+    );
+    // Reduced along axis 0: the row's elements are 5 apart, so reads stay scalar.
+    let (kir, _) = check(
+        "graph @t(%x: tensor<64x5xf32>) -> tensor<64x5xf32> {
+          %y = softmax %x {axis = 0}
+          return %y
+        }",
+    );
+    assert_eq!(copies(&kir), 0, "{kir}");
+}
+
+#[test]
+fn long_rows_split_and_streamed() {
+    check(
+        "graph @l(%x: tensor<2x9000xf16>, %w: tensor<9000xf16>) -> tensor<2x9000xf16> {
+          %y = rmsnorm %x, %w {axis = -1, eps = 1e-6}
+          return %y
+        }",
+    );
+}
+
+#[test]
+fn reductions_over_rows() {
+    for src in [
+        "graph @s(%x: tensor<33x512xf32>) -> tensor<33xf32> {
+          %y = reduce_sum %x {axes = [1]}
+          return %y
+        }",
+        "graph @m(%x: tensor<7x1000xf16>) -> tensor<7xf16> {
+          %y = reduce_max %x {axes = [1]}
+          return %y
+        }",
+        "graph @a(%x: tensor<3x5x6xf32>) -> tensor<5xf32> {
+          %y = reduce_mean %x {axes = [0, 2]}
+          return %y
+        }",
+    ] {
+        check(src);
+    }
+}
+
+/// Checks the graph's every kernel against the interpreter; returns the kernel IR.
+fn check_all_kernels(src: &str) -> String {
+    let m = irc_frontend::parse_module(src).expect("parses");
+    let g = &m.graphs[0];
+    let planned =
+        irc_lower::plan_and_lower_with(g, Default::default(), &Default::default()).expect("lowers");
+    for c in &planned.choices {
+        assert_eq!(
+            c.problem.template, "matmul_gemv",
+            "@{}: {}",
+            g.name, c.group
+        );
+    }
+    emulate_matches(g, &planned.kernels, "default");
+    irc_kir::print_module(&planned.kernels)
+}
+
+#[test]
+fn matrix_vector_products_are_row_reductions() {
+    // A·x with odd K (4-byte vectors) and a fused bias + relu.
+    let kir = check_all_kernels(
+        "graph @mv(%a: tensor<37x1001xf16>, %x: tensor<1001x1xf16>, %b: tensor<37x1xf16>) -> tensor<37x1xf16> {
+          %y = matmul %a, %x
+          %z = add %y, %b
+          %r = relu %z
+          return %r
+        }",
+    );
+    assert!(kir.contains("warp_reduce"), "{kir}");
+    // x·Wᵀ, W [N, K]: the linear layer at batch 1, 16-byte vectors of W's rows.
+    let kir = check_all_kernels(
+        "graph @lin(%v: tensor<1x520xbf16>, %w: tensor<33x520xbf16>) -> tensor<1x33xbf16> {
+          %z = matmul %v, %w {transpose_b = true}
+          return %z
+        }",
+    );
+    assert!(kir.contains("copy.8"), "{kir}");
+    // Batched with the vector broadcast; rows of fewer than 32 vectors (lane groups).
+    check_all_kernels(
+        "graph @bmv(%a: tensor<3x7x96xf16>, %x: tensor<96x1xf16>) -> tensor<3x7x1xf16> {
+          %u = matmul %a, %x
+          return %u
+        }",
+    );
+    check_all_kernels(
+        "graph @dot(%f: tensor<45x40xf32>, %g: tensor<40xf32>) -> tensor<45xf32> {
+          %q = matmul %f, %g
+          return %q
+        }",
+    );
+}
+
+#[test]
+fn vector_matrix_products_are_split_column_reductions() {
+    // x·B, B [K, N] N-contiguous: 8 lanes of 8-wide output vectors, K split across blocks
+    // (a partials kernel and an in-order sum), a bias + relu epilogue.
+    let kir = check_all_kernels(
+        "graph @vm(%x: tensor<1x2000xf16>, %b: tensor<2000x264xf16>, %c: tensor<1x264xf16>) -> tensor<1x264xf16> {
+          %y = matmul %x, %b
+          %z = add %y, %c
+          %g = relu %z
+          return %g
+        }",
+    );
+    assert!(kir.contains("_partial"), "{kir}");
+    assert!(kir.contains("copy.8"), "{kir}");
+    // Odd N (scalar reads), batched with the matrix broadcast, f32; a short K in one kernel.
+    check_all_kernels(
+        "graph @bvm(%x: tensor<3x1x100xf32>, %b: tensor<100x33xf32>) -> tensor<3x1x33xf32> {
+          %y = matmul %x, %b
+          return %y
+        }",
+    );
+}
+
+#[test]
+fn few_long_rows_and_few_columns_split() {
+    // 3 rows of 40000: split into chunks over blocks, partials added in order.
+    let (kir, _) = check(
+        "graph @few(%x: tensor<3x40000xf32>) -> tensor<3xf32> {
+          %y = reduce_sum %x {axes = [1]}
+          return %y
+        }",
+    );
+    assert!(kir.contains("_partial"), "{kir}");
+    // A leading axis reduced into 24 outputs (a batch-norm statistic): the split column
+    // reduction, K split across blocks.
+    let (kir, _) = check(
+        "graph @cols(%x: tensor<3000x24xf16>) -> tensor<24xf16> {
+          %y = reduce_max %x {axes = [0]}
+          return %y
+        }",
+    );
+    assert!(kir.contains("_partial"), "{kir}");
+    // Channel statistics of an NCHW tensor: mean over [0, 2, 3].
+    check(
+        "graph @chan(%x: tensor<4x6x10x12xf32>) -> tensor<6xf32> {
+          %y = reduce_mean %x {axes = [0, 2, 3]}
+          return %y
+        }",
+    );
+}
