@@ -5,13 +5,30 @@
 //! orders are the `irc_layout` atoms). Values are f64, rounded to the element type at every cast
 //! and every store; index arithmetic is i64.
 //!
+//! Asynchronous copies (`cp.async`) are modelled as the PTX ISA defines them: each thread's
+//! copies read their source when issued, join its uncommitted group, and land in shared memory
+//! only when a `cp.async.wait` retires their group. Reading or writing a shared element while a
+//! copy into it is pending panics: that catches a missing wait (a read before the data lands)
+//! and a copy issued into a stage that is still being read (in lockstep, the read comes after
+//! the issue).
+//!
 //! What lockstep cannot see: a missing `sync` (every statement finishes in every thread before
 //! the next starts) and races between blocks.
 
 use irc_ir::DType;
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt};
 use irc_layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+
+/// One element an asynchronous copy will write: (shared tensor key, offset, value).
+type Landing = (String, usize, f64);
+
+/// A thread's asynchronous copies: the uncommitted group and the committed ones, oldest first.
+#[derive(Clone, Default)]
+struct AsyncCopies {
+    open: Vec<Landing>,
+    groups: VecDeque<Vec<Landing>>,
+}
 
 /// Rounds `x` to an element type.
 pub fn round(d: DType, x: f64) -> f64 {
@@ -99,6 +116,9 @@ struct Block<'k> {
     regs: Vec<HashMap<String, Vec<f64>>>,
     shared: HashMap<String, Vec<f64>>,
     atoms: [Vec<(i64, i64)>; 3],
+    copies: Vec<AsyncCopies>,
+    /// How many pending copies write each shared element.
+    pending: HashMap<(String, usize), u32>,
 }
 
 impl<'k> Block<'k> {
@@ -165,6 +185,8 @@ impl<'k> Block<'k> {
             regs,
             shared,
             atoms,
+            copies: vec![AsyncCopies::default(); n],
+            pending: HashMap::new(),
         }
     }
 
@@ -193,8 +215,8 @@ impl<'k> Block<'k> {
         let p = &self.places[t];
         if p.per_thread {
             self.regs[th][&p.key][off]
-        } else if let Some(s) = self.shared.get(&p.key) {
-            s[off]
+        } else if self.shared.contains_key(&p.key) {
+            self.shared_at(&p.key, off)
         } else {
             mem[&p.key][off]
         }
@@ -212,12 +234,87 @@ impl<'k> Block<'k> {
         let p = &self.places[t];
         let x = round(p.dtype, x);
         let key = p.key.clone();
+        self.not_pending(&key, off, "writes");
         if p.per_thread {
             self.regs[th].get_mut(&key).unwrap()[off] = x;
         } else if let Some(s) = self.shared.get_mut(&key) {
             s[off] = x;
         } else {
             mem.get_mut(&key).unwrap()[off] = x;
+        }
+    }
+
+    /// Element `off` of shared tensor `key`, which no pending copy may be about to write.
+    fn shared_at(&self, key: &str, off: usize) -> f64 {
+        self.not_pending(key, off, "reads");
+        self.shared[key][off]
+    }
+
+    fn not_pending(&self, key: &str, off: usize, what: &str) {
+        if !self.pending.is_empty() && self.pending.contains_key(&(key.to_string(), off)) {
+            panic!("a thread {what} shared %{key}[{off}] while a cp.async into it is pending");
+        }
+    }
+
+    /// `cp.async.{4,8,16}`, `cp.async.commit` and `cp.async.wait` in thread `th`.
+    fn cp_async(
+        &mut self,
+        op: Intrinsic,
+        args: &[kir::Arg],
+        th: usize,
+        mem: &HashMap<String, Vec<f64>>,
+    ) {
+        match op {
+            Intrinsic::CpAsyncCommit => {
+                let open = std::mem::take(&mut self.copies[th].open);
+                self.copies[th].groups.push_back(open);
+            }
+            Intrinsic::CpAsyncWait => {
+                let Some(kir::Arg::Expr(Expr::Int(n))) = args.first() else {
+                    panic!("cp.async.wait takes an integer literal");
+                };
+                while self.copies[th].groups.len() > *n as usize {
+                    let group = self.copies[th].groups.pop_front().unwrap_or_default();
+                    for (key, off, x) in group {
+                        let k = (key.clone(), off);
+                        let left = self.pending[&k] - 1;
+                        if left == 0 {
+                            self.pending.remove(&k);
+                        } else {
+                            self.pending.insert(k, left);
+                        }
+                        self.shared.get_mut(&key).expect("shared")[off] = x;
+                    }
+                }
+            }
+            _ => {
+                let bytes = op.cp_async_bytes().expect("a cp.async copy") as i64;
+                let (dst, src) = (
+                    args[0].frag().expect("cp.async dst"),
+                    args[1].frag().expect("cp.async src"),
+                );
+                let Some(kir::Arg::Expr(size)) = args.get(2) else {
+                    panic!("cp.async takes a source size");
+                };
+                let size = self.eval(size, th, mem).i();
+                let dc = self.coords(&dst.at, th, mem);
+                let sc = self.coords(&src.at, th, mem);
+                let (d0, s0) = (self.offset(&dst.tensor, &dc), self.offset(&src.tensor, &sc));
+                let (dp, sp) = (&self.places[&dst.tensor], &self.places[&src.tensor]);
+                let elem = dp.dtype.size_bytes() as i64;
+                let (dkey, skey, dtype) = (dp.key.clone(), sp.key.clone(), dp.dtype);
+                for j in 0..bytes / elem {
+                    let x = if j * elem < size {
+                        round(dtype, mem[&skey][(s0 + j) as usize])
+                    } else {
+                        0.0
+                    };
+                    let off = (d0 + j) as usize;
+                    self.not_pending(&dkey, off, "starts a second cp.async into");
+                    *self.pending.entry((dkey.clone(), off)).or_default() += 1;
+                    self.copies[th].open.push((dkey.clone(), off, x));
+                }
+            }
         }
     }
 
@@ -258,6 +355,7 @@ impl<'k> Block<'k> {
                     IdxOp::Le => i64::from(a <= b),
                     IdxOp::Eq => i64::from(a == b),
                     IdxOp::And => i64::from(a != 0 && b != 0),
+                    IdxOp::Xor => a ^ b,
                 })
             }
             Expr::Call(f, args) => {
@@ -393,6 +491,14 @@ impl<'k> Block<'k> {
                     self.vars[th].insert(var.clone(), Val::F(r));
                 }
             }
+            Stmt::Intrinsic { op, args }
+                if op.cp_async_bytes().is_some()
+                    || matches!(op, Intrinsic::CpAsyncCommit | Intrinsic::CpAsyncWait) =>
+            {
+                for th in self.each(mask) {
+                    self.cp_async(*op, args, th, mem);
+                }
+            }
             Stmt::Intrinsic { op, args } => {
                 for w0 in self.warps(mask, op.name()) {
                     self.intrinsic(*op, args, w0, mem);
@@ -446,7 +552,6 @@ impl<'k> Block<'k> {
                     })
                     .collect();
                 let key = self.places[&src.tensor].key.clone();
-                let smem = self.shared[&key].clone();
                 for t in 0..32usize {
                     for v in 0..8usize {
                         let j = v / 2;
@@ -456,7 +561,8 @@ impl<'k> Block<'k> {
                             starts[8 * j + t / 4] + (2 * (t % 4) + v % 2) as i64
                         };
                         let (dt, dc) = self.frag_coord(&args[0], v as i64, lane0 + t, mem);
-                        self.write(&dt, &dc, lane0 + t, smem[at as usize], mem);
+                        let x = self.shared_at(&key, at as usize);
+                        self.write(&dt, &dc, lane0 + t, x, mem);
                     }
                 }
             }

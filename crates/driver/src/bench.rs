@@ -35,8 +35,8 @@ pub struct BenchArgs {
     /// The emitter whose PTX is timed: `cuda` (NVRTC) or `mlir` (needs the `mlir` feature).
     #[arg(long, value_enum, default_value_t = crate::opt::Backend::Cuda)]
     pub backend: crate::opt::Backend,
-    /// The tensor-core matmul's configuration, `BMxBNxBK/WMxWN` (default: the template's
-    /// heuristic, 128x128x64/2x4).
+    /// The tensor-core matmul's configuration, `BMxBNxBK/WMxWN/STAGES` (default: the
+    /// template's heuristic, 128x128x32/2x4/4; without `/STAGES`, 4 stages).
     #[arg(long, value_name = "CONFIG")]
     pub mma_config: Option<irc_lower::MmaConfig>,
     /// Say (on stderr) which configuration each kernel was built with, and where it came from

@@ -749,16 +749,22 @@ impl KernelEmitter<'_> {
             | Intrinsic::WgmmaWait
             | Intrinsic::SetMaxNregInc
             | Intrinsic::SetMaxNregDec
-            | Intrinsic::BarSync => {
+            | Intrinsic::BarSync
+            | Intrinsic::CpAsync16
+            | Intrinsic::CpAsync8
+            | Intrinsic::CpAsync4
+            | Intrinsic::CpAsyncCommit
+            | Intrinsic::CpAsyncWait => {
                 let Some(ptx) = kir::intrinsic::ptx(op) else {
                     return;
                 };
                 // Operands in the table's order: shared addresses as 32-bit "r", a tensor
-                // map's generic address as "l", indices as "r", immediates as "n".
+                // map's or a global source's generic address as "l", indices as "r",
+                // immediates as "n".
                 let mut ins = vec![];
                 for ((_, kind), a) in op.info().args.iter().zip(args) {
                     ins.push(match (kind, a) {
-                        (kir::ArgKind::TensorMap, kir::Arg::Frag(f)) => {
+                        (kir::ArgKind::TensorMap | kir::ArgKind::GlobalIn, kir::Arg::Frag(f)) => {
                             let addr = self.place(self.tensors[f.tensor.as_str()], &f.at);
                             format!("\"l\"((unsigned long long)&{addr})")
                         }

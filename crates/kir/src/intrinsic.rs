@@ -5,7 +5,8 @@
 //! parser, the verifier and [`written_tensors`](crate::written_tensors) read the table; an
 //! emitter has one case per intrinsic. Adding an instruction is one row here plus its case in
 //! each emitter. The Hopper rows (TMA loads, mbarriers, wgmma, register reallocation) are what
-//! the `matmul_wgmma` template is made of.
+//! the `matmul_wgmma` template is made of; the `cp.async` rows (sm_80) feed the multistage
+//! pipeline of `matmul_mma`.
 
 use crate::{Expr, Frag, TensorDecl};
 use irc_ir::DType;
@@ -47,9 +48,12 @@ pub enum ArgKind {
     RegInOut(i64),
     /// A shared tensor (or a view of one) at a full coordinate, read.
     SharedIn,
-    /// A shared tensor (or a view of one) at a full coordinate, written (asynchronously, by
-    /// a TMA load: complete once its mbarrier's phase completes).
+    /// A shared tensor (or a view of one) at a full coordinate, written asynchronously: by a
+    /// TMA load (complete once its mbarrier's phase completes) or a `cp.async` (complete for
+    /// the thread once a `cp.async.wait` has waited for its group).
     SharedOut,
+    /// A global tensor at a full coordinate, read: where an asynchronous copy starts.
+    GlobalIn,
     /// An mbarrier: an `i64` shared tensor at a full coordinate, read and written.
     Barrier,
     /// A TMA tensor map: an `i64` global tensor (a `tensormap` buffer) at its first element.
@@ -110,6 +114,14 @@ pub enum Intrinsic {
     SetMaxNregDec,
     /// `bar.sync id, threads`: a named barrier of some of the block's warps.
     BarSync,
+    /// `cp.async.cg.shared.global` of 16 bytes, and `cp.async.ca.shared.global` of 8 and 4
+    /// (`.cg` takes 16 bytes only), zero-filled past the source size.
+    CpAsync16,
+    CpAsync8,
+    CpAsync4,
+    /// `cp.async.commit_group`, `cp.async.wait_group`.
+    CpAsyncCommit,
+    CpAsyncWait,
 }
 
 /// One row of the table.
@@ -328,6 +340,47 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         args: &[("id", ArgKind::Index), ("threads", ArgKind::Imm)],
         check: check_none,
     },
+    IntrinsicInfo {
+        op: Intrinsic::CpAsync16,
+        name: "cp.async.16",
+        summary: "`cp.async.cg.shared.global [dst], [src], 16, src_size`: the thread starts copying 16 bytes from `src` (global, at a full coordinate) to `dst` (shared, at a full coordinate), both 16-byte aligned; bytes from `src_size` (0 to 16) on are zeros, not read. The copy joins the thread's uncommitted group; `dst` may be read once `cp.async.wait` has waited for that group (by other threads, after a block barrier too).",
+        args: CP_ASYNC_ARGS,
+        check: check_cp_async::<16>,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::CpAsync8,
+        name: "cp.async.8",
+        summary: "As `cp.async.16`, 8 bytes (`cp.async.ca.shared.global`, through L1), 8-byte aligned.",
+        args: CP_ASYNC_ARGS,
+        check: check_cp_async::<8>,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::CpAsync4,
+        name: "cp.async.4",
+        summary: "As `cp.async.16`, 4 bytes (`cp.async.ca.shared.global`, through L1), 4-byte aligned.",
+        args: CP_ASYNC_ARGS,
+        check: check_cp_async::<4>,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::CpAsyncCommit,
+        name: "cp.async.commit",
+        summary: "`cp.async.commit_group`: the thread's uncommitted `cp.async` copies become one group (possibly empty).",
+        args: &[],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::CpAsyncWait,
+        name: "cp.async.wait",
+        summary: "`cp.async.wait_group n`: waits until at most the `n` most recent of the thread's committed groups are pending; the copies of the others are complete.",
+        args: &[("n", ArgKind::Imm)],
+        check: check_none,
+    },
+];
+
+const CP_ASYNC_ARGS: &[(&str, ArgKind)] = &[
+    ("dst", ArgKind::SharedOut),
+    ("src", ArgKind::GlobalIn),
+    ("src_size", ArgKind::Index),
 ];
 
 const WGMMA_SUMMARY: &str = "`wgmma.mma_async.sync.aligned.m64nNk16.f32`: `d += a * b` for a 64xN tile of the warpgroup, f16 or bf16 operands read from shared memory through matrix descriptors built from `a`'s and `b`'s addresses, 128-byte swizzle, the given leading and stride byte offsets; `a_mn`/`b_mn` 1 where the operand is M-/N-major (0: K-major); `acc` nonzero: `d += a * b`, zero: `d = a * b` (the accumulator's old values ignored). `d` is the f32 accumulator fragment `wgmma_m64nk16_d(N)` (N/2 values). Asynchronous: between `wgmma.fence` and `wgmma.commit`/`wgmma.wait`.";
@@ -382,6 +435,26 @@ impl Intrinsic {
                 | Intrinsic::TmaLoad4d
                 | Intrinsic::TmaLoad5d
         )
+    }
+
+    /// The `cp.async` copy of `bytes` bytes (4, 8 or 16).
+    pub fn cp_async(bytes: u64) -> Option<Intrinsic> {
+        Some(match bytes {
+            4 => Intrinsic::CpAsync4,
+            8 => Intrinsic::CpAsync8,
+            16 => Intrinsic::CpAsync16,
+            _ => return None,
+        })
+    }
+
+    /// Bytes a `cp.async` copy moves (`None` for other intrinsics).
+    pub fn cp_async_bytes(self) -> Option<u64> {
+        match self {
+            Intrinsic::CpAsync4 => Some(4),
+            Intrinsic::CpAsync8 => Some(8),
+            Intrinsic::CpAsync16 => Some(16),
+            _ => None,
+        }
     }
 
     /// Whether this is a `wgmma` (either form), whose first operand is an accumulator.
@@ -458,6 +531,27 @@ fn check_barrier(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     }
 }
 
+/// Both tensors of one dtype, and every offset either can reach a multiple of `BYTES`.
+fn check_cp_async<const BYTES: i64>(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    let (Some(d), Some(s)) = (ts[0], ts[1]) else {
+        return Err("cp.async copies between two tensors".into());
+    };
+    let elem = d.dtype.size_bytes() as i64;
+    let aligned = |t: &TensorDecl| {
+        (t.offset * elem) % BYTES == 0
+            && t.layout
+                .leaves()
+                .iter()
+                .all(|&(size, stride)| size == 1 || (stride * elem) % BYTES == 0)
+    };
+    if s.dtype != d.dtype || BYTES % elem != 0 || !aligned(d) || !aligned(s) {
+        return Err(format!(
+            "cp.async.{BYTES} copies between tensors of one dtype at {BYTES}-byte aligned offsets"
+        ));
+    }
+    Ok(())
+}
+
 fn check_tma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     check_barrier(&ts[2..])?;
     match ts[1] {
@@ -493,7 +587,7 @@ fn check_wgmma_rs(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
 
 /// The PTX of an intrinsic whose operands are all addresses, indices or immediates, with `%i`
 /// for operand `i` of the table row (shared-memory operands as 32-bit shared addresses, a
-/// tensor map as its 64-bit generic address). Both emitters write it as inline assembly, so
+/// tensor map or a global source as its 64-bit generic address). Both emitters write it as inline assembly, so
 /// the instruction is written once. `None` for the intrinsics with register fragments
 /// (`ldmatrix`, `mma`, `wgmma`), which each emitter builds from its own values.
 pub fn ptx(op: Intrinsic) -> Option<&'static str> {
@@ -526,6 +620,11 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::SetMaxNregInc => "setmaxnreg.inc.sync.aligned.u32 %0;",
         Intrinsic::SetMaxNregDec => "setmaxnreg.dec.sync.aligned.u32 %0;",
         Intrinsic::BarSync => "bar.sync %0, %1;",
+        Intrinsic::CpAsync16 => "cp.async.cg.shared.global [%0], [%1], 16, %2;",
+        Intrinsic::CpAsync8 => "cp.async.ca.shared.global [%0], [%1], 8, %2;",
+        Intrinsic::CpAsync4 => "cp.async.ca.shared.global [%0], [%1], 4, %2;",
+        Intrinsic::CpAsyncCommit => "cp.async.commit_group;",
+        Intrinsic::CpAsyncWait => "cp.async.wait_group %0;",
         Intrinsic::LdmatrixX4
         | Intrinsic::LdmatrixX4Trans
         | Intrinsic::MmaM16n8k16

@@ -53,7 +53,7 @@ pub use smem::{DynamicShared, dynamic_shared};
 pub use verify::{VerifyError, verify_module, verify_module_for};
 
 use irc_ir::DType;
-use irc_layout::{Layout, LayoutError, coalesce};
+use irc_layout::{Layout, LayoutError, Swizzle, coalesce};
 
 /// A whole GPU program for one graph.
 #[derive(Clone, Debug, PartialEq)]
@@ -385,10 +385,13 @@ pub enum IdxOp {
     Le,
     Eq,
     And,
+    /// Bitwise exclusive or of two non-negative indices: what a swizzle
+    /// ([`irc_layout::Swizzle`], [`swizzle_expr`]) computes.
+    Xor,
 }
 
 impl IdxOp {
-    pub const ALL: [IdxOp; 9] = [
+    pub const ALL: [IdxOp; 10] = [
         IdxOp::Add,
         IdxOp::Sub,
         IdxOp::Mul,
@@ -398,6 +401,7 @@ impl IdxOp {
         IdxOp::Le,
         IdxOp::Eq,
         IdxOp::And,
+        IdxOp::Xor,
     ];
     pub fn symbol(self) -> &'static str {
         match self {
@@ -410,6 +414,7 @@ impl IdxOp {
             IdxOp::Le => "<=",
             IdxOp::Eq => "==",
             IdxOp::And => "&&",
+            IdxOp::Xor => "^",
         }
     }
     pub fn is_compare(self) -> bool {
@@ -793,4 +798,50 @@ pub fn terms_expr(terms: &[OffsetTerm], coord: &[Expr]) -> Expr {
         });
     }
     sum.unwrap_or(Expr::Int(0))
+}
+
+/// A swizzle applied to a non-negative index expression `x`: `x ^ (((x / 2^(M + max(S, 0))) %
+/// 2^B) * 2^(M + max(-S, 0)))`, which is [`Swizzle::apply`] written with the kernel IR's index
+/// operators. A swizzled shared tile (CuTe's `Sw<B,M,S> o L`) is addressed as `swizzle_expr(sw,
+/// offset_expr(L, coord))`.
+pub fn swizzle_expr(sw: &Swizzle, x: Expr) -> Expr {
+    if sw.bits() == 0 {
+        return x;
+    }
+    let (m, s) = (i64::from(sw.base()), i64::from(sw.shift()));
+    let yyy = Expr::idx(
+        IdxOp::Rem,
+        Expr::idx(IdxOp::Div, x.clone(), Expr::Int(1 << (m + s.max(0)))),
+        Expr::Int(1 << sw.bits()),
+    );
+    let moved = Expr::idx(IdxOp::Mul, yyy, Expr::Int(1 << (m + (-s).max(0))));
+    Expr::idx(IdxOp::Xor, x, moved)
+}
+
+/// The offset of the swizzled layout `sw o layout` at a coordinate (CuTe's composed layout
+/// `Sw<B,M,S> o layout`): the terms whose stride is a multiple of the swizzle's period are
+/// added after the swizzle — it permutes each aligned block of `period` offsets, so
+/// `sw(x + y) = sw(x) + y` for such `y` — and only the others go through it, which keeps the
+/// per-access arithmetic small where the outer modes are unrolled loops.
+///
+/// @pre every stride of `layout` is non-negative (else an error).
+pub fn swizzled_offset_expr(
+    sw: &Swizzle,
+    layout: &Layout,
+    coord: &[Expr],
+) -> Result<Expr, LayoutError> {
+    let terms = offset_terms(layout, coord.len())?;
+    if terms.iter().any(|t| t.stride < 0) {
+        return Err(LayoutError::Domain {
+            op: "swizzled_offset_expr",
+            what: format!("{layout} has a negative stride"),
+        });
+    }
+    let (outer, inner): (Vec<_>, Vec<_>) =
+        terms.into_iter().partition(|t| t.stride % sw.period() == 0);
+    Ok(Expr::idx(
+        IdxOp::Add,
+        swizzle_expr(sw, terms_expr(&inner, coord)),
+        terms_expr(&outer, coord),
+    ))
 }

@@ -1,7 +1,9 @@
 //! Where a kernel's shared tensors live.
 //!
 //! A kernel's shared tensors are static arrays (`__shared__`, a `workgroup` global) while they
-//! fit the 48 KiB a block may declare statically and the kernel issues no TMA load. Otherwise
+//! fit the 48 KiB a block may declare statically and the kernel issues no asynchronous copy (a
+//! TMA load or a `cp.async`, which write swizzled tiles whose bank pattern assumes 128-byte
+//! aligned starts, more than a static array's 16). Otherwise
 //! they are placed in one dynamic allocation, the launch asks for its size
 //! ([`Launch::shared_bytes`](crate::Launch)), and each tensor sits at an offset aligned to 1024
 //! bytes (what a 128-byte-swizzled TMA box and a wgmma descriptor need), or 16 for tensors
@@ -33,6 +35,16 @@ pub fn uses_tma(k: &Kernel) -> bool {
     found
 }
 
+/// Whether the kernel issues `cp.async` copies.
+pub fn uses_cp_async(k: &Kernel) -> bool {
+    let mut found = false;
+    walk(
+        &k.body,
+        &mut |s| found |= matches!(s, Stmt::Intrinsic { op, .. } if op.cp_async_bytes().is_some()),
+    );
+    found
+}
+
 /// The static limit on a block's shared memory, in bytes.
 pub const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
 
@@ -45,7 +57,7 @@ pub fn dynamic_shared(k: &Kernel) -> Option<DynamicShared> {
         .filter(|t| t.space == Space::Shared)
         .collect();
     let total: u64 = shared.iter().map(|t| shared_tensor_bytes(t)).sum();
-    if total <= STATIC_SHARED_LIMIT && !uses_tma(k) {
+    if total <= STATIC_SHARED_LIMIT && !uses_tma(k) && !uses_cp_async(k) {
         return None;
     }
     let mut offsets = Vec::with_capacity(shared.len());

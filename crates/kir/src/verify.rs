@@ -20,6 +20,11 @@
 //!   a float literal appears only as the argument of a cast;
 //! - a load or store coordinate has one index per top-level mode of the tensor's layout, or a
 //!   single index; constants are never stored to.
+//! - an intrinsic has the operands its table row names, each of its kind (register fragments
+//!   at their modes after mode 0, shared and global operands at a full coordinate, immediates
+//!   as integer literals), and passes the row's check: ldmatrix rows 16-byte aligned, mma and
+//!   wgmma dtypes, mbarriers and tensor maps as `i64`, a `cp.async`'s two tensors of one dtype
+//!   with every offset either can reach aligned to the copy's width.
 
 use super::*;
 use irc_target::Target;
@@ -528,7 +533,7 @@ impl<'k> Checker<'k> {
                             ArgKind::SharedIn | ArgKind::SharedOut | ArgKind::Barrier,
                             Arg::Frag(f),
                         ) => Some(self.shared_at(f)?),
-                        (ArgKind::TensorMap, Arg::Frag(f)) => {
+                        (ArgKind::TensorMap | ArgKind::GlobalIn, Arg::Frag(f)) => {
                             let t = self
                                 .tensors
                                 .get(f.tensor.as_str())

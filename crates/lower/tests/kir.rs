@@ -147,6 +147,7 @@ fn eval(e: &Expr, vars: &[(String, i64)]) -> i64 {
                 IdxOp::Mul => a * b,
                 IdxOp::Div => a / b,
                 IdxOp::Rem => a % b,
+                IdxOp::Xor => a ^ b,
                 _ => unreachable!(),
             }
         }
@@ -193,6 +194,31 @@ proptest! {
         }
         let per_mode = offset_expr(&l, &coord).unwrap();
         prop_assert_eq!(eval(&per_mode, &vars), l.eval(i).unwrap());
+    }
+
+    /// The swizzle an emitter writes is the layout algebra's `Sw<B,M,S>`, for either sign of
+    /// the shift.
+    #[test]
+    fn swizzle_exprs_match_the_layout_algebra(
+        b in 0i64..4, m in 0i64..5, s in 0i64..5, neg in any::<bool>(), x in 0i64..100_000
+    ) {
+        let shift = if neg { -(s.max(b)) } else { s.max(b) };
+        let sw = irc_layout::Swizzle::new(b, m, shift).unwrap();
+        let e = irc_kir::swizzle_expr(&sw, Expr::var("x"));
+        prop_assert_eq!(eval(&e, &[("x".into(), x)]), sw.apply(x));
+    }
+
+    /// A swizzled layout's offset, with the period-multiple modes added outside the swizzle,
+    /// is the composed layout's value.
+    #[test]
+    fn swizzled_offsets_match_the_composed_layout(
+        l in small_layout(), seed in 0i64..10_000, b in 1i64..4, m in 0i64..4
+    ) {
+        let sw = irc_layout::Swizzle::new(b, m, 3).unwrap();
+        let composed = irc_layout::ComposedLayout::swizzled(sw, 0, l.clone());
+        let i = seed % l.size().unwrap();
+        let e = irc_kir::swizzled_offset_expr(&sw, &l, &[Expr::var("i")]).unwrap();
+        prop_assert_eq!(eval(&e, &[("i".into(), i)]), composed.eval(i).unwrap());
     }
 }
 
@@ -247,6 +273,40 @@ fn the_verifier_rejects_broken_modules() {
         (
             text.replacen("block(256, 1, 1)", "block(2048, 1, 1)", 1),
             "1024 threads",
+        ),
+    ];
+    for (bad, want) in cases {
+        assert_ne!(bad, text, "the mutation for {want:?} did not apply");
+        let parsed = kir::parse_module(&bad).expect("still parses");
+        let e = kir::verify_module(&parsed).expect_err(want);
+        assert!(e.to_string().contains(want), "expected {want:?}, got: {e}");
+    }
+}
+
+#[test]
+fn the_verifier_checks_async_copies() {
+    let (_, m) = lower_all()
+        .into_iter()
+        .find(|(n, _)| n.ends_with("small/gemm.ir"))
+        .unwrap();
+    let text = kir::print_module(&m);
+    assert!(text.contains("cp.async.16"), "{text}");
+    kir::verify_module(&m).unwrap();
+    let cases = [
+        // A's 16-byte vectors 8 bytes apart: misaligned copies.
+        (
+            text.replacen("= (128,12,1):(96,8,0)", "= (128,12,1):(96,4,0)", 1),
+            "16-byte aligned",
+        ),
+        // The wait count is an immediate.
+        (
+            text.replacen("cp.async.wait 2", "cp.async.wait %b4", 1),
+            "integer literal",
+        ),
+        // The source of a copy is global memory.
+        (
+            text.replacen("%t12[%gr11, (%gk12 / 8), %b4], 16", "%t4[%so13, 0], 16", 1),
+            "global tensor",
         ),
     ];
     for (bad, want) in cases {

@@ -196,7 +196,7 @@ fn spaces_prune_what_the_target_cannot_run() {
     let mm = plan_and_lower(&graphs()[8], Default::default()).unwrap();
     let p = &mm.choices[0].problem;
     let small = Target {
-        max_shared_bytes: 16 * 1024,
+        max_dynamic_shared_bytes: 32 * 1024,
         ..Target::default()
     };
     let (all, fewer) = (space(p, &Target::default()), space(p, &small));
@@ -226,7 +226,10 @@ fn ranking_puts_the_estimate_in_order_and_sees_the_shape() {
     assert!(matches!(p.shape, ProblemShape::Matmul { m: 4096, .. }));
     let ranked = templates::ranked(&p, &target);
     let pos = |t: &str| ranked.iter().position(|(c, _)| c.to_string() == t).unwrap();
-    assert!(pos("128x128x64/2x4") < pos("64x64x32/2x2"), "{ranked:?}");
+    assert!(
+        pos("128x128x32/2x4/4") < pos("64x64x32/2x2/3"),
+        "{ranked:?}"
+    );
 }
 
 #[test]

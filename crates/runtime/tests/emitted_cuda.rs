@@ -148,14 +148,15 @@ fn emitted_cuda_compiles_without_spills() {
 
 /// Every point of the tensor-core template's configuration space (`MmaConfig::space`) lowers to
 /// verified kernel IR that NVRTC compiles and ptxas assembles for sm_90a and sm_80 without
-/// spills, on an odd f16 problem with a transposed operand and an epilogue and on a bf16 batched
-/// one — what an autotuner may pick must build.
+/// spills, on an odd f16 problem with a transposed operand and an epilogue (16-byte `cp.async`
+/// copies), a bf16 batched one, and one whose rows start at odd elements (element loads into
+/// the ring) — what an autotuner may pick must build.
 #[test]
 fn every_mma_config_compiles_without_spills() {
     if !toolchain_or_skip("every_mma_config_compiles_without_spills") {
         return;
     }
-    let text = "graph @odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16>) -> tensor<200x136xf16> {\n  %bt = transpose %b {perm = [1, 0]}\n  %m = matmul %a, %bt\n  %r = add %m, %c\n  return %r\n}\n\ngraph @batched(%a: tensor<3x64x96xbf16>, %b: tensor<3x96x80xbf16>) -> tensor<3x64x80xbf16> {\n  %m = matmul %a, %b\n  return %m\n}\n";
+    let text = "graph @odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16>) -> tensor<200x136xf16> {\n  %bt = transpose %b {perm = [1, 0]}\n  %m = matmul %a, %bt\n  %r = add %m, %c\n  return %r\n}\n\ngraph @batched(%a: tensor<3x64x96xbf16>, %b: tensor<3x96x80xbf16>) -> tensor<3x64x80xbf16> {\n  %m = matmul %a, %b\n  return %m\n}\n\ngraph @odd_rows(%a: tensor<100x77xf16>, %b: tensor<77x103xf16>) -> tensor<100x103xf16> {\n  %m = matmul %a, %b\n  return %m\n}\n";
     let module = irc_frontend::parse_module(text).expect("parses");
     let space = irc_lower::MmaConfig::space(&irc_target::Target::default());
     assert!(space.len() >= 8, "only {} configurations", space.len());
@@ -196,9 +197,10 @@ fn every_mma_config_compiles_without_spills() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Every point of the pointwise, reduction, row and Hopper matmul spaces
+/// Every point of the pointwise, reduction, row, Hopper matmul and tensor-core matmul spaces
 /// (`irc_lower::templates::space`) for a sample of problems — short, cached, long and few
-/// rows, leading and innermost reductions, an elementwise chain, odd and split-K matmuls,
+/// rows, leading and innermost reductions, an elementwise chain, odd and split-K matmuls, a
+/// matmul lowered as for sm_80 (the `cp.async` ring, with 8-byte copies of A's 152-byte rows),
 /// attention at head dims 64 and 128 (causal) —
 /// compiles with NVRTC and assembles with ptxas for sm_90a without
 /// spills: what `irc tune` may measure must build.
@@ -214,6 +216,7 @@ graph @rms_long(%x: tensor<4x40000xf16>, %w: tensor<40000xf16>) -> tensor<4x4000
 graph @red_inner(%x: tensor<33x5000xf32>) -> tensor<33xf32> {\n  %r = reduce_mean %x {axes = [1]}\n  return %r\n}\n\n\
 graph @red_lead(%x: tensor<300x640xf16>) -> tensor<640xf16> {\n  %r = reduce_sum %x {axes = [0]}\n  return %r\n}\n\n\
 graph @wg_odd(%a: tensor<200x72xf16>, %b: tensor<136x72xf16>, %c: tensor<136xf16>) -> tensor<200x136xf16> {\n  %bt = transpose %b {perm = [1, 0]}\n  %m = matmul %a, %bt\n  %r = add %m, %c\n  return %r\n}\n\n\
+graph @mma_unaligned(%a: tensor<200x76xf16>, %b: tensor<76x136xf16>) -> tensor<200x136xf16> {\n  %m = matmul %a, %b\n  return %m\n}\n\n\
 graph @wg_splitk(%a: tensor<100x4160xbf16>, %b: tensor<4160x136xbf16>) -> tensor<100x136xbf16> {\n  %m = matmul %a, %b\n  %r = relu %m\n  return %r\n}\n\n\
 graph @att_d64(%q: tensor<2x2x300x64xf16>, %k: tensor<2x2x300x64xf16>, %v: tensor<2x2x300x64xf16>) -> tensor<2x2x300x64xf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %c = constant {value = 0.125} : tensor<f16>\n  %ss = mul %s, %c\n  %p = softmax %ss {axis = -1}\n  %o = matmul %p, %v\n  return %o\n}\n\n\
 graph @att_d128(%q: tensor<1x3x400x128xbf16>, %k: tensor<1x3x400x128xbf16>, %v: tensor<1x3x400x128xbf16>) -> tensor<1x3x400x128xbf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %p = softmax %s {axis = -1}\n  %o = matmul %p, %v\n  return %o\n}\n\n\
@@ -229,14 +232,22 @@ graph @att_d128_causal(%q: tensor<1x2x260x128xbf16>, %k: tensor<1x2x260x128xbf16
         ..Default::default()
     };
     for g in &module.graphs {
-        let base = irc_lower::plan_and_lower_with(g, Default::default(), &sm90).expect("lowers");
+        // `@mma_*` as for sm_80 (the tensor-core template's space): on sm_90a a problem is
+        // the Hopper template's, whose lowering falls back to mma.sync where TMA cannot read.
+        let lowering = if g.name.starts_with("mma_") {
+            irc_lower::LowerOptions::default()
+        } else {
+            sm90.clone()
+        };
+        let base =
+            irc_lower::plan_and_lower_with(g, Default::default(), &lowering).expect("lowers");
         for choice in &base.choices {
             let p = &choice.problem;
             for cfg in irc_lower::templates::space(p, &target) {
                 *count.entry(p.template).or_default() += 1;
                 let options = irc_lower::LowerOptions {
                     configs: std::collections::BTreeMap::from([(p.key(), cfg)]),
-                    ..sm90.clone()
+                    ..lowering.clone()
                 };
                 let planned = match irc_lower::plan_and_lower_with(g, Default::default(), &options)
                 {
@@ -262,7 +273,13 @@ graph @att_d128_causal(%q: tensor<1x2x260x128xbf16>, %k: tensor<1x2x260x128xbf16
         }
     }
     println!("configurations compiled per template: {count:?}");
-    for t in ["pointwise", "reduction", "row", "matmul_wgmma"] {
+    for t in [
+        "pointwise",
+        "reduction",
+        "row",
+        "matmul_wgmma",
+        "matmul_mma",
+    ] {
         assert!(count.get(t).copied().unwrap_or(0) >= 6, "{t}: {count:?}");
     }
     assert!(

@@ -5,12 +5,12 @@
 //!   "format": "irc-tune-cache",
 //!   "version": 1,
 //!   "entries": {
-//!     "matmul_mma@v1:matmul f16 b1 m4096 n4096 k4096 ops1#…|sm_90a|irc 0.1.0": {
-//!       "template": "matmul_mma", "space_version": 1,
+//!     "matmul_mma@v2:matmul f16 b1 m4096 n4096 k4096 ops1#…|sm_90a|irc 0.1.0": {
+//!       "template": "matmul_mma", "space_version": 2,
 //!       "problem": "matmul f16 b1 m4096 n4096 k4096 ops1#…",
 //!       "arch": "sm_90a", "irc_version": "0.1.0",
-//!       "config": "128x128x64/2x4", "ms": 0.201,
-//!       "default_config": "128x128x64/2x4", "default_ms": 0.201,
+//!       "config": "128x128x32/2x4/4", "ms": 0.201,
+//!       "default_config": "128x128x32/2x4/4", "default_ms": 0.201,
 //!       "device": "NVIDIA H100 80GB HBM3", "candidates": 12, "tuned_at": 1795000000
 //!     }
 //!   }

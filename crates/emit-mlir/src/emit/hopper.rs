@@ -1,5 +1,5 @@
-//! The Hopper statements (TMA loads, mbarriers, wgmma, register reallocation, named barriers)
-//! and dynamic shared memory.
+//! The Hopper statements (TMA loads, mbarriers, wgmma, register reallocation, named barriers),
+//! the sm_80 asynchronous copies (`cp.async`), and dynamic shared memory.
 //!
 //! Every statement with only addresses, indices and immediates is written as `llvm.inline_asm`
 //! of the PTX the kernel IR's table gives ([`irc_kir::intrinsic::ptx`]): the CUDA emitter writes
@@ -123,7 +123,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         let mut asm = ptx.to_string();
         for (i, ((_, kind), a)) in op.info().args.iter().zip(args).enumerate() {
             match (kind, a) {
-                (kir::ArgKind::TensorMap, kir::Arg::Frag(f)) => {
+                (kir::ArgKind::TensorMap | kir::ArgKind::GlobalIn, kir::Arg::Frag(f)) => {
                     operands.push(self.address(f, 64)?);
                     constraints.push("l");
                 }

@@ -148,6 +148,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     IdxOp::Mul => (arith::muli(x, y, loc), Ty::Idx),
                     IdxOp::Div => (arith::divsi(x, y, loc), Ty::Idx),
                     IdxOp::Rem => (arith::remsi(x, y, loc), Ty::Idx),
+                    IdxOp::Xor => (arith::xori(x, y, loc), Ty::Idx),
                     IdxOp::Lt => (
                         arith::cmpi(ctx, CmpiPredicate::Slt, x, y, loc),
                         Ty::Elem(DType::I1),

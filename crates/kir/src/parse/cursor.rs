@@ -325,6 +325,7 @@ impl<'a> Cursor<'a> {
                 Some('*') => IdxOp::Mul,
                 Some('/') => IdxOp::Div,
                 Some('%') if !self.rest()[1..].starts_with(is_word_char) => IdxOp::Rem,
+                Some('^') => IdxOp::Xor,
                 _ => return Ok(lhs),
             };
             self.pos += 1;

@@ -717,8 +717,9 @@ impl TemplateSpace for MmaSpace {
     fn template(&self) -> &'static str {
         "matmul_mma"
     }
+    /// 2: the `cp.async` ring (a stage count; swizzled stages instead of padded tiles).
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, _: &Problem, _: &Target) -> Config {
         Config::Mma(MmaConfig::DEFAULT)

@@ -4,8 +4,9 @@
 ///
 /// A block of `warps_m x warps_n` warps computes `bm x bn` outputs in `bk`-deep K steps; each
 /// warp owns `mt x nt` `mma.m16n8k16` atoms (`mt = bm / warps_m / 16`, `nt = bn / warps_n / 8`).
-/// Shared tiles are `(rows, bk)` with row pitch `bk + 8` (K-contiguous) or `(rows + 8)`
-/// (M/N-contiguous), which spreads fragment reads over the banks.
+/// The K steps stream through a ring of `stages` shared stages filled by `cp.async`, each
+/// operand's stage a `(rows, bk)` tile under an XOR swizzle (`matmul_mma/stage.rs`), so that
+/// `stages - 1` k-tiles are in flight while one is multiplied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MmaConfig {
     pub bm: u64,
@@ -13,17 +14,22 @@ pub struct MmaConfig {
     pub bk: u64,
     pub warps_m: u64,
     pub warps_n: u64,
+    /// Shared stages of the `cp.async` ring (2 to 8; the space has 3 and 4).
+    pub stages: u64,
 }
 
 impl MmaConfig {
-    /// The heuristic's choice for every problem today: 128 x 128 x 64, 8 warps (2 x 4), each
-    /// warp 64 x 32 outputs in 4 x 4 atoms.
+    /// The heuristic's choice for every problem today: 128 x 128 x 32, 8 warps (2 x 4), each
+    /// warp 64 x 32 outputs in 4 x 4 atoms, 4 stages (64 KiB of shared memory: three k-tiles
+    /// in flight, as CUTLASS's sm_80 f16 GEMMs; two k-steps of 16 per barrier, where 64-deep
+    /// tiles would need 128 KiB for the same depth of prefetch).
     pub const DEFAULT: MmaConfig = MmaConfig {
         bm: 128,
         bn: 128,
-        bk: 64,
+        bk: 32,
         warps_m: 2,
         warps_n: 4,
+        stages: 4,
     };
 
     pub fn threads(self) -> u64 {
@@ -40,18 +46,18 @@ impl MmaConfig {
         self.bn / self.warps_n / 8
     }
 
-    /// Row pitch of a K-contiguous shared tile, in elements.
-    pub fn pitch(self) -> i64 {
-        self.bk as i64 + 8
+    /// Bytes of shared memory the ring takes (16-bit operands).
+    pub fn shared_bytes(self) -> u64 {
+        (self.bm + self.bn) * self.bk * 2 * self.stages
     }
 
     /// Whether the template can build this point, and fits `target`'s limits (16-bit operands).
     pub fn check(self, target: &irc_target::Target) -> Result<(), String> {
         let (bm, bn, bk, t) = (self.bm, self.bn, self.bk, self.threads());
         let vec_rows = |rows: u64| (rows * bk / 8) % t == 0 && (rows * bk) % t == 0;
-        // The epilogue stages accumulators in two halves in A's tile, 8 columns per thread.
+        // The epilogue stages accumulators in two halves in A's ring, 8 columns per thread.
         let stage = (bm / 2) * (bn + 8);
-        let a_tile = (bm * (bk + 8)).min(bk * (bm + 8));
+        let a_ring = bm * bk * self.stages;
         let problems = [
             (self.warps_m == 0 || self.warps_n == 0, "no warps"),
             // Measured on the H100 (bench/gpu/mma_space.sh): with 1 or 4 warp rows some odd
@@ -69,9 +75,14 @@ impl MmaConfig {
                 "bn is not a multiple of 16 per warp column",
             ),
             (bk % 16 != 0 || bk == 0, "bk is not a multiple of 16"),
+            (
+                !(2..=8).contains(&self.stages),
+                "the cp.async ring has 2 to 8 stages",
+            ),
             (self.nt() % 2 != 0, "ldmatrix fills B atoms in pairs"),
             // 64 accumulator values per thread, with the A/B fragments, stay within 255
-            // registers; 128 spill (measured with ptxas on sm_80 and sm_90a).
+            // registers; 128 spill (measured with ptxas on sm_80 and sm_90a, also with the
+            // cp.async ring: 128x128x32/2x2/4 spills 68 bytes on sm_80).
             (
                 4 * self.mt() * self.nt() > 64.min(target.max_register_elems),
                 "accumulators exceed the register budget (64 per thread)",
@@ -85,12 +96,12 @@ impl MmaConfig {
                 "epilogue chunks do not divide among the threads",
             ),
             (
-                stage > a_tile,
-                "the epilogue's staging tile does not fit in A's shared tile",
+                stage > a_ring,
+                "the epilogue's staging tile does not fit in A's shared ring",
             ),
             (
-                (bm + bn) * (bk + 8) * 2 > target.max_shared_bytes,
-                "shared tiles exceed the block's shared memory",
+                self.shared_bytes() > target.max_dynamic_shared_bytes,
+                "the shared ring exceeds the block's shared memory",
             ),
             (t > 1024, "more than 1024 threads"),
         ];
@@ -107,15 +118,18 @@ impl MmaConfig {
             for bn in [64, 128] {
                 for bk in [32, 64] {
                     for (warps_m, warps_n) in [(1, 2), (2, 2), (2, 4), (4, 2), (4, 4)] {
-                        let c = MmaConfig {
-                            bm,
-                            bn,
-                            bk,
-                            warps_m,
-                            warps_n,
-                        };
-                        if c.check(target).is_ok() {
-                            out.push(c);
+                        for stages in [3, 4] {
+                            let c = MmaConfig {
+                                bm,
+                                bn,
+                                bk,
+                                warps_m,
+                                warps_n,
+                                stages,
+                            };
+                            if c.check(target).is_ok() {
+                                out.push(c);
+                            }
                         }
                     }
                 }
@@ -128,14 +142,19 @@ impl MmaConfig {
 impl std::str::FromStr for MmaConfig {
     type Err = String;
 
-    /// `BMxBNxBK/WMxWN`, as `Display` writes it (`128x128x64/2x4`).
+    /// `BMxBNxBK/WMxWN/S`, as `Display` writes it (`128x128x32/2x4/4`); without `/S`, the
+    /// default's stage count.
     fn from_str(text: &str) -> Result<MmaConfig, String> {
         let bad = || {
             format!(
-                "`{text}` is not a tensor-core configuration BMxBNxBK/WMxWN (e.g. 128x128x64/2x4)"
+                "`{text}` is not a tensor-core configuration BMxBNxBK/WMxWN[/STAGES] (e.g. 128x128x32/2x4/4)"
             )
         };
-        let (tile, warps) = text.split_once('/').ok_or_else(bad)?;
+        let (tile, rest) = text.split_once('/').ok_or_else(bad)?;
+        let (warps, stages) = match rest.split_once('/') {
+            Some((w, s)) => (w, s.trim().parse().map_err(|_| bad())?),
+            None => (rest, MmaConfig::DEFAULT.stages),
+        };
         let nums = |s: &str| -> Result<Vec<u64>, String> {
             s.split('x')
                 .map(|n| n.trim().parse().map_err(|_| bad()))
@@ -148,6 +167,7 @@ impl std::str::FromStr for MmaConfig {
                 bk,
                 warps_m,
                 warps_n,
+                stages,
             }),
             _ => Err(bad()),
         }
@@ -158,8 +178,8 @@ impl std::fmt::Display for MmaConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}x{}x{}/{}x{}",
-            self.bm, self.bn, self.bk, self.warps_m, self.warps_n
+            "{}x{}x{}/{}x{}/{}",
+            self.bm, self.bn, self.bk, self.warps_m, self.warps_n, self.stages
         )
     }
 }

@@ -1,0 +1,220 @@
+//! The tensor-core template's epilogue: accumulators staged through shared memory in two
+//! halves, the elementwise chain over the matmul applied per element, 16-byte stores where the
+//! output allows.
+
+use super::TcPlan;
+use crate::MmaConfig;
+use crate::lower::*;
+use irc_ir::{DType, ValueId};
+use irc_kir::{self as kir, Builtin, Expr, IdxOp, Stmt, Ty};
+use irc_layout::Layout;
+
+/// What the epilogue reads: the block's accumulators and where its results go.
+pub(super) struct TcEpilogue<'a> {
+    pub(super) cfg: MmaConfig,
+    pub(super) p: &'a TcPlan,
+    pub(super) dt: DType,
+    /// The matmul's value, the first root, every root and their output tensors.
+    pub(super) mm: ValueId,
+    pub(super) root: ValueId,
+    pub(super) roots: &'a [ValueId],
+    pub(super) cs: &'a [String],
+    /// The 16-byte view of the output, where one copy stores 8 results.
+    pub(super) c_vec: Option<String>,
+    /// The staging tile (a view of A's shared tiles) and its 8-element view.
+    pub(super) stage: String,
+    pub(super) stage_v: String,
+    /// The f32 accumulator registers `(value, atom m, atom n)`.
+    pub(super) acc: String,
+    /// The `mma_m16n8k16_c` atom's layout.
+    pub(super) atom_c_layout: Layout,
+    pub(super) lane: Expr,
+    pub(super) wm: Expr,
+    pub(super) wn: Expr,
+}
+
+impl Builder<'_, '_> {
+    /// The epilogue of the block at `(m0, n0)` of batch `bi`.
+    pub(super) fn tc_epilogue(
+        &mut self,
+        e: &TcEpilogue<'_>,
+        m0: &Expr,
+        n0: &Expr,
+        bi: &Expr,
+    ) -> R<()> {
+        let TcEpilogue {
+            cfg,
+            p,
+            dt,
+            mm,
+            root,
+            roots,
+            cs,
+            c_vec,
+            stage,
+            stage_v,
+            acc,
+            atom_c_layout,
+            lane,
+            wm,
+            wn,
+        } = e;
+        let (cfg, dt, mm, root) = (*cfg, *dt, *mm, *root);
+        let s = self;
+        // Epilogue, through shared memory in two halves of 64 rows: the warps of a half
+        // store their accumulators (value v of atom (i, j) sits at (row, col) =
+        // mma_c(lane, v) of that atom), then all threads read 8 consecutive columns
+        // each, apply the elementwise chain over the matmul, and store them with one
+        // 16-byte copy where the output allows.
+        s.for_(
+            "h",
+            Expr::Int(0),
+            Expr::Int(2),
+            Expr::Int(1),
+            false,
+            |s, h| {
+                s.out.push(Stmt::Sync);
+                let mine = Expr::idx(IdxOp::Eq, wm.clone(), h.clone());
+                s.if_(mine, |s| {
+                    s.unrolled("i", cfg.mt(), &mut |s, i| {
+                        let i2 = i.clone();
+                        s.unrolled("j", cfg.nt(), &mut |s, j| {
+                            let (i3, j2) = (i2.clone(), j.clone());
+                            s.unrolled("v", 4, &mut |s, v| {
+                                let cidx =
+                                    kir::offset_expr(atom_c_layout, &[lane.clone(), v.clone()])
+                                        .map_err(internal)?;
+                                let cidx = s.let_("ci", Ty::Idx, cidx);
+                                let row = add(
+                                    mul(i3.clone(), Expr::Int(16)),
+                                    Expr::idx(IdxOp::Rem, cidx.clone(), Expr::Int(16)),
+                                );
+                                let col = add(
+                                    add(
+                                        mul(wn.clone(), int(cfg.nt() * 8)),
+                                        mul(j2.clone(), Expr::Int(8)),
+                                    ),
+                                    Expr::idx(IdxOp::Div, cidx, Expr::Int(16)),
+                                );
+                                let accv = cast_to(
+                                    dt,
+                                    DType::F32,
+                                    Expr::load(acc, vec![v, i3.clone(), j2.clone()]),
+                                );
+                                s.out.push(Stmt::Store {
+                                    tensor: stage.clone(),
+                                    coord: vec![row, col],
+                                    value: accv,
+                                });
+                                Ok(())
+                            })
+                        })
+                    })
+                })?;
+                s.out.push(Stmt::Sync);
+                let chunks = (cfg.bm / 2) * cfg.bn / 8 / cfg.threads();
+                s.unrolled("l", chunks, &mut |s, l| {
+                    let e = s.let_(
+                        "e",
+                        Ty::Idx,
+                        add(mul(l, int(cfg.threads())), bx(Builtin::TidX)),
+                    );
+                    let c8 = s.let_(
+                        "c8",
+                        Ty::Idx,
+                        Expr::idx(IdxOp::Rem, e.clone(), int(cfg.bn / 8)),
+                    );
+                    let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(cfg.bn / 8)));
+                    let col0 = s.let_("c0", Ty::Idx, mul(c8.clone(), Expr::Int(8)));
+                    let gm = s.let_(
+                        "cm",
+                        Ty::Idx,
+                        add(add(m0.clone(), mul(h.clone(), int(cfg.bm / 2))), r.clone()),
+                    );
+                    let gn0 = s.let_("cn", Ty::Idx, add(n0.clone(), col0.clone()));
+                    // Each element: the chain over the matmul's (rounded) value.
+                    let element = |s: &mut Self, z: Expr| -> R<(Expr, Expr, Expr)> {
+                        let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                        let col = add(col0.clone(), z);
+                        let staged = Expr::load(stage, vec![r.clone(), col.clone()]);
+                        let value = if root == mm {
+                            staged
+                        } else {
+                            s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                            s.overrides.insert(mm, (p.access_c.clone(), staged));
+                            s.compute_at(root, &p.access_c, false)?
+                        };
+                        Ok((gn, col, value))
+                    };
+                    match &c_vec {
+                        Some(gv) => {
+                            // In place in the staging tile, then one copy of 8 elements.
+                            if root != mm {
+                                s.unrolled("z", 8, &mut |s, z| {
+                                    let gn = add(gn0.clone(), z.clone());
+                                    let cond = Expr::idx(
+                                        IdxOp::And,
+                                        lt(gm.clone(), int(p.m)),
+                                        lt(gn, int(p.n)),
+                                    );
+                                    s.if_(cond, |s| {
+                                        let (_, col, value) = element(s, z.clone())?;
+                                        s.out.push(Stmt::Store {
+                                            tensor: stage.clone(),
+                                            coord: vec![r.clone(), col],
+                                            value,
+                                        });
+                                        Ok(())
+                                    })
+                                })?;
+                            }
+                            let cond = Expr::idx(
+                                IdxOp::And,
+                                lt(gm.clone(), int(p.m)),
+                                lt(gn0.clone(), int(p.n)),
+                            );
+                            let (gv, stage_v) = (gv.clone(), stage_v.clone());
+                            s.if_(cond, |s| {
+                                s.out.push(Stmt::Copy {
+                                    width: 8,
+                                    dst: kir::Frag {
+                                        tensor: gv,
+                                        at: vec![
+                                            gm.clone(),
+                                            Expr::idx(IdxOp::Div, gn0.clone(), Expr::Int(8)),
+                                            bi.clone(),
+                                        ],
+                                    },
+                                    src: kir::Frag {
+                                        tensor: stage_v,
+                                        at: vec![r.clone(), c8.clone()],
+                                    },
+                                });
+                                Ok(())
+                            })
+                        }
+                        None => s.unrolled("z", 8, &mut |s, z| {
+                            let gn = add(gn0.clone(), z.clone());
+                            let cond =
+                                Expr::idx(IdxOp::And, lt(gm.clone(), int(p.m)), lt(gn, int(p.n)));
+                            s.if_(cond, |s| {
+                                let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                                let col = add(col0.clone(), z.clone());
+                                let staged = Expr::load(stage, vec![r.clone(), col.clone()]);
+                                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                                s.epilogue_stores(
+                                    mm,
+                                    staged,
+                                    &p.access_c,
+                                    roots,
+                                    cs,
+                                    vec![gm.clone(), gn, bi.clone()],
+                                )
+                            })
+                        }),
+                    }
+                })
+            },
+        )
+    }
+}

@@ -1,0 +1,519 @@
+//! The tensor-core template's kernel: a ring of `S` swizzled shared stages filled by
+//! `cp.async`, `ldmatrix` fragments through the stage layouts, `mma.sync.m16n8k16`.
+//!
+//! The schedule (CUTLASS's sm_80 multistage mainloop):
+//!
+//! ```text
+//! prologue:  for s in 0..S-1 { copy k-tile s into stage s; commit }
+//! for kt in 0..ktiles {
+//!     cp.async.wait S-2; sync          // k-tile kt has landed, everyone is done with kt-1
+//!     copy k-tile kt+S-1 into stage (kt+S-1) % S; commit   // the stage kt-1 used
+//!     ldmatrix + mma on stage kt % S
+//! }
+//! cp.async.wait 0                      // before the epilogue reuses A's stages
+//! ```
+//!
+//! A commit is issued every iteration, empty or not, so that `wait S-2` always means "all
+//! but the last S-2 k-tiles have landed". Each operand's copies are as wide as its global
+//! layout allows ([`copy_width`]): 16, 8 or 4 bytes per `cp.async`, out-of-range chunks
+//! zero-filled (source size 0); an operand no copy can read (a row start that is not 4-byte
+//! aligned, an operand computed in place) is loaded element by element into the same ring.
+
+use super::epilogue::TcEpilogue;
+use super::stage::StageTile;
+use super::{TcPlan, matmul_grid, vector_layout};
+use crate::LowerError;
+use crate::MmaConfig;
+use crate::lower::*;
+use irc_ir::{DType, Inst, ValueId};
+use irc_kir::{self as kir, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt, Ty};
+use irc_layout::Layout;
+
+/// One operand's copies into the ring.
+struct RingLoad {
+    v: ValueId,
+    /// `(m, k, batch)` for A, `(k, n, batch)` for B → the operand's index.
+    access: Layout,
+    tile: StageTile,
+    /// M or N, and the block's first row.
+    extent: u64,
+    row0: Expr,
+    /// Where the row coordinate sits in `access`'s coordinate (0 for A, 1 for B).
+    row_pos: usize,
+    /// Elements per copy (8, 4 or 2: 16, 8 or 4 bytes; 1: element by element) and, for a
+    /// `cp.async`, the global tensor whose fast mode is divided into `w`-element vectors.
+    w: u64,
+    global: Option<String>,
+    /// The shared ring `(elems, S)` and its `w`-element view `(elems / w, S)`.
+    ring: String,
+    view: String,
+}
+
+/// Elements per `cp.async` of an operand read through `access` (16-bit elements): the widest of
+/// 16, 8 and 4 bytes whose vectors the operand's global layout holds, with the layout split into
+/// them (modes after the `w:1` vector mode); `None` where the operand is not a buffer (or views
+/// of one) or its fast dimension is not 4-byte aligned.
+fn copy_width(
+    b: &mut Builder<'_, '_>,
+    v: ValueId,
+    access: &Layout,
+    fast: usize,
+) -> Option<(u64, String)> {
+    let (buf, l) = b.resolve(v, access)?;
+    for w in [8i64, 4, 2] {
+        let Some(vl) = vector_layout(&l, fast, w) else {
+            continue;
+        };
+        if !kir::is_vector_operand(&vl, w, access.rank()) {
+            continue;
+        }
+        let modes = vl.modes();
+        let Ok(full) = Layout::concat(&modes[1..]) else {
+            continue;
+        };
+        return Some((w as u64, b.global(buf, full)));
+    }
+    None
+}
+
+impl Builder<'_, '_> {
+    /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
+    pub(crate) fn matmul_tc(&mut self, inst: &Inst, roots: &[ValueId], p: TcPlan) -> R<()> {
+        use irc_layout::mma_m16n8k16_c;
+        let cfg = match self.config {
+            Some(super::super::Config::Mma(c)) => c,
+            _ => self.l.options.mma.unwrap_or(MmaConfig::DEFAULT),
+        };
+        cfg.check(&self.l.options.target).map_err(|why| {
+            Retry::Fail(LowerError::Unsupported {
+                op: "matmul".into(),
+                reason: format!("the tensor-core configuration {why}"),
+            })
+        })?;
+        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        self.kernel.grid = matmul_grid(p.m, p.n, p.batch, cfg.bm, cfg.bn)?;
+        self.kernel.block = [cfg.threads() as u32, 1, 1];
+        let dt = p.dtype;
+        let cs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, p.access_c.clone()))
+            .collect();
+        let root = roots[0];
+        let mm = inst.result;
+        // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
+        // the matmul's dtype.
+        let c_vec = match vector_layout(&p.access_c, 1, 8) {
+            Some(l)
+                if roots.len() == 1
+                    && self.ty(root).dtype == dt
+                    && kir::is_vector_operand(&l, 8, p.access_c.rank()) =>
+            {
+                Some(self.global(root, l))
+            }
+            _ => None,
+        };
+        let stages = cfg.stages as i64;
+        let tile_a = StageTile::new(cfg.bm, cfg.bk, p.a_k_fast).map_err(internal)?;
+        let tile_b = StageTile::new(cfg.bn, cfg.bk, !p.b_n_fast).map_err(internal)?;
+        // A ring of `stages` tiles, in `w`-element units.
+        let ring = |t: &StageTile, w: i64| {
+            Layout::flat(&[t.elems() / w, stages], &[w, t.elems()]).map_err(internal)
+        };
+        let la = ring(&tile_a, 1)?;
+        let sa = self.tensor(Space::Shared, dt, la);
+        let lb = ring(&tile_b, 1)?;
+        let sb = self.tensor(Space::Shared, dt, lb);
+        // 16-byte chunks of each ring: what ldmatrix reads.
+        let la8 = ring(&tile_a, 8)?;
+        let sa8 = self.tensor(Space::View(sa.clone()), dt, la8);
+        let lb8 = ring(&tile_b, 8)?;
+        let sb8 = self.tensor(Space::View(sb.clone()), dt, lb8);
+        // The epilogue's staging tile reuses A's ring once the main loop is done: half the
+        // block's rows, pitch bn + 8 (16-byte rows; the accumulator pairs a warp stores land
+        // in distinct banks).
+        let stage = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            Layout::flat(&[cfg.bm as i64 / 2, cfg.bn as i64], &[cfg.bn as i64 + 8, 1])
+                .map_err(internal)?,
+        );
+        let stage_v = self.tensor(
+            Space::View(sa.clone()),
+            dt,
+            Layout::flat(
+                &[8, cfg.bm as i64 / 2, cfg.bn as i64 / 8],
+                &[1, cfg.bn as i64 + 8, 8],
+            )
+            .map_err(internal)?,
+        );
+        // Fragments come from shared memory by `ldmatrix.x4`: each lane names the start of one
+        // 8-element row, the stage layout composed with `ldmatrix_domain` and swizzled.
+        // `.trans` where the tile's contiguous dimension is M (A) or N (B).
+        let atom_c = mma_m16n8k16_c().map_err(internal)?;
+        let (trans_a, trans_b) = (!p.a_k_fast, p.b_n_fast);
+        let rows_a = tile_a
+            .ldmatrix_domain(false, trans_a, cfg.mt(), cfg.warps_m)
+            .and_then(|d| tile_a.through(&d))
+            .map_err(internal)?;
+        let rows_b = tile_b
+            .ldmatrix_domain(true, trans_b, cfg.nt() / 2, cfg.warps_n)
+            .and_then(|d| tile_b.through(&d))
+            .map_err(internal)?;
+        let fa = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[8, cfg.mt() as i64], &[1, 8]).map_err(internal)?,
+        );
+        let fb = self.tensor(
+            Space::Registers,
+            dt,
+            Layout::flat(&[4, cfg.nt() as i64], &[1, 4]).map_err(internal)?,
+        );
+        // One ldmatrix.x4 fills the B fragments of two atoms: 8 values, atom pairs.
+        let fb_pairs = self.tensor(
+            Space::View(fb.clone()),
+            dt,
+            Layout::flat(&[8, cfg.nt() as i64 / 2], &[1, 8]).map_err(internal)?,
+        );
+        let acc = self.tensor(
+            Space::Registers,
+            DType::F32,
+            Layout::flat(
+                &[4, cfg.mt() as i64, cfg.nt() as i64],
+                &[1, 4, 4 * cfg.mt() as i64],
+            )
+            .map_err(internal)?,
+        );
+        // Each operand's copies: as wide as its layout allows.
+        let mut loads: Vec<RingLoad> = vec![];
+        for (v, access, tile, extent, row_pos, smem) in [
+            (a, &p.access_a, &tile_a, p.m, 0usize, &sa),
+            (bv, &p.access_b, &tile_b, p.n, 1, &sb),
+        ] {
+            let fast = if tile.k_fast { 1 - row_pos } else { row_pos };
+            let (w, global) = match copy_width(self, v, access, fast) {
+                Some((w, g)) => (w, Some(g)),
+                None => (1, None),
+            };
+            let lv = ring(tile, w as i64)?;
+            let view = if w == 1 {
+                smem.clone()
+            } else {
+                self.tensor(Space::View(smem.clone()), dt, lv)
+            };
+            loads.push(RingLoad {
+                v,
+                access: access.clone(),
+                tile: tile.clone(),
+                extent,
+                row0: Expr::Int(0),
+                row_pos,
+                w,
+                global,
+                ring: smem.clone(),
+                view,
+            });
+        }
+        let lane = self.let_(
+            "lane",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let warp = self.let_(
+            "warp",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
+        );
+        let wm = self.let_(
+            "wm",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, warp.clone(), int(cfg.warps_n)),
+        );
+        let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(cfg.warps_n)));
+        let ktiles = p.k.div_ceil(cfg.bk);
+        let epi = TcEpilogue {
+            cfg,
+            p: &p,
+            dt,
+            mm,
+            root,
+            roots,
+            cs: &cs,
+            c_vec,
+            stage,
+            stage_v,
+            acc: acc.clone(),
+            atom_c_layout: atom_c.layout().clone(),
+            lane: lane.clone(),
+            wm: wm.clone(),
+            wn: wn.clone(),
+        };
+        let commit = || Stmt::Intrinsic {
+            op: Intrinsic::CpAsyncCommit,
+            args: vec![],
+        };
+        let wait = |n: i64| Stmt::Intrinsic {
+            op: Intrinsic::CpAsyncWait,
+            args: vec![kir::Arg::Expr(Expr::Int(n))],
+        };
+        self.for_(
+            "b",
+            bx(Builtin::BidZ),
+            int(p.batch),
+            bx(Builtin::NctaidZ),
+            false,
+            |s, bi| {
+                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(cfg.bm)));
+                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(cfg.bn)));
+                // A block with more than one batch (beyond 65535 of them) must not refill A's
+                // ring while slower threads still read the last epilogue's staging tile in it.
+                if p.batch > u64::from(s.kernel.grid[2]) {
+                    s.out.push(Stmt::Sync);
+                }
+                loads[0].row0 = m0.clone();
+                loads[1].row0 = n0.clone();
+                s.unrolled("v", 4, &mut |s, v| {
+                    s.unrolled("i", cfg.mt(), &mut |s, i| {
+                        let v = v.clone();
+                        s.unrolled("j", cfg.nt(), &mut |s, j| {
+                            s.out.push(Stmt::Store {
+                                tensor: acc.clone(),
+                                coord: vec![v.clone(), i.clone(), j],
+                                value: lit(DType::F32, 0.0),
+                            });
+                            Ok(())
+                        })
+                    })
+                })?;
+                // Prologue: k-tiles 0..S-1 into stages 0..S-1 (a commit for each, loaded or
+                // not).
+                for st in 0..(stages as u64 - 1) {
+                    if st < ktiles {
+                        for l in &loads {
+                            s.ring_load(l, &int(st * cfg.bk), &int(st), &bi, p.k, dt)?;
+                        }
+                    }
+                    s.out.push(commit());
+                }
+                s.for_(
+                    "kt",
+                    Expr::Int(0),
+                    int(ktiles),
+                    Expr::Int(1),
+                    false,
+                    |s, kt| {
+                        s.out.push(wait(stages - 2));
+                        s.out.push(Stmt::Sync);
+                        let next = s.let_("kn", Ty::Idx, add(kt.clone(), int(stages as u64 - 1)));
+                        let body = s.block(|s| {
+                            let k0 = s.let_("k0", Ty::Idx, mul(next.clone(), int(cfg.bk)));
+                            let st = s.let_(
+                                "sn",
+                                Ty::Idx,
+                                Expr::idx(IdxOp::Rem, next.clone(), int(stages as u64)),
+                            );
+                            for l in &loads {
+                                s.ring_load(l, &k0, &st, &bi, p.k, dt)?;
+                            }
+                            Ok(())
+                        })?;
+                        s.out.push(Stmt::If {
+                            cond: lt(next.clone(), int(ktiles)),
+                            body,
+                            orelse: vec![],
+                        });
+                        s.out.push(commit());
+                        let cur =
+                            s.let_("sc", Ty::Idx, Expr::idx(IdxOp::Rem, kt, int(stages as u64)));
+                        // The k-steps of a tile are unrolled, so that ptxas can load the next
+                        // k-step's fragments under this one's mmas: about 30 more registers
+                        // (199 for the default on sm_80; one block per SM either way).
+                        s.for_(
+                            "ks",
+                            Expr::Int(0),
+                            int(cfg.bk / 16),
+                            Expr::Int(1),
+                            true,
+                            |s, ks| {
+                                // B's fragments first, then per A atom its fragment and
+                                // its row of mmas: one A fragment live at a time.
+                                s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
+                                    let at = s.swizzled_chunk(
+                                        &tile_b,
+                                        &rows_b,
+                                        vec![lane.clone(), j.clone(), ks.clone(), wn.clone()],
+                                        8,
+                                    )?;
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::ldmatrix_x4(trans_b),
+                                        args: vec![
+                                            kir::Arg::at(&fb_pairs, vec![j]),
+                                            kir::Arg::at(&sb8, vec![at, cur.clone()]),
+                                        ],
+                                    });
+                                    Ok(())
+                                })?;
+                                s.unrolled("i", cfg.mt(), &mut |s, i| {
+                                    let at = s.swizzled_chunk(
+                                        &tile_a,
+                                        &rows_a,
+                                        vec![lane.clone(), i.clone(), ks.clone(), wm.clone()],
+                                        8,
+                                    )?;
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::ldmatrix_x4(trans_a),
+                                        args: vec![
+                                            kir::Arg::at(&fa, vec![i.clone()]),
+                                            kir::Arg::at(&sa8, vec![at, cur.clone()]),
+                                        ],
+                                    });
+                                    s.unrolled("j", cfg.nt(), &mut |s, j| {
+                                        s.out.push(Stmt::Intrinsic {
+                                            op: Intrinsic::MmaM16n8k16,
+                                            args: vec![
+                                                kir::Arg::at(&acc, vec![i.clone(), j.clone()]),
+                                                kir::Arg::at(&fa, vec![i.clone()]),
+                                                kir::Arg::at(&fb, vec![j]),
+                                            ],
+                                        });
+                                        Ok(())
+                                    })
+                                })
+                            },
+                        )
+                    },
+                )?;
+                // Every copy has landed before the epilogue reuses A's ring (its first step
+                // is a barrier).
+                s.out.push(wait(0));
+                s.tc_epilogue(&epi, &m0, &n0, &bi)
+            },
+        )
+    }
+
+    /// `sw(L(coord)) / w`: the swizzled offset in `tile` of the coordinate layout `l` at
+    /// `coord`, in `w`-element units (the chunks `w` divides: the swizzle keeps the low bits).
+    fn swizzled_chunk(
+        &mut self,
+        tile: &StageTile,
+        l: &Layout,
+        coord: Vec<Expr>,
+        w: u64,
+    ) -> R<Expr> {
+        let off = kir::swizzled_offset_expr(&tile.swizzle, l, &coord).map_err(internal)?;
+        Ok(self.let_("so", Ty::Idx, Expr::idx(IdxOp::Div, off, int(w))))
+    }
+
+    /// One operand's k-tile at `k0` into ring stage `st`: each thread's `w`-element chunks
+    /// ([`StageTile::copy_domain`]) by `cp.async` (zero-filled out of range), or element by
+    /// element where no copy can read the operand.
+    fn ring_load(
+        &mut self,
+        t: &RingLoad,
+        k0: &Expr,
+        st: &Expr,
+        bi: &Expr,
+        kdim: u64,
+        dt: DType,
+    ) -> R<()> {
+        let threads = self.kernel.block[0] as u64;
+        // Copies per thread, unrolled in batches of at most 8 element loads (a cp.async's
+        // few copies all at once): unrolled element loads would keep every address live
+        // across the k loop, and spill.
+        let per_thread = t.tile.elems() as u64 / t.w / threads;
+        let inner = if t.w == 1 && per_thread.is_multiple_of(8) {
+            8
+        } else {
+            per_thread
+        };
+        let dom = t.tile.copy_domain(t.w, threads, inner).map_err(internal)?;
+        let smem_l = t.tile.through(&dom).map_err(internal)?;
+        let (row_of, k_of) = t.tile.projections().map_err(internal)?;
+        let row_l = irc_layout::composition(&row_of, &dom).map_err(internal)?;
+        let k_l = irc_layout::composition(&k_of, &dom).map_err(internal)?;
+        let batches = per_thread / inner;
+        let (layouts, at, sizes) = ((&row_l, &k_l, &smem_l), (k0, st, bi), (kdim, dt));
+        if batches == 1 {
+            return self.ring_batch(t, layouts, at, sizes, inner, &Expr::Int(0));
+        }
+        self.for_(
+            "lo",
+            Expr::Int(0),
+            int(batches),
+            Expr::Int(1),
+            false,
+            |s, lo| s.ring_batch(t, layouts, at, sizes, inner, &lo),
+        )
+    }
+
+    /// One batch `lo` of [`Builder::ring_load`]'s copies: `inner` of them, unrolled.
+    #[allow(clippy::too_many_arguments)]
+    fn ring_batch(
+        &mut self,
+        t: &RingLoad,
+        (row_l, k_l, smem_l): (&Layout, &Layout, &Layout),
+        (k0, st, bi): (&Expr, &Expr, &Expr),
+        (kdim, dt): (u64, DType),
+        inner: u64,
+        lo: &Expr,
+    ) -> R<()> {
+        let k_pos = 1 - t.row_pos;
+        let coord_of = |row: Expr, k: Expr| -> Vec<Expr> {
+            let mut c = vec![Expr::Int(0), Expr::Int(0), bi.clone()];
+            c[t.row_pos] = row;
+            c[k_pos] = k;
+            c
+        };
+        let fast_pos = if t.tile.k_fast { k_pos } else { t.row_pos };
+        let tid = bx(Builtin::TidX);
+        self.unrolled("l", inner, &mut |s, l| {
+            let c = vec![tid.clone(), l, lo.clone()];
+            let rr = kir::offset_expr(row_l, &c).map_err(internal)?;
+            let kk = kir::offset_expr(k_l, &c).map_err(internal)?;
+            let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr));
+            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(grow.clone(), int(t.extent)),
+                lt(gk.clone(), int(kdim)),
+            );
+            let at = s.swizzled_chunk(&t.tile, smem_l, c, t.w)?;
+            let Some(g) = &t.global else {
+                return s.guarded_tile_load(
+                    t.v,
+                    &t.access,
+                    coord_of(grow, gk),
+                    cond,
+                    dt,
+                    dt,
+                    &t.ring,
+                    vec![at, st.clone()],
+                );
+            };
+            let op = Intrinsic::cp_async(t.w * dt.size_bytes()).ok_or_else(|| {
+                Retry::Fail(LowerError::Internal(format!(
+                    "no cp.async of {} elements",
+                    t.w
+                )))
+            })?;
+            let mut gcoord = coord_of(grow, gk);
+            gcoord[fast_pos] = Expr::idx(IdxOp::Div, gcoord[fast_pos].clone(), int(t.w));
+            let dst = kir::Arg::at(&t.view, vec![at, st.clone()]);
+            let copy = |src: Vec<Expr>, bytes: u64| Stmt::Intrinsic {
+                op,
+                args: vec![
+                    dst.clone(),
+                    kir::Arg::at(g, src),
+                    kir::Arg::Expr(int(bytes)),
+                ],
+            };
+            // Out of range: a zero-filled copy from the operand's first element.
+            s.out.push(Stmt::If {
+                cond,
+                body: vec![copy(gcoord, t.w * dt.size_bytes())],
+                orelse: vec![copy(vec![Expr::Int(0); 3], 0)],
+            });
+            Ok(())
+        })
+    }
+}
