@@ -48,6 +48,22 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
 
 /// [`verify_module`] against the limits of `target`.
 pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError> {
+    verify_module_twins_for(m, target, &[])
+}
+
+/// [`verify_module`] of a module where kernel `i` is a copy of the earlier kernel `twins[i]`
+/// but for its name and origins (what lowering reports for a repeated group): each such
+/// kernel's body is checked once, as its twin's. A twin that is not an earlier kernel is an
+/// error; in debug builds every twin is compared with its kernel.
+pub fn verify_module_with_twins(m: &Module, twins: &[Option<usize>]) -> Result<(), VerifyError> {
+    verify_module_twins_for(m, &Target::default(), twins)
+}
+
+fn verify_module_twins_for(
+    m: &Module,
+    target: &Target,
+    twins: &[Option<usize>],
+) -> Result<(), VerifyError> {
     let merr = |message: String| VerifyError {
         location: "module".into(),
         message,
@@ -85,7 +101,26 @@ pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError>
         let checked: Vec<Result<(), VerifyError>> = m
             .kernels
             .par_iter()
-            .map(|k| verify_kernel(k, &consts, target))
+            .enumerate()
+            .map(|(i, k)| match twins.get(i).copied().flatten() {
+                None => verify_kernel(k, &consts, target),
+                Some(j) => match m.kernels.get(j) {
+                    Some(t) if j < i => {
+                        debug_assert!(
+                            crate::same_code(k, t),
+                            "kernel @{} is not a twin of @{}",
+                            k.name,
+                            t.name
+                        );
+                        Ok(())
+                    }
+                    _ => Err(merr(format!(
+                        "kernel @{} is said to be a twin of kernel {j}, which is not an earlier \
+                         kernel",
+                        k.name
+                    ))),
+                },
+            })
             .collect();
         checked.into_iter().collect::<Result<(), VerifyError>>()?;
     }

@@ -113,15 +113,14 @@ impl Node {
 }
 
 impl Language for Node {
-    type Discriminant = (Head, Vec<(String, AKey)>, Option<(Vec<u64>, DType)>, usize);
+    /// The head alone: coarser than [`Node::matches`] (as egg allows: nodes that match have the
+    /// same head, and nodes sort by head first), and cheap. egg computes it for every node at
+    /// every rebuild, to index classes by op for its pattern matcher, which irc does not use;
+    /// the whole node as the discriminant cloned every node's attributes there.
+    type Discriminant = Head;
 
     fn discriminant(&self) -> Self::Discriminant {
-        (
-            self.head.clone(),
-            self.attrs.clone(),
-            self.const_ty.clone(),
-            self.children.len(),
-        )
+        self.head.clone()
     }
 
     fn matches(&self, other: &Self) -> bool {
