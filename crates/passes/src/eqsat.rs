@@ -153,8 +153,8 @@ pub fn add_rhs(eg: &mut EGraph, rhs: &Rhs) -> Option<Id> {
                 .iter()
                 .map(|k| add_rhs(eg, k))
                 .collect::<Option<Vec<_>>>()?;
-            node_type(eg, &n).ok()?;
-            Some(eg.add(n))
+            let ty = node_type(eg, &n).ok()?;
+            Some(crate::lang::add_typed(eg, n, ty))
         }
     }
 }

@@ -439,6 +439,7 @@ mod tests {
         let t = TensorType::new([1024, 1024], DType::F32);
         let mut eg = EGraph::new(TypeAnalysis {
             params: vec![t.clone(), t],
+            known: None,
         });
         let param = |i| Node {
             head: Head::Param(i),

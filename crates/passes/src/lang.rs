@@ -152,6 +152,17 @@ pub struct ClassData {
 #[derive(Clone, Debug, Default)]
 pub struct TypeAnalysis {
     pub params: Vec<TensorType>,
+    /// The type of the node being added, when the caller has just computed it ([`add_typed`]):
+    /// `make` takes it instead of checking the node again.
+    pub known: Option<TensorType>,
+}
+
+/// Adds `n`, whose type is `ty` (what [`node_type`] returns for it), without typing it again.
+pub fn add_typed(eg: &mut EGraph, n: Node, ty: TensorType) -> Id {
+    eg.analysis.known = Some(ty);
+    let id = eg.add(n);
+    eg.analysis.known = None;
+    id
 }
 
 pub type EGraph = egg::EGraph<Node, TypeAnalysis>;
@@ -199,8 +210,10 @@ impl egg::Analysis<Node> for TypeAnalysis {
     type Data = ClassData;
 
     fn make(eg: &mut EGraph, n: &Node, _id: Id) -> ClassData {
+        let known = eg.analysis.known.take();
+        debug_assert!(known.is_none() || known == node_type(eg, n).ok());
         ClassData {
-            ty: node_type(eg, n).ok(),
+            ty: known.or_else(|| node_type(eg, n).ok()),
             splat: splat_value(n),
         }
     }
@@ -244,7 +257,10 @@ pub struct Loaded {
 /// share one, as hash-consing does).
 pub fn load(g: &Graph) -> Loaded {
     let params: Vec<TensorType> = g.params.iter().map(|&p| g.ty(p).clone()).collect();
-    let mut eg = EGraph::new(TypeAnalysis { params });
+    let mut eg = EGraph::new(TypeAnalysis {
+        params,
+        known: None,
+    });
     let mut map: Vec<Option<Id>> = vec![None; g.values.len()];
     let mut names = HashMap::new();
     let mut original = Vec::new();
@@ -268,7 +284,8 @@ pub fn load(g: &Graph) -> Loaded {
             let t = g.ty(inst.result);
             n.const_ty = Some((t.shape.clone(), t.dtype));
         }
-        let id = eg.add(n.clone());
+        // The graph verifies: each statement's type is the one `check_op` gives it.
+        let id = add_typed(&mut eg, n.clone(), g.ty(inst.result).clone());
         original.push((id, n));
         map[inst.result.index()] = Some(id);
         names.entry(id).or_insert_with(|| Origin {
