@@ -19,8 +19,8 @@
 //! Where a name cannot be mapped that way the group is lowered on its own. A copied kernel that
 //! reads no constant array is its representative's kernel but for its name and origins: it is
 //! reported as a twin ([`crate::Planned::twins`]), which the kernel IR verifier
-//! ([`irc_kir::verify_module_with_twins`]) and the CUDA emitter ([`irc_emit_cuda`'s
-//! `emit_with_twins`]) use to check and write the shared body once.
+//! ([`irc_kir::verify_module_with_twins`]) and the CUDA emitter (`irc_emit_cuda::emit_with_twins`)
+//! use to check and write the shared body once.
 
 use crate::lower::{Lowered, Lowering, R};
 use irc_fused::{Buffer, Group, Stmt};
