@@ -34,8 +34,9 @@ pub fn emit(m: &Module) -> CudaModule {
 }
 
 /// [`emit`] for a module where kernel `i` is the earlier kernel `twins[i]` but for its name and
-/// origins (`irc_lower::Planned::twins`, checked by `irc_kir::verify_module_with_twins`): the
-/// shared code is written once and copied, so the text is the same as [`emit`]'s.
+/// origins (`irc_lower::Planned::twins`): the code of a kernel that [`irc_kir::shares_code`]
+/// with its twin is written once and copied (any other twin is emitted on its own), so the text
+/// is the same as [`emit`]'s.
 pub fn emit_with_twins(m: &Module, twins: &[Option<usize>]) -> CudaModule {
     let manifest = manifest_of(m);
     let mut out = String::new();
@@ -123,7 +124,7 @@ pub fn emit_with_twins(m: &Module, twins: &[Option<usize>]) -> CudaModule {
             .get(i)
             .copied()
             .flatten()
-            .filter(|&j| j < i && j < m.kernels.len())
+            .filter(|&j| j < i && irc_kir::shares_code(&m.kernels[i], &m.kernels[j]))
     };
     let mut shared: Vec<usize> = (0..m.kernels.len()).filter_map(twin_of).collect();
     shared.sort_unstable();

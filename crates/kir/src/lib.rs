@@ -671,8 +671,20 @@ impl Expr {
     }
 }
 
-/// Whether two kernels are the same but for their names and origins (a twin and its kernel;
-/// literals compare as numbers, so `-0.0` equals `0.0`: a check, not a proof).
+/// Whether two kernels share their code: one body (the same allocation, as a repeated group's
+/// copies do) and equal launch shape, parameters and tensors. Such kernels differ at most in
+/// their names and origins, so one check and one emission serve both.
+pub fn shares_code(a: &Kernel, b: &Kernel) -> bool {
+    std::sync::Arc::ptr_eq(&a.body, &b.body)
+        && a.grid == b.grid
+        && a.block == b.block
+        && a.index == b.index
+        && a.params == b.params
+        && a.tensors == b.tensors
+}
+
+/// Whether two kernels are the same but for their names and origins (literals compare as
+/// numbers, so `-0.0` equals `0.0`: a check, not a proof).
 pub fn same_code(a: &Kernel, b: &Kernel) -> bool {
     a.grid == b.grid
         && a.block == b.block

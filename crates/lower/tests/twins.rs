@@ -86,15 +86,27 @@ fn repeated_groups_lower_to_renamed_copies() {
                 for (i, t) in shared.twins.iter().enumerate() {
                     if let Some(j) = *t {
                         let (a, b) = (&shared.kernels.kernels[i], &shared.kernels.kernels[j]);
-                        assert!(j < i && irc_kir::same_code(a, b), "{name}: @{}", a.name);
+                        assert!(j < i && irc_kir::shares_code(a, b), "{name}: @{}", a.name);
+                        assert!(irc_kir::same_code(a, b), "{name}: @{}", a.name);
                         assert_ne!(a.name, b.name);
                         copied += 1;
                     }
                 }
+                let cuda = irc_emit_cuda::emit(&shared.kernels).source;
                 assert_eq!(
                     irc_emit_cuda::emit_with_twins(&shared.kernels, &shared.twins).source,
-                    irc_emit_cuda::emit(&shared.kernels).source,
+                    cuda,
                     "{name}: the CUDA written with twins differs"
+                );
+                // A twin that does not share its kernel's code is checked and written alone.
+                let wrong: Vec<Option<usize>> =
+                    (0..shared.twins.len()).map(|i| i.checked_sub(1)).collect();
+                irc_kir::verify_module_with_twins(&alone.kernels, &wrong)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(
+                    irc_emit_cuda::emit_with_twins(&alone.kernels, &wrong).source,
+                    irc_emit_cuda::emit(&alone.kernels).source,
+                    "{name}: wrong twins changed the CUDA"
                 );
             }
         }
