@@ -284,8 +284,7 @@ pub fn load(g: &Graph) -> Loaded {
             let t = g.ty(inst.result);
             n.const_ty = Some((t.shape.clone(), t.dtype));
         }
-        // The graph verifies: each statement's type is the one `check_op` gives it.
-        let id = add_typed(&mut eg, n.clone(), g.ty(inst.result).clone());
+        let id = eg.add(n.clone());
         original.push((id, n));
         map[inst.result.index()] = Some(id);
         names.entry(id).or_insert_with(|| Origin {
