@@ -29,6 +29,9 @@ use irc_kir as kir;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+/// A representative's kernels, and where their origins come from ([`Lowering::rename`]).
+type Rep = (Lowered, HashMap<String, usize>);
+
 /// The group with names and locations left out (module docs).
 pub(crate) fn key<'g>(g: &'g Group, buffers: &HashMap<&str, &Buffer>) -> String {
     let mut values: HashMap<&'g str, usize> = HashMap::new();
@@ -179,12 +182,7 @@ impl Lowering<'_> {
 
     /// Group `grp`'s kernels as a copy of `rep`'s (lowered to `done`, its origins at
     /// `positions`), or `None` where a name does not map (module docs).
-    fn rename(
-        &self,
-        rep: &Group,
-        (done, positions): &(Lowered, HashMap<String, usize>),
-        grp: &Group,
-    ) -> Option<Lowered> {
+    fn rename(&self, rep: &Group, (done, positions): &Rep, grp: &Group) -> Option<Lowered> {
         let (rb, gb) = (buffers_of(rep), buffers_of(grp));
         if rb.len() != gb.len() {
             return None;
@@ -262,7 +260,7 @@ impl Lowering<'_> {
             })
             .collect();
         let reps: Vec<usize> = (0..m.groups.len()).filter(|&i| rep[i] == i).collect();
-        let lowered_reps: Vec<R<(Lowered, HashMap<String, usize>)>> = reps
+        let lowered_reps: Vec<R<Rep>> = reps
             .par_iter()
             .map(|&i| {
                 let l = self.group(m, &buffers, &m.groups[i])?;
@@ -270,8 +268,7 @@ impl Lowering<'_> {
                 Ok((l, positions))
             })
             .collect();
-        let mut done: Vec<Option<R<(Lowered, HashMap<String, usize>)>>> =
-            (0..m.groups.len()).map(|_| None).collect();
+        let mut done: Vec<Option<R<Rep>>> = (0..m.groups.len()).map(|_| None).collect();
         for (&i, l) in reps.iter().zip(lowered_reps) {
             done[i] = Some(l);
         }
