@@ -336,7 +336,7 @@ fn limits_are_reported_and_output_verifies() {
         ),
         (
             irc_passes::eqsat::Limits {
-                time_limit: std::time::Duration::ZERO,
+                time_limit: Some(std::time::Duration::ZERO),
                 ..Default::default()
             },
             "time-limit(0ms)",

@@ -30,6 +30,14 @@ pub struct CudaModule {
 
 /// Emits CUDA C++ and the launch manifest for a verified kernel IR module.
 pub fn emit(m: &Module) -> CudaModule {
+    emit_with_twins(m, &[])
+}
+
+/// [`emit`] for a module where kernel `i` is the earlier kernel `twins[i]` but for its name and
+/// origins (`irc_lower::Planned::twins`): the code of a kernel that [`irc_kir::shares_code`]
+/// with its twin is written once and copied (any other twin is emitted on its own), so the text
+/// is the same as [`emit`]'s.
+pub fn emit_with_twins(m: &Module, twins: &[Option<usize>]) -> CudaModule {
     let manifest = manifest_of(m);
     let mut out = String::new();
     let _ = writeln!(
@@ -107,20 +115,65 @@ pub fn emit(m: &Module) -> CudaModule {
     if !m.constants.is_empty() {
         out.push('\n');
     }
-    // Kernels are emitted independently, in parallel, a slice at a time (so that the pieces
-    // never hold more than a slice's text beside the output).
+    // Kernels are emitted independently, in parallel.
     use rayon::prelude::*;
-    for slice in m.kernels.chunks(256) {
-        let pieces: Vec<String> = slice
+    // The code of each kernel another is a twin of, written once (kernel `i`'s twin is
+    // earlier, so is in this table when `i` is reached).
+    let twin_of = |i: usize| {
+        twins
+            .get(i)
+            .copied()
+            .flatten()
+            .filter(|&j| j < i && irc_kir::shares_code(&m.kernels[i], &m.kernels[j]))
+    };
+    let mut shared: Vec<usize> = (0..m.kernels.len()).filter_map(twin_of).collect();
+    shared.sort_unstable();
+    shared.dedup();
+    let code: HashMap<usize, (String, String)> = shared
+        .par_iter()
+        .map(|&j| (j, kernel_code(&m.kernels[j], &bits)))
+        .collect();
+    // The comment lines of every kernel, then the text's size where it is known (a twin's, a
+    // shared kernel's): reserved at once, so the text is not copied as it grows.
+    let heads: Vec<String> = m
+        .kernels
+        .par_iter()
+        .map(|k| {
+            let mut head = String::new();
+            kernel_head(&mut head, k);
+            head
+        })
+        .collect();
+    let shared_of = |i: usize| twin_of(i).or(code.contains_key(&i).then_some(i));
+    let known: usize = (0..m.kernels.len())
+        .filter_map(|i| {
+            let (sig, rest) = &code[&shared_of(i)?];
+            Some(heads[i].len() + sig.len() + m.kernels[i].name.len() + rest.len())
+        })
+        .sum();
+    out.reserve(known);
+    // The other kernels are emitted a slice at a time, in parallel (so that their code never
+    // holds more than a slice's text beside the output).
+    for (s, slice) in m.kernels.chunks(256).enumerate() {
+        let own: Vec<Option<(String, String)>> = slice
             .par_iter()
-            .map(|k| {
-                let mut piece = String::new();
-                emit_kernel(&mut piece, k, &bits);
-                piece
+            .enumerate()
+            .map(|(n, k)| match shared_of(s * 256 + n) {
+                Some(_) => None,
+                None => Some(kernel_code(k, &bits)),
             })
             .collect();
-        for p in pieces {
-            out.push_str(&p);
+        for (n, (k, own)) in slice.iter().zip(own).enumerate() {
+            let i = s * 256 + n;
+            let (sig, rest) = match (&own, shared_of(i)) {
+                (Some((sig, rest)), _) => (sig, rest),
+                (None, Some(j)) => (&code[&j].0, &code[&j].1),
+                (None, None) => continue,
+            };
+            out.push_str(&heads[i]);
+            out.push_str(sig);
+            out.push_str(&k.name);
+            out.push_str(rest);
         }
     }
     CudaModule {
@@ -316,7 +369,8 @@ struct KernelEmitter<'k> {
 /// Offset terms by (tensor declaration address, coordinate rank).
 type TermCache = HashMap<(usize, usize), Option<Vec<kir::OffsetTerm>>>;
 
-fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k str, DType>) {
+/// A kernel's comment lines: its name, grid and block, and origins.
+fn kernel_head(out: &mut String, k: &kir::Kernel) {
     let _ = writeln!(
         out,
         "// kernel @{}: grid ({}, {}, {}), block ({}, {}, {})",
@@ -325,6 +379,23 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
     for o in &k.origins {
         let _ = writeln!(out, "//   from: {}  ({})", o.op.replace('\n', " "), o.loc);
     }
+}
+
+/// A kernel's code without its comment lines, in two parts: before and after its name (which
+/// it reads nowhere else).
+fn kernel_code(k: &kir::Kernel, bits: &HashMap<&str, DType>) -> (String, String) {
+    let mut rest = String::new();
+    let sig = emit_kernel(&mut rest, k, bits);
+    (sig, rest)
+}
+
+/// Writes the kernel's code after its name (parameters and body) to `out`; returns the code
+/// before its name.
+fn emit_kernel<'k>(
+    out: &mut String,
+    k: &'k kir::Kernel,
+    bits: &'k HashMap<&'k str, DType>,
+) -> String {
     let written = kir::written_tensors(&k.body);
     let tensors: HashMap<&str, &kir::TensorDecl> =
         k.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
@@ -365,12 +436,8 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
     } else {
         threads.to_string()
     };
-    let _ = writeln!(
-        out,
-        "extern \"C\" __global__ void __launch_bounds__({bounds}) {}({}) {{",
-        k.name,
-        params.join(", ")
-    );
+    let sig = format!("extern \"C\" __global__ void __launch_bounds__({bounds}) ");
+    let _ = writeln!(out, "({}) {{", params.join(", "));
     let dynamic = kir::dynamic_shared(k);
     if let Some(d) = &dynamic {
         let _ = writeln!(
@@ -445,6 +512,7 @@ fn emit_kernel<'k>(out: &mut String, k: &'k kir::Kernel, bits: &'k HashMap<&'k s
     e.block(&k.body, 1);
     out.push_str(&e.out);
     out.push_str("}\n\n");
+    sig
 }
 
 fn has_mma(body: &[Stmt]) -> bool {

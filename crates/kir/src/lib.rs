@@ -50,7 +50,7 @@ pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError, manifest
 pub use parse::{ParseError, parse_module};
 pub use print::print_module;
 pub use smem::{DynamicShared, dynamic_shared};
-pub use verify::{VerifyError, verify_module, verify_module_for};
+pub use verify::{VerifyError, verify_module, verify_module_for, verify_module_with_twins};
 
 use irc_ir::DType;
 use irc_layout::{Layout, LayoutError, Swizzle, coalesce};
@@ -148,7 +148,8 @@ pub struct Kernel {
     pub origins: Vec<Origin>,
     pub params: Vec<Param>,
     pub tensors: Vec<TensorDecl>,
-    pub body: Vec<Stmt>,
+    /// Shared between a kernel and its copies (a repeated group lowered once).
+    pub body: std::sync::Arc<Vec<Stmt>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -675,6 +676,29 @@ impl Expr {
             coord,
         }
     }
+}
+
+/// Whether two kernels share their code: one body (the same allocation, as a repeated group's
+/// copies do) and equal launch shape, parameters and tensors. Such kernels differ at most in
+/// their names and origins, so one check and one emission serve both.
+pub fn shares_code(a: &Kernel, b: &Kernel) -> bool {
+    std::sync::Arc::ptr_eq(&a.body, &b.body)
+        && a.grid == b.grid
+        && a.block == b.block
+        && a.index == b.index
+        && a.params == b.params
+        && a.tensors == b.tensors
+}
+
+/// Whether two kernels are the same but for their names and origins (literals compare as
+/// numbers, so `-0.0` equals `0.0`: a check, not a proof).
+pub fn same_code(a: &Kernel, b: &Kernel) -> bool {
+    a.grid == b.grid
+        && a.block == b.block
+        && a.index == b.index
+        && a.params == b.params
+        && a.tensors == b.tensors
+        && a.body == b.body
 }
 
 /// Visits every statement of a body, nested ones included, in program order.

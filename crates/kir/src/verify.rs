@@ -53,6 +53,22 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
 
 /// [`verify_module`] against the limits of `target`.
 pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError> {
+    verify_module_twins_for(m, target, &[])
+}
+
+/// [`verify_module`] of a module where kernel `i` is a copy of the earlier kernel `twins[i]`
+/// but for its name and origins (what lowering reports for a repeated group): a kernel that
+/// [`crate::shares_code`] with its twin is checked once, as its twin; any other is checked on
+/// its own.
+pub fn verify_module_with_twins(m: &Module, twins: &[Option<usize>]) -> Result<(), VerifyError> {
+    verify_module_twins_for(m, &Target::default(), twins)
+}
+
+fn verify_module_twins_for(
+    m: &Module,
+    target: &Target,
+    twins: &[Option<usize>],
+) -> Result<(), VerifyError> {
     let merr = |message: String| VerifyError {
         location: "module".into(),
         message,
@@ -90,7 +106,14 @@ pub fn verify_module_for(m: &Module, target: &Target) -> Result<(), VerifyError>
         let checked: Vec<Result<(), VerifyError>> = m
             .kernels
             .par_iter()
-            .map(|k| verify_kernel(k, &consts, target))
+            .enumerate()
+            .map(|(i, k)| {
+                let twin = twins.get(i).copied().flatten().filter(|&j| j < i);
+                match twin.and_then(|j| m.kernels.get(j)) {
+                    Some(t) if crate::shares_code(k, t) => Ok(()),
+                    _ => verify_kernel(k, &consts, target),
+                }
+            })
             .collect();
         checked.into_iter().collect::<Result<(), VerifyError>>()?;
     }

@@ -8,6 +8,7 @@ mod indexing;
 pub mod lower;
 mod rebuild;
 pub mod templates;
+mod twins;
 
 /// Why a graph could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

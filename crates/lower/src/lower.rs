@@ -51,6 +51,9 @@ pub struct Planned {
     pub forced: Vec<ValueId>,
     /// Each group's problem and the configuration its template was built with.
     pub choices: Vec<Choice>,
+    /// Per kernel, the earlier kernel it is a renamed copy of (the same but for its name and
+    /// origins: a repeated group lowered once, `twins.rs`), for the verifier and the emitters.
+    pub twins: Vec<Option<usize>>,
     /// Time spent planning (the fusion policy and the Fused IR) and lowering (templates and the
     /// kernel IR's verification), summed over the retries.
     pub plan_time: std::time::Duration,
@@ -71,6 +74,10 @@ pub struct LowerOptions {
     pub configs: std::collections::BTreeMap<String, crate::templates::Config>,
     /// The GPU the configurations are checked against (default: the H100).
     pub target: irc_target::Target,
+    /// Lower every group on its own, even one identical to an earlier group but for names
+    /// (which otherwise gets a renamed copy of that group's kernels, `twins.rs`). The kernel
+    /// IR is the same either way; tests compare the two.
+    pub lower_each_group: bool,
 }
 
 /// Plans a verified graph and lowers the plan. A view whose layout cannot be composed with its
@@ -107,13 +114,14 @@ pub fn plan_and_lower_with(
                 forced.push(ValueId(v as u32));
             }
             Err(Retry::Fail(e)) => return Err(e),
-            Ok((kernels, choices)) => {
+            Ok((kernels, choices, twins)) => {
                 return Ok(Planned {
                     fused,
                     remarks,
                     kernels,
                     forced,
                     choices,
+                    twins,
                     plan_time,
                     lower_time,
                 });
@@ -131,7 +139,7 @@ pub fn lower_graph(g: &Graph, src: SourceInfo<'_>) -> Result<kir::Module, LowerE
 /// Lowers a verified Fused IR module to a verified kernel IR module.
 pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
     lower(m, &LowerOptions::default())
-        .map(|(k, _)| k)
+        .map(|(k, _, _)| k)
         .map_err(|r| match r {
             Retry::Fail(e) => e,
             Retry::Materialize(v) => LowerError::Unsupported {
@@ -144,14 +152,15 @@ pub fn lower_fused(m: &irc_fused::Module) -> Result<kir::Module, LowerError> {
         })
 }
 
-pub(crate) fn lower(
-    m: &irc_fused::Module,
-    options: &LowerOptions,
-) -> R<(kir::Module, Vec<Choice>)> {
+/// A lowered module, each group's choice and each kernel's twin.
+type Lowers = (kir::Module, Vec<Choice>, Vec<Option<usize>>);
+
+pub(crate) fn lower(m: &irc_fused::Module, options: &LowerOptions) -> R<Lowers> {
     let (g, locs) = crate::rebuild::rebuild(m)?;
-    let (k, choices) = Lowering::new(&g, m, locs, options.clone())?.run(m)?;
-    kir::verify_module(&k).map_err(|e| LowerError::Internal(e.to_string()))?;
-    Ok((k, choices))
+    let l = Lowering::new(&g, m, locs, options.clone())?;
+    let (k, choices, twins) = l.run(m)?;
+    kir::verify_module_with_twins(&k, &twins).map_err(|e| LowerError::Internal(e.to_string()))?;
+    Ok((k, choices, twins))
 }
 
 pub(crate) enum Retry {
@@ -236,9 +245,11 @@ pub(crate) fn attr_f64(a: &Attr) -> f64 {
 /// One group lowered: its temp buffers, its kernels (with their arguments and constant
 /// arrays) in launch order, and its configuration.
 pub(crate) struct Lowered {
-    temps: Vec<kir::BufferDecl>,
-    kernels: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
-    choice: Choice,
+    pub(crate) temps: Vec<kir::BufferDecl>,
+    pub(crate) kernels: Vec<(kir::Kernel, Vec<String>, Vec<kir::ConstDecl>)>,
+    pub(crate) choice: Choice,
+    /// A renamed copy of another group's kernels (`twins.rs`).
+    pub(crate) copied: bool,
 }
 
 pub(crate) struct Lowering<'g> {
@@ -326,40 +337,8 @@ impl<'g> Lowering<'g> {
         })
     }
 
-    /// Lowers every group: each one's kernels are built on their own (a builder reads the
-    /// lowering, never another group's kernels), in parallel, then appended in group order.
-    pub(crate) fn run(mut self, m: &irc_fused::Module) -> R<(kir::Module, Vec<Choice>)> {
-        use rayon::prelude::*;
-        let buffers: HashMap<&str, &irc_fused::Buffer> =
-            m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
-        let lowered: Vec<R<Lowered>> = m
-            .groups
-            .par_iter()
-            .map(|grp| self.group(m, &buffers, grp))
-            .collect();
-        let mut choices = vec![];
-        for l in lowered {
-            let Lowered {
-                mut temps,
-                kernels,
-                choice,
-            } = l?;
-            self.module.buffers.append(&mut temps);
-            choices.push(choice);
-            for (kernel, args, constants) in kernels {
-                self.module.constants.extend(constants);
-                self.module.launches.push(kir::LaunchStmt {
-                    kernel: kernel.name.clone(),
-                    args,
-                });
-                self.module.kernels.push(kernel);
-            }
-        }
-        Ok((self.module, choices))
-    }
-
     /// One group's kernels, in launch order, with the temp buffers they add.
-    fn group(
+    pub(crate) fn group(
         &self,
         m: &irc_fused::Module,
         buffers: &HashMap<&str, &irc_fused::Buffer>,
@@ -457,6 +436,7 @@ impl<'g> Lowering<'g> {
             temps,
             kernels,
             choice,
+            copied: false,
         })
     }
 
@@ -535,7 +515,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             origins: vec![l.origin(&l.g.insts[inst_index])],
             params: vec![],
             tensors: vec![],
-            body: vec![],
+            body: Default::default(),
         };
         let kernel_origins = kernel
             .origins
@@ -566,7 +546,7 @@ impl<'l, 'g> Builder<'l, 'g> {
     }
 
     pub(crate) fn finish(mut self) -> (kir::Kernel, Vec<String>, Vec<kir::ConstDecl>) {
-        self.kernel.body = std::mem::take(&mut self.out);
+        self.kernel.body = std::sync::Arc::new(std::mem::take(&mut self.out));
         (self.kernel, self.args, self.constants)
     }
 

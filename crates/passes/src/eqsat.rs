@@ -109,12 +109,14 @@ pub struct Rule {
     pub apply: fn(&View, Id, &Node) -> Vec<Rhs>,
 }
 
-/// Limits of one saturation run.
+/// Limits of one saturation run. The default limits are counts of work (iterations, e-nodes),
+/// so a run's result never depends on the machine or its load; a wall-clock limit is opt-in.
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_iters: usize,
     pub max_nodes: usize,
-    pub time_limit: Duration,
+    /// `None` (the default): no wall-clock limit.
+    pub time_limit: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -122,7 +124,7 @@ impl Default for Limits {
         Limits {
             max_iters: 16,
             max_nodes: 200_000,
-            time_limit: Duration::from_millis(1000),
+            time_limit: None,
         }
     }
 }
@@ -151,8 +153,8 @@ pub fn add_rhs(eg: &mut EGraph, rhs: &Rhs) -> Option<Id> {
                 .iter()
                 .map(|k| add_rhs(eg, k))
                 .collect::<Option<Vec<_>>>()?;
-            node_type(eg, &n).ok()?;
-            Some(eg.add(n))
+            let ty = node_type(eg, &n).ok()?;
+            Some(crate::lang::add_typed(eg, n, ty))
         }
     }
 }
@@ -167,8 +169,10 @@ pub fn saturate(eg: &mut EGraph, rules: &[Rule], limits: &Limits) -> Report {
         if iterations >= limits.max_iters {
             break StopReason::IterationLimit(limits.max_iters);
         }
-        if start.elapsed() >= limits.time_limit {
-            break StopReason::TimeLimit(limits.time_limit.as_secs_f64());
+        if let Some(t) = limits.time_limit
+            && start.elapsed() >= t
+        {
+            break StopReason::TimeLimit(t.as_secs_f64());
         }
         iterations += 1;
         // Search on a frozen e-graph (classes in parallel, their matches kept in class order),

@@ -263,7 +263,9 @@ pub fn extract(
     initial: &[(Id, Node)],
     max_rounds: usize,
 ) -> Extracted {
-    let mut sel = seed(eg);
+    // The seed and the table of classes are independent: computed in parallel.
+    let n = id_bound(eg);
+    let (mut sel, table) = rayon::join(|| seed(eg), || Kids::new(eg, n));
     let mut laid = vec![false; sel.len()];
     for (c, n) in initial {
         let c = eg.find(*c);
@@ -274,7 +276,7 @@ pub fn extract(
             }
         }
     }
-    let table = Kids::new(eg, sel.len());
+    // (The search needs an acyclic selection: it is set up once the input's is known to be.)
     let mut cost = match sel_to_dag(eg, &table, &sel, roots) {
         Some(d) => dag_cost(t, &d),
         None => {
@@ -437,6 +439,7 @@ mod tests {
         let t = TensorType::new([1024, 1024], DType::F32);
         let mut eg = EGraph::new(TypeAnalysis {
             params: vec![t.clone(), t],
+            known: None,
         });
         let param = |i| Node {
             head: Head::Param(i),

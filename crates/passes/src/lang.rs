@@ -113,15 +113,14 @@ impl Node {
 }
 
 impl Language for Node {
-    type Discriminant = (Head, Vec<(String, AKey)>, Option<(Vec<u64>, DType)>, usize);
+    /// The head alone: coarser than [`Node::matches`] (as egg allows: nodes that match have the
+    /// same head, and nodes sort by head first), and cheap. egg computes it for every node at
+    /// every rebuild, to index classes by op for its pattern matcher, which irc does not use;
+    /// the whole node as the discriminant cloned every node's attributes there.
+    type Discriminant = Head;
 
     fn discriminant(&self) -> Self::Discriminant {
-        (
-            self.head.clone(),
-            self.attrs.clone(),
-            self.const_ty.clone(),
-            self.children.len(),
-        )
+        self.head.clone()
     }
 
     fn matches(&self, other: &Self) -> bool {
@@ -153,6 +152,17 @@ pub struct ClassData {
 #[derive(Clone, Debug, Default)]
 pub struct TypeAnalysis {
     pub params: Vec<TensorType>,
+    /// The type of the node being added, when the caller has just computed it ([`add_typed`]):
+    /// `make` takes it instead of checking the node again.
+    pub known: Option<TensorType>,
+}
+
+/// Adds `n`, whose type is `ty` (what [`node_type`] returns for it), without typing it again.
+pub fn add_typed(eg: &mut EGraph, n: Node, ty: TensorType) -> Id {
+    eg.analysis.known = Some(ty);
+    let id = eg.add(n);
+    eg.analysis.known = None;
+    id
 }
 
 pub type EGraph = egg::EGraph<Node, TypeAnalysis>;
@@ -200,8 +210,10 @@ impl egg::Analysis<Node> for TypeAnalysis {
     type Data = ClassData;
 
     fn make(eg: &mut EGraph, n: &Node, _id: Id) -> ClassData {
+        let known = eg.analysis.known.take();
+        debug_assert!(known.is_none() || known == node_type(eg, n).ok());
         ClassData {
-            ty: node_type(eg, n).ok(),
+            ty: known.or_else(|| node_type(eg, n).ok()),
             splat: splat_value(n),
         }
     }
@@ -245,7 +257,10 @@ pub struct Loaded {
 /// share one, as hash-consing does).
 pub fn load(g: &Graph) -> Loaded {
     let params: Vec<TensorType> = g.params.iter().map(|&p| g.ty(p).clone()).collect();
-    let mut eg = EGraph::new(TypeAnalysis { params });
+    let mut eg = EGraph::new(TypeAnalysis {
+        params,
+        known: None,
+    });
     let mut map: Vec<Option<Id>> = vec![None; g.values.len()];
     let mut names = HashMap::new();
     let mut original = Vec::new();

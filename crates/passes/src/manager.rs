@@ -122,26 +122,37 @@ impl PassManager {
             let start = Instant::now();
             let (out, stats) = pass.run(&cur, spec, &self.target)?;
             let time = start.elapsed();
-            if self.verify_each {
-                irc_ir::verify_graph(&out).map_err(|d| PassError::Verify {
-                    pass: spec.name.clone(),
-                    message: d
-                        .iter()
-                        .map(|d| d.message.clone())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                })?;
-            }
             // Changed means printed differently. A pass that found nothing returns its input,
             // so structural equality settles most runs without printing; the print of the
-            // output is kept as the next pass's input print.
-            let changed = out != cur && {
-                let before = cur_text.take().unwrap_or_else(|| irc_ir::print_graph(&cur));
-                let after = irc_ir::print_graph(&out);
-                let changed = after != before;
-                cur_text = Some(after);
-                changed
-            };
+            // output is kept as the next pass's input print. The verifier runs beside.
+            let (verified, changed) = rayon::join(
+                || {
+                    if self.verify_each {
+                        irc_ir::verify_graph(&out)
+                    } else {
+                        Ok(())
+                    }
+                },
+                || {
+                    out != cur && {
+                        let (before, after) = rayon::join(
+                            || cur_text.take().unwrap_or_else(|| irc_ir::print_graph(&cur)),
+                            || irc_ir::print_graph(&out),
+                        );
+                        let changed = after != before;
+                        cur_text = Some(after);
+                        changed
+                    }
+                },
+            );
+            verified.map_err(|d| PassError::Verify {
+                pass: spec.name.clone(),
+                message: d
+                    .iter()
+                    .map(|d| d.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })?;
             if ins.print_after_all
                 || ins.print_after.contains(&spec.name)
                 || (ins.print_after_change && changed)

@@ -222,7 +222,10 @@ impl Pipeline {
         times.push(("plan", planned.plan_time));
         times.push(("lower", planned.lower_time));
         if until >= Stage::Cuda && until != Stage::Mlir {
-            a.cuda = Some(irc_emit_cuda::emit(&planned.kernels));
+            a.cuda = Some(irc_emit_cuda::emit_with_twins(
+                &planned.kernels,
+                &planned.twins,
+            ));
             lap("emit-cuda", &mut times);
         }
         if until == Stage::Mlir || (until == Stage::Ptx && self.backend == Backend::Mlir) {

@@ -252,7 +252,7 @@ impl<'a> Parser<'a> {
             origins: vec![],
             params: vec![],
             tensors: vec![],
-            body: vec![],
+            body: Default::default(),
         };
         // Header lines, then the body.
         while let Some(&(_, text)) = self.lines.get(self.pos) {
@@ -324,7 +324,7 @@ impl<'a> Parser<'a> {
                 break;
             }
         }
-        k.body = self.block()?;
+        k.body = std::sync::Arc::new(self.block()?);
         Ok(k)
     }
 
