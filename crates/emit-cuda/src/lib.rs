@@ -14,6 +14,7 @@ use irc_ir::DType;
 use irc_kir::{
     self as kir, Expr, Func, IndexWidth, Intrinsic, Manifest, Module, Space, Stmt, Ty, manifest_of,
 };
+mod decls;
 mod hopper;
 
 use std::collections::{HashMap, HashSet};
@@ -438,57 +439,7 @@ fn emit_kernel<'k>(
     };
     let sig = format!("extern \"C\" __global__ void __launch_bounds__({bounds}) ");
     let _ = writeln!(out, "({}) {{", params.join(", "));
-    let dynamic = kir::dynamic_shared(k);
-    if let Some(d) = &dynamic {
-        let _ = writeln!(
-            out,
-            "  extern __shared__ __align__(1024) unsigned char irc_smem[]; // {} bytes",
-            d.bytes
-        );
-    }
-    // Register tensors a vector copy reads or writes are aligned for its widest access.
-    let mut copied = std::collections::HashSet::new();
-    kir::walk(&k.body, &mut |s| {
-        if let Stmt::Copy { dst, src, .. } = s {
-            copied.insert(dst.tensor.as_str());
-            copied.insert(src.tensor.as_str());
-        }
-    });
-    for t in &k.tensors {
-        let size = t.layout.cosize().unwrap_or(1).max(1);
-        match t.space {
-            Space::Shared if dynamic.is_some() => {
-                let off = dynamic
-                    .iter()
-                    .flat_map(|d| &d.offsets)
-                    .find(|(n, _)| n == &t.name)
-                    .map_or(0, |(_, o)| *o);
-                let ty = c_type(t.dtype);
-                let _ = writeln!(
-                    out,
-                    "  {ty}* const t_{} = reinterpret_cast<{ty}*>(irc_smem + {off});",
-                    t.name
-                );
-            }
-            Space::Shared => {
-                let _ = writeln!(
-                    out,
-                    "  __shared__ __align__(16) {} t_{}[{size}];",
-                    c_type(t.dtype),
-                    t.name
-                );
-            }
-            Space::Registers => {
-                let align = if copied.contains(t.name.as_str()) {
-                    "__align__(16) "
-                } else {
-                    ""
-                };
-                let _ = writeln!(out, "  {align}{} t_{}[{size}];", c_type(t.dtype), t.name);
-            }
-            _ => {}
-        }
-    }
+    decls::declare_tensors(out, k);
     let mut accumulators = vec![];
     kir::walk(&k.body, &mut |s| {
         if let Stmt::Intrinsic { op, args } = s
