@@ -272,3 +272,23 @@ fn few_long_rows_and_few_columns_split() {
         }",
     );
 }
+
+#[test]
+fn softmax_of_a_row_masked_with_the_lowest_f32_is_uniform() {
+    // PyTorch masks with finfo.min: row 0 (r > c never holds) is fully masked, its max is
+    // -3.4e38 and every exp(x - max) is 1 (a uniform row), as the interpreter gives. (On the
+    // GPU, f32 max·log2e overflows, so the kernel takes x - max first; the emulator computes
+    // in f64 and cannot see that, `bench/gpu/models.sh` does.)
+    let (kir, _) = check(
+        "graph @m(%x: tensor<6x32xf32>) -> tensor<6x32xf32> {
+          %r = iota {axis = 0} : tensor<6x32xi32>
+          %c = iota {axis = 1} : tensor<6x32xi32>
+          %keep = gt %r, %c
+          %lo = constant {value = -3.4028234663852886e38} : tensor<f32>
+          %s = select %keep, %x, %lo
+          %y = softmax %s {axis = -1}
+          return %y
+        }",
+    );
+    assert!(kir.contains("exp2"), "{kir}");
+}

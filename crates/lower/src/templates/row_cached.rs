@@ -14,7 +14,7 @@ use irc_ir::{DType, OpKind};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
-/// `log2(e)`: softmax's `exp(x - max)` is `exp2(x·log2e - max·log2e)`, one FMA and `ex2`.
+/// `log2(e)`: softmax's `exp(x - max)` is `exp2((x - max)·log2e)` on `ex2`.
 const LOG2E: f64 = std::f64::consts::LOG2_E;
 
 /// How the threads of a cached schedule split the rows.
@@ -200,19 +200,16 @@ impl Builder<'_, '_> {
             };
             match op {
                 OpKind::Softmax => {
-                    // In f32, exp(x - max) = exp2(x·log2e - max·log2e): one FMA and `ex2`.
+                    // In f32, exp(x - max) = exp2((x - max)·log2e), on `ex2`. The difference
+                    // is taken first: a row masked with the type's lowest value (as PyTorch
+                    // masks) has max·log2e = -inf, and x·log2e - max·log2e would be NaN.
                     let fast = math == DType::F32;
-                    let mx = if fast {
-                        call(Func::Mul, vec![r1, lit(math, LOG2E)])
-                    } else {
-                        r1
-                    };
-                    let mx = s.let_("max", Ty::Elem(math), mx);
+                    let mx = s.let_("max", Ty::Elem(math), r1);
                     let acc2 = accumulate(s, 0.0);
                     pass(s, &mut |s, _, c| {
                         let e = if fast {
-                            let scaled = call(Func::Mul, vec![cached(&c), lit(math, LOG2E)]);
-                            call(Func::Exp2, vec![call(Func::Sub, vec![scaled, mx.clone()])])
+                            let d = call(Func::Sub, vec![cached(&c), mx.clone()]);
+                            call(Func::Exp2, vec![call(Func::Mul, vec![d, lit(math, LOG2E)])])
                         } else {
                             call(
                                 Func::Exp,
