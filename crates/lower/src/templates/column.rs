@@ -82,12 +82,30 @@ impl Builder<'_, '_> {
         })?;
         p.temps.clear();
         self.pre.push(p.finish());
-        // The sums: a thread per output, the partials added in order.
-        let pp = self.param(&name);
-        let part = self.tensor(Space::Global(pp), c.acc_t, layout);
+        self.sum_partials(&name, c.outs, ks, c.acc_t, c.op, c.init, finish)
+    }
+
+    /// The second kernel of a split reduction: a thread per output (grid-stride), the `parts`
+    /// partials of output `o` in the temp buffer `name` (`[parts, outs]`, row-major) combined
+    /// in order (deterministic), then `finish(o, value)`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn sum_partials(
+        &mut self,
+        name: &str,
+        outs: u64,
+        parts: u64,
+        acc_t: DType,
+        op: ReduceOp,
+        init: f64,
+        finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<()> {
+        let layout =
+            Layout::flat(&[outs as i64, parts as i64], &[1, outs as i64]).map_err(internal)?;
+        let pp = self.param(name);
+        let part = self.tensor(Space::Global(pp), acc_t, layout);
         self.kernel.block = [THREADS, 1, 1];
         self.kernel.grid = [
-            c.outs.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+            outs.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
             1,
             1,
         ];
@@ -96,14 +114,20 @@ impl Builder<'_, '_> {
             bx(Builtin::TidX),
         );
         let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
-        self.for_("o", start, int(c.outs), step, false, |b, o| {
-            let acc = b.accumulator(c.acc_t, c.init);
+        self.for_("o", start, int(outs), step, false, |b, o| {
+            let acc = b.accumulator(acc_t, init);
             let o2 = o.clone();
-            b.for_("s", Expr::Int(0), int(ks), Expr::Int(1), false, |b, s| {
-                let x = Expr::load(&part, vec![o2, s]);
-                b.combine(&acc, c.op, x);
-                Ok(())
-            })?;
+            b.for_(
+                "s",
+                Expr::Int(0),
+                int(parts),
+                Expr::Int(1),
+                false,
+                |b, s| {
+                    b.combine(&acc, op, Expr::load(&part, vec![o2, s]));
+                    Ok(())
+                },
+            )?;
             finish(b, o, Expr::var(&acc))
         })
     }

@@ -395,12 +395,12 @@ impl Builder<'_, '_> {
         let decl = irc_kir::BufferDecl {
             name: name.clone(),
             dtype: r.acc_t,
-            shape: vec![r.rows, splits],
+            shape: vec![splits, r.rows],
             kind: irc_kir::BufferKind::Temp,
             tensor_map: None,
         };
         self.temps.push(decl.clone());
-        let layout = irc_layout::Layout::flat(&[splits as i64, r.rows as i64], &[1, splits as i64])
+        let layout = irc_layout::Layout::flat(&[r.rows as i64, splits as i64], &[1, r.rows as i64])
             .map_err(internal)?;
         let mut p = Builder::new(
             self.l,
@@ -411,7 +411,7 @@ impl Builder<'_, '_> {
         p.kernel.grid = [splits as u32, r.rows as u32, 1];
         p.kernel.block = [THREADS, 1, 1];
         let pp = p.param(&name);
-        let part = p.tensor(irc_kir::Space::Global(pp), r.acc_t, layout.clone());
+        let part = p.tensor(irc_kir::Space::Global(pp), r.acc_t, layout);
         let row = bx(Builtin::BidY);
         let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
         let acc = p.accumulator(r.acc_t, r.init);
@@ -426,46 +426,28 @@ impl Builder<'_, '_> {
         p.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
             b.out.push(Stmt::Store {
                 tensor: part,
-                coord: vec![bx(Builtin::BidX), row],
+                coord: vec![row, bx(Builtin::BidX)],
                 value: red,
             });
             Ok(())
         })?;
         p.temps.clear();
         self.pre.push(p.finish());
-        let pp = self.param(&name);
-        let part = self.tensor(irc_kir::Space::Global(pp), r.acc_t, layout);
-        self.kernel.block = [THREADS, 1, 1];
-        self.kernel.grid = [
-            r.rows.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
-            1,
-            1,
-        ];
-        let first = add(
-            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
-            bx(Builtin::TidX),
-        );
-        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
-        self.for_("row", first, int(r.rows), step, false, |b, row| {
-            let acc = b.accumulator(r.acc_t, r.init);
-            let row2 = row.clone();
-            b.for_(
-                "s",
-                Expr::Int(0),
-                int(splits),
-                Expr::Int(1),
-                false,
-                |b, s| {
-                    b.combine(&acc, r.op, Expr::load(&part, vec![s, row2]));
-                    Ok(())
-                },
-            )?;
-            b.out.push(Stmt::Store {
-                tensor: out,
-                coord: vec![row],
-                value: finish(Expr::var(&acc)),
-            });
-            Ok(())
-        })
+        self.sum_partials(
+            &name,
+            r.rows,
+            splits,
+            r.acc_t,
+            r.op,
+            r.init,
+            |b, row, value| {
+                b.out.push(Stmt::Store {
+                    tensor: out,
+                    coord: vec![row],
+                    value: finish(value),
+                });
+                Ok(())
+            },
+        )
     }
 }
