@@ -20,6 +20,38 @@ use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Spac
 use irc_layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
 use std::collections::{HashMap, VecDeque};
 
+/// Runs `k` (lowered from `g`) on seeded random inputs (`seed`), and `g` on the interpreter:
+/// the kernels' first result and the interpreter's, as tensors of the result's type.
+#[allow(dead_code)]
+pub fn against_interpreter(
+    g: &irc_ir::Graph,
+    k: &kir::Module,
+    seed: u64,
+) -> (irc_interp::tensor::Tensor, irc_interp::tensor::Tensor) {
+    use irc_interp::tensor::{Data, Tensor};
+    let inputs: Vec<Tensor> = g
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| irc_interp::random::random_tensor(g.ty(p), seed, i as u64))
+        .collect();
+    let by_name: HashMap<String, Vec<f64>> = k
+        .buffers
+        .iter()
+        .zip(&inputs)
+        .map(|(b, t)| (b.name.clone(), t.data.to_f64()))
+        .collect();
+    let out = run(k, &by_name);
+    let mut reference = irc_interp::run_graph(g, inputs).expect("interprets");
+    let ty = g.ty(g.results[0]).clone();
+    let got = Tensor::new(
+        ty.clone(),
+        Data::from_f64(ty.dtype, out[&k.results[0]].clone()),
+    )
+    .expect("the result's type");
+    (got, reference.swap_remove(0))
+}
+
 /// One element an asynchronous copy will write: (shared tensor key, offset, value).
 type Landing = (String, usize, f64);
 

@@ -10,9 +10,8 @@
 
 mod emulate;
 
-use irc_interp::{compare, random::random_tensor, tensor::Data, tensor::Tensor};
+use irc_interp::compare;
 use irc_lower::{LowerOptions, MmaConfig};
-use std::collections::HashMap;
 
 /// Checks the graph's matmul kernel under `cfg` against the interpreter; returns the kernel
 /// IR text.
@@ -32,25 +31,8 @@ fn check(src: &str, cfg: MmaConfig) -> String {
         "@{}: not the tensor-core template",
         g.name
     );
-    let inputs: Vec<Tensor> = g
-        .params
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| random_tensor(g.ty(p), 11, i as u64))
-        .collect();
-    let mut by_name = HashMap::new();
-    for (b, t) in k.buffers.iter().zip(&inputs) {
-        by_name.insert(b.name.clone(), t.data.to_f64());
-    }
-    let out = emulate::run(&k, &by_name);
-    let reference = irc_interp::run_graph(g, inputs).expect("interprets");
-    let ty = g.ty(g.results[0]).clone();
-    let got = Tensor::new(
-        ty.clone(),
-        Data::from_f64(ty.dtype, out[&k.results[0]].clone()),
-    )
-    .unwrap();
-    let c = compare::compare(&got, &reference[0]).unwrap();
+    let (got, reference) = emulate::against_interpreter(g, &k, 11);
+    let c = compare::compare(&got, &reference).unwrap();
     assert!(c.passed(), "@{} {cfg}: {c:?}", g.name);
     eprintln!("@{} {cfg}: rel err {:.2e}", g.name, c.rel_err);
     text

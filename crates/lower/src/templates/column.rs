@@ -56,21 +56,7 @@ impl Builder<'_, '_> {
             let sums = self.column_partial(&c, elem, tiles, kc)?;
             return self.column_sums(&c, sums, |b, o, v| finish(b, o, v));
         }
-        let name = format!("{}_partials", self.kernel.name);
-        let decl = kir::BufferDecl {
-            name: name.clone(),
-            dtype: c.acc_t,
-            shape: vec![ks, c.outs],
-            kind: kir::BufferKind::Temp,
-            tensor_map: None,
-        };
-        self.temps.push(decl.clone());
-        let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), inst_index);
-        p.temps.push(decl);
-        let layout =
-            Layout::flat(&[c.outs as i64, ks as i64], &[1, c.outs as i64]).map_err(internal)?;
-        let pp = p.param(&name);
-        let part = p.tensor(Space::Global(pp), c.acc_t, layout.clone());
+        let (mut p, name, part) = self.partials_kernel(inst_index, c.outs, ks, c.acc_t)?;
         let sums = p.column_partial(&c, elem, tiles, kc)?;
         p.column_sums(&c, sums, |b, o, v| {
             b.out.push(Stmt::Store {
@@ -99,8 +85,7 @@ impl Builder<'_, '_> {
         init: f64,
         finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
     ) -> R<()> {
-        let layout =
-            Layout::flat(&[outs as i64, parts as i64], &[1, outs as i64]).map_err(internal)?;
+        let layout = partials_layout(outs, parts)?;
         let pp = self.param(name);
         let part = self.tensor(Space::Global(pp), acc_t, layout);
         self.kernel.block = [THREADS, 1, 1];
@@ -276,4 +261,38 @@ impl Builder<'_, '_> {
             put(b, o, Expr::var(&acc))
         })
     }
+}
+
+impl<'l, 'g> Builder<'l, 'g> {
+    /// The first kernel of a split reduction: a builder for `<kernel>_partial`, the temp buffer
+    /// `<kernel>_partials` of `[parts, outs]` (`acc_t`, row-major; added to both kernels), and
+    /// the partial kernel's tensor of it, indexed `[output, part]`.
+    pub(crate) fn partials_kernel(
+        &mut self,
+        inst_index: usize,
+        outs: u64,
+        parts: u64,
+        acc_t: DType,
+    ) -> R<(Builder<'l, 'g>, String, String)> {
+        let name = format!("{}_partials", self.kernel.name);
+        let decl = kir::BufferDecl {
+            name: name.clone(),
+            dtype: acc_t,
+            shape: vec![parts, outs],
+            kind: kir::BufferKind::Temp,
+            tensor_map: None,
+        };
+        self.temps.push(decl.clone());
+        let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), inst_index);
+        p.temps.push(decl);
+        let layout = partials_layout(outs, parts)?;
+        let pp = p.param(&name);
+        let part = p.tensor(Space::Global(pp), acc_t, layout);
+        Ok((p, name, part))
+    }
+}
+
+/// `(outs, parts):(1, outs)`: the partials buffer `[parts, outs]` indexed `[output, part]`.
+fn partials_layout(outs: u64, parts: u64) -> R<Layout> {
+    Layout::flat(&[outs as i64, parts as i64], &[1, outs as i64]).map_err(internal)
 }

@@ -391,27 +391,10 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         let x = inst.operands[0];
         let splits = r.k.div_ceil(r.chunk);
-        let name = format!("{}_partials", self.kernel.name);
-        let decl = irc_kir::BufferDecl {
-            name: name.clone(),
-            dtype: r.acc_t,
-            shape: vec![splits, r.rows],
-            kind: irc_kir::BufferKind::Temp,
-            tensor_map: None,
-        };
-        self.temps.push(decl.clone());
-        let layout = irc_layout::Layout::flat(&[r.rows as i64, splits as i64], &[1, r.rows as i64])
-            .map_err(internal)?;
-        let mut p = Builder::new(
-            self.l,
-            format!("{}_partial", self.kernel.name),
-            self.inst_index(inst)?,
-        );
-        p.temps.push(decl);
+        let (mut p, name, part) =
+            self.partials_kernel(self.inst_index(inst)?, r.rows, splits, r.acc_t)?;
         p.kernel.grid = [splits as u32, r.rows as u32, 1];
         p.kernel.block = [THREADS, 1, 1];
-        let pp = p.param(&name);
-        let part = p.tensor(irc_kir::Space::Global(pp), r.acc_t, layout);
         let row = bx(Builtin::BidY);
         let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
         let acc = p.accumulator(r.acc_t, r.init);
