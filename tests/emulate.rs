@@ -28,6 +28,15 @@ pub fn against_interpreter(
     k: &kir::Module,
     seed: u64,
 ) -> (irc_interp::tensor::Tensor, irc_interp::tensor::Tensor) {
+    against_interpreter_all(g, k, seed).swap_remove(0)
+}
+
+/// [`against_interpreter`] for every result of the graph, in `return` order.
+pub fn against_interpreter_all(
+    g: &irc_ir::Graph,
+    k: &kir::Module,
+    seed: u64,
+) -> Vec<(irc_interp::tensor::Tensor, irc_interp::tensor::Tensor)> {
     use irc_interp::tensor::{Data, Tensor};
     let inputs: Vec<Tensor> = g
         .params
@@ -42,14 +51,18 @@ pub fn against_interpreter(
         .map(|(b, t)| (b.name.clone(), t.data.to_f64()))
         .collect();
     let out = run(k, &by_name);
-    let mut reference = irc_interp::run_graph(g, inputs).expect("interprets");
-    let ty = g.ty(g.results[0]).clone();
-    let got = Tensor::new(
-        ty.clone(),
-        Data::from_f64(ty.dtype, out[&k.results[0]].clone()),
-    )
-    .expect("the result's type");
-    (got, reference.swap_remove(0))
+    let reference = irc_interp::run_graph(g, inputs).expect("interprets");
+    g.results
+        .iter()
+        .zip(&k.results)
+        .zip(reference)
+        .map(|((&r, buffer), want)| {
+            let ty = g.ty(r).clone();
+            let got = Tensor::new(ty.clone(), Data::from_f64(ty.dtype, out[buffer].clone()))
+                .expect("the result's type");
+            (got, want)
+        })
+        .collect()
 }
 
 /// One element an asynchronous copy will write: (shared tensor key, offset, value).

@@ -12,9 +12,13 @@ use irc_interp::compare;
 
 /// Runs the graph's kernels in the emulator and compares its result with the interpreter's.
 fn emulate_matches(g: &irc_ir::Graph, k: &irc_kir::Module, what: &str) {
-    let (got, reference) = emulate::against_interpreter(g, k, 11);
-    let c = compare::compare(&got, &reference).unwrap();
-    assert!(c.passed(), "@{} {what}: {c:?}", g.name);
+    for (i, (got, reference)) in emulate::against_interpreter_all(g, k, 11)
+        .into_iter()
+        .enumerate()
+    {
+        let c = compare::compare(&got, &reference).unwrap();
+        assert!(c.passed(), "@{} {what}, result {i}: {c:?}", g.name);
+    }
 }
 
 /// Checks every configuration of every row/reduction kernel of `src`'s graph; returns the
@@ -273,4 +277,74 @@ fn softmax_of_a_row_masked_with_the_lowest_f32_is_uniform() {
         }",
     );
     assert!(kir.contains("exp2"), "{kir}");
+}
+
+/// The number of kernels of the default lowering.
+fn kernels(kir: &str) -> usize {
+    kir.lines()
+        .filter(|l| l.trim_start().starts_with("kernel @"))
+        .count()
+}
+
+#[test]
+fn pre_norm_residual_is_stored_by_the_norm_kernel() {
+    // Rule 9: h = x + r is a result and the norm's input: one kernel computes it, stores it
+    // and normalizes it, in every schedule (warp, block, streamed, split over 9000 elements).
+    for (rows, k) in [(9, 1000), (2, 9000), (3, 33)] {
+        let (kir, ran) = check(&format!(
+            "graph @p(%x: tensor<{rows}x{k}xf16>, %r: tensor<{rows}x{k}xf16>, %w: tensor<{k}xf16>) -> (tensor<{rows}x{k}xf16>, tensor<{rows}x{k}xf16>) {{
+              %h = add %x, %r
+              %y = rmsnorm %h, %w {{axis = -1, eps = 1e-6}}
+              return %h, %y
+            }}"
+        ));
+        let names: Vec<&str> = kir
+            .lines()
+            .filter(|l| l.trim_start().starts_with("kernel @"))
+            .collect();
+        // The split schedule (2 x 9000) adds its partials kernel.
+        assert!(names.iter().all(|l| l.contains("rmsnorm")), "{kir}");
+        assert_eq!(names.len(), if k > 8192 { 2 } else { 1 }, "{kir}");
+        assert!(ran > 2);
+    }
+    // A layernorm and a softmax whose input is also read by a later statement.
+    check(
+        "graph @q(%x: tensor<5x300xf32>, %r: tensor<5x300xf32>) -> (tensor<5x300xf32>, tensor<5x300xf32>) {
+          %h = add %x, %r
+          %n = layernorm %h {axis = -1, eps = 1e-5}
+          %s = softmax %h {axis = -1}
+          %y = add %n, %h
+          return %y, %s
+        }",
+    );
+}
+
+#[test]
+fn row_epilogues_run_in_the_row_kernel() {
+    // A group norm: the norm of [N, G, C/G·H·W] rows, reshaped back, scaled and shifted per
+    // channel: one kernel (rule 6 for rows, through the reshape).
+    let (kir, _) = check(
+        "graph @g(%x: tensor<2x8x3x5xf16>, %w: tensor<8x1x1xf16>, %b: tensor<8x1x1xf16>) -> tensor<2x8x3x5xf16> {
+          %v = reshape %x {shape = [2, 4, 30]}
+          %n = layernorm %v {axis = -1, eps = 1e-5}
+          %u = reshape %n {shape = [2, 8, 3, 5]}
+          %s = mul %u, %w
+          %y = add %s, %b
+          return %y
+        }",
+    );
+    assert_eq!(kernels(&kir), 1, "{kir}");
+    // A softmax scaled and stored twice (the softmax itself and its scaled copy), over long
+    // rows (streamed and split schedules) and short ones.
+    for k in [7, 200, 9000] {
+        let (kir, _) = check(&format!(
+            "graph @s(%x: tensor<3x{k}xf32>) -> (tensor<3x{k}xf32>, tensor<3x{k}xf32>) {{
+              %p = softmax %x {{axis = -1}}
+              %c = constant {{value = 3.0}} : tensor<3x{k}xf32>
+              %y = mul %p, %c
+              return %p, %y
+            }}"
+        ));
+        assert!(kernels(&kir) <= 2, "{kir}");
+    }
 }

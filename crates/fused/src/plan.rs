@@ -295,9 +295,15 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                     matches!(g.insts[i].op.category(), Category::View | Category::Slice)
                 })
             });
-            let text = if op.category() == Category::Matmul && (att.is_none() || !views_only) {
+            let epilogue = match op.category() {
+                Category::Matmul => att.is_none() || !views_only,
+                Category::Composite => !views_only,
+                _ => false,
+            };
+            let text = if epilogue {
                 format!(
-                    "the matmul %{} is not stored: only its epilogue reads it",
+                    "the {} %{} is not stored: only its epilogue reads it",
+                    op.name(),
                     names[leader]
                 )
             } else {

@@ -23,6 +23,9 @@
 //!    values, the matmul's own result among them), and the matmul itself only if it must be.
 //!    Otherwise the matmul is stored and its readers compute the chain inline (the same bytes,
 //!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
+//!    A row composite (softmax, rmsnorm, layernorm) has an epilogue by the same rule, whose
+//!    members may also pass through reshapes (same element count): a group norm's per-channel
+//!    scale and shift after the norm of `[N, G, C/G·H·W]` rows runs in the norm's kernel.
 //! 7. A view is read through a layout; a view that cannot be composed with its reader's access
 //!    is *forced* into memory by lowering (the caller passes it in `forced`).
 //! 8. **Attention** (applied after rule 5, before rule 6): `matmul(softmax(prologue(matmul(Q,
@@ -31,6 +34,12 @@
 //!    ([`Home::Attention`]) — when the prologue can be recomputed per tile, the type is f16 or
 //!    bf16 and the head dims are 32, 64 or 128 ([`crate::attention`] says each reason it
 //!    declines). A result view of the output (rule 2's chain) is stored by that kernel.
+//!
+//! 9. **Row prologue store** (last): a row composite's input `x` that is stored anyway (a graph
+//!    result, or read by several statements) and would be its own pointwise kernel is computed
+//!    and stored by the composite's kernel (the pre-norm block's `h = x + r`, the next
+//!    residual, stored and normalized in one pass) — unless the composite's other operands
+//!    depend on it.
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
@@ -367,8 +376,21 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
     let mut seen = vec![usize::MAX; n];
     let mut walk = 0usize;
     let mut stack = vec![];
+    let numel = |i: usize| d.shape(i).iter().product::<u64>();
     for m in 0..n {
-        if d.kind(m) != NodeKind::Anchor(OpKind::Matmul) || forced_at(m) || claimed[m] {
+        let row = match d.kind(m) {
+            NodeKind::Anchor(OpKind::Matmul) => false,
+            // A row composite's epilogue (rule 6 for rows); not one whose result view rule 2
+            // already stores.
+            NodeKind::Anchor(op) if op.category() == Category::Composite => {
+                if home[m] == Home::Epilogue {
+                    continue;
+                }
+                true
+            }
+            _ => continue,
+        };
+        if forced_at(m) || claimed[m] {
             continue;
         }
         member[m] = m;
@@ -379,11 +401,20 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
         while let Some(&x) = closure.get(next) {
             next += 1;
             for &r in &readers[x] {
+                // A row's epilogue may also pass through reshapes (the same elements in the
+                // same order): its nodes are computed at the row's coordinate.
+                let shaped = match d.kind(r) {
+                    NodeKind::Elementwise if row => numel(r) == numel(m),
+                    NodeKind::Elementwise => d.shape(r) == d.shape(m),
+                    NodeKind::View => {
+                        row && d.op(r) == Some(OpKind::Reshape) && home[r] == Home::Inline
+                    }
+                    _ => false,
+                };
                 let joins = member[r] != m
                     && !claimed[r]
                     && !forced_at(r)
-                    && d.kind(r) == NodeKind::Elementwise
-                    && d.shape(r) == d.shape(m)
+                    && shaped
                     && d.operands(r).iter().all(|&o| {
                         // An epilogue node reads m only through the epilogue.
                         member[o] == m || !depends_on(d, o, m, &mut seen, &mut walk, &mut stack)
@@ -420,6 +451,34 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
                 Home::Inline
             };
         }
+    }
+    // Rule 9: a row composite's input that is stored anyway (a graph result, or read by
+    // several statements: the pre-norm residual `h = x + r`) and would be its own pointwise
+    // kernel is computed and stored by the composite's kernel, which reads its operands once.
+    for c in 0..n {
+        let NodeKind::Anchor(op) = d.kind(c) else {
+            continue;
+        };
+        let x = d.operands(c)[0];
+        let own = matches!(home[x], Home::Stored { kernel, .. } if kernel == x);
+        if op.category() != Category::Composite
+            || claimed[c]
+            || claimed[x]
+            || forced_at(x)
+            || !own
+            || d.kind(x) != NodeKind::Elementwise
+            || d.shape(x) != d.shape(c)
+            || d.operands(c)[1..]
+                .iter()
+                .any(|&o| depends_on(d, o, x, &mut seen, &mut walk, &mut stack))
+        {
+            continue;
+        }
+        let Home::Stored { why, .. } = home[x].clone() else {
+            continue;
+        };
+        home[x] = stored(why, c);
+        claimed[x] = true;
     }
     (home, attention)
 }

@@ -14,9 +14,11 @@
 //!   everywhere.
 //! - At most one anchor per group, except an attention group's three (a matmul, a softmax over
 //!   the last axis computed from it, a matmul reading the softmax: `Group::attention`), which
-//!   stores only its last anchor or values computed from it; a reduction or row group stores only its anchor's result
-//!   or one view of it (a result view the anchor's kernel stores through its layout), a matmul
-//!   group only its anchor or values computed from it (its epilogue).
+//!   stores only its last anchor or values computed from it; a reduction group stores only its
+//!   anchor's result or one view of it (a result view the anchor's kernel stores through its
+//!   layout); a matmul group only its anchor or values computed from it (its epilogue); a row
+//!   group values computed from its anchor (a view of it, its epilogue) or the anchor's input
+//!   (the policy's rule 9).
 //! - A stored value has its buffer's type.
 //!
 //! Not checked yet: that a group's prologue/epilogue is one the templates can build (lowering
@@ -72,6 +74,9 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
         // The anchor and views of it (what a reduction or row group may store).
         let mut views_of_anchor: HashSet<&str> = HashSet::new();
         let mut anchors = 0;
+        // A row composite's input (a row group may store it: the policy's rule 9).
+        let mut row_input: Option<&str> = None;
+        let mut row_stores: Vec<&str> = vec![];
         for s in &g.stmts {
             match s {
                 Stmt::Load { value, buffer } => {
@@ -115,6 +120,9 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                     }
                     if Anchor::of(o.op).is_some() {
                         anchors += 1;
+                        if Anchor::of(o.op) == Some(Anchor::Row) {
+                            row_input = o.operands.first().map(String::as_str);
+                        }
                         // An attention group's stores are computed from its last anchor.
                         after_anchor.clear();
                         views_of_anchor.clear();
@@ -148,18 +156,27 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                     if stored.insert(buffer, gi).is_some() {
                         return Err(fail(format!("@{buffer} is stored twice")));
                     }
-                    let ok = match g.anchor() {
-                        Anchor::Pointwise => true,
-                        Anchor::Reduction | Anchor::Row => views_of_anchor.contains(value.as_str()),
-                        Anchor::Matmul | Anchor::Attention => after_anchor.contains(value.as_str()),
-                    };
-                    if !ok {
-                        return Err(fail(format!(
-                            "%{value} is stored but is not computed from the {} anchor",
-                            g.anchor().name()
-                        )));
-                    }
+                    row_stores.push(value.as_str());
                 }
+            }
+        }
+        for value in row_stores {
+            let ok = match g.anchor() {
+                Anchor::Pointwise => true,
+                Anchor::Reduction => views_of_anchor.contains(value),
+                Anchor::Row => after_anchor.contains(value) || row_input == Some(value),
+                Anchor::Matmul | Anchor::Attention => after_anchor.contains(value),
+            };
+            if !ok {
+                return Err(fail(format!(
+                    "%{value} is stored but is not computed from the {} anchor{}",
+                    g.anchor().name(),
+                    if g.anchor() == Anchor::Row {
+                        " nor its input"
+                    } else {
+                        ""
+                    }
+                )));
             }
         }
         if anchors > 1 && g.anchor() != Anchor::Attention {

@@ -412,10 +412,7 @@ impl<'g> Lowering<'g> {
                     single("reduction")?;
                     b.reduction(inst)?
                 }
-                Category::Composite => {
-                    single("row")?;
-                    b.composite(inst)?
-                }
+                Category::Composite => b.composite(inst)?,
                 _ => {
                     single("pointwise")?;
                     b.elementwise(roots[0])?
@@ -709,7 +706,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             return Ok(e.clone());
         }
         if let Some((a, e)) = self.overrides.get(&v) {
-            return if a == access && offset == 0 {
+            return if offset == 0 && same_map(a, access) {
                 Ok(e.clone())
             } else {
                 Err(Retry::Fail(LowerError::Internal(format!(
@@ -845,4 +842,20 @@ impl<'l, 'g> Builder<'l, 'g> {
             )))),
         }
     }
+}
+
+/// Whether two access layouts are the same map of the iteration coordinate (mode by mode, the
+/// coordinate's top-level entries): a read through a reshape composes to an equal function
+/// that may be written differently.
+pub(crate) fn same_map(a: &Layout, b: &Layout) -> bool {
+    if a == b {
+        return true;
+    }
+    let flat = |l: &Layout| -> Option<Vec<Layout>> {
+        l.modes()
+            .iter()
+            .map(|m| irc_layout::coalesce(m).ok())
+            .collect()
+    };
+    a.rank() == b.rank() && flat(a).is_some() && flat(a) == flat(b)
 }

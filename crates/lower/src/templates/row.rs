@@ -43,7 +43,25 @@ impl Builder<'_, '_> {
                 } else {
                     1e-5
                 });
-        let out = self.output(inst.result, &access)?;
+        // The stores: the row's input (the policy's rule 9), the composite itself or a view of
+        // it, and its epilogue's values, each at the row's coordinate.
+        let mut pre = None;
+        let mut epilogue = vec![];
+        let mut direct = false;
+        for root in self.roots.clone() {
+            if root == x && root != inst.result {
+                pre = Some(self.global(x, access.clone()));
+            } else if self.is_view_of(root, inst.result) {
+                direct = true;
+            } else {
+                epilogue.push((root, self.global(root, access.clone())));
+            }
+        }
+        let out = if direct || epilogue.is_empty() {
+            Some(self.output(inst.result, &access)?)
+        } else {
+            None
+        };
         let (w, bias) = (inst.operands.get(1).copied(), inst.operands.get(2).copied());
         let spec = RowSpec {
             x,
@@ -54,7 +72,10 @@ impl Builder<'_, '_> {
             math,
             dtype,
             eps,
-            out: out.clone(),
+            out,
+            result: inst.result,
+            pre,
+            epilogue,
             w,
             bias,
         };
@@ -81,11 +102,9 @@ impl Builder<'_, '_> {
         let width = super::row_cached::row_width(dtype, k, &access);
         let op = inst.op;
         let call = |f: Func, args: Vec<Expr>| Expr::call(f, args);
+        let r = &spec;
         self.rows(rows, |b, row| {
-            let xf = |b: &mut Self| -> R<Expr> {
-                let e = b.value_at(x, &access)?;
-                Ok(cast_to(math, dtype, e))
-            };
+            let xf = |b: &mut Self, read: Read| -> R<Expr> { b.row_x(r, read) };
             let n = lit(math, k as f64);
             if op == OpKind::Softmax {
                 let mx = b.row_reduce(
@@ -95,27 +114,29 @@ impl Builder<'_, '_> {
                     math,
                     ReduceOp::Max,
                     f64::NEG_INFINITY,
-                    |b, _| xf(b),
+                    |b, _| xf(b, Read::Store),
                 )?;
                 let mx = b.let_("max", Ty::Elem(math), mx);
                 let sum = b.row_reduce(k, &row, width, math, ReduceOp::Sum, 0.0, |b, _| {
-                    let e = xf(b)?;
+                    let e = xf(b, Read::Load)?;
                     Ok(call(Func::Exp, vec![call(Func::Sub, vec![e, mx.clone()])]))
                 })?;
                 let sum = b.let_("sum", Ty::Elem(math), sum);
                 let row2 = row.clone();
                 return b.row_loop(k, &row2.clone(), width, |b, kv| {
                     b.coord = vec![kv.clone(), row2.clone()];
-                    let e = xf(b)?;
+                    let e = xf(b, Read::Load)?;
                     let y = call(
                         Func::Div,
                         vec![call(Func::Exp, vec![call(Func::Sub, vec![e, mx])]), sum],
                     );
-                    b.store_elem(&out, vec![kv, row2], cast_to(dtype, math, y))
+                    b.row_store(r, vec![kv, row2], y)
                 });
             }
             let mean = if op == OpKind::Layernorm {
-                let tot = b.row_reduce(k, &row, width, math, ReduceOp::Sum, 0.0, |b, _| xf(b))?;
+                let tot = b.row_reduce(k, &row, width, math, ReduceOp::Sum, 0.0, |b, _| {
+                    xf(b, Read::Store)
+                })?;
                 b.let_(
                     "mean",
                     Ty::Elem(math),
@@ -125,8 +146,13 @@ impl Builder<'_, '_> {
                 lit(math, 0.0)
             };
             let m2 = mean.clone();
+            let first = if op == OpKind::Layernorm {
+                Read::Load
+            } else {
+                Read::Store
+            };
             let sq = b.row_reduce(k, &row, width, math, ReduceOp::Sum, 0.0, |b, _| {
-                let e = xf(b)?;
+                let e = xf(b, first)?;
                 let d = if op == OpKind::Layernorm {
                     b.let_("d", Ty::Elem(math), call(Func::Sub, vec![e, m2]))
                 } else {
@@ -139,7 +165,7 @@ impl Builder<'_, '_> {
             let row2 = row.clone();
             b.row_loop(k, &row2.clone(), width, |b, kv| {
                 b.coord = vec![kv.clone(), row2.clone()];
-                let e = xf(b)?;
+                let e = xf(b, Read::Load)?;
                 let centered = if op == OpKind::Layernorm {
                     call(Func::Sub, vec![e, mean])
                 } else {
@@ -154,10 +180,88 @@ impl Builder<'_, '_> {
                     let bv = b.value_at(bias, &param_access)?;
                     y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
                 }
-                b.store_elem(&out, vec![kv, row2], cast_to(dtype, math, y))
+                b.row_store(r, vec![kv, row2], y)
             })
         })
     }
+
+    /// Whether `root` is `v` or a chain of views of it.
+    fn is_view_of(&self, root: ValueId, v: ValueId) -> bool {
+        let mut u = root;
+        while u != v {
+            match self.def(u) {
+                Some(inst) if is_view(inst.op) => u = inst.operands[0],
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// The row's input at the current coordinate, in the math dtype. Where the kernel stores
+    /// the input (rule 9), [`Read::Store`] computes and stores it (the kernel's first pass over
+    /// the row), [`Read::Compute`] computes it, and [`Read::Load`] reads it back.
+    pub(crate) fn row_x(&mut self, r: &RowSpec, read: Read) -> R<Expr> {
+        let e = match (&r.pre, read) {
+            (Some(out), Read::Store | Read::Compute) => {
+                let e = self.compute_at(r.x, &r.access, false)?;
+                let wide = self.val_dtype(r.x);
+                let e = self.let_("xs", Ty::Elem(wide), e);
+                if read == Read::Store {
+                    let coord = self.coord.clone();
+                    self.store_elem(out, coord, cast_to(r.dtype, wide, e.clone()))?;
+                }
+                e
+            }
+            _ => self.value_at(r.x, &r.access)?,
+        };
+        Ok(cast_to(r.math, r.dtype, e))
+    }
+
+    /// Stores the composite's value `y` (in the math dtype) at the row coordinate `coord`, and
+    /// the epilogue computed from it (the composite's value given to it through an override,
+    /// as a matmul's epilogue is given its accumulator).
+    pub(crate) fn row_store(&mut self, r: &RowSpec, coord: Vec<Expr>, y: Expr) -> R<()> {
+        let y = cast_to(r.dtype, r.math, y);
+        if r.epilogue.is_empty() {
+            let out = r.out.as_deref().ok_or_else(|| {
+                Retry::Fail(LowerError::Internal(
+                    "a row kernel that stores nothing".into(),
+                ))
+            })?;
+            return self.store_elem(out, coord, y);
+        }
+        let y = self.let_("y", Ty::Elem(r.dtype), y);
+        if let Some(out) = &r.out {
+            self.store_elem(out, coord.clone(), y.clone())?;
+        }
+        self.coord = coord.clone();
+        let yw = self.widen(r.dtype, y);
+        self.overrides.insert(r.result, (r.access.clone(), yw));
+        for (root, out) in &r.epilogue {
+            let e = self.compute_at(*root, &r.access, false)?;
+            let wide = self.val_dtype(*root);
+            let e = self.let_("ep", Ty::Elem(wide), e);
+            self.overrides.insert(*root, (r.access.clone(), e.clone()));
+            let d = self.ty(*root).dtype;
+            self.store_elem(out, coord.clone(), cast_to(d, wide, e))?;
+        }
+        self.overrides.remove(&r.result);
+        for (root, _) in &r.epilogue {
+            self.overrides.remove(root);
+        }
+        Ok(())
+    }
+}
+
+/// How a row template reads the row's input ([`Builder::row_x`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// From memory (or computed inline, when the kernel does not store it).
+    Load,
+    /// Computed, and stored where this kernel stores it.
+    Store,
+    /// Computed, not stored (a kernel that runs before the store).
+    Compute,
 }
 
 /// `1 / sqrt(var + eps)`, as the reference interpreter computes it.
@@ -173,6 +277,7 @@ pub(crate) fn rstd_of(var: Expr, eps: f64, math: DType) -> Expr {
 }
 
 /// A row composite: `x` read at `access` (`(k, row)` → index), `rows` rows of `k` elements.
+#[derive(Clone)]
 pub(crate) struct RowSpec {
     pub(crate) x: ValueId,
     pub(crate) k: u64,
@@ -183,7 +288,14 @@ pub(crate) struct RowSpec {
     pub(crate) math: DType,
     pub(crate) dtype: DType,
     pub(crate) eps: f64,
-    pub(crate) out: String,
+    /// The composite's own store (its buffer, or a result view of it), if it has one.
+    pub(crate) out: Option<String>,
+    /// The composite's value.
+    pub(crate) result: ValueId,
+    /// The row's input `x`, stored by this kernel where it is first computed (rule 9).
+    pub(crate) pre: Option<String>,
+    /// Epilogue values computed from the composite at the row's coordinate, and their stores.
+    pub(crate) epilogue: Vec<(ValueId, String)>,
     pub(crate) w: Option<ValueId>,
     pub(crate) bias: Option<ValueId>,
 }

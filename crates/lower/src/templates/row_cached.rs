@@ -7,7 +7,7 @@
 //! so a warp holds `32 / lanes` rows), or a block (longer rows). Each thread caches at most 32
 //! values. Reductions are over the group: `warp_reduce.OP.lanes` or `block_reduce`.
 
-use super::row::{RowSpec, rstd_of};
+use super::row::{Read, RowSpec, rstd_of};
 use super::vector::{vector_layout, vector_width};
 use crate::lower::*;
 use irc_ir::{DType, OpKind};
@@ -159,8 +159,8 @@ impl Builder<'_, '_> {
             let acc1 = accumulate(s, init);
             pass(s, &mut |s, kv, c| {
                 s.coord = vec![kv, row.clone()];
-                let e = s.value_at(r.x, &r.access)?;
-                let xv = s.let_("xv", Ty::Elem(math), cast_to(math, r.dtype, e));
+                let e = s.row_x(&r, Read::Store)?;
+                let xv = s.let_("xv", Ty::Elem(math), e);
                 s.out.push(Stmt::Store {
                     tensor: cache.clone(),
                     coord: vec![c],
@@ -183,9 +183,7 @@ impl Builder<'_, '_> {
                 Ok(())
             })?;
             let r1 = reduce(s, first_op, Expr::var(&acc1));
-            let store = |s: &mut Self, kv: Expr, y: Expr| {
-                s.store_elem(&r.out, vec![kv, row.clone()], cast_to(r.dtype, math, y))
-            };
+            let store = |s: &mut Self, kv: Expr, y: Expr| s.row_store(&r, vec![kv, row.clone()], y);
             let scale = |s: &mut Self, kv: &Expr, mut y: Expr| -> R<Expr> {
                 s.coord = vec![kv.clone(), row.clone()];
                 if let Some(w) = r.w {

@@ -18,7 +18,7 @@
 //! three times for softmax and layernorm). Each thread handles four elements per step of a
 //! 1024-element stride so four loads are in flight.
 
-use super::row::{RowSpec, rstd_of};
+use super::row::{Read, RowSpec, rstd_of};
 use crate::lower::*;
 use irc_ir::{Inst, OpKind, ValueDef};
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
@@ -193,17 +193,24 @@ impl Builder<'_, '_> {
         let part = p.tensor(Space::Global(pp), math, part_layout.clone());
         let row = bx(Builtin::BidY);
         let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
-        let load_x = |b: &mut Builder, kx: Expr| -> R<Expr> {
+        // The partials kernel stores a stored input through its own tensor.
+        let rp = RowSpec {
+            pre: r.pre.as_ref().map(|_| p.global(r.x, r.access.clone())),
+            ..r.clone()
+        };
+        // The partials kernel computes and stores a stored input (rule 9); the second reads
+        // it back.
+        let load_x = |b: &mut Builder, r: &RowSpec, kx: Expr, read: Read| -> R<Expr> {
             b.coord = vec![kx, row.clone()];
-            let e = b.value_at(r.x, &r.access)?;
-            Ok(b.let_("xv", mt, cast_to(math, r.dtype, e)))
+            let e = b.row_x(r, read)?;
+            Ok(b.let_("xv", mt, e))
         };
         let values: [Expr; 3] = match op {
             OpKind::Softmax => {
                 let m = p.var("m", mt, lit(math, lowest));
                 let s = p.var("s", mt, lit(math, 0.0));
                 p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-                    let x = load_x(b, kx)?;
+                    let x = load_x(b, &rp, kx, Read::Store)?;
                     let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
                     let rescale = call(
                         Func::Exp,
@@ -233,7 +240,7 @@ impl Builder<'_, '_> {
             OpKind::Rmsnorm => {
                 let s = p.var("s", mt, lit(math, 0.0));
                 p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-                    let x = load_x(b, kx)?;
+                    let x = load_x(b, &rp, kx, Read::Store)?;
                     let v = call(
                         Func::Add,
                         vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
@@ -246,12 +253,12 @@ impl Builder<'_, '_> {
             }
             _ => {
                 // Sums shifted by the chunk's first element, then (mean, M2, n) of the chunk.
-                let c = load_x(&mut p, start.clone())?;
+                let c = load_x(&mut p, &rp, start.clone(), Read::Compute)?;
                 let s1 = p.var("s", mt, lit(math, 0.0));
                 let s2 = p.var("q", mt, lit(math, 0.0));
                 let n = p.var("n", mt, lit(math, 0.0));
                 p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-                    let x = load_x(b, kx)?;
+                    let x = load_x(b, &rp, kx, Read::Store)?;
                     let d = b.let_("d", mt, call(Func::Sub, vec![x, c.clone()]));
                     b.assign(&s1, call(Func::Add, vec![s1.clone(), d.clone()]));
                     let dd = call(Func::Mul, vec![d.clone(), d]);
@@ -362,7 +369,7 @@ impl Builder<'_, '_> {
             }
         };
         self.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-            let x = load_x(b, kx.clone())?;
+            let x = load_x(b, &r, kx.clone(), Read::Load)?;
             let mut y = match op {
                 OpKind::Softmax => call(
                     Func::Div,
@@ -382,7 +389,7 @@ impl Builder<'_, '_> {
                 let bv = b.value_at(bias, &r.param_access)?;
                 y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
             }
-            b.store_elem(&r.out, vec![kx, row.clone()], cast_to(r.dtype, math, y))
+            b.row_store(&r, vec![kx, row.clone()], y)
         })
     }
 }
