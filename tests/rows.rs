@@ -348,3 +348,24 @@ fn row_epilogues_run_in_the_row_kernel() {
         assert!(kernels(&kir) <= 2, "{kir}");
     }
 }
+
+#[test]
+fn log_softmax_in_every_schedule() {
+    // Short rows on lane groups, block rows, split rows (every configuration of each), and a
+    // transposed row (no vectors).
+    for (rows, k) in [(37, 6), (5, 1025), (2, 9000)] {
+        check(&format!(
+            "graph @l(%x: tensor<{rows}x{k}xf16>) -> tensor<{rows}x{k}xf16> {{
+              %y = log_softmax %x {{axis = -1}}
+              return %y
+            }}"
+        ));
+    }
+    check(
+        "graph @l(%x: tensor<7x300xf32>) -> tensor<300x7xf32> {
+          %t = transpose %x {perm = [1, 0]}
+          %y = log_softmax %t {axis = 0}
+          return %y
+        }",
+    );
+}

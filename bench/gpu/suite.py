@@ -65,6 +65,10 @@ REDUCTIONS = (
     [f"{op}_{n}" for op in ("softmax", "rmsnorm", "layernorm") for n in ROW_SIZES]
     + ["layernorm_16x4m", "sum_axis0", "sum_axis1", "sum_axis2"]
     + ["sum_few_rows", "colmax_64", "chan_mean"]
+    # Log-softmax (f16 rows of 1k; f32 rows of a 32000-token vocabulary), the pre-norm
+    # residual (x + r stored and normalized), a mean-squared-error loss to one scalar, and a
+    # group norm (32 groups of an NCHW tensor, per-channel scale and shift).
+    + ["logsoftmax_1k", "logsoftmax_32000", "prenorm_4k", "mse_loss", "groupnorm_32"]
 )
 # Issue 12's GEMM shape classes (`--suite gemm`): one `bench/gpu/gemm/NAME.ir` each — square
 # 1k-8k, irregular (aligned and odd), tall-skinny, large K, small K, batched 3-D/4-D,
@@ -175,6 +179,21 @@ def workload_fns(name, path):
         return (lambda x: F.layer_norm(x, x.shape[1:], eps=1e-5)), {}
     if name.startswith("layernorm_"):
         return (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)), {}
+    if name.startswith("logsoftmax_"):
+        return (lambda x: torch.log_softmax(x, dim=-1)), {}
+    if name.startswith("prenorm_"):
+        eps = rmsnorm_eps(path)
+
+        def prenorm(x, r, w):
+            h = x + r
+            return h, F.rms_norm(h, (h.shape[-1],), w, eps)
+
+        return prenorm, {}
+    if name == "mse_loss":
+        return (lambda a, b: F.mse_loss(a, b)), {}
+    if name.startswith("groupnorm_"):
+        groups = int(name[len("groupnorm_"):])
+        return (lambda x, w, b: F.group_norm(x, groups, w.flatten(), b.flatten(), 1e-5)), {}
     if name == "sum_few_rows":
         return (lambda x: x.sum(dim=1)), {}
     if name == "colmax_64":
@@ -257,6 +276,10 @@ def workload_fns(name, path):
 def reference(name, path, xs):
     """The float64 reference of a workload."""
     d = [x.double() for x in xs]
+    if name.startswith("prenorm_"):
+        eps = rmsnorm_eps(path)
+        h = d[0] + d[1]
+        return h, h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * d[2]
     if name in ("rmsnorm", "rmsnorm_gemm") or name.startswith("rmsnorm_"):
         eps = rmsnorm_eps(path)
         n = d[0] * torch.rsqrt(d[0].pow(2).mean(-1, keepdim=True) + eps) * d[1]
@@ -328,7 +351,11 @@ def make_inputs(params, seed, folder):
 
 
 def errors(out, ref):
-    """(||out - ref|| / ||ref||, max abs error, count of NaN/Inf where ref is finite), in f64."""
+    """(||out - ref|| / ||ref||, max abs error, count of NaN/Inf where ref is finite), in f64;
+    for a workload of several results (tuples), the worst of each."""
+    if isinstance(out, (tuple, list)):
+        each = [errors(o, r) for o, r in zip(out, ref)]
+        return max(e[0] for e in each), max(e[1] for e in each), sum(e[2] for e in each)
     o, r = out.double(), ref.double()
     bad = int((~torch.isfinite(o) & torch.isfinite(r)).sum())
     fin = torch.isfinite(o) & torch.isfinite(r)
@@ -392,8 +419,8 @@ def run_workload(name, args, tmp):
             outdir = folder / f"{key}-out"
             run_cmd([irc, "run", str(path), "--device", "gpu", "--arch", args.arch,
                      "--backend", backend, *flags, "--save-outputs", str(outdir)], args.timeout)
-            got = load_npy(outdir / "out0.npy", results[0][1])
-            rel, mx, bad = errors(got, ref)
+            got = [load_npy(outdir / f"out{i}.npy", d) for i, (_, d) in enumerate(results)]
+            rel, mx, bad = errors(got[0] if len(got) == 1 else got, ref)
             row.update({f"{key}_err": rel, f"{key}_max_abs": mx, f"{key}_nonfinite": bad})
             tol = 1e-2 if results[0][1] in ("f16", "bf16") else 1e-4
             # Correct: within the dtype's tolerance, or no further from float64 than PyTorch

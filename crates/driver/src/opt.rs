@@ -25,7 +25,7 @@ pub struct OptArgs {
     /// Check the diagnostics against `// expected-error {{...}}` comments instead of failing.
     #[arg(long)]
     pub verify_diagnostics: bool,
-    /// Decompose softmax, rmsnorm and layernorm into primitive ops before printing.
+    /// Decompose softmax, log_softmax, rmsnorm and layernorm into primitive ops before printing.
     #[arg(long)]
     pub decompose: bool,
     /// With `--emit=fused`: say for each kernel what was fused into it and why each value it

@@ -23,7 +23,7 @@
 //!    values, the matmul's own result among them), and the matmul itself only if it must be.
 //!    Otherwise the matmul is stored and its readers compute the chain inline (the same bytes,
 //!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
-//!    A row composite (softmax, rmsnorm, layernorm) has an epilogue by the same rule, whose
+//!    A row composite (softmax, log_softmax, rmsnorm, layernorm) has an epilogue by the same rule, whose
 //!    members may also pass through reshapes (same element count): a group norm's per-channel
 //!    scale and shift after the norm of `[N, G, C/G·H·W]` rows runs in the norm's kernel.
 //! 7. A view is read through a layout; a view that cannot be composed with its reader's access

@@ -594,6 +594,14 @@ fn composite_real<T: Real>(
                 let s: T = pairwise_sum(o.len(), &|i| o[i]);
                 o.iter_mut().for_each(|v| *v = *v / s);
             }
+            OpKind::LogSoftmax => {
+                let m = row.iter().copied().fold(T::neg_infinity(), nan_max);
+                let s: T = pairwise_sum(row.len(), &|i| (row[i] - m).exp());
+                let l = s.ln();
+                for (o, &v) in o.iter_mut().zip(row) {
+                    *o = (v - m) - l;
+                }
+            }
             _ => {
                 let mean = if op == OpKind::Layernorm {
                     pairwise_sum(row.len(), &|i| row[i]) / n

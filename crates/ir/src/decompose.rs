@@ -1,4 +1,4 @@
-//! Decomposition of the composite ops (softmax, rmsnorm, layernorm) into primitives.
+//! Decomposition of the composite ops (softmax, log_softmax, rmsnorm, layernorm) into primitives.
 //!
 //! A composite computes in its op-math dtype (f32, or f64 for f64 inputs) and rounds once, as
 //! PyTorch's fused kernels do; the decomposition says so explicitly: cast up, compute, cast back.
@@ -104,6 +104,14 @@ fn expand(b: &mut GraphBuilder, inst: &Inst, xs: &[ValueId]) -> Result<ValueId, 
             let e = b.unary(OpKind::Exp, s)?;
             let z = b.reduce(OpKind::ReduceSum, e, &ax, true)?;
             b.binary(OpKind::Div, e, z)?
+        }
+        OpKind::LogSoftmax => {
+            let m = b.reduce(OpKind::ReduceMax, x, &ax, true)?;
+            let s = b.binary(OpKind::Sub, x, m)?;
+            let e = b.unary(OpKind::Exp, s)?;
+            let z = b.reduce(OpKind::ReduceSum, e, &ax, true)?;
+            let l = b.unary(OpKind::Log, z)?;
+            b.binary(OpKind::Sub, s, l)?
         }
         OpKind::Rmsnorm | OpKind::Layernorm => {
             let default_eps = if inst.op == OpKind::Rmsnorm {

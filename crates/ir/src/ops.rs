@@ -269,6 +269,8 @@ define_ops! {
         "Arithmetic mean over the axes, accumulated as reduce_sum.";
     Softmax   = "softmax",   Composite, exactly(1), ["x"], Float, [AXIS],
         "exp(x - max) / sum(exp(x - max)) along the axis, computed in f32 (f64 for f64) and rounded once.";
+    LogSoftmax = "log_softmax", Composite, exactly(1), ["x"], Float, [AXIS],
+        "x - max - log(sum(exp(x - max))) along the axis (`torch.log_softmax`), computed in f32 (f64 for f64) and rounded once.";
     Rmsnorm   = "rmsnorm",   Composite, between(1, 2), ["x", "w"], Float,
         [AXIS, opt("eps", AttrKind::Float, "added to the mean square; default the dtype's machine epsilon, as torch.nn.RMSNorm")],
         "x · rsqrt(mean(x², axis) + eps), times w (shaped like the axis) when given, computed in f32 (f64 for f64) and rounded once.";

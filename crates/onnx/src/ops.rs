@@ -150,7 +150,7 @@ table! {
     "Less" => h::less, "lt";
     "LessOrEqual" => h::less_or_equal, "le";
     "Log" => h::log, "log";
-    "LogSoftmax" => h::log_softmax, "x - max - log(sum(exp(x - max)))";
+    "LogSoftmax" => h::log_softmax, "log_softmax";
     "MatMul" => h::matmul, "matmul";
     "Max" => h::max, "max (variadic)";
     "Mean" => h::mean, "add, div (variadic)";

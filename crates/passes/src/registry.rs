@@ -298,7 +298,7 @@ pub struct DecomposePass;
 
 static DECOMPOSE_INFO: PassInfo = PassInfo {
     name: "decompose",
-    summary: "Rewrite softmax, rmsnorm and layernorm into primitive ops.",
+    summary: "Rewrite softmax, log_softmax, rmsnorm and layernorm into primitive ops.",
     description: "Each composite becomes its definition in primitives, computed in f32 (f64 for f64) between casts, as `irc --decompose` does.\n\nBefore:\n\n```\n%y = softmax %x {axis = -1} : tensor<4x8xf32>\n```\n\nAfter:\n\n```\n%0 = reduce_max %x {axes = [1], keepdims = true} : tensor<4x1xf32>\n%1 = sub %x, %0 : tensor<4x8xf32>\n%2 = exp %1 : tensor<4x8xf32>\n%3 = reduce_sum %2 {axes = [1], keepdims = true} : tensor<4x1xf32>\n%y = div %2, %3 : tensor<4x8xf32>\n```",
     options: &[],
     statistics: &[],
@@ -388,7 +388,7 @@ static ALGEBRAIC: EqsatPass = EqsatPass {
 static RECOGNIZE: EqsatPass = EqsatPass {
     info: PassInfo {
         name: "recognize-composites",
-        summary: "Recognise softmax, rmsnorm and layernorm written in primitives.",
+        summary: "Recognise softmax, log_softmax, rmsnorm and layernorm written in primitives.",
         description: "Matches the primitive forms (as written by hand or by `decompose`, with their f32 casts) and adds the composite, which the cost model prefers: one kernel instead of several.\n\nBefore:\n\n```\n%m = reduce_max %x {axes = [1], keepdims = true} : tensor<4x8xf32>\n%s = sub %x, %m : tensor<4x8xf32>\n%e = exp %s : tensor<4x8xf32>\n%z = reduce_sum %e {axes = [1], keepdims = true} : tensor<4x1xf32>\n%y = div %e, %z : tensor<4x8xf32>\n```\n\nAfter:\n\n```\n%y = softmax %x {axis = -1} : tensor<4x8xf32>\n```",
         options: LIMIT_OPTIONS,
         statistics: EQSAT_STATS,

@@ -142,7 +142,7 @@ pub struct Artifacts {
 /// How to compile.
 #[derive(Default)]
 pub struct Pipeline {
-    /// Decompose softmax, rmsnorm and layernorm into primitives first.
+    /// Decompose softmax, log_softmax, rmsnorm and layernorm into primitives first.
     pub decompose: bool,
     /// The graph-level passes, if any.
     pub passes: Option<PassManager>,

@@ -1,4 +1,4 @@
-//! The row-composite template (softmax, rmsnorm, layernorm) over any axis, with two schedules:
+//! The row-composite template (softmax, log_softmax, rmsnorm, layernorm) over any axis, with two schedules:
 //! the row cached in registers (a warp per row up to 1024 elements, a block beyond) or
 //! streamed in passes.
 
@@ -106,7 +106,7 @@ impl Builder<'_, '_> {
         self.rows(rows, |b, row| {
             let xf = |b: &mut Self, read: Read| -> R<Expr> { b.row_x(r, read) };
             let n = lit(math, k as f64);
-            if op == OpKind::Softmax {
+            if matches!(op, OpKind::Softmax | OpKind::LogSoftmax) {
                 let mx = b.row_reduce(
                     k,
                     &row,
@@ -122,14 +122,18 @@ impl Builder<'_, '_> {
                     Ok(call(Func::Exp, vec![call(Func::Sub, vec![e, mx.clone()])]))
                 })?;
                 let sum = b.let_("sum", Ty::Elem(math), sum);
+                // log_softmax: (x - max) - log(sum).
+                let lse = (op == OpKind::LogSoftmax)
+                    .then(|| b.let_("lse", Ty::Elem(math), call(Func::Log, vec![sum.clone()])));
                 let row2 = row.clone();
                 return b.row_loop(k, &row2.clone(), width, |b, kv| {
                     b.coord = vec![kv.clone(), row2.clone()];
                     let e = xf(b, Read::Load)?;
-                    let y = call(
-                        Func::Div,
-                        vec![call(Func::Exp, vec![call(Func::Sub, vec![e, mx])]), sum],
-                    );
+                    let d = call(Func::Sub, vec![e, mx]);
+                    let y = match lse {
+                        Some(lse) => call(Func::Sub, vec![d, lse]),
+                        None => call(Func::Div, vec![call(Func::Exp, vec![d]), sum]),
+                    };
                     b.row_store(r, vec![kv, row2], y)
                 });
             }

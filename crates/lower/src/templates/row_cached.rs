@@ -1,4 +1,4 @@
-//! The cached schedules of the row-composite template (softmax, rmsnorm, layernorm): the row
+//! The cached schedules of the row-composite template (softmax, log_softmax, rmsnorm, layernorm): the row
 //! held in registers, so `x` is read once.
 //!
 //! A row is cut into vectors of `width` elements (16 bytes where the row allows,
@@ -151,7 +151,7 @@ impl Builder<'_, '_> {
             };
             let cached = |c: &Expr| Expr::load(&cache, vec![c.clone()]);
             // Pass 1: load the row, accumulating max (softmax), sum of squares (rmsnorm) or sum.
-            let (first_op, init) = if op == OpKind::Softmax {
+            let (first_op, init) = if matches!(op, OpKind::Softmax | OpKind::LogSoftmax) {
                 (ReduceOp::Max, f64::NEG_INFINITY)
             } else {
                 (ReduceOp::Sum, 0.0)
@@ -197,28 +197,34 @@ impl Builder<'_, '_> {
                 Ok(y)
             };
             match op {
-                OpKind::Softmax => {
+                OpKind::Softmax | OpKind::LogSoftmax => {
                     // In f32, exp(x - max) = exp2((x - max)·log2e), on `ex2`. The difference
                     // is taken first: a row masked with the type's lowest value (as PyTorch
                     // masks) has max·log2e = -inf, and x·log2e - max·log2e would be NaN.
                     let fast = math == DType::F32;
                     let mx = s.let_("max", Ty::Elem(math), r1);
                     let acc2 = accumulate(s, 0.0);
+                    // The cache keeps exp(x - max) for softmax, x - max for log_softmax.
+                    let log = op == OpKind::LogSoftmax;
                     pass(s, &mut |s, _, c| {
+                        let d = s.let_(
+                            "d",
+                            Ty::Elem(math),
+                            call(Func::Sub, vec![cached(&c), mx.clone()]),
+                        );
                         let e = if fast {
-                            let d = call(Func::Sub, vec![cached(&c), mx.clone()]);
-                            call(Func::Exp2, vec![call(Func::Mul, vec![d, lit(math, LOG2E)])])
-                        } else {
                             call(
-                                Func::Exp,
-                                vec![call(Func::Sub, vec![cached(&c), mx.clone()])],
+                                Func::Exp2,
+                                vec![call(Func::Mul, vec![d.clone(), lit(math, LOG2E)])],
                             )
+                        } else {
+                            call(Func::Exp, vec![d.clone()])
                         };
                         let e = s.let_("ex", Ty::Elem(math), e);
                         s.out.push(Stmt::Store {
                             tensor: cache.clone(),
                             coord: vec![c],
-                            value: e.clone(),
+                            value: if log { d } else { e.clone() },
                         });
                         s.out.push(Stmt::Assign {
                             var: acc2.clone(),
@@ -227,6 +233,12 @@ impl Builder<'_, '_> {
                         Ok(())
                     })?;
                     let sum = reduce(s, ReduceOp::Sum, Expr::var(&acc2));
+                    if log {
+                        let lse = s.let_("lse", Ty::Elem(math), call(Func::Log, vec![sum]));
+                        return pass(s, &mut |s, kv, c| {
+                            store(s, kv, call(Func::Sub, vec![cached(&c), lse.clone()]))
+                        });
+                    }
                     let inv = s.let_("inv", Ty::Elem(math), call(Func::Recip, vec![sum]));
                     pass(s, &mut |s, kv, c| {
                         store(s, kv, call(Func::Mul, vec![cached(&c), inv.clone()]))

@@ -206,7 +206,7 @@ impl Builder<'_, '_> {
             Ok(b.let_("xv", mt, e))
         };
         let values: [Expr; 3] = match op {
-            OpKind::Softmax => {
+            OpKind::Softmax | OpKind::LogSoftmax => {
                 let m = p.var("m", mt, lit(math, lowest));
                 let s = p.var("s", mt, lit(math, 0.0));
                 p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
@@ -329,7 +329,7 @@ impl Builder<'_, '_> {
                 Ok(b.let_("merged", mt, red))
             };
         let (center, scale) = match op {
-            OpKind::Softmax => {
+            OpKind::Softmax | OpKind::LogSoftmax => {
                 let mx = over(self, lowest, &|i| get(i, 0), ReduceOp::Max)?;
                 let m2 = mx.clone();
                 let rescaled = move |i: &Expr| {
@@ -340,7 +340,12 @@ impl Builder<'_, '_> {
                     call(Func::Mul, vec![get(i, 1), w])
                 };
                 let sum = over(self, 0.0, &rescaled, ReduceOp::Sum)?;
-                (mx, sum)
+                if op == OpKind::LogSoftmax {
+                    let lse = self.let_("lse", mt, call(Func::Log, vec![sum]));
+                    (mx, lse)
+                } else {
+                    (mx, sum)
+                }
             }
             OpKind::Rmsnorm => {
                 let sum = over(self, 0.0, &|i| get(i, 0), ReduceOp::Sum)?;
@@ -371,6 +376,10 @@ impl Builder<'_, '_> {
         self.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
             let x = load_x(b, &r, kx.clone(), Read::Load)?;
             let mut y = match op {
+                // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
+                OpKind::LogSoftmax => {
+                    call(Func::Sub, vec![call(Func::Sub, vec![x, center]), scale])
+                }
                 OpKind::Softmax => call(
                     Func::Div,
                     vec![

@@ -617,15 +617,9 @@ pub fn softmax(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 }
 
 pub fn log_softmax(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let (x, d0) = up(cx, &n.x(0)?)?;
-    let a = n.int("axis", -1);
-    let m = reduce(cx, OpKind::ReduceMax, &x, &[a], true)?;
-    let s = bin(cx, OpKind::Sub, &x, &m)?;
-    let e = un(cx, OpKind::Exp, &s)?;
-    let z = reduce(cx, OpKind::ReduceSum, &e, &[a], true)?;
-    let l = un(cx, OpKind::Log, &z)?;
-    let y = bin(cx, OpKind::Sub, &s, &l)?;
-    down(cx, d0, y)
+    let x = n.x(0)?;
+    let attrs = Attrs::new().with("axis", Attr::Int(n.int("axis", -1)));
+    one(cx.op(OpKind::LogSoftmax, &[&x], attrs)?)
 }
 
 /// LayerNormalization / RMSNormalization over the axes `axis..rank`: irc's composites

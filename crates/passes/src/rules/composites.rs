@@ -1,5 +1,5 @@
 //! Composites recognised again after decomposition (written by hand or by `decompose`), so
-//! that later passes and fusion see `softmax`, `rmsnorm` and `layernorm` whichever way the
+//! that later passes and fusion see `softmax`, `log_softmax`, `rmsnorm` and `layernorm` whichever way the
 //! user wrote them.
 
 use super::reduce_axes;
@@ -12,6 +12,8 @@ use irc_ir::{Attr, Attrs, OpKind, ops::Category};
 pub const RULES: &[Rule] = &[
     // exp(x - max(x)) / sum(exp(x - max(x))) = softmax(x)
     Rule { name: "recognize-softmax", equation: "e / sum(e), e = exp(x - max(x)) = softmax(x)", apply: softmax },
+    // (x - max(x)) - log(sum(exp(x - max(x)))) = log_softmax(x)
+    Rule { name: "recognize-log-softmax", equation: "s - log(sum(exp(s))), s = x - max(x) = log_softmax(x)", apply: log_softmax },
     // x · rsqrt(mean(x·x) + eps) = rmsnorm(x)
     Rule { name: "recognize-rmsnorm", equation: "x · rsqrt(mean(x²) + eps) = rmsnorm(x)", apply: rmsnorm },
     // c · rsqrt(mean(c·c) + eps), c = x - mean(x) = layernorm(x)
@@ -52,6 +54,27 @@ fn softmax(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
                 if single_axis_reduction(v, m, OpKind::ReduceMax).contains(&(x, axis)) {
                     let attrs = Attrs::new().with("axis", Attr::Int(axis_attr(v, x, axis)));
                     out.push(Rhs::op(OpKind::Softmax, attrs, vec![Rhs::Class(x)]));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn log_softmax(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
+    if !n.is(OpKind::Sub) {
+        return vec![];
+    }
+    let (s, l) = (n.children[0], n.children[1]);
+    let mut out = vec![];
+    for sub in v.nodes(s, OpKind::Sub) {
+        let (x, m) = (sub.children[0], sub.children[1]);
+        for log in v.nodes(l, OpKind::Log) {
+            for (e, axis) in single_axis_reduction(v, log.children[0], OpKind::ReduceSum) {
+                let exp_of_s = v.nodes(e, OpKind::Exp).any(|ex| ex.children[0] == s);
+                if exp_of_s && single_axis_reduction(v, m, OpKind::ReduceMax).contains(&(x, axis)) {
+                    let attrs = Attrs::new().with("axis", Attr::Int(axis_attr(v, x, axis)));
+                    out.push(Rhs::op(OpKind::LogSoftmax, attrs, vec![Rhs::Class(x)]));
                 }
             }
         }
