@@ -135,10 +135,13 @@ fn explicit_form(eq: &str, shapes: &[Vec<u64>]) -> String {
     format!("{}->{out}", terms.join(","))
 }
 
+/// An equation, its operands' shapes and the output's shape.
+type Case = (&'static str, Vec<Vec<u64>>, Vec<u64>);
+
 #[test]
 fn common_forms_match_the_definition() {
     let v = |s: &[u64]| s.to_vec();
-    let cases: Vec<(&str, Vec<Vec<u64>>, Vec<u64>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "bhid,bhjd->bhij",
             vec![v(&[2, 3, 4, 5]), v(&[2, 3, 6, 5])],
@@ -181,7 +184,7 @@ fn common_forms_match_the_definition() {
 #[test]
 fn diagonals_match_the_definition() {
     let v = |s: &[u64]| s.to_vec();
-    let cases: Vec<(&str, Vec<Vec<u64>>, Vec<u64>)> = vec![
+    let cases: Vec<Case> = vec![
         ("ii->i", vec![v(&[4, 4])], v(&[4])),
         ("ii->", vec![v(&[3, 3])], v(&[])),
         ("ii", vec![v(&[5, 5])], v(&[])),
