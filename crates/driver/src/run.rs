@@ -85,6 +85,9 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     Ok(true)
 }
 
+/// Parameter values by parameter name.
+pub type Weights = Vec<(String, Tensor)>;
+
 /// The module to run and its weights: an ONNX model imported (with the weights it carries),
 /// or a graph IR file parsed with the weights `weights` or its `// irc-weights:` line names.
 /// `None` when parse errors were reported.
@@ -92,7 +95,7 @@ pub fn load(
     input: &str,
     weights: Option<&Path>,
     dims: &crate::import::DimArgs,
-) -> Result<Option<(Module, Vec<(String, Tensor)>)>> {
+) -> Result<Option<(Module, Weights)>> {
     if crate::import::is_onnx(input) {
         let imported = crate::import::import_file(Path::new(input), dims)?;
         let module = Module {
