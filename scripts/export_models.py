@@ -13,11 +13,19 @@ model's sizes):
   vit    Vision transformer         timm VisionTransformer            x (pixels) [B, 3, H, W]
 
 Usage:
-    python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...] [--time]
+    python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...]
+                                     [--batch 1,8] [--device cpu|cuda] [--time]
     python3 scripts/export_models.py --out tests/onnx_models/hf --size tiny   # the fixtures
 
 For each model it writes OUT/<model>_<size>.onnx, OUT/<model>_<size>.<input>.npy and
-OUT/<model>_<size>.out0.npy (PyTorch eager, float32), and prints the irc commands to check it:
+OUT/<model>_<size>.out0.npy (PyTorch eager, float32), and prints the irc commands to check it.
+With `--batch 1,8` the batch of the configuration is replaced by each one given in turn and
+the files are OUT/<model>_<size>_b<B>.*. With `--device cuda` the model is exported and its
+reference computed on the GPU (TF32 off, so float32 as on the CPU): much faster at the bench
+sizes. A model over 2 GB has its weights in external data (the TorchScript exporter writes one
+file per tensor, the dynamo exporter one file): either way it is re-saved as OUT/<stem>.onnx
+with all its weights in OUT/<stem>.onnx.data, which `irc import` reads from the model's
+directory.
 
     irc import OUT/gpt2_small.onnx -o OUT/gpt2_small.ir
     irc run OUT/gpt2_small.ir --input input_ids=OUT/gpt2_small.input_ids.npy --save-outputs DIR
@@ -149,6 +157,7 @@ def time_torch(wrapped, args, stem):
     import triton
     model = wrapped.cuda()
     xs = tuple(a.cuda() for a in args)
+    torch.cuda.synchronize()
     times = {}
     with torch.no_grad():
         times["eager_ms"] = triton.testing.do_bench(lambda: model(*xs), warmup=25, rep=100)
@@ -160,30 +169,74 @@ def time_torch(wrapped, args, stem):
             times["compile_error"] = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
     with open(stem + ".torch.json", "w") as f:
         json.dump(times, f)
-    model.cpu()
+    try:
+        torch._dynamo.reset()  # the compiled model's graphs and their memory
+    except Exception:  # noqa: BLE001 - only housekeeping
+        pass
 
 
-def export(name, size, out_dir, opset, timed=False):
+def single_data_file(tmp_dir, stem):
+    """Moves the export in TMP_DIR to STEM.onnx: as it is when self-contained, else (external
+    data, however the exporter laid it out) re-saved with every tensor in STEM.onnx.data."""
+    import shutil
+    written = os.path.join(tmp_dir, "model.onnx")
+    others = [f for f in os.listdir(tmp_dir) if f != "model.onnx"]
+    for old in (stem + ".onnx", stem + ".onnx.data"):
+        if os.path.exists(old):
+            os.remove(old)
+    if not others:
+        shutil.move(written, stem + ".onnx")
+    else:
+        import onnx
+        m = onnx.load(written, load_external_data=True)
+        onnx.save_model(m, stem + ".onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(stem) + ".onnx.data", size_threshold=1024)
+        print(f"{stem}.onnx: weights in external data ({len(others)} file(s) from the exporter), "
+              f"re-saved as {os.path.basename(stem)}.onnx.data", flush=True)
+    shutil.rmtree(tmp_dir)
+
+
+def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu"):
+    import shutil
     torch.manual_seed(SEED)
-    model, inputs = BUILDERS[name](CONFIGS[name][size])
+    cfg = dict(CONFIGS[name][size])
+    if batch is not None:
+        cfg["batch"] = batch
+    model, inputs = BUILDERS[name](cfg)
     model.eval()
     names = list(inputs)
-    wrapped = Positional(model, names).eval()
-    args = tuple(inputs[n] for n in names)
-    stem = os.path.join(out_dir, f"{name}_{size}")
+    wrapped = Positional(model, names).eval().to(device)
+    args = tuple(inputs[n].to(device) for n in names)
+    stem = os.path.join(out_dir, f"{name}_{size}" + ("" if batch is None else f"_b{batch}"))
+    tmp_dir = stem + ".export"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    os.makedirs(tmp_dir)
     with torch.no_grad():
         ref = wrapped(*args)
         kwargs = dict(input_names=names, output_names=["out0"], opset_version=opset,
                       do_constant_folding=True)
+        path = os.path.join(tmp_dir, "model.onnx")
         try:
-            torch.onnx.export(wrapped, args, stem + ".onnx", dynamo=False, **kwargs)
-        except TypeError:  # a torch without the dynamo switch: the TorchScript exporter
-            torch.onnx.export(wrapped, args, stem + ".onnx", **kwargs)
+            try:
+                torch.onnx.export(wrapped, args, path, dynamo=False, **kwargs)
+            except TypeError:  # a torch without the dynamo switch: the TorchScript exporter
+                torch.onnx.export(wrapped, args, path, **kwargs)
+        except (RuntimeError, ValueError) as e:
+            # Torches that do not switch to external data by themselves past 2 GB ask for it.
+            if not any(k in str(e) for k in ("2GB", "2GiB", "2 GB", "external", "protobuf")):
+                raise
+            print(f"{stem}: over 2 GB, exporting with external data ({str(e).strip()[:120]})", flush=True)
+            torch.onnx.export(wrapped, args, path, use_external_data_format=True, **kwargs)
+    single_data_file(tmp_dir, stem)
     for n in names:
         np.save(f"{stem}.{n}.npy", inputs[n].numpy())
-    np.save(f"{stem}.out0.npy", ref.float().numpy())
+    np.save(f"{stem}.out0.npy", ref.float().cpu().numpy())
+    del ref
     if timed:
         time_torch(wrapped, args, stem)
+    if timed or device != "cpu":
+        del wrapped, model, args
+        torch.cuda.empty_cache()
     flags = " ".join(f"--input {n}={stem}.{n}.npy" for n in names)
     print(f"{stem}.onnx  {tuple(ref.shape)}\n  irc import {stem}.onnx -o {stem}.ir\n"
           f"  irc run {stem}.ir {flags} --save-outputs {stem}.irc_out")
@@ -197,6 +250,10 @@ def main():
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--time", action="store_true",
                     help="also time PyTorch eager and torch.compile on the GPU (STEM.torch.json)")
+    ap.add_argument("--batch", default=None,
+                    help="comma-separated batch sizes replacing the configuration's (files STEM_bB.*)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where to export and compute the reference (cuda: TF32 off)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     versions = {"torch": torch.__version__}
@@ -207,17 +264,25 @@ def main():
             versions[mod] = "missing"
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
     sizes = ["tiny", "small", "bench"] if a.size == "all" else [a.size]
+    batches = [None] if a.batch is None else [int(b) for b in a.batch.split(",") if b.strip()]
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     failed = []
     for name in a.models.split(","):
         for size in sizes:
-            # One model's export failing (an op the TorchScript exporter cannot write, as
-            # `aten::diff` in newer transformers' GPT-2 mask) does not stop the others.
-            try:
-                export(name, size, a.out, a.opset, a.time)
-            except Exception as e:  # noqa: BLE001 - reported, the rest go on
-                msg = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
-                print(f"{name}_{size}: export failed: {msg}", flush=True)
-                failed.append(f"{name}_{size}")
+            for batch in batches:
+                label = f"{name}_{size}" + ("" if batch is None else f"_b{batch}")
+                # One model's export failing (an op the TorchScript exporter cannot write, as
+                # `aten::diff` in newer transformers' GPT-2 mask) does not stop the others.
+                try:
+                    export(name, size, a.out, a.opset, a.time, batch, a.device)
+                except Exception as e:  # noqa: BLE001 - reported, the rest go on
+                    msg = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
+                    print(f"{label}: export failed: {msg}", flush=True)
+                    failed.append(label)
+                    if a.device == "cuda":
+                        torch.cuda.empty_cache()
     if failed:
         print(f"export failed for: {', '.join(failed)}")
 

@@ -7,7 +7,7 @@ tests/onnx_models/, for crates/driver/tests/onnx.rs:
   weights as initializers; the reference is computed here in float64 numpy;
 - logic: And, Or, Xor, Not (their ONNX node tests are opset 7, older than irc imports);
 - bad files: truncated.onnx, opset9.onnx, unsupported_op.onnx, dynamic_dim.onnx,
-  external_data.onnx.
+  external_data.onnx (its initializer's data file, weights.bin, is missing).
 
     .venv-onnx/bin/python scripts/onnx_models.py
 """

@@ -41,15 +41,25 @@ pub struct GpuArgs {
     pub cache: crate::tuning::CacheArgs,
 }
 
+/// A graph compiled for the GPU: its CUDA module (whose launch manifest runs the PTX), the PTX,
+/// the architecture, the configuration each kernel was built with, and each kernel's own
+/// [`irc_fused::Work`] (for the sum of the kernels' floors).
+pub struct Compiled {
+    pub module: CudaModule,
+    pub ptx: irc_runtime::Ptx,
+    pub arch: Arch,
+    pub choices: Vec<irc_lower::Choice>,
+    pub work: Vec<irc_fused::Work>,
+}
+
 /// The graph's PTX for `arch`: its emitted CUDA through NVRTC, or (`Backend::Mlir`) its MLIR
-/// through MLIR's pipeline; the CUDA module's launch manifest runs either. Also the
-/// configuration each kernel was built with.
+/// through MLIR's pipeline; the CUDA module's launch manifest runs either.
 pub fn compile(
     graph: &Graph,
     arch: &str,
     backend: Backend,
     lower: irc_lower::LowerOptions,
-) -> Result<(CudaModule, irc_runtime::Ptx, Arch, Vec<irc_lower::Choice>)> {
+) -> Result<Compiled> {
     let arch = Arch::parse(arch)?;
     let pipeline = irc_pipeline::Pipeline {
         backend: backend.pipeline(),
@@ -68,7 +78,13 @@ pub fn compile(
         arch: arch.clone(),
         log: String::new(),
     };
-    Ok((module, ptx, arch, planned.choices))
+    Ok(Compiled {
+        module,
+        ptx,
+        arch,
+        work: irc_fused::group_work(&planned.fused),
+        choices: planned.choices,
+    })
 }
 
 /// Runs `graph` (the pipeline's output) on the GPU; `--check` compares with the interpreter
@@ -76,7 +92,13 @@ pub fn compile(
 pub fn run(graph: &Graph, reference: &Graph, inputs: Vec<Tensor>, args: &RunArgs) -> Result<bool> {
     let lookup = args.gpu.cache.lookup(&args.input, &args.gpu.arch);
     let options = args.gpu.cache.options(args.gpu.mma_config, &lookup);
-    let (module, ptx, arch, choices) = compile(graph, &args.gpu.arch, args.gpu.backend, options)?;
+    let Compiled {
+        module,
+        ptx,
+        arch,
+        choices,
+        ..
+    } = compile(graph, &args.gpu.arch, args.gpu.backend, options)?;
     if args.gpu.explain {
         eprint!("{}", crate::tuning::explain(&choices, &lookup));
     }

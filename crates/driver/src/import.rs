@@ -15,7 +15,7 @@ pub const WEIGHTS_HEADER: &str = "// irc-weights: ";
 
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
-    /// The ONNX model (`.onnx`, self-contained: no external data files).
+    /// The ONNX model (`.onnx`; external data files are read from its directory).
     pub input: PathBuf,
     /// Where to write the graph IR; its weights go next to it, as FILE.safetensors. Without
     /// it the IR goes to standard output (and a model with weights needs --weights).
@@ -65,10 +65,16 @@ pub fn is_onnx(path: &str) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
-/// Imports an ONNX file.
+/// Imports an ONNX file; tensors stored in external data files are read from the model's
+/// directory.
 pub fn import_file(path: &Path, dims: &DimArgs) -> Result<irc_onnx::Imported> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    irc_onnx::import_model(&bytes, &dims.options()?)
+    let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let options = irc_onnx::Options {
+        external: Some(crate::external::reader(dir)),
+        ..dims.options()?
+    };
+    irc_onnx::import_model(&bytes, &options)
         .with_context(|| format!("cannot import {}", path.display()))
 }
 

@@ -5,6 +5,7 @@
 
 mod bench;
 mod diag;
+mod external;
 mod gpu;
 mod import;
 mod input;

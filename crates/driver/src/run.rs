@@ -59,24 +59,8 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     } else {
         args.passes.manager(true)?
     };
-    let (written, weights) = if crate::import::is_onnx(&args.input) {
-        let imported = crate::import::import_file(Path::new(&args.input), &args.dims)?;
-        let module = Module {
-            graphs: vec![imported.graph],
-        };
-        (module, imported.weights)
-    } else {
-        let Some(m) = parse(&args.input)? else {
-            return Ok(false);
-        };
-        let named = std::fs::read_to_string(&args.input)
-            .ok()
-            .and_then(|t| crate::import::weights_named_by(&args.input, &t));
-        let weights = match args.weights.as_ref().or(named.as_ref()) {
-            Some(p) => crate::import::read_weights(p)?,
-            None => vec![],
-        };
-        (m, weights)
+    let Some((written, weights)) = load(&args.input, args.weights.as_deref(), &args.dims)? else {
+        return Ok(false);
     };
     let mut module = written.clone();
     if let Some(pm) = &pm {
@@ -99,6 +83,37 @@ pub fn run(args: &RunArgs) -> Result<bool> {
     };
     save_and_print(&outputs, args.save_outputs.as_deref())?;
     Ok(true)
+}
+
+/// Parameter values by parameter name.
+pub type Weights = Vec<(String, Tensor)>;
+
+/// The module to run and its weights: an ONNX model imported (with the weights it carries),
+/// or a graph IR file parsed with the weights `weights` or its `// irc-weights:` line names.
+/// `None` when parse errors were reported.
+pub fn load(
+    input: &str,
+    weights: Option<&Path>,
+    dims: &crate::import::DimArgs,
+) -> Result<Option<(Module, Weights)>> {
+    if crate::import::is_onnx(input) {
+        let imported = crate::import::import_file(Path::new(input), dims)?;
+        let module = Module {
+            graphs: vec![imported.graph],
+        };
+        return Ok(Some((module, imported.weights)));
+    }
+    let Some(m) = parse(input)? else {
+        return Ok(None);
+    };
+    let named = std::fs::read_to_string(input)
+        .ok()
+        .and_then(|t| crate::import::weights_named_by(input, &t));
+    let weights = match weights.or(named.as_deref()) {
+        Some(p) => crate::import::read_weights(p)?,
+        None => vec![],
+    };
+    Ok(Some((m, weights)))
 }
 
 /// Writes `DIR/outN.npy` when asked, and prints one summary line per result.

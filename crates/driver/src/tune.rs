@@ -268,7 +268,9 @@ impl<'a> Tuner<'a> {
 
     /// Whether the graph built with `options` computes what the reference does.
     fn check(&mut self, options: LowerOptions) -> Result<bool> {
-        let (cuda, ptx, _, _) = compile(self.graph, &self.args.arch, Backend::Cuda, options)?;
+        let crate::gpu::Compiled {
+            module: cuda, ptx, ..
+        } = compile(self.graph, &self.args.arch, Backend::Cuda, options)?;
         let mut program = self.gpu.load(&ptx, &cuda.manifest)?;
         let raw = program.run(&self.host)?;
         let outputs: Vec<Tensor> = raw

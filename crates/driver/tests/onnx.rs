@@ -193,7 +193,7 @@ fn bad_models_are_clear_errors() {
         ),
         (
             "external_data.onnx",
-            "graph initializer 'w': its data is in an external file ('weights.bin')",
+            "graph initializer 'w': external data 'weights.bin' (offset 0, to the end of the file): cannot open",
         ),
     ];
     for (file, msg) in cases {

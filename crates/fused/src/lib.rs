@@ -50,7 +50,7 @@ mod verify;
 
 pub use evt::{Broadcast, Evt, EvtNode, Role};
 pub use parse::{ParseError, parse_module};
-pub use plan::{GraphDag, Remark, SourceInfo, plan_graph};
+pub use plan::{GraphDag, Remark, SourceInfo, Work, group_work, plan_graph};
 pub use policy::AttentionMatch;
 pub use print::{print_module, print_with_remarks};
 pub use verify::{VerifyError, verify_module};

@@ -9,7 +9,7 @@ use crate::policy::{self, Dag, Home, NodeKind, Why};
 use crate::{Buffer, BufferKind, Group, Module, OpStmt, Stmt};
 use irc_ir::infer::matmul_shape;
 use irc_ir::print::value_names;
-use irc_ir::{Attr, Category, Graph, Span, ValueDef, ValueId};
+use irc_ir::{Attr, Attrs, Category, Graph, OpKind, Span, TensorType, ValueDef, ValueId};
 
 /// The source a graph was parsed from, to name `file:line:col` of its statements.
 #[derive(Copy, Clone, Debug, Default)]
@@ -429,23 +429,80 @@ fn line_col(text: &str, line_starts: &[usize], span: Span) -> (usize, usize) {
 /// Floating-point work: 2·M·N·K per matmul, one per element per elementwise op or reduction
 /// input, a handful per element for composites.
 fn graph_flops(g: &Graph) -> u64 {
-    let mut flops = 0u64;
-    for inst in &g.insts {
-        let out = g.ty(inst.result);
-        let f = match inst.op.category() {
-            Category::Matmul => {
-                let (a, b) = (g.ty(inst.operands[0]), g.ty(inst.operands[1]));
-                let flag = |n: &str| inst.attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
-                matmul_shape(&a.shape, &b.shape, flag("transpose_a"), flag("transpose_b"))
-                    .map(|s| 2 * s.m * s.n * s.k * s.batch.iter().product::<u64>())
-                    .unwrap_or(0)
-            }
-            Category::Unary | Category::Binary => out.numel(),
-            Category::Reduction => g.ty(inst.operands[0]).numel(),
-            Category::Composite => 5 * out.numel(),
-            _ => 0,
-        };
-        flops = flops.saturating_add(f);
+    g.insts.iter().fold(0u64, |flops, inst| {
+        let operands: Vec<&TensorType> = inst.operands.iter().map(|&v| g.ty(v)).collect();
+        flops.saturating_add(op_flops(inst.op, &inst.attrs, &operands, g.ty(inst.result)))
+    })
+}
+
+/// One op's floating-point work, as [`Module::flops`] counts it.
+fn op_flops(op: OpKind, attrs: &Attrs, operands: &[&TensorType], out: &TensorType) -> u64 {
+    match op.category() {
+        Category::Matmul => {
+            let (Some(a), Some(b)) = (operands.first(), operands.get(1)) else {
+                return 0;
+            };
+            let flag = |n: &str| attrs.get(n).and_then(Attr::as_bool).unwrap_or(false);
+            matmul_shape(&a.shape, &b.shape, flag("transpose_a"), flag("transpose_b"))
+                .map(|s| 2 * s.m * s.n * s.k * s.batch.iter().product::<u64>())
+                .unwrap_or(0)
+        }
+        Category::Unary | Category::Binary => out.numel(),
+        Category::Reduction => operands.first().map_or(0, |t| t.numel()),
+        Category::Composite => 5 * out.numel(),
+        _ => 0,
     }
-    flops
+}
+
+/// What one kernel must do at the least, for its own roofline floor: the floating-point work
+/// of its ops (counted as [`Module::flops`] counts the graph's) and the bytes of every buffer
+/// it loads or stores, each once.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    pub flops: u64,
+    pub bytes: u64,
+}
+
+/// The [`Work`] of each group of `m`, in launch order. Summing each kernel's floor over them
+/// bounds what a launch sequence of these kernels can reach, as [`Module::min_bytes`] and
+/// [`Module::flops`] bound the graph.
+pub fn group_work(m: &Module) -> Vec<Work> {
+    let buffer: std::collections::HashMap<&str, &Buffer> =
+        m.buffers.iter().map(|b| (b.name.as_str(), b)).collect();
+    m.groups
+        .iter()
+        .map(|grp| {
+            let mut ty: std::collections::HashMap<&str, &TensorType> = Default::default();
+            let mut touched = std::collections::HashSet::new();
+            let mut w = Work::default();
+            for st in &grp.stmts {
+                match st {
+                    Stmt::Load { value, buffer: b } | Stmt::Store { value, buffer: b } => {
+                        if let Some(buf) = buffer.get(b.as_str()) {
+                            if matches!(st, Stmt::Load { .. }) {
+                                ty.insert(value, &buf.ty);
+                            }
+                            if touched.insert((b.as_str(), matches!(st, Stmt::Load { .. }))) {
+                                w.bytes = w.bytes.saturating_add(buf.ty.size_bytes());
+                            }
+                        }
+                    }
+                    Stmt::Op(o) => {
+                        let operands: Vec<&TensorType> = o
+                            .operands
+                            .iter()
+                            .filter_map(|v| ty.get(v.as_str()).copied())
+                            .collect();
+                        if operands.len() == o.operands.len() {
+                            w.flops = w
+                                .flops
+                                .saturating_add(op_flops(o.op, &o.attrs, &operands, &o.ty));
+                        }
+                        ty.insert(&o.value, &o.ty);
+                    }
+                }
+            }
+            w
+        })
+        .collect()
 }

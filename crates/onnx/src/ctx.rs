@@ -48,6 +48,11 @@ pub struct Ctx<'o> {
 }
 
 impl<'o> Ctx<'o> {
+    /// The caller's reader of external tensor data, if any.
+    pub fn external(&self) -> Option<&'o crate::ExternalData> {
+        self.opts.external.as_ref()
+    }
+
     pub fn new(name: &str, opset: i64, opts: &'o Options) -> Ctx<'o> {
         Ctx {
             b: GraphBuilder::new(name),

@@ -6,7 +6,9 @@
 //! - [`ops`]: the one table of supported ONNX ops, each mapped to irc ops or a decomposition;
 //! - [`import_model`]: decodes, checks the opset, fixes dynamic dims from [`Options::dims`],
 //!   and walks the nodes in order, building the graph with [`irc_ir::GraphBuilder`];
-//! - [`weights`]: the side file (safetensors) the weights travel in.
+//! - [`weights`]: the side file (safetensors) the weights travel in;
+//! - [`ExternalData`]: where the bytes of tensors stored outside the model (models over 2 GB)
+//!   come from: the caller reads them, the importer decodes them.
 //!
 //! # Values, constants and weights
 //!
@@ -20,15 +22,18 @@
 //! after the model's own inputs; [`Imported::weights`] holds its value by that name. Shape
 //! inputs (`Reshape`'s shape, `Slice`'s starts, ...) must be known: irc shapes are static.
 //!
-//! Architecture Invariant: no IO (bytes in, graph and bytes out) and no panic on any input:
-//! every failure is an [`ImportError`] naming the node, its op and the opset.
+//! Architecture Invariant: no IO (bytes in, graph and bytes out; external tensor data comes
+//! through the caller's [`Options::external`]) and no panic on any input: every failure is an
+//! [`ImportError`] naming the node, its op and the opset, or the input, initializer or output.
 
 mod ctx;
+mod external;
 pub mod ops;
 pub mod proto;
 mod tensor;
 pub mod weights;
 
+pub use external::{ExternalData, ExternalRef};
 pub use tensor::decode_tensor;
 
 use ctx::{Ctx, Val};
@@ -55,6 +60,9 @@ pub struct Options {
     /// parameter but a known tensor (for inputs that decide shapes, such as `Reshape`'s shape
     /// or a reduction's axes fed as graph inputs).
     pub known: BTreeMap<String, Tensor>,
+    /// Reads the bytes of tensors stored outside the model (`data_location` EXTERNAL); without
+    /// it such a model is an error naming the tensor and its file.
+    pub external: Option<ExternalData>,
 }
 
 impl Default for Options {
@@ -64,6 +72,7 @@ impl Default for Options {
             inline_limit: 64,
             name: None,
             known: BTreeMap::new(),
+            external: None,
         }
     }
 }
@@ -135,7 +144,7 @@ pub fn import_model(bytes: &[u8], opts: &Options) -> Result<Imported, ImportErro
     });
     let mut cx = Ctx::new(&name, opset, opts);
     for init in &graph.initializer {
-        let t = decode_initializer(init)?;
+        let t = decode_initializer(init, opts.external.as_ref())?;
         cx.define_known(&init.name, t);
     }
     for input in &graph.input {
@@ -223,8 +232,11 @@ fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportError> {
     Ok(op.version)
 }
 
-fn decode_initializer(t: &proto::TensorProto) -> Result<Tensor, ImportError> {
-    tensor::from_proto(t).map_err(|message| ImportError::Value {
+fn decode_initializer(
+    t: &proto::TensorProto,
+    external: Option<&ExternalData>,
+) -> Result<Tensor, ImportError> {
+    tensor::from_proto(t, external).map_err(|message| ImportError::Value {
         what: "initializer",
         name: t.name.clone(),
         message,

@@ -123,7 +123,7 @@ table! {
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
     "Dropout" => h::dropout, "identity (inference)";
-    "Einsum" => h::einsum, "reduce_sum, transpose, reshape, broadcast, a batched matmul per operand pair";
+    "Einsum" => h::einsum, "reduce_sum, transpose, reshape, broadcast, a batched matmul per operand pair (a repeated label: a strided slice, the diagonal)";
     "Elu" => h::elu, "select(x < 0, alpha · (exp(x) - 1), x)";
     "Equal" => h::equal, "eq";
     "Erf" => h::erf, "erf";

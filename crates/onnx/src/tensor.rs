@@ -2,6 +2,7 @@
 //! [`TensorType`], element types by `TensorProto.DataType`.
 
 use crate::ImportError;
+use crate::external::{ExternalData, external_ref};
 use crate::proto::{DimValue, TensorProto, ValueInfoProto};
 use half::{bf16, f16};
 use irc_interp::{Data, Tensor};
@@ -72,15 +73,16 @@ fn shape_of(dims: &[i64]) -> Result<Vec<u64>, String> {
     Ok(shape)
 }
 
-/// Little-endian fixed-size elements of `raw_data`.
+/// Little-endian fixed-size elements of `raw_data` (or of external data: `what` names them).
 fn raw<const N: usize, T>(
     raw: &[u8],
     n: usize,
+    what: &str,
     f: impl Fn([u8; N]) -> T,
 ) -> Result<Vec<T>, String> {
     if raw.len() != n * N {
         return Err(format!(
-            "raw_data holds {} bytes, but {n} elements of {N} bytes need {}",
+            "{what} holds {} bytes, but {n} elements of {N} bytes need {}",
             raw.len(),
             n * N
         ));
@@ -101,19 +103,19 @@ fn counted<T: Clone>(v: &[T], n: usize, field: &str) -> Result<Vec<T>, String> {
     Ok(v.to_vec())
 }
 
-/// A `TensorProto` with its data inline (raw_data or the typed fields) as a host tensor.
-pub fn from_proto(t: &TensorProto) -> Result<Tensor, String> {
-    if t.data_location == 1 || !t.external_data.is_empty() {
-        let loc = t
-            .external_data
-            .iter()
-            .find(|e| e.key == "location")
-            .map(|e| e.value.as_str())
-            .unwrap_or("?");
-        return Err(format!(
-            "its data is in an external file ('{loc}'); irc imports self-contained models only (re-save with onnx.save_model(model, path, save_as_external_data=False))"
-        ));
-    }
+/// A `TensorProto` as a host tensor: its data inline (raw_data or the typed fields), or in an
+/// external file whose bytes `external` reads (an error without one).
+pub fn from_proto(t: &TensorProto, external: Option<&ExternalData>) -> Result<Tensor, String> {
+    let ext = external_ref(t)?;
+    let ext_bytes = match (&ext, external) {
+        (None, _) => None,
+        (Some(r), Some(x)) => Some(x.read(r).map_err(|e| format!("external data {r}: {e}"))?),
+        (Some(r), None) => {
+            return Err(format!(
+                "its data is in an external file {r}, and this import reads no files (import the model from its file, with the data files beside it)"
+            ));
+        }
+    };
     let dtype = dtype_of(t.data_type)?;
     if t.dims == [0] && matches!(dtype, DType::I64 | DType::I32) {
         // An empty list of integers: the shape of a scalar (`ConstantOfShape([])`), no axes.
@@ -130,34 +132,39 @@ pub fn from_proto(t: &TensorProto) -> Result<Tensor, String> {
     }
     let shape = shape_of(&t.dims)?;
     let n = shape.iter().product::<u64>() as usize;
-    let r = &t.raw_data;
-    let use_raw = !r.is_empty();
+    let (r, what) = match (&ext_bytes, &ext) {
+        (Some(b), Some(e)) => (b.as_slice(), format!("external data {e}")),
+        _ => (t.raw_data.as_slice(), "raw_data".to_string()),
+    };
+    let use_raw = !r.is_empty() || ext.is_some();
     let data = match dtype {
-        DType::F32 if use_raw => Data::F32(raw(r, n, f32::from_le_bytes)?),
+        DType::F32 if use_raw => Data::F32(raw(r, n, &what, f32::from_le_bytes)?),
         DType::F32 => Data::F32(counted(&t.float_data, n, "float_data")?),
-        DType::F64 if use_raw => Data::F64(raw(r, n, f64::from_le_bytes)?),
+        DType::F64 if use_raw => Data::F64(raw(r, n, &what, f64::from_le_bytes)?),
         DType::F64 => Data::F64(counted(&t.double_data, n, "double_data")?),
-        DType::I64 if use_raw => Data::I64(raw(r, n, i64::from_le_bytes)?),
+        DType::I64 if use_raw => Data::I64(raw(r, n, &what, i64::from_le_bytes)?),
         DType::I64 => Data::I64(counted(&t.int64_data, n, "int64_data")?),
-        DType::I32 if use_raw => Data::I32(raw(r, n, i32::from_le_bytes)?),
+        DType::I32 if use_raw => Data::I32(raw(r, n, &what, i32::from_le_bytes)?),
         DType::I32 => Data::I32(counted(&t.int32_data, n, "int32_data")?),
-        DType::I1 if use_raw => Data::I1(raw(r, n, |[b]: [u8; 1]| b != 0)?),
+        DType::I1 if use_raw => Data::I1(raw(r, n, &what, |[b]: [u8; 1]| b != 0)?),
         DType::I1 => Data::I1(
             counted(&t.int32_data, n, "int32_data")?
                 .iter()
                 .map(|&b| b != 0)
                 .collect(),
         ),
-        DType::F16 if use_raw => Data::F16(raw(r, n, |b| f16::from_bits(u16::from_le_bytes(b)))?),
+        DType::F16 if use_raw => {
+            Data::F16(raw(r, n, &what, |b| f16::from_bits(u16::from_le_bytes(b)))?)
+        }
         DType::F16 => Data::F16(
             counted(&t.int32_data, n, "int32_data")?
                 .iter()
                 .map(|&b| f16::from_bits(b as u16))
                 .collect(),
         ),
-        DType::BF16 if use_raw => {
-            Data::BF16(raw(r, n, |b| bf16::from_bits(u16::from_le_bytes(b)))?)
-        }
+        DType::BF16 if use_raw => Data::BF16(raw(r, n, &what, |b| {
+            bf16::from_bits(u16::from_le_bytes(b))
+        })?),
         DType::BF16 => Data::BF16(
             counted(&t.int32_data, n, "int32_data")?
                 .iter()
@@ -171,7 +178,7 @@ pub fn from_proto(t: &TensorProto) -> Result<Tensor, String> {
 /// Decodes a serialized `TensorProto` (the `input_0.pb` files of ONNX's backend tests).
 pub fn decode_tensor(bytes: &[u8]) -> Result<Tensor, ImportError> {
     let t = TensorProto::decode(bytes).map_err(|e| ImportError::Decode(e.to_string()))?;
-    from_proto(&t).map_err(|message| ImportError::Value {
+    from_proto(&t, None).map_err(|message| ImportError::Value {
         what: "tensor",
         name: t.name.clone(),
         message,

@@ -1,6 +1,6 @@
 //! `Einsum` against a direct definition (every assignment of the labels, summed) on common
 //! forms: attention's two products, batched matmul with a broadcast ellipsis, three operands,
-//! implicit outputs, sums and outer products.
+//! implicit outputs, sums, outer products and diagonals (a label repeated in one operand).
 
 mod common;
 use common::{FLOAT, f32s, model, node, value};
@@ -135,10 +135,13 @@ fn explicit_form(eq: &str, shapes: &[Vec<u64>]) -> String {
     format!("{}->{out}", terms.join(","))
 }
 
+/// An equation, its operands' shapes and the output's shape.
+type Case = (&'static str, Vec<Vec<u64>>, Vec<u64>);
+
 #[test]
 fn common_forms_match_the_definition() {
     let v = |s: &[u64]| s.to_vec();
-    let cases: Vec<(&str, Vec<Vec<u64>>, Vec<u64>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "bhid,bhjd->bhij",
             vec![v(&[2, 3, 4, 5]), v(&[2, 3, 6, 5])],
@@ -176,8 +179,31 @@ fn common_forms_match_the_definition() {
     }
 }
 
+/// A label repeated within one operand takes its diagonal (a strided slice of the merged
+/// axes), before any contraction.
 #[test]
-fn a_diagonal_is_refused() {
-    let e = run("ii->i", &[vec![3, 3]], &[3]).unwrap_err();
-    assert!(e.contains("repeats a label"), "{e}");
+fn diagonals_match_the_definition() {
+    let v = |s: &[u64]| s.to_vec();
+    let cases: Vec<Case> = vec![
+        ("ii->i", vec![v(&[4, 4])], v(&[4])),
+        ("ii->", vec![v(&[3, 3])], v(&[])),
+        ("ii", vec![v(&[5, 5])], v(&[])),
+        ("bii->bi", vec![v(&[2, 3, 3])], v(&[2, 3])),
+        ("...ii->...i", vec![v(&[2, 3, 4, 4])], v(&[2, 3, 4])),
+        ("iji->ji", vec![v(&[3, 2, 3])], v(&[2, 3])),
+        ("iii->i", vec![v(&[3, 3, 3])], v(&[3])),
+        ("iijj->ij", vec![v(&[2, 2, 3, 3])], v(&[2, 3])),
+        ("iij,jk->ik", vec![v(&[3, 3, 4]), v(&[4, 2])], v(&[3, 2])),
+        ("ij,jj->i", vec![v(&[2, 4]), v(&[4, 4])], v(&[2])),
+        ("i,ii->i", vec![v(&[1]), v(&[1, 1])], v(&[1])),
+    ];
+    for (eq, shapes, out) in cases {
+        run(eq, &shapes, &out).unwrap_or_else(|e| panic!("{eq}: {e}"));
+    }
+}
+
+#[test]
+fn a_diagonal_of_unequal_sizes_is_an_error() {
+    let e = run("ii->i", &[vec![3, 4]], &[3]).unwrap_err();
+    assert!(e.contains("a diagonal needs equal sizes"), "{e}");
 }

@@ -3,7 +3,9 @@
 //! batched `matmul` each (transposed to `[batch, free, contracted]` and `[batch, contracted,
 //! free]`, reshaped to 3 groups of dims), and the result is transposed to the output's order.
 //! An ellipsis stands for the leading dims of its operand (aligned from the right, broadcast
-//! where one side has size 1). A label repeated within one operand (a diagonal) is refused.
+//! where one side has size 1). A label repeated within one operand takes that operand's
+//! diagonal first: the two axes moved last and merged into one of size n·n, then a slice with
+//! step n + 1 (a view whose stride is the sum of the two axes' strides, as `torch.diagonal`'s).
 
 use super::Node;
 use super::math::{one, reduce, reshape_to};
@@ -82,6 +84,9 @@ pub fn einsum(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let mut terms = Vec::new();
+    // Every label as written (a repeated one as often as it is written), for the implicit
+    // output.
+    let mut written: Vec<Label> = Vec::new();
     let mut dots = 0;
     for (i, s) in specs.iter().enumerate() {
         let v = n.x(i)?;
@@ -93,20 +98,14 @@ pub fn einsum(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
                 labels.len()
             ));
         }
-        let mut seen = labels.clone();
-        seen.sort();
-        if seen.windows(2).any(|w| w[0] == w[1]) {
-            return Err(format!(
-                "term '{s}' repeats a label (a diagonal), which irc does not import"
-            ));
-        }
         dots = dots.max(
             labels
                 .iter()
                 .filter(|l| matches!(l, Label::Ellipsis(_)))
                 .count(),
         );
-        terms.push(Term { v, labels });
+        written.extend(labels.iter().copied());
+        terms.push(diagonal(cx, Term { v, labels }, s)?);
     }
     let out: Vec<Label> = match &rhs {
         Some(r) => {
@@ -117,9 +116,8 @@ pub fn einsum(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         None => {
             // Implicit output: the ellipsis, then the letters used once, alphabetically.
             let mut o: Vec<Label> = (0..dots).rev().map(Label::Ellipsis).collect();
-            let mut letters: Vec<char> = terms
+            let mut letters: Vec<char> = written
                 .iter()
-                .flat_map(|t| t.labels.iter())
                 .filter_map(|l| match l {
                     Label::Letter(c) => Some(*c),
                     Label::Ellipsis(_) => None,
@@ -171,6 +169,55 @@ pub fn einsum(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         &[&acc.v],
         Attrs::new().with("perm", ints(&perm)),
     )?)
+}
+
+/// `t` with each label it repeats taken once: the diagonal over those axes. For a label at
+/// axes i < j (equal sizes n), the other axes keep their order, i and j go last and merge into
+/// one axis of n·n elements, and a slice with step n + 1 picks the n elements where both
+/// indices agree; the label then labels the last axis. Repeated until no label repeats.
+fn diagonal(cx: &mut Ctx, mut t: Term, term: &str) -> R<Term> {
+    loop {
+        let pair = (0..t.labels.len()).find_map(|i| {
+            (i + 1..t.labels.len())
+                .find(|&j| t.labels[j] == t.labels[i])
+                .map(|j| (i, j))
+        });
+        let Some((i, j)) = pair else {
+            return Ok(t);
+        };
+        let shape = cx.ty(&t.v).shape;
+        let n = shape[i];
+        if shape[j] != n {
+            return Err(format!(
+                "term '{term}' repeats label {:?} over axes of sizes {n} and {} (a diagonal needs equal sizes)",
+                t.labels[i], shape[j]
+            ));
+        }
+        let others: Vec<usize> = (0..t.labels.len()).filter(|&a| a != i && a != j).collect();
+        let perm: Vec<i64> = others.iter().chain([&i, &j]).map(|&a| a as i64).collect();
+        let mut v = t.v;
+        if perm.iter().enumerate().any(|(k, &p)| k as i64 != p) {
+            v = cx.op(
+                OpKind::Transpose,
+                &[&v],
+                Attrs::new().with("perm", ints(&perm)),
+            )?;
+        }
+        let mut merged: Vec<u64> = others.iter().map(|&a| shape[a]).collect();
+        merged.push(n * n);
+        let flat = reshape_to(cx, &v, &merged)?;
+        let last = merged.len() as i64 - 1;
+        let attrs = Attrs::new()
+            .with("axes", ints(&[last]))
+            .with("starts", ints(&[0]))
+            .with("ends", ints(&[(n * n) as i64]))
+            .with("steps", ints(&[n as i64 + 1]));
+        let v = cx.op(OpKind::Slice, &[&flat], attrs)?;
+        let label = t.labels[i];
+        let mut labels: Vec<Label> = others.iter().map(|&a| t.labels[a]).collect();
+        labels.push(label);
+        t = Term { v, labels };
+    }
 }
 
 /// Sums the dims of `t` whose labels are neither kept (`keep`) nor in `other`.

@@ -53,7 +53,7 @@ pub fn cast_like(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 
 pub fn constant(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     if let Some(t) = n.tensor("value") {
-        return one(cx.konst(crate::tensor::from_proto(t)?));
+        return one(cx.konst(crate::tensor::from_proto(t, cx.external())?));
     }
     if n.has("value_float") {
         return one(cx.scalar(n.float("value_float", 0.0) as f64, DType::F32));
@@ -81,7 +81,7 @@ pub fn constant_of_shape(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let s = n.x(0)?;
     let shape = to_shape(&known_ints(cx, &s, "the shape input")?, "shape")?;
     let fill = match n.tensor("value") {
-        Some(t) => crate::tensor::from_proto(t)?,
+        Some(t) => crate::tensor::from_proto(t, cx.external())?,
         None => Tensor {
             ty: TensorType::scalar(DType::F32),
             data: Data::F32(vec![0.0]),
