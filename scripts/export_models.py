@@ -231,6 +231,7 @@ def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu"):
     for n in names:
         np.save(f"{stem}.{n}.npy", inputs[n].numpy())
     np.save(f"{stem}.out0.npy", ref.float().cpu().numpy())
+    out_shape = tuple(ref.shape)
     del ref
     if timed:
         time_torch(wrapped, args, stem)
@@ -238,7 +239,7 @@ def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu"):
         del wrapped, model, args
         torch.cuda.empty_cache()
     flags = " ".join(f"--input {n}={stem}.{n}.npy" for n in names)
-    print(f"{stem}.onnx  {tuple(ref.shape)}\n  irc import {stem}.onnx -o {stem}.ir\n"
+    print(f"{stem}.onnx  {out_shape}\n  irc import {stem}.onnx -o {stem}.ir\n"
           f"  irc run {stem}.ir {flags} --save-outputs {stem}.irc_out")
 
 

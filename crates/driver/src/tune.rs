@@ -54,6 +54,9 @@ pub struct TuneArgs {
     /// For the check of large graphs: how many rows to sample for the reference.
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub check_rows: u64,
+    /// Print every measured configuration's time, not only each kernel's winner.
+    #[arg(long)]
+    pub each: bool,
     /// Print the tuning cache's entries, and exit.
     #[arg(long, conflicts_with_all = ["clear", "list"])]
     pub show: bool,
@@ -335,7 +338,12 @@ impl<'a> Tuner<'a> {
             for (j, c) in cands.iter().enumerate() {
                 let opts = self.options(BTreeMap::from([(key.clone(), c.config)]));
                 match self.measure(opts, Some(&key)) {
-                    Ok(ms) => times.push((c.config, ms)),
+                    Ok(ms) => {
+                        if self.args.each {
+                            say(format!("  @{}: {} {ms:.4} ms", groups[0], c.config));
+                        }
+                        times.push((c.config, ms))
+                    }
                     Err(e) => say(format!("  @{}: {} failed: {e:#}", groups[0], c.config)),
                 }
                 let best = times.iter().min_by(|a, b| a.1.total_cmp(&b.1));

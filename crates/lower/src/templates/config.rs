@@ -559,13 +559,11 @@ pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConf
         RowSchedule::WarpCached => RowConfig::Warp {
             warps: u64::from(THREADS) / 32,
         },
-        RowSchedule::BlockCached => RowConfig::Block {
-            threads: u64::from(THREADS),
-        },
+        RowSchedule::BlockCached { threads } => RowConfig::Block { threads },
         RowSchedule::Split { chunk, .. } => RowConfig::Split { chunk },
-        // Streamed rows are longer than 8192 elements: 1024 threads keep more of each row's
-        // loads in flight.
-        RowSchedule::Streamed => RowConfig::Streamed { threads: 1024 },
+        // Streamed rows are longer than 8192 elements: 512 or 1024 threads keep more of each
+        // row's loads in flight.
+        RowSchedule::Streamed { threads } => RowConfig::Streamed { threads },
     }
 }
 

@@ -34,15 +34,16 @@ pub(crate) enum RowSchedule {
     /// Rows of at most 1024 elements: a warp per row (8 rows per block), the row cached in
     /// registers (at most 32 values per lane), warp reductions only.
     WarpCached,
-    /// Rows of 1025..=8192 elements: a block of 256 threads per row, the row cached in
-    /// registers (at most 32 values per thread).
-    BlockCached,
+    /// Rows of 1025..=8192 elements (256 threads), or up to 32768 elements and at least 8
+    /// rows per SM (1024 threads): a block per row, the row cached in registers (at most 32
+    /// values per thread).
+    BlockCached { threads: u64 },
     /// Rows longer than 8192 elements, fewer than 8 × SMs of them: several blocks per row in
     /// two launches (this module).
     Split { splits: u64, chunk: u64 },
     /// Rows longer than 8192 elements, many of them (or, for a two-pass composite, at least
     /// 4 × SMs): a block per row, reading `x` once per pass (the second pass mostly from L2).
-    Streamed,
+    Streamed { threads: u64 },
 }
 
 impl RowSchedule {
@@ -51,17 +52,27 @@ impl RowSchedule {
     /// split rows until the grid has about 8 blocks per SM, in chunks of a multiple of 1024
     /// elements; when the rows alone fill the grid, stream. A two-pass composite (rmsnorm)
     /// streams from 4 rows per SM on (measured on the H100: 1024 rows of 64k, 0.132 ms
-    /// streamed by 1024 threads against 0.149 split in two).
+    /// streamed by 1024 threads against 0.149 split in two). Rows of at most 32768 elements
+    /// are cached by 1024 threads from 8 rows per SM on, and streamed by 512 threads from 2
+    /// (measured: a [2048, 32000] f32 log-softmax 0.265 ms cached against 0.312 streamed by
+    /// 1024 and 0.283 split; a group norm's 512 rows of 32768 f16 0.040 streamed by 512
+    /// against 0.050 split and 0.060 cached).
     pub(crate) fn choose(rows: u64, k: u64, passes: u64, sms: u64) -> RowSchedule {
         let target_blocks = 8 * sms;
         if k <= 1024 {
             return RowSchedule::WarpCached;
         }
         if k <= 8192 {
-            return RowSchedule::BlockCached;
+            return RowSchedule::BlockCached { threads: 256 };
+        }
+        if k <= 32 * 1024 && rows >= 8 * sms {
+            return RowSchedule::BlockCached { threads: 1024 };
         }
         if passes <= 2 && rows >= 4 * sms {
-            return RowSchedule::Streamed;
+            return RowSchedule::Streamed { threads: 1024 };
+        }
+        if k <= 32 * 1024 && rows >= 2 * sms {
+            return RowSchedule::Streamed { threads: 512 };
         }
         if rows < target_blocks {
             let splits = target_blocks.div_ceil(rows);
@@ -71,7 +82,7 @@ impl RowSchedule {
                 return RowSchedule::Split { splits, chunk };
             }
         }
-        RowSchedule::Streamed
+        RowSchedule::Streamed { threads: 1024 }
     }
 }
 
