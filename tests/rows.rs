@@ -369,3 +369,21 @@ fn log_softmax_in_every_schedule() {
         }",
     );
 }
+
+#[test]
+fn wider_operands_of_a_narrow_row_are_read_by_element() {
+    // A bf16 row's vectors are 8 wide; its f32 operand would need 32-byte copies (a copy is at
+    // most 16 bytes), so it is read element by element while the store stays a vector.
+    let (kir, _) = check(
+        "graph @c(%x: tensor<3x64xf32>) -> tensor<3x64xbf16> {
+          %c = cast %x {dtype = bf16}
+          %y = softmax %c {axis = -1}
+          return %y
+        }",
+    );
+    assert_eq!(
+        copies(&kir),
+        1,
+        "only the bf16 store is a vector copy:\n{kir}"
+    );
+}

@@ -177,9 +177,17 @@ impl Builder<'_, '_> {
 
     /// The vector layout of a global tensor read or written at the current coordinate inside
     /// a vector loop, and that loop's width.
-    fn vectorizable(&self, coord: &[Expr], access: &Layout, offset: i64) -> Option<(Layout, u64)> {
+    fn vectorizable(
+        &self,
+        coord: &[Expr],
+        access: &Layout,
+        offset: i64,
+        dtype: DType,
+    ) -> Option<(Layout, u64)> {
         let st = self.vectors.as_ref()?;
-        if coord != st.coord.as_slice() {
+        // The loop's width is the row's; a wider element (an f32 operand of a 16-bit row)
+        // would make one copy longer than 16 bytes: it is read element by element.
+        if coord != st.coord.as_slice() || !matches!(st.width * dtype.size_bytes(), 4 | 8 | 16) {
             return None;
         }
         Some((vector_layout(access, st.width, offset)?, st.width))
@@ -238,7 +246,7 @@ impl Builder<'_, '_> {
         access: &Layout,
         offset: i64,
     ) -> R<Option<Expr>> {
-        let Some((layout, width)) = self.vectorizable(&self.coord, access, offset) else {
+        let Some((layout, width)) = self.vectorizable(&self.coord, access, offset, dtype) else {
             return Ok(None);
         };
         let global = self.tensor_at(Space::Global(p.to_string()), dtype, layout, offset);
@@ -266,7 +274,7 @@ impl Builder<'_, '_> {
             .find(|t| t.name == out)
             .map(|t| (t.space.clone(), t.dtype, t.layout.clone(), t.offset));
         if let Some((Space::Global(p), dtype, layout, offset)) = decl
-            && let Some((vl, width)) = self.vectorizable(&coord, &layout, offset)
+            && let Some((vl, width)) = self.vectorizable(&coord, &layout, offset, dtype)
         {
             let global = self.tensor_at(Space::Global(p), dtype, vl, offset);
             let reg = self.vector_register(global, dtype, width, false)?;
