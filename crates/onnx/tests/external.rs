@@ -4,13 +4,10 @@
 //! initializer and its file.
 
 mod common;
-use common::{FLOAT, f32s, node, value};
+use common::{FLOAT, f32s, model_with, node, value};
 use irc_interp::run_graph;
-use irc_onnx::proto::{
-    GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
-};
+use irc_onnx::proto::{StringStringEntryProto, TensorProto};
 use irc_onnx::{ExternalData, ExternalRef, Options, import_model};
-use prost::Message;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,24 +17,12 @@ const W: [f32; 12] = [
 
 /// `y = x @ w`, x [2, 3], w [3, 4] the initializer given.
 fn model(w: TensorProto) -> Vec<u8> {
-    let graph = GraphProto {
-        node: vec![node("MatMul", &["x", "w"], &["y"], vec![])],
-        name: "ext".into(),
-        initializer: vec![w],
-        input: vec![value("x", FLOAT, &[2, 3])],
-        output: vec![value("y", FLOAT, &[2, 4])],
-        ..Default::default()
-    };
-    ModelProto {
-        ir_version: 10,
-        graph: Some(graph),
-        opset_import: vec![OperatorSetIdProto {
-            domain: String::new(),
-            version: 17,
-        }],
-        ..Default::default()
-    }
-    .encode_to_vec()
+    model_with(
+        vec![node("MatMul", &["x", "w"], &["y"], vec![])],
+        vec![w],
+        vec![value("x", FLOAT, &[2, 3])],
+        vec![value("y", FLOAT, &[2, 4])],
+    )
 }
 
 fn w_bytes() -> Vec<u8> {

@@ -69,9 +69,20 @@ pub fn model(
     input: Vec<ValueInfoProto>,
     output: Vec<ValueInfoProto>,
 ) -> Vec<u8> {
+    model_with(nodes, vec![], input, output)
+}
+
+/// An opset-17 model of these nodes and initializers.
+pub fn model_with(
+    nodes: Vec<NodeProto>,
+    initializer: Vec<TensorProto>,
+    input: Vec<ValueInfoProto>,
+    output: Vec<ValueInfoProto>,
+) -> Vec<u8> {
     let graph = GraphProto {
         node: nodes,
         name: "test".into(),
+        initializer,
         input,
         output,
         ..Default::default()
