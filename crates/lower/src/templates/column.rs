@@ -8,7 +8,7 @@
 //! the axis. The groups' accumulators meet in shared memory and 8·w threads sum them, each
 //! over the 32 groups in order. When the output tiles alone leave SMs idle, the axis is also
 //! split across `ks` blocks: each writes its partial sums to a temp buffer `[ks, outs]` and a
-//! second kernel, a thread per output, adds the `ks` partials in order (deterministic), then
+//! second kernel, a warp per output, adds the `ks` partials in a fixed order (deterministic), then
 //! finishes the output. With `ks = 1` the first kernel finishes the outputs itself.
 
 use crate::lower::*;
@@ -71,9 +71,11 @@ impl Builder<'_, '_> {
         self.sum_partials(&name, c.outs, ks, c.acc_t, c.op, c.init, finish)
     }
 
-    /// The second kernel of a split reduction: a thread per output (grid-stride), the `parts`
+    /// The second kernel of a split reduction: a warp per output (grid-stride), the `parts`
     /// partials of output `o` in the temp buffer `name` (`[parts, outs]`, row-major) combined
-    /// in order (deterministic), then `finish(o, value)`.
+    /// by each lane in order and then by the warp's shuffle tree (a fixed order: the same
+    /// result every run; a thread per output waited on one load after another), then
+    /// `finish(o, value)` on lane 0.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn sum_partials(
         &mut self,
@@ -88,32 +90,47 @@ impl Builder<'_, '_> {
         let layout = partials_layout(outs, parts)?;
         let pp = self.param(name);
         let part = self.tensor(Space::Global(pp), acc_t, layout);
+        // A warp per output: lane l adds partials l, l + 32, ... in order, then the warp's
+        // shuffle tree (fixed, so the result is the same every run). The warp loop is
+        // uniform, so every lane reaches the tree.
+        let warps = u64::from(THREADS) / 32;
         self.kernel.block = [THREADS, 1, 1];
-        self.kernel.grid = [
-            outs.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
-            1,
-            1,
-        ];
-        let start = add(
-            mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
-            bx(Builtin::TidX),
+        self.kernel.grid = [outs.div_ceil(warps).clamp(1, MAX_BLOCKS) as u32, 1, 1];
+        let tid = bx(Builtin::TidX);
+        let lane = self.let_(
+            "lane",
+            Ty::Idx,
+            Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(32)),
         );
-        let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        let start = add(
+            mul(bx(Builtin::BidX), int(warps)),
+            Expr::idx(IdxOp::Div, tid, Expr::Int(32)),
+        );
+        let step = mul(bx(Builtin::NctaidX), int(warps));
         self.for_("o", start, int(outs), step, false, |b, o| {
             let acc = b.accumulator(acc_t, init);
             let o2 = o.clone();
             b.for_(
                 "s",
-                Expr::Int(0),
+                lane.clone(),
                 int(parts),
-                Expr::Int(1),
+                Expr::Int(32),
                 false,
                 |b, s| {
                     b.combine(&acc, op, Expr::load(&part, vec![o2, s]));
                     Ok(())
                 },
             )?;
-            finish(b, o, Expr::var(&acc))
+            let var = b.fresh("tree");
+            b.out.push(Stmt::WarpReduce {
+                var: var.clone(),
+                ty: Ty::Elem(acc_t),
+                op,
+                width: 32,
+                value: Expr::var(&acc),
+            });
+            let first = Expr::idx(IdxOp::Eq, lane.clone(), Expr::Int(0));
+            b.if_(first, |b| finish(b, o, Expr::Var(var)))
         })
     }
 
