@@ -8,7 +8,7 @@
 //! the axis. The groups' accumulators meet in shared memory and 8·w threads sum them, each
 //! over the 32 groups in order. When the output tiles alone leave SMs idle, the axis is also
 //! split across `ks` blocks: each writes its partial sums to a temp buffer `[ks, outs]` and a
-//! second kernel, a warp per output, adds the `ks` partials in a fixed order (deterministic), then
+//! second kernel adds the `ks` partials of each output in a fixed order (deterministic), then
 //! finishes the output. With `ks = 1` the first kernel finishes the outputs itself.
 
 use crate::lower::*;
@@ -71,11 +71,12 @@ impl Builder<'_, '_> {
         self.sum_partials(&name, c.outs, ks, c.acc_t, c.op, c.init, finish)
     }
 
-    /// The second kernel of a split reduction: a warp per output (grid-stride), the `parts`
-    /// partials of output `o` in the temp buffer `name` (`[parts, outs]`, row-major) combined
-    /// by each lane in order and then by the warp's shuffle tree (a fixed order: the same
-    /// result every run; a thread per output waited on one load after another), then
-    /// `finish(o, value)` on lane 0.
+    /// The second kernel of a split reduction: the `parts` partials of output `o` in the temp
+    /// buffer `name` (`[parts, outs]`, row-major) combined in a fixed order (the same result
+    /// every run), then `finish(o, value)`. A thread per output adds them in order; for at
+    /// most 8192 outputs of at least 64 partials, a warp per output (its lanes add strided
+    /// partials in order, then the warp's shuffle tree), so no thread waits on a long chain
+    /// of loads (measured: colmax_64, 521 partials, 0.076 -> 0.069 ms).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn sum_partials(
         &mut self,
@@ -90,7 +91,39 @@ impl Builder<'_, '_> {
         let layout = partials_layout(outs, parts)?;
         let pp = self.param(name);
         let part = self.tensor(Space::Global(pp), acc_t, layout);
-        // A warp per output: lane l adds partials l, l + 32, ... in order, then the warp's
+        if parts < 64 || outs > 8192 {
+            // Many outputs or few partials: a thread per output, adjacent threads reading
+            // adjacent outputs of each partial row.
+            self.kernel.block = [THREADS, 1, 1];
+            self.kernel.grid = [
+                outs.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
+                1,
+                1,
+            ];
+            let start = add(
+                mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
+                bx(Builtin::TidX),
+            );
+            let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+            return self.for_("o", start, int(outs), step, false, |b, o| {
+                let acc = b.accumulator(acc_t, init);
+                let o2 = o.clone();
+                b.for_(
+                    "s",
+                    Expr::Int(0),
+                    int(parts),
+                    Expr::Int(1),
+                    false,
+                    |b, s| {
+                        b.combine(&acc, op, Expr::load(&part, vec![o2, s]));
+                        Ok(())
+                    },
+                )?;
+                finish(b, o, Expr::var(&acc))
+            });
+        }
+        // Few outputs of many partials: a warp per output, so no thread waits on a long
+        // chain of loads. A warp per output: lane l adds partials l, l + 32, ... in order, then the warp's
         // shuffle tree (fixed, so the result is the same every run). The warp loop is
         // uniform, so every lane reaches the tree.
         let warps = u64::from(THREADS) / 32;

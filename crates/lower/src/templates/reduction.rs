@@ -380,7 +380,7 @@ struct RowsSplit {
 impl Builder<'_, '_> {
     /// Few long rows (`split,chunk=N`): a partials kernel of `(splits, rows)` blocks, each
     /// reducing its chunk (`chunk_loop`: vectors, four per thread in flight) with a block
-    /// reduction into `[rows, splits]`; then a warp per row adding its partials in a fixed order (`sum_partials`).
+    /// reduction into `[rows, splits]`; then its partials added in a fixed order (`sum_partials`).
     fn reduction_split(
         &mut self,
         inst: &Inst,
