@@ -387,3 +387,16 @@ fn wider_operands_of_a_narrow_row_are_read_by_element() {
         "only the bf16 store is a vector copy:\n{kir}"
     );
 }
+
+#[test]
+fn many_partials_of_few_outputs_are_summed_by_warps() {
+    // 5 outputs of a 70000-long leading axis: the column split writes hundreds of partials
+    // per output, which the second kernel adds a warp per output (lanes, then the shuffle tree).
+    let (kir, _) = check(
+        "graph @c(%x: tensor<70000x5xf32>) -> tensor<5xf32> {
+          %y = reduce_max %x {axes = [0]}
+          return %y
+        }",
+    );
+    assert!(kir.contains("warp_reduce.max"), "{kir}");
+}

@@ -122,25 +122,9 @@ impl Builder<'_, '_> {
                 finish(b, o, Expr::var(&acc))
             });
         }
-        // Few outputs of many partials: a warp per output, so no thread waits on a long
-        // chain of loads. A warp per output: lane l adds partials l, l + 32, ... in order, then the warp's
-        // shuffle tree (fixed, so the result is the same every run). The warp loop is
-        // uniform, so every lane reaches the tree.
-        let warps = u64::from(THREADS) / 32;
-        self.kernel.block = [THREADS, 1, 1];
-        self.kernel.grid = [outs.div_ceil(warps).clamp(1, MAX_BLOCKS) as u32, 1, 1];
-        let tid = bx(Builtin::TidX);
-        let lane = self.let_(
-            "lane",
-            Ty::Idx,
-            Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(32)),
-        );
-        let start = add(
-            mul(bx(Builtin::BidX), int(warps)),
-            Expr::idx(IdxOp::Div, tid, Expr::Int(32)),
-        );
-        let step = mul(bx(Builtin::NctaidX), int(warps));
-        self.for_("o", start, int(outs), step, false, |b, o| {
+        // Few outputs of many partials: a warp per output (`lane_group_rows` with whole
+        // warps: a uniform loop, so every lane reaches the shuffle tree).
+        self.lane_group_rows(outs, 32, u64::from(THREADS) / 32, |b, o, _, lane| {
             let acc = b.accumulator(acc_t, init);
             let o2 = o.clone();
             b.for_(
@@ -162,7 +146,7 @@ impl Builder<'_, '_> {
                 width: 32,
                 value: Expr::var(&acc),
             });
-            let first = Expr::idx(IdxOp::Eq, lane.clone(), Expr::Int(0));
+            let first = Expr::idx(IdxOp::Eq, lane, Expr::Int(0));
             b.if_(first, |b| finish(b, o, Expr::Var(var)))
         })
     }
