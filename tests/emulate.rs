@@ -17,7 +17,10 @@
 
 use irc_ir::DType;
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt};
-use irc_layout::{IntTuple, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c};
+use irc_layout::{
+    IntTuple, mma_m16n8k8_tf32_a, mma_m16n8k8_tf32_b, mma_m16n8k16_a, mma_m16n8k16_b,
+    mma_m16n8k16_c,
+};
 use std::collections::{HashMap, VecDeque};
 
 /// Runs `k` (lowered from `g`) on seeded random inputs (`seed`), and `g` on the interpreter:
@@ -160,7 +163,7 @@ struct Block<'k> {
     vars: Vec<HashMap<String, Val>>,
     regs: Vec<HashMap<String, Vec<f64>>>,
     shared: HashMap<String, Vec<f64>>,
-    atoms: [Vec<(i64, i64)>; 3],
+    atoms: [Vec<(i64, i64)>; 5],
     copies: Vec<AsyncCopies>,
     /// How many pending copies write each shared element.
     pending: HashMap<(String, usize), u32>,
@@ -221,6 +224,8 @@ impl<'k> Block<'k> {
             table(mma_m16n8k16_a().unwrap().layout(), 16, 8),
             table(mma_m16n8k16_b().unwrap().layout(), 8, 4),
             table(mma_m16n8k16_c().unwrap().layout(), 16, 4),
+            table(mma_m16n8k8_tf32_a().unwrap().layout(), 16, 4),
+            table(mma_m16n8k8_tf32_b().unwrap().layout(), 8, 2),
         ];
         Block {
             k,
@@ -644,6 +649,41 @@ impl<'k> Block<'k> {
                     }
                 }
             }
+            Intrinsic::MmaM16n8k8Tf32 => {
+                // Operands as the hardware reads them: the TF32 bits of each f32.
+                let tf32 = |x: f64| f64::from(f32::from_bits((x as f32).to_bits() & 0xffff_e000));
+                let mut a = [[0.0f64; 8]; 16];
+                let mut b = [[0.0f64; 8]; 8];
+                let mut c = [[0.0f64; 8]; 16];
+                for t in 0..32usize {
+                    let th = lane0 + t;
+                    for v in 0..4 {
+                        let (tn, co) = self.frag_coord(&args[1], v as i64, th, mem);
+                        let (r, k) = self.atoms[3][t * 4 + v];
+                        a[r as usize][k as usize] = tf32(self.read(&tn, &co, th, mem));
+                        let (tn, co) = self.frag_coord(&args[0], v as i64, th, mem);
+                        let (r, col) = self.atoms[2][t * 4 + v];
+                        c[r as usize][col as usize] = self.read(&tn, &co, th, mem);
+                    }
+                    for v in 0..2 {
+                        let (tn, co) = self.frag_coord(&args[2], v as i64, th, mem);
+                        let (n, k) = self.atoms[4][t * 2 + v];
+                        b[k as usize][n as usize] = tf32(self.read(&tn, &co, th, mem));
+                    }
+                }
+                for t in 0..32usize {
+                    for v in 0..4 {
+                        let (r, col) = self.atoms[2][t * 4 + v];
+                        let (r, col) = (r as usize, col as usize);
+                        let mut acc = c[r][col] as f32;
+                        for (k, row) in b.iter().enumerate() {
+                            acc += (a[r][k] * row[col]) as f32;
+                        }
+                        let (tn, co) = self.frag_coord(&args[0], v as i64, lane0 + t, mem);
+                        self.write(&tn, &co, lane0 + t, f64::from(acc), mem);
+                    }
+                }
+            }
             // The Hopper statements (TMA, mbarriers, wgmma) are warpgroup-level and asynchronous:
             // the emulator runs the sm_80 kernels the attention tests lower (no `wgmma`).
             other => panic!("the emulator does not model `{}`", other.name()),
@@ -711,6 +751,16 @@ fn call(f: Func, a: &[f64]) -> f64 {
         }
         Func::Index => a[0],
         Func::Cast(d) => round(d, a[0]),
+        // cvt.rna.tf32.f32: to nearest, ties away from zero, on the f32's bits.
+        Func::Tf32 => {
+            let x = a[0] as f32;
+            if x.is_nan() {
+                return f64::from(x);
+            }
+            f64::from(f32::from_bits(
+                x.to_bits().wrapping_add(0x1000) & 0xffff_e000,
+            ))
+        }
         Func::Gelu | Func::Erf => panic!("{} is not emulated", f.name()),
     }
 }

@@ -6,7 +6,9 @@
 //! (16-, 8- and 4-byte `cp.async`, element by element where a row start is only 2-byte
 //! aligned), both majors of each operand (`ldmatrix` with and without `.trans`), M, N and K
 //! tails (zero-filled copies), more k-tiles than stages (the ring wraps), a batch, bf16, an
-//! epilogue chain, and 2, 3 and 4 stages.
+//! epilogue chain, and 2, 3 and 4 stages; and f32 by 3xTF32 (`mma.m16n8k8.tf32`, the emulator
+//! dropping each operand's low 13 mantissa bits as the hardware does) within 1e-5, where one
+//! TF32 product alone is about 1e-3 off.
 
 mod emulate;
 
@@ -27,13 +29,16 @@ fn check(src: &str, cfg: MmaConfig) -> String {
         .kernels;
     let text = irc_kir::print_module(&k);
     assert!(
-        text.contains("mma.m16n8k16"),
+        text.contains("mma.m16n8k16") || text.contains("mma.m16n8k8.tf32"),
         "@{}: not the tensor-core template",
         g.name
     );
     let (got, reference) = emulate::against_interpreter(g, &k, 11);
     let c = compare::compare(&got, &reference).unwrap();
     assert!(c.passed(), "@{} {cfg}: {c:?}", g.name);
+    if text.contains("mma.m16n8k8.tf32") {
+        assert!(c.rel_err < 1e-5, "@{} {cfg}: 3xTF32 {c:?}", g.name);
+    }
     eprintln!("@{} {cfg}: rel err {:.2e}", g.name, c.rel_err);
     text
 }
@@ -91,4 +96,37 @@ fn batched_with_an_epilogue_two_stages() {
     let src = "graph @b(%a: tensor<2x72x64xf16>, %b: tensor<2x64x48xf16>, %c: tensor<48xf16>) -> tensor<2x72x48xf16> {\n  %m = matmul %a, %b\n  %s = add %m, %c\n  %r = relu %s\n  return %r\n}\n";
     let text = check(src, cfg("64x64x32/2x2/2"));
     assert!(text.contains("cp.async.wait 0"), "{text}");
+}
+
+#[test]
+fn f32_by_three_tf32_products_with_tails() {
+    // K = 200: 7 k-tiles of 32 through 4 stages; M and N tails; A K-contiguous, B N-contiguous
+    // (K read in pairs).
+    let text = check(&gemm(136, 200, 72, "f32"), MmaConfig::DEFAULT);
+    assert!(
+        text.contains("mma.m16n8k8.tf32") && text.contains("tf32("),
+        "{text}"
+    );
+    assert!(text.contains("cp.async.16"), "{text}");
+}
+
+#[test]
+fn f32_with_4_and_8_byte_copies() {
+    // K = 43: A's rows start 172 bytes apart (4-byte copies); N = 70: B's 280 (8-byte).
+    let text = check(&gemm(64, 43, 70, "f32"), cfg("64x64x32/2x2/3"));
+    assert!(
+        text.contains("cp.async.4") && text.contains("cp.async.8"),
+        "{text}"
+    );
+}
+
+#[test]
+fn f32_transposed_operands_and_a_batched_epilogue() {
+    // A stored K-major, B stored N x K (both stages K-contiguous: K not relabelled).
+    let src = "graph @t(%at: tensor<96x136xf32>, %b: tensor<80x96xf32>) -> tensor<136x80xf32> {\n  %a = transpose %at {perm = [1, 0]}\n  %c = matmul %a, %b {transpose_b = true}\n  return %c\n}\n";
+    check(src, cfg("128x64x64/2x2/3"));
+    let src = "graph @u(%a: tensor<72x64xf32>, %b: tensor<64x48xf32>) -> tensor<72x48xf32> {\n  %c = matmul %a, %b {transpose_b = false}\n  return %c\n}\n";
+    check(src, cfg("64x64x32/2x2/2"));
+    let src = "graph @b(%a: tensor<2x72x64xf32>, %b: tensor<2x48x64xf32>, %c: tensor<48xf32>) -> tensor<2x72x48xf32> {\n  %m = matmul %a, %b {transpose_b = true}\n  %s = add %m, %c\n  %r = relu %s\n  return %r\n}\n";
+    check(src, cfg("64x64x32/2x2/2"));
 }

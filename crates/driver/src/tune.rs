@@ -580,7 +580,7 @@ mod tests {
     #[test]
     fn identical_kernels_are_one_problem() {
         let c = choices(
-            "graph @g(%a: tensor<32x300xf16>, %b: tensor<32x300xf16>, %w: tensor<8x8xf32>) -> (tensor<32x300xf16>, tensor<32x300xf16>, tensor<8x8xf32>) {\n  %x = softmax %a {axis = -1}\n  %y = softmax %b {axis = -1}\n  %m = matmul %w, %w\n  return %x, %y, %m\n}\n",
+            "graph @g(%a: tensor<32x300xf16>, %b: tensor<32x300xf16>, %w: tensor<8x8xf64>) -> (tensor<32x300xf16>, tensor<32x300xf16>, tensor<8x8xf64>) {\n  %x = softmax %a {axis = -1}\n  %y = softmax %b {axis = -1}\n  %m = matmul %w, %w\n  return %x, %y, %m\n}\n",
         );
         assert_eq!(c.len(), 3);
         let p = unique_problems(&c);

@@ -240,6 +240,8 @@ __device__ __forceinline__ float irc_cos(float x) { return cosf(x); }
 __device__ __forceinline__ double irc_cos(double x) { return cos(x); }
 __device__ __forceinline__ float irc_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double irc_pow(double a, double b) { return pow(a, b); }
+// An f32 rounded to TF32 (to nearest, ties away), still an f32: mma.m16n8k8.tf32's operands.
+__device__ __forceinline__ float irc_tf32(float x) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return __uint_as_float(r); }
 template <typename T> __device__ __forceinline__ T irc_rsqrt(T x) { return (T)1 / irc_sqrt(x); }
 template <typename T> __device__ __forceinline__ T irc_recip(T x) { return (T)1 / x; }
 template <typename T> __device__ __forceinline__ T irc_sigmoid(T x) { return (T)1 / ((T)1 + irc_exp(-x)); }
@@ -472,7 +474,10 @@ fn has_mma(body: &[Stmt]) -> bool {
         found |= matches!(
             s,
             Stmt::Intrinsic {
-                op: Intrinsic::MmaM16n8k16 | Intrinsic::Wgmma(_) | Intrinsic::WgmmaRs(_),
+                op: Intrinsic::MmaM16n8k16
+                    | Intrinsic::MmaM16n8k8Tf32
+                    | Intrinsic::Wgmma(_)
+                    | Intrinsic::WgmmaRs(_),
                 ..
             }
         )
@@ -828,6 +833,24 @@ impl KernelEmitter<'_> {
             }
             Intrinsic::Wgmma(n) => self.wgmma(n, false, args, pad),
             Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args, pad),
+            Intrinsic::MmaM16n8k8Tf32 => {
+                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
+                let at = |f: &kir::Frag, v: i64| {
+                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
+                };
+                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
+                let ins: Vec<String> = (0..4)
+                    .map(|v| at(a, v))
+                    .chain((0..2).map(|v| at(b, v)))
+                    .map(|r| format!("\"r\"(__float_as_uint({r}))"))
+                    .collect();
+                let _ = writeln!(
+                    self.out,
+                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
+                    rd.join(", "),
+                    ins.join(", ")
+                );
+            }
             Intrinsic::MmaM16n8k16 => {
                 let (d, a, b) = (&frag(0), &frag(1), &frag(2));
                 let at = |f: &kir::Frag, v: i64| {

@@ -57,7 +57,7 @@ const KNOWN_SPILLS: &[(&str, &str, &str, u32)] = &[];
 
 /// Every example's PTX (lowered as the pipeline does for each arch: the Hopper templates on
 /// sm_90a) assembles with ptxas for sm_90a and sm_80, without register spills
-/// (except `KNOWN_SPILLS`) and without local memory, and its entry points are the manifest's
+/// (except `KNOWN_SPILLS` and within `irc_kir::spill_budget`) and without local memory, and its entry points are the manifest's
 /// kernels with one 64-bit pointer per parameter.
 #[test]
 fn ptx_assembles_without_spills() {
@@ -125,7 +125,13 @@ fn ptx_assembles_without_spills() {
                 let known = KNOWN_SPILLS
                     .iter()
                     .find(|(f, a, k, _)| *f == rel && *a == arch && *k == kernel);
+                let budget = m
+                    .kernels
+                    .iter()
+                    .find(|k| k.name == kernel)
+                    .map_or(0, irc_kir::spill_budget);
                 match known {
+                    None if stores > 0 && u64::from(stores) <= budget => {}
                     Some(&(_, _, _, bytes)) if stores == bytes => seen_known += 1,
                     Some(&(_, _, _, bytes)) => problems.push(format!(
                         "{rel} {arch} {kernel}: spills {stores} bytes, KNOWN_SPILLS says {bytes}"

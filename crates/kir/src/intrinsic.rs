@@ -85,6 +85,8 @@ pub enum Intrinsic {
     LdmatrixX4,
     LdmatrixX4Trans,
     MmaM16n8k16,
+    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
+    MmaM16n8k8Tf32,
     /// `mbarrier.init`.
     MbarrierInit,
     /// `mbarrier.arrive.expect_tx`.
@@ -162,6 +164,17 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
             ("b", ArgKind::RegIn(4)),
         ],
         check: check_mma,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::MmaM16n8k8Tf32,
+        name: "mma.m16n8k8.tf32",
+        summary: "`mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`: `d += a * b` on tensor cores, f32 fragments a and b holding TF32 values (the low 13 mantissa bits zero: `tf32(x)`), f32 accumulate; fragments ordered as the layout atoms `mma_m16n8k8_tf32_a/b` and `mma_m16n8k16_c`. Warp-wide.",
+        args: &[
+            ("d", ArgKind::RegInOut(4)),
+            ("a", ArgKind::RegIn(4)),
+            ("b", ArgKind::RegIn(2)),
+        ],
+        check: check_mma_tf32,
     },
     IntrinsicInfo {
         op: Intrinsic::MbarrierInit,
@@ -520,6 +533,14 @@ fn check_mma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     Ok(())
 }
 
+fn check_mma_tf32(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
+    if (a, b, d) != (Some(DType::F32), Some(DType::F32), Some(DType::F32)) {
+        return Err("mma.m16n8k8.tf32 takes f32 fragments d, a and b".into());
+    }
+    Ok(())
+}
+
 fn check_none(_: &[Option<&TensorDecl>]) -> Result<(), String> {
     Ok(())
 }
@@ -628,6 +649,7 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::LdmatrixX4
         | Intrinsic::LdmatrixX4Trans
         | Intrinsic::MmaM16n8k16
+        | Intrinsic::MmaM16n8k8Tf32
         | Intrinsic::Wgmma(_)
         | Intrinsic::WgmmaRs(_) => return None,
     })

@@ -760,6 +760,9 @@ impl<'k> Checker<'k> {
                     return Ok(tys[1]);
                 }
                 let t = tys[0];
+                if *f == Func::Tf32 && t != Ty::Elem(DType::F32) {
+                    return Err(format!("tf32 rounds an f32, not {}", t.name()));
+                }
                 if tys.iter().any(|&x| x != t) {
                     return Err(format!("{} takes arguments of one type", f.name()));
                 }

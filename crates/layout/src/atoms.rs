@@ -133,6 +133,28 @@ pub fn mma_m16n8k16_c() -> Result<TvLayout> {
     TvLayout::new(l, 16, 8)
 }
 
+/// `mma.sync.aligned.m16n8k8` A fragment for `.tf32` (PTX ISA "Matrix Fragments for
+/// mma.m16n8k8" with `.tf32`): 32 threads x 4 values over the 16x8 `M x K` tile. Thread
+/// `(t%4 -> k, t/4 -> m)`, value bits `(m+8, k+4)`.
+pub fn mma_m16n8k8_tf32_a() -> Result<TvLayout> {
+    let l = lay(
+        t(vec![t(vec![i(4), i(8)]), t(vec![i(2), i(2)])]),
+        t(vec![t(vec![i(16), i(1)]), t(vec![i(8), i(64)])]),
+    )?;
+    TvLayout::new(l, 16, 8)
+}
+
+/// `mma.sync.aligned.m16n8k8` B fragment for `.tf32`: 32 threads x 2 values over the 8x8
+/// `N x K` tile. Thread `(t%4 -> k, t/4 -> n)`, value bit `k+4`. (The C/D fragment is
+/// [`mma_m16n8k16_c`]'s.)
+pub fn mma_m16n8k8_tf32_b() -> Result<TvLayout> {
+    let l = lay(
+        t(vec![t(vec![i(4), i(8)]), i(2)]),
+        t(vec![t(vec![i(8), i(1)]), i(32)]),
+    )?;
+    TvLayout::new(l, 8, 8)
+}
+
 /// The destination fragment of `ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].b16`: 32 threads x
 /// (2 x matrices) 16-bit values over the `8*matrices x 8` tile as stored in shared memory.
 /// Without `.trans` thread `t` gets row `t/4`, columns `2*(t%4)+{0,1}` of each matrix; with

@@ -7,8 +7,8 @@ use super::algebra::{
     filter_profile, left_inverse, nullspace, right_inverse, shape_div,
 };
 use super::atoms::{
-    Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
-    tiled_copy_tv, wgmma_m64nk16_d,
+    Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k8_tf32_a, mma_m16n8k8_tf32_b,
+    mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c, tiled_copy_tv, wgmma_m64nk16_d,
 };
 use super::bank::{IndexMap, bank_conflicts};
 use super::core::{Coord, Layout};
@@ -406,6 +406,8 @@ pub static FUNCTIONS: &[Function] = &[
     f!("mma_m16n8k16_a",  "mma_m16n8k16_a",          "mma.m16n8k16 f16/bf16 A fragment over 16x16 (M,K)",        |a| atom(a, mma_m16n8k16_a)),
     f!("mma_m16n8k16_b",  "mma_m16n8k16_b",          "mma.m16n8k16 f16/bf16 B fragment over 8x16 (N,K)",         |a| atom(a, mma_m16n8k16_b)),
     f!("mma_m16n8k16_c",  "mma_m16n8k16_c",          "mma.m16n8k16 f32 C/D fragment over 16x8 (M,N)",            |a| atom(a, mma_m16n8k16_c)),
+    f!("mma_m16n8k8_tf32_a", "mma_m16n8k8_tf32_a",    "mma.m16n8k8 tf32 A fragment over 16x8 (M,K)",              |a| atom(a, mma_m16n8k8_tf32_a)),
+    f!("mma_m16n8k8_tf32_b", "mma_m16n8k8_tf32_b",    "mma.m16n8k8 tf32 B fragment over 8x8 (N,K)",               |a| atom(a, mma_m16n8k8_tf32_b)),
     f!("ldmatrix_x1",     "ldmatrix_x1",             "ldmatrix .x1 fragment over 8x8",                           |a| atom(a, || ldmatrix(1, false))),
     f!("ldmatrix_x2",     "ldmatrix_x2",             "ldmatrix .x2 fragment over 16x8",                          |a| atom(a, || ldmatrix(2, false))),
     f!("ldmatrix_x4",     "ldmatrix_x4",             "ldmatrix .x4 fragment over 32x8",                          |a| atom(a, || ldmatrix(4, false))),

@@ -106,8 +106,8 @@ pub use algebra::{
     shape_div,
 };
 pub use atoms::{
-    Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
-    tiled_copy_tv, wgmma_m64nk16_d,
+    Major, TvLayout, gmma_smem_atom, ldmatrix, mma_m16n8k8_tf32_a, mma_m16n8k8_tf32_b,
+    mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c, tiled_copy_tv, wgmma_m64nk16_d,
 };
 pub use bank::{IndexMap, WarpAccess, bank_conflicts};
 pub use core::{Coord, Layout, compact_strides};

@@ -6,8 +6,9 @@
 //! compared with what the layout says.
 
 use irc_layout::{
-    IntTuple, Layout, Major, TvLayout, bank_conflicts, gmma_smem_atom, ldmatrix, mma_m16n8k16_a,
-    mma_m16n8k16_b, mma_m16n8k16_c, parse_layout, tiled_copy_tv, wgmma_m64nk16_d,
+    IntTuple, Layout, Major, TvLayout, bank_conflicts, gmma_smem_atom, ldmatrix,
+    mma_m16n8k8_tf32_a, mma_m16n8k8_tf32_b, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c,
+    parse_layout, tiled_copy_tv, wgmma_m64nk16_d,
 };
 
 /// Check that `tv` maps every (thread, value) to `expected(t, v)` and covers its tile exactly once.
@@ -69,6 +70,27 @@ fn mma_m16n8k16_c_matches_ptx() {
             group_id(lane) + if i >= 2 { 8 } else { 0 },
             thread_in_group(lane) * 2 + (i & 1),
         )
+    });
+}
+
+/// PTX ISA, mma.m16n8k8 .tf32, fragment A (a0..a3): row = groupID (+8 for a1, a3);
+/// col = threadID_in_group (+4 for a2, a3).
+#[test]
+fn mma_m16n8k8_tf32_a_matches_ptx() {
+    check_tv(&mma_m16n8k8_tf32_a().unwrap(), 32, 4, |lane, i| {
+        (
+            group_id(lane) + 8 * (i & 1),
+            thread_in_group(lane) + 4 * (i >> 1),
+        )
+    });
+}
+
+/// Fragment B (b0, b1) of the K x N = 8x8 matrix: row(k) = threadID_in_group (+4 for b1);
+/// col(n) = groupID. Our tile is N x K, so (n, k).
+#[test]
+fn mma_m16n8k8_tf32_b_matches_ptx() {
+    check_tv(&mma_m16n8k8_tf32_b().unwrap(), 32, 2, |lane, i| {
+        (group_id(lane), thread_in_group(lane) + 4 * i)
     });
 }
 

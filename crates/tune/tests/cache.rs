@@ -290,7 +290,7 @@ fn candidates_start_with_the_default_and_follow_the_ranking() {
     assert_eq!(all.len(), irc_lower::templates::space(&p, &target).len());
     // A template without a space has nothing to tune.
     let simt = problem(
-        "graph @m(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {\n  %c = matmul %a, %b\n  return %c\n}\n",
+        "graph @m(%a: tensor<8x8xf64>, %b: tensor<8x8xf64>) -> tensor<8x8xf64> {\n  %c = matmul %a, %b\n  return %c\n}\n",
     );
     assert_eq!(simt.template, "matmul_simt");
     assert!(candidates(&simt, &target, 20).is_empty());

@@ -84,6 +84,42 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         Ok(())
     }
 
+    /// `mma.m16n8k8.tf32` as `llvm.nvvm.mma.m16n8k8.row.col.tf32`: a and b's f32 values (TF32
+    /// already) as their bits, the accumulator as four f32s.
+    pub(super) fn mma_tf32(&mut self, d: &kir::Frag, a: &kir::Frag, b: &kir::Frag) -> R<()> {
+        let i32t: Type = IntegerType::new(self.ctx(), 32).into();
+        let mut args = Vec::new();
+        for (f, n) in [(a, 4), (b, 2)] {
+            for v in 0..n {
+                let x = self.load_at(&f.tensor, f.coord(v))?;
+                args.push(self.push(
+                    Ok(arith::bitcast(self.v(x), i32t, self.loc)),
+                    "arith.bitcast",
+                )?);
+            }
+        }
+        for v in 0..4 {
+            args.push(self.load_at(&d.tensor, d.coord(v))?);
+        }
+        let f32t = self.e.elem_type(DType::F32);
+        let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
+        let s = self.intrinsic("llvm.nvvm.mma.m16n8k8.row.col.tf32", &args, st)?;
+        for v in 0..4 {
+            let op = melior::dialect::llvm::extract_value(
+                self.ctx(),
+                self.v(s),
+                DenseI64ArrayAttribute::new(self.ctx(), &[v]),
+                f32t,
+                self.loc,
+            );
+            let x = self.push(Ok(op), "llvm.extractvalue")?;
+            let (memref, index, _) = self.place(&d.tensor, &d.coord(v))?;
+            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+            self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
     /// `ldmatrix.x4[.trans]` as `nvgpu.ldmatrix` from the shared row this thread provides
     /// (`src` at its full coordinate); register j (row j of the `vector<4x2>`) holds values 2j
     /// and 2j + 1 of the destination fragment.

@@ -441,6 +441,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     Intrinsic::LdmatrixX4 => self.ldmatrix(false, f(0)?, f(1)?)?,
                     Intrinsic::LdmatrixX4Trans => self.ldmatrix(true, f(0)?, f(1)?)?,
                     Intrinsic::MmaM16n8k16 => self.mma(f(0)?, f(1)?, f(2)?)?,
+                    Intrinsic::MmaM16n8k8Tf32 => self.mma_tf32(f(0)?, f(1)?, f(2)?)?,
                     other => self.hopper(*other, args)?,
                 }
             }

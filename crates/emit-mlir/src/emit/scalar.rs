@@ -386,6 +386,17 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 r.ok_or_else(|| self.unsupported("ex2.approx result"))
             }
             (Func::Exp2, true) => self.un("math.exp2", x),
+            // `cvt.rna.tf32.f32`, as the CUDA prelude's `irc_tf32`.
+            (Func::Tf32, true) if d == DType::F32 => {
+                let i32t: Type = IntegerType::new(self.ctx(), 32).into();
+                let r = self.inline_asm("cvt.rna.tf32.f32 $0, $1;", "=r,f", &[x], Some(i32t))?;
+                let r = r.ok_or_else(|| self.unsupported("cvt.rna.tf32 result"))?;
+                let f32t = self.e.elem_type(DType::F32);
+                self.push(
+                    Ok(arith::bitcast(self.v(r), f32t, self.loc)),
+                    "arith.bitcast",
+                )
+            }
             (Func::Log, true) => self.un("math.log", x),
             (Func::Tanh, true) => self.un("math.tanh", x),
             (Func::Erf, true) => self.un("math.erf", x),

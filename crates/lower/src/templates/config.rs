@@ -719,18 +719,18 @@ impl TemplateSpace for MmaSpace {
     fn version(&self) -> u32 {
         2
     }
-    fn heuristic(&self, _: &Problem, _: &Target) -> Config {
-        Config::Mma(MmaConfig::DEFAULT)
+    fn heuristic(&self, p: &Problem, target: &Target) -> Config {
+        Config::Mma(MmaConfig::heuristic_for(target, p.dtype.size_bytes()))
     }
-    fn enumerate(&self, _: &Problem, target: &Target) -> Vec<Config> {
-        MmaConfig::space(target)
+    fn enumerate(&self, p: &Problem, target: &Target) -> Vec<Config> {
+        MmaConfig::space_for(target, p.dtype.size_bytes())
             .into_iter()
             .map(Config::Mma)
             .collect()
     }
-    fn check(&self, c: &Config, _: &Problem, target: &Target) -> Result<(), String> {
+    fn check(&self, c: &Config, p: &Problem, target: &Target) -> Result<(), String> {
         match c {
-            Config::Mma(c) => c.check(target),
+            Config::Mma(c) => c.check_for(target, p.dtype.size_bytes()),
             _ => Err(wrong("matmul_mma")),
         }
     }
@@ -742,7 +742,7 @@ impl TemplateSpace for MmaSpace {
         let tiles = tm * tn * batch;
         // Blocks per SM: threads, and the shared tiles (the kernel IR's static limit per
         // block, 228 KiB per SM).
-        let smem = (c.bm + c.bn) * (c.bk + 8) * 2;
+        let smem = (c.bm + c.bn) * (c.bk + 8) * p.dtype.size_bytes();
         let per_sm = (SM_THREADS / c.threads())
             .min(SM_SHARED / smem.max(1))
             .clamp(1, SM_BLOCKS);
@@ -756,9 +756,16 @@ impl TemplateSpace for MmaSpace {
         let (mt, nt) = (c.mt() as f64, c.nt() as f64);
         let reuse = (2.0 * mt * nt / (mt + nt) / 4.0).min(1.0);
         let issue = (0.35 + 0.65 * reuse) * (c.warps_m * c.warps_n).min(8) as f64 / 8.0;
-        let compute = p.flops as f64 / (t.peak_tflops * 1e6) / (wave_eff * pad * issue.max(0.05));
+        // f32 runs as 3xTF32: three mma of half the 16-bit rate per product.
+        let rate = if p.dtype == irc_ir::DType::F32 {
+            6.0
+        } else {
+            1.0
+        };
+        let compute =
+            rate * p.flops as f64 / (t.peak_tflops * 1e6) / (wave_eff * pad * issue.max(0.05));
         // Operands re-read per tile row/column (from L2, about 3x DRAM bandwidth).
-        let reread = ((m * k * tn + n * k * tm) * batch * 2) as f64;
+        let reread = ((m * k * tn + n * k * tm) * batch * p.dtype.size_bytes()) as f64;
         let traffic = reread / (3.0 * t.peak_gbps * 1e3) + p.bytes as f64 / (t.peak_gbps * 1e3);
         compute.max(traffic) + t.launch_us
     }

@@ -1,4 +1,4 @@
-//! The SIMT matmul template (f32/f64 and the fallback): shared-memory tiles, register
+//! The SIMT matmul template (f64 and the fallback): shared-memory tiles, register
 //! sub-tiles per thread; batch broadcasting and transposed operands as layouts. Also the
 //! dispatch between it and the tensor-core template.
 
@@ -126,7 +126,10 @@ impl Builder<'_, '_> {
         let dtype = self.ty(inst.result).dtype;
         let acc_t = math_dtype(dtype);
         let batch: u64 = ms.batch.iter().product();
-        if matches!(dtype, DType::F16 | DType::BF16) {
+        // f16/bf16, and f32 by 3xTF32, on tensor cores where every operand has the result's
+        // dtype.
+        let same = [a, bv].iter().all(|&v| self.ty(v).dtype == dtype);
+        if matches!(dtype, DType::F16 | DType::BF16 | DType::F32) && same {
             // Which dimension is contiguous is a property of the memory read, so look through
             // views (a transposed operand is K-contiguous even though its logical N stride is 1).
             let unit =
@@ -156,6 +159,7 @@ impl Builder<'_, '_> {
             };
             if self.l.options.wgmma
                 && self.l.options.mma.is_none()
+                && dtype != DType::F32
                 && self.matmul_wgmma(inst, roots, &plan)?
             {
                 return Ok(());

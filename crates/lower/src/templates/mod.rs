@@ -116,7 +116,8 @@ pub fn template_of(op: OpKind, dtype: DType, wgmma: bool) -> &'static str {
         // The Hopper template has no configuration space yet; where it declines a matmul (an
         // operand TMA cannot read), the mma.sync template takes it with its heuristic point.
         Category::Matmul if matches!(dtype, DType::F16 | DType::BF16) && wgmma => "matmul_wgmma",
-        Category::Matmul if matches!(dtype, DType::F16 | DType::BF16) => "matmul_mma",
+        // f32 by 3xTF32 on the same template (`matmul_mma/tf32.rs`): about f32 accuracy.
+        Category::Matmul if matches!(dtype, DType::F16 | DType::BF16 | DType::F32) => "matmul_mma",
         Category::Matmul => "matmul_simt",
         Category::Reduction => "reduction",
         Category::Composite => "row",
@@ -133,7 +134,7 @@ impl Lowering<'_> {
         };
         let target = &self.options.target;
         if let (Some(c), "matmul_mma") = (self.options.mma, p.template) {
-            c.check(target).map_err(|why| {
+            c.check_for(target, p.dtype.size_bytes()).map_err(|why| {
                 Retry::Fail(crate::LowerError::Unsupported {
                     op: "matmul".into(),
                     reason: format!("the tensor-core configuration {why}"),

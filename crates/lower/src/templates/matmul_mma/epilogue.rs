@@ -19,7 +19,7 @@ pub(super) struct TcEpilogue<'a> {
     pub(super) root: ValueId,
     pub(super) roots: &'a [ValueId],
     pub(super) cs: &'a [String],
-    /// The 16-byte view of the output, where one copy stores 8 results.
+    /// The 16-byte view of the output, where one copy stores 16 bytes of results.
     pub(super) c_vec: Option<String>,
     /// The staging tile (a view of A's shared tiles) and its 8-element view.
     pub(super) stage: String,
@@ -60,10 +60,12 @@ impl Builder<'_, '_> {
             wn,
         } = e;
         let (cfg, dt, mm, root) = (*cfg, *dt, *mm, *root);
+        // Elements per 16-byte chunk.
+        let w = 16 / dt.size_bytes();
         let s = self;
         // Epilogue, through shared memory in two halves of 64 rows: the warps of a half
         // store their accumulators (value v of atom (i, j) sits at (row, col) =
-        // mma_c(lane, v) of that atom), then all threads read 8 consecutive columns
+        // mma_c(lane, v) of that atom), then all threads read 16 bytes of consecutive columns
         // each, apply the elementwise chain over the matmul, and store them with one
         // 16-byte copy where the output allows.
         s.for_(
@@ -112,7 +114,7 @@ impl Builder<'_, '_> {
                     })
                 })?;
                 s.out.push(Stmt::Sync);
-                let chunks = (cfg.bm / 2) * cfg.bn / 8 / cfg.threads();
+                let chunks = (cfg.bm / 2) * cfg.bn / w / cfg.threads();
                 s.unrolled("l", chunks, &mut |s, l| {
                     let e = s.let_(
                         "e",
@@ -122,10 +124,10 @@ impl Builder<'_, '_> {
                     let c8 = s.let_(
                         "c8",
                         Ty::Idx,
-                        Expr::idx(IdxOp::Rem, e.clone(), int(cfg.bn / 8)),
+                        Expr::idx(IdxOp::Rem, e.clone(), int(cfg.bn / w)),
                     );
-                    let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(cfg.bn / 8)));
-                    let col0 = s.let_("c0", Ty::Idx, mul(c8.clone(), Expr::Int(8)));
+                    let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, e, int(cfg.bn / w)));
+                    let col0 = s.let_("c0", Ty::Idx, mul(c8.clone(), int(w)));
                     let gm = s.let_(
                         "cm",
                         Ty::Idx,
@@ -148,9 +150,9 @@ impl Builder<'_, '_> {
                     };
                     match &c_vec {
                         Some(gv) => {
-                            // In place in the staging tile, then one copy of 8 elements.
+                            // In place in the staging tile, then one 16-byte copy.
                             if root != mm {
-                                s.unrolled("z", 8, &mut |s, z| {
+                                s.unrolled("z", w, &mut |s, z| {
                                     let gn = add(gn0.clone(), z.clone());
                                     let cond = Expr::idx(
                                         IdxOp::And,
@@ -176,12 +178,12 @@ impl Builder<'_, '_> {
                             let (gv, stage_v) = (gv.clone(), stage_v.clone());
                             s.if_(cond, |s| {
                                 s.out.push(Stmt::Copy {
-                                    width: 8,
+                                    width: w as u32,
                                     dst: kir::Frag {
                                         tensor: gv,
                                         at: vec![
                                             gm.clone(),
-                                            Expr::idx(IdxOp::Div, gn0.clone(), Expr::Int(8)),
+                                            Expr::idx(IdxOp::Div, gn0.clone(), int(w)),
                                             bi.clone(),
                                         ],
                                     },
@@ -193,7 +195,7 @@ impl Builder<'_, '_> {
                                 Ok(())
                             })
                         }
-                        None => s.unrolled("z", 8, &mut |s, z| {
+                        None => s.unrolled("z", w, &mut |s, z| {
                             let gn = add(gn0.clone(), z.clone());
                             let cond =
                                 Expr::idx(IdxOp::And, lt(gm.clone(), int(p.m)), lt(gn, int(p.n)));

@@ -29,6 +29,18 @@ use irc_ir::{DType, Inst, ValueId};
 use irc_kir::{self as kir, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt, Ty};
 use irc_layout::Layout;
 
+/// The 16-bit path's `ldmatrix` operands: the rings' 16-byte chunks, the lanes' row starts,
+/// the fragment registers.
+struct Ldmatrix {
+    sa8: String,
+    sb8: String,
+    rows_a: Layout,
+    rows_b: Layout,
+    fa: String,
+    fb: String,
+    fb_pairs: String,
+}
+
 /// One operand's copies into the ring.
 struct RingLoad {
     v: ValueId,
@@ -40,8 +52,8 @@ struct RingLoad {
     row0: Expr,
     /// Where the row coordinate sits in `access`'s coordinate (0 for A, 1 for B).
     row_pos: usize,
-    /// Elements per copy (8, 4 or 2: 16, 8 or 4 bytes; 1: element by element) and, for a
-    /// `cp.async`, the global tensor whose fast mode is divided into `w`-element vectors.
+    /// Elements per copy (16, 8 or 4 bytes) and, for a `cp.async`, the global tensor whose fast
+    /// mode is divided into `w`-element vectors (`None`: element by element, `w` = 1).
     w: u64,
     global: Option<String>,
     /// The shared ring `(elems, S)` and its `w`-element view `(elems / w, S)`.
@@ -49,18 +61,22 @@ struct RingLoad {
     view: String,
 }
 
-/// Elements per `cp.async` of an operand read through `access` (16-bit elements): the widest of
-/// 16, 8 and 4 bytes whose vectors the operand's global layout holds, with the layout split into
-/// them (modes after the `w:1` vector mode); `None` where the operand is not a buffer (or views
-/// of one) or its fast dimension is not 4-byte aligned.
+/// Elements per `cp.async` of an operand of `elem_bytes`-byte elements read through `access`:
+/// the widest of 16, 8 and 4 bytes whose vectors the operand's global layout holds, with the
+/// layout split into them (modes after the `w:1` vector mode); `None` where the operand is not
+/// a buffer (or views of one) or its fast dimension is not 4-byte aligned.
 fn copy_width(
     b: &mut Builder<'_, '_>,
     v: ValueId,
     access: &Layout,
     fast: usize,
+    elem_bytes: u64,
 ) -> Option<(u64, String)> {
     let (buf, l) = b.resolve(v, access)?;
-    for w in [8i64, 4, 2] {
+    for w in [16, 8, 4].map(|bytes| bytes / elem_bytes as i64) {
+        if w == 0 {
+            continue;
+        }
         let Some(vl) = vector_layout(&l, fast, w) else {
             continue;
         };
@@ -77,44 +93,54 @@ fn copy_width(
 }
 
 impl Builder<'_, '_> {
-    /// A matmul on tensor cores (f16/bf16 in, f32 accumulate), storing `root` as `matmul` does.
+    /// A matmul on tensor cores, storing `root` as `matmul` does: f16/bf16 in by
+    /// `mma.m16n8k16`, or f32 in by three `mma.m16n8k8.tf32` per atom (`tf32.rs`), f32
+    /// accumulate.
     pub(crate) fn matmul_tc(&mut self, inst: &Inst, roots: &[ValueId], p: TcPlan) -> R<()> {
         use irc_layout::mma_m16n8k16_c;
         let cfg = match self.config {
             Some(super::super::Config::Mma(c)) => c,
-            _ => self.l.options.mma.unwrap_or(MmaConfig::DEFAULT),
+            _ => self.l.options.mma.unwrap_or_else(|| {
+                MmaConfig::heuristic_for(&self.l.options.target, p.dtype.size_bytes())
+            }),
         };
-        cfg.check(&self.l.options.target).map_err(|why| {
-            Retry::Fail(LowerError::Unsupported {
-                op: "matmul".into(),
-                reason: format!("the tensor-core configuration {why}"),
-            })
-        })?;
+        let dt = p.dtype;
+        let tf32 = dt == DType::F32;
+        cfg.check_for(&self.l.options.target, dt.size_bytes())
+            .map_err(|why| {
+                Retry::Fail(LowerError::Unsupported {
+                    op: "matmul".into(),
+                    reason: format!("the tensor-core configuration {why}"),
+                })
+            })?;
         let (a, bv) = (inst.operands[0], inst.operands[1]);
         self.kernel.grid = matmul_grid(p.m, p.n, p.batch, cfg.bm, cfg.bn)?;
         self.kernel.block = [cfg.threads() as u32, 1, 1];
-        let dt = p.dtype;
+        // Elements per 16-byte chunk.
+        let w16 = 16 / dt.size_bytes();
         let cs: Vec<String> = roots
             .iter()
             .map(|&r| self.global(r, p.access_c.clone()))
             .collect();
         let root = roots[0];
         let mm = inst.result;
-        // 16-byte stores of C where it is N-contiguous with N a multiple of 8 and the chain keeps
-        // the matmul's dtype.
-        let c_vec = match vector_layout(&p.access_c, 1, 8) {
+        // 16-byte stores of C where it is N-contiguous with N a multiple of 16 bytes and the
+        // chain keeps the matmul's dtype.
+        let c_vec = match vector_layout(&p.access_c, 1, w16 as i64) {
             Some(l)
                 if roots.len() == 1
                     && self.ty(root).dtype == dt
-                    && kir::is_vector_operand(&l, 8, p.access_c.rank()) =>
+                    && kir::is_vector_operand(&l, w16 as i64, p.access_c.rank()) =>
             {
                 Some(self.global(root, l))
             }
             _ => None,
         };
         let stages = cfg.stages as i64;
-        let tile_a = StageTile::new(cfg.bm, cfg.bk, p.a_k_fast).map_err(internal)?;
-        let tile_b = StageTile::new(cfg.bn, cfg.bk, !p.b_n_fast).map_err(internal)?;
+        let tile_a =
+            StageTile::new(cfg.bm, cfg.bk, p.a_k_fast, dt.size_bytes()).map_err(internal)?;
+        let tile_b =
+            StageTile::new(cfg.bn, cfg.bk, !p.b_n_fast, dt.size_bytes()).map_err(internal)?;
         // A ring of `stages` tiles, in `w`-element units.
         let ring = |t: &StageTile, w: i64| {
             Layout::flat(&[t.elems() / w, stages], &[w, t.elems()]).map_err(internal)
@@ -123,67 +149,98 @@ impl Builder<'_, '_> {
         let sa = self.tensor(Space::Shared, dt, la);
         let lb = ring(&tile_b, 1)?;
         let sb = self.tensor(Space::Shared, dt, lb);
-        // 16-byte chunks of each ring: what ldmatrix reads.
-        let la8 = ring(&tile_a, 8)?;
-        let sa8 = self.tensor(Space::View(sa.clone()), dt, la8);
-        let lb8 = ring(&tile_b, 8)?;
-        let sb8 = self.tensor(Space::View(sb.clone()), dt, lb8);
+        // 16-bit: 16-byte chunks of each ring, what ldmatrix reads.
+        let chunks = match tf32 {
+            true => None,
+            false => Some((
+                self.tensor(Space::View(sa.clone()), dt, ring(&tile_a, 8)?),
+                self.tensor(Space::View(sb.clone()), dt, ring(&tile_b, 8)?),
+            )),
+        };
         // The epilogue's staging tile reuses A's ring once the main loop is done: half the
         // block's rows, pitch bn + 8 (16-byte rows; the accumulator pairs a warp stores land
-        // in distinct banks).
+        // in distinct banks), and its view in 16-byte chunks.
         let stage = self.tensor(
             Space::View(sa.clone()),
             dt,
             Layout::flat(&[cfg.bm as i64 / 2, cfg.bn as i64], &[cfg.bn as i64 + 8, 1])
                 .map_err(internal)?,
         );
+        let w = w16 as i64;
         let stage_v = self.tensor(
             Space::View(sa.clone()),
             dt,
             Layout::flat(
-                &[8, cfg.bm as i64 / 2, cfg.bn as i64 / 8],
-                &[1, cfg.bn as i64 + 8, 8],
+                &[w, cfg.bm as i64 / 2, cfg.bn as i64 / w],
+                &[1, cfg.bn as i64 + 8, w],
             )
             .map_err(internal)?,
         );
-        // Fragments come from shared memory by `ldmatrix.x4`: each lane names the start of one
-        // 8-element row, the stage layout composed with `ldmatrix_domain` and swizzled.
-        // `.trans` where the tile's contiguous dimension is M (A) or N (B).
         let atom_c = mma_m16n8k16_c().map_err(internal)?;
         let (trans_a, trans_b) = (!p.a_k_fast, p.b_n_fast);
-        let rows_a = tile_a
-            .ldmatrix_domain(false, trans_a, cfg.mt(), cfg.warps_m)
-            .and_then(|d| tile_a.through(&d))
-            .map_err(internal)?;
-        let rows_b = tile_b
-            .ldmatrix_domain(true, trans_b, cfg.nt() / 2, cfg.warps_n)
-            .and_then(|d| tile_b.through(&d))
-            .map_err(internal)?;
-        let fa = self.tensor(
-            Space::Registers,
-            dt,
-            Layout::flat(&[8, cfg.mt() as i64], &[1, 8]).map_err(internal)?,
-        );
-        let fb = self.tensor(
-            Space::Registers,
-            dt,
-            Layout::flat(&[4, cfg.nt() as i64], &[1, 4]).map_err(internal)?,
-        );
-        // One ldmatrix.x4 fills the B fragments of two atoms: 8 values, atom pairs.
-        let fb_pairs = self.tensor(
-            Space::View(fb.clone()),
-            dt,
-            Layout::flat(&[8, cfg.nt() as i64 / 2], &[1, 8]).map_err(internal)?,
-        );
-        let acc = self.tensor(
-            Space::Registers,
-            DType::F32,
-            Layout::flat(
-                &[4, cfg.mt() as i64, cfg.nt() as i64],
-                &[1, 4, 4 * cfg.mt() as i64],
-            )
-            .map_err(internal)?,
-        );
+        // f32: fragments element by element through the tf32 domains (`tf32.rs`).
+        let tf = if tf32 {
+            Some(self.tf32_fragments(cfg, &tile_a, &tile_b, &sa, &sb)?)
+        } else {
+            None
+        };
+        // 16-bit: fragments come from shared memory by `ldmatrix.x4`: each lane names the
+        // start of one 8-element row, the stage layout composed with `ldmatrix_domain` and
+        // swizzled. `.trans` where the tile's contiguous dimension is M (A) or N (B).
+        let ldm = match chunks {
+            None => None,
+            Some((sa8, sb8)) => {
+                let rows = |tile: &StageTile, b: bool, trans: bool, atoms: u64, warps: u64| {
+                    tile.ldmatrix_domain(b, trans, atoms, warps)
+                        .and_then(|d| tile.through(&d))
+                        .map_err(internal)
+                };
+                let rows_a = rows(&tile_a, false, trans_a, cfg.mt(), cfg.warps_m)?;
+                let rows_b = rows(&tile_b, true, trans_b, cfg.nt() / 2, cfg.warps_n)?;
+                let regs = |s: &mut Self, values: i64, atoms: u64| -> R<String> {
+                    let l =
+                        Layout::flat(&[values, atoms as i64], &[1, values]).map_err(internal)?;
+                    Ok(s.tensor(Space::Registers, dt, l))
+                };
+                let fa = regs(self, 8, cfg.mt())?;
+                let fb = regs(self, 4, cfg.nt())?;
+                // One ldmatrix.x4 fills the B fragments of two atoms: 8 values, atom pairs.
+                let pairs = Layout::flat(&[8, cfg.nt() as i64 / 2], &[1, 8]).map_err(internal)?;
+                let fb_pairs = self.tensor(Space::View(fb.clone()), dt, pairs);
+                Some(Ldmatrix {
+                    sa8,
+                    sb8,
+                    rows_a,
+                    rows_b,
+                    fa,
+                    fb,
+                    fb_pairs,
+                })
+            }
+        };
+        let acc_layout = Layout::flat(
+            &[4, cfg.mt() as i64, cfg.nt() as i64],
+            &[1, 4, 4 * cfg.mt() as i64],
+        )
+        .map_err(internal)?;
+        // f32: the partial sums of one part of the warp's A atoms (`tf32.rs`).
+        let acc = if tf32 {
+            let mt = (cfg.mt() / super::tf32::tf32_parts(cfg)) as i64;
+            let l = Layout::flat(&[4, mt, cfg.nt() as i64], &[1, 4, 4 * mt]).map_err(internal)?;
+            self.tensor(Space::Registers, DType::F32, l)
+        } else {
+            self.tensor(Space::Registers, DType::F32, acc_layout.clone())
+        };
+        // f32: the k-tile's products accumulate in `acc` on the tensor cores, which round toward
+        // zero, then `total += acc` rounds to nearest (`tf32.rs`); the epilogue reads `total`.
+        let total = match tf32 {
+            true => Some(self.tensor(Space::Registers, DType::F32, acc_layout)),
+            false => None,
+        };
+        let mt_acc = match tf32 {
+            true => cfg.mt() / super::tf32::tf32_parts(cfg),
+            false => cfg.mt(),
+        };
         // Each operand's copies: as wide as its layout allows.
         let mut loads: Vec<RingLoad> = vec![];
         for (v, access, tile, extent, row_pos, smem) in [
@@ -191,12 +248,12 @@ impl Builder<'_, '_> {
             (bv, &p.access_b, &tile_b, p.n, 1, &sb),
         ] {
             let fast = if tile.k_fast { 1 - row_pos } else { row_pos };
-            let (w, global) = match copy_width(self, v, access, fast) {
+            let (w, global) = match copy_width(self, v, access, fast, dt.size_bytes()) {
                 Some((w, g)) => (w, Some(g)),
                 None => (1, None),
             };
             let lv = ring(tile, w as i64)?;
-            let view = if w == 1 {
+            let view = if global.is_none() {
                 smem.clone()
             } else {
                 self.tensor(Space::View(smem.clone()), dt, lv)
@@ -242,7 +299,7 @@ impl Builder<'_, '_> {
             c_vec,
             stage,
             stage_v,
-            acc: acc.clone(),
+            acc: total.clone().unwrap_or_else(|| acc.clone()),
             atom_c_layout: atom_c.layout().clone(),
             lane: lane.clone(),
             wm: wm.clone(),
@@ -272,19 +329,22 @@ impl Builder<'_, '_> {
                 }
                 loads[0].row0 = m0.clone();
                 loads[1].row0 = n0.clone();
-                s.unrolled("v", 4, &mut |s, v| {
-                    s.unrolled("i", cfg.mt(), &mut |s, i| {
-                        let v = v.clone();
-                        s.unrolled("j", cfg.nt(), &mut |s, j| {
-                            s.out.push(Stmt::Store {
-                                tensor: acc.clone(),
-                                coord: vec![v.clone(), i.clone(), j],
-                                value: lit(DType::F32, 0.0),
-                            });
-                            Ok(())
+                for (t, atoms) in [(Some(&acc), mt_acc), (total.as_ref(), cfg.mt())] {
+                    let Some(t) = t else { continue };
+                    s.unrolled("v", 4, &mut |s, v| {
+                        s.unrolled("i", atoms, &mut |s, i| {
+                            let v = v.clone();
+                            s.unrolled("j", cfg.nt(), &mut |s, j| {
+                                s.out.push(Stmt::Store {
+                                    tensor: t.clone(),
+                                    coord: vec![v.clone(), i.clone(), j],
+                                    value: lit(DType::F32, 0.0),
+                                });
+                                Ok(())
+                            })
                         })
-                    })
-                })?;
+                    })?;
+                }
                 // Prologue: k-tiles 0..S-1 into stages 0..S-1 (a commit for each, loaded or
                 // not).
                 for st in 0..(stages as u64 - 1) {
@@ -325,6 +385,23 @@ impl Builder<'_, '_> {
                         s.out.push(commit());
                         let cur =
                             s.let_("sc", Ty::Idx, Expr::idx(IdxOp::Rem, kt, int(stages as u64)));
+                        if let (Some(tf), Some(total)) = (&tf, &total) {
+                            return s.tf32_tile(tf, cfg, (&acc, total), (&lane, &wm, &wn, &cur));
+                        }
+                        let Some(Ldmatrix {
+                            sa8,
+                            sb8,
+                            rows_a,
+                            rows_b,
+                            fa,
+                            fb,
+                            fb_pairs,
+                        }) = &ldm
+                        else {
+                            return Err(Retry::Fail(LowerError::Internal(
+                                "no ldmatrix fragments for 16-bit operands".into(),
+                            )));
+                        };
                         // The k-steps of a tile are unrolled, so that ptxas can load the next
                         // k-step's fragments under this one's mmas: about 30 more registers
                         // (199 for the default on sm_80; one block per SM either way).
@@ -340,15 +417,15 @@ impl Builder<'_, '_> {
                                 s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
                                     let at = s.swizzled_chunk(
                                         &tile_b,
-                                        &rows_b,
+                                        rows_b,
                                         vec![lane.clone(), j.clone(), ks.clone(), wn.clone()],
                                         8,
                                     )?;
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::ldmatrix_x4(trans_b),
                                         args: vec![
-                                            kir::Arg::at(&fb_pairs, vec![j]),
-                                            kir::Arg::at(&sb8, vec![at, cur.clone()]),
+                                            kir::Arg::at(fb_pairs, vec![j]),
+                                            kir::Arg::at(sb8, vec![at, cur.clone()]),
                                         ],
                                     });
                                     Ok(())
@@ -356,15 +433,15 @@ impl Builder<'_, '_> {
                                 s.unrolled("i", cfg.mt(), &mut |s, i| {
                                     let at = s.swizzled_chunk(
                                         &tile_a,
-                                        &rows_a,
+                                        rows_a,
                                         vec![lane.clone(), i.clone(), ks.clone(), wm.clone()],
                                         8,
                                     )?;
                                     s.out.push(Stmt::Intrinsic {
                                         op: Intrinsic::ldmatrix_x4(trans_a),
                                         args: vec![
-                                            kir::Arg::at(&fa, vec![i.clone()]),
-                                            kir::Arg::at(&sa8, vec![at, cur.clone()]),
+                                            kir::Arg::at(fa, vec![i.clone()]),
+                                            kir::Arg::at(sa8, vec![at, cur.clone()]),
                                         ],
                                     });
                                     s.unrolled("j", cfg.nt(), &mut |s, j| {
@@ -372,8 +449,8 @@ impl Builder<'_, '_> {
                                             op: Intrinsic::MmaM16n8k16,
                                             args: vec![
                                                 kir::Arg::at(&acc, vec![i.clone(), j.clone()]),
-                                                kir::Arg::at(&fa, vec![i.clone()]),
-                                                kir::Arg::at(&fb, vec![j]),
+                                                kir::Arg::at(fa, vec![i.clone()]),
+                                                kir::Arg::at(fb, vec![j]),
                                             ],
                                         });
                                         Ok(())
@@ -417,11 +494,11 @@ impl Builder<'_, '_> {
         dt: DType,
     ) -> R<()> {
         let threads = self.kernel.block[0] as u64;
-        // Copies per thread, unrolled in batches of at most 8 element loads (a cp.async's
-        // few copies all at once): unrolled element loads would keep every address live
-        // across the k loop, and spill.
+        // Copies per thread, unrolled in batches of at most 8 (element loads, or narrow
+        // cp.async copies of more than 8: 32 of 4 bytes per thread for an f32 tile with odd
+        // rows): unrolled, every address would stay live across the k loop, and spill.
         let per_thread = t.tile.elems() as u64 / t.w / threads;
-        let inner = if t.w == 1 && per_thread.is_multiple_of(8) {
+        let inner = if (t.global.is_none() || per_thread > 8) && per_thread.is_multiple_of(8) {
             8
         } else {
             per_thread

@@ -1,4 +1,5 @@
-//! The tensor-core matmul template for sm_80+ (`mma.sync.m16n8k16`, f16/bf16): a multistage
+//! The tensor-core matmul template for sm_80+ (`mma.sync.m16n8k16` for f16/bf16, 3xTF32 on
+//! `mma.sync.m16n8k8.tf32` for f32, `tf32.rs`): a multistage
 //! `cp.async` pipeline into swizzled shared stages (`stage.rs`, `mainloop.rs`), ldmatrix
 //! fragments through lane layouts, an epilogue staged through shared memory with 16-byte
 //! stores (`epilogue.rs`). What the attention template shares with it lives here: the
@@ -7,6 +8,7 @@
 mod epilogue;
 mod mainloop;
 mod stage;
+mod tf32;
 
 use crate::LowerError;
 use crate::lower::*;

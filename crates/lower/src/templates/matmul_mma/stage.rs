@@ -1,9 +1,10 @@
 //! The shared-memory stage tiles of the tensor-core pipeline, as layouts of the algebra.
 //!
-//! Each operand's stage is a `(rows, bk)` tile of 16-bit elements (rows are M for A, N for B)
-//! laid out as CuTe's sm_80 atoms: 8 lines of `c` contiguous elements (`c` = 64, 32 or 16: at
-//! most one 128-byte line), the lines running along the other dimension, under the swizzle
-//! `Sw<log2(c/8), 3, 3>`, which XORs a line's 16-byte chunk index with bits of its line index.
+//! Each operand's stage is a `(rows, bk)` tile (rows are M for A, N for B) laid out as CuTe's
+//! sm_80 atoms: 8 lines of `c` contiguous elements (128, 64 or 32 bytes: at most one 128-byte
+//! line), the lines running along the other dimension, under the swizzle
+//! `Sw<log2(c/w), log2(w), 3>` (`w` elements per 16-byte chunk: 8 of 16 bits, 4 of f32), which
+//! XORs a line's 16-byte chunk index with bits of its line index.
 //! The atom is tiled over the stage with `tile_to_shape`; `S` stages follow one another. No
 //! padding: `Sw o L` is a bijection onto `rows * bk` elements, and the 16-byte chunks that
 //! `cp.async` writes and `ldmatrix` reads stay whole (the low 3 bits pass through).
@@ -32,19 +33,31 @@ pub(crate) struct StageTile {
 }
 
 impl StageTile {
-    /// The swizzled `(rows, bk)` tile whose contiguous dimension is K (`k_fast`) or the rows.
-    pub(crate) fn new(rows: u64, bk: u64, k_fast: bool) -> Result<StageTile, LayoutError> {
+    /// The swizzled `(rows, bk)` tile of `elem_bytes`-byte elements (2 or 4) whose contiguous
+    /// dimension is K (`k_fast`) or the rows.
+    pub(crate) fn new(
+        rows: u64,
+        bk: u64,
+        k_fast: bool,
+        elem_bytes: u64,
+    ) -> Result<StageTile, LayoutError> {
         let (cont, lines) = if k_fast { (bk, rows) } else { (rows, bk) };
-        let c = [64u64, 32, 16].into_iter().find(|c| cont % c == 0);
+        let w = 16 / elem_bytes.clamp(1, 16);
+        let c = [8 * w, 4 * w, 2 * w].into_iter().find(|c| cont % c == 0);
         let Some(c) = c.filter(|_| lines % 8 == 0) else {
             return Err(LayoutError::Divisibility {
                 op: "StageTile",
                 what: format!(
-                    "a {rows}x{bk} tile needs a contiguous extent that is a multiple of 16 and a multiple of 8 lines"
+                    "a {rows}x{bk} tile needs a contiguous extent that is a multiple of {} and a multiple of 8 lines",
+                    2 * w
                 ),
             });
         };
-        let swizzle = Swizzle::new(i64::from((c / 8).trailing_zeros()), 3, 3)?;
+        let swizzle = Swizzle::new(
+            i64::from((c / w).trailing_zeros()),
+            i64::from(w.trailing_zeros()),
+            3,
+        )?;
         let c = c as i64;
         let atom = if k_fast {
             Layout::flat(&[8, c], &[c, 1])?
@@ -96,6 +109,42 @@ impl StageTile {
             Layout::int(atoms as i64, 16)?,
             Layout::int(self.bk as i64 / 16, 16 * rows)?,
             Layout::int(warps as i64, atoms as i64 * 16)?,
+        ])
+    }
+
+    /// `(lane, value, atom, k-step, warp)` → the tile index of what lane `lane` holds as value
+    /// `value` of the `mma.m16n8k8.tf32` fragment of atom `atom` (A: 16 rows each, B: 8), k-step
+    /// `k-step` (8 K each) and warp `warp` (`atoms` atoms each): the atoms `mma_m16n8k8_tf32_a/b`
+    /// (lane `t % 4` gives K, `t / 4` rows; A's values `(row + 8, k + 4)`, B's `k + 4`) with
+    /// K relabelled when `pairs`: fragment K `j` and `j + 4` of lane `t % 4 = j` read tile K
+    /// `2j` and `2j + 1` (both operands alike, so the product is the same sum). Pairs keep a
+    /// warp's reads of a rows-contiguous tile free of bank conflicts (its 8 rows and 4 K land in
+    /// 32 distinct banks under the swizzle); without them a K-contiguous tile's are.
+    pub(crate) fn tf32_domain(
+        &self,
+        b_operand: bool,
+        pairs: bool,
+        atoms: u64,
+        warps: u64,
+    ) -> Result<Layout, LayoutError> {
+        let rows = self.rows as i64;
+        let (lane_k, value_k) = if pairs {
+            (2 * rows, rows)
+        } else {
+            (rows, 4 * rows)
+        };
+        let lanes = Layout::flat(&[4, 8], &[lane_k, 1])?;
+        let (values, atom) = if b_operand {
+            (Layout::int(2, value_k)?, 8)
+        } else {
+            (Layout::flat(&[2, 2], &[8, value_k])?, 16)
+        };
+        Layout::concat(&[
+            lanes,
+            values,
+            Layout::int(atoms as i64, atom)?,
+            Layout::int(self.bk as i64 / 8, 8 * rows)?,
+            Layout::int(warps as i64, atoms as i64 * atom)?,
         ])
     }
 
@@ -155,7 +204,7 @@ mod tests {
                 (true, cfg.bn, cfg.nt() / 2, cfg.warps_n),
             ] {
                 for k_fast in [true, false] {
-                    let tile = StageTile::new(rows, cfg.bk, k_fast).unwrap();
+                    let tile = StageTile::new(rows, cfg.bk, k_fast, 2).unwrap();
                     let sw = tile.composed();
                     let mut seen: Vec<i64> =
                         (0..tile.elems()).map(|i| sw.eval(i).unwrap()).collect();
@@ -203,11 +252,41 @@ mod tests {
         assert!(checked >= 16, "{checked}");
     }
 
+    /// f32 stages (3xTF32): every warp's element reads of the `mma.m16n8k8.tf32` fragments are
+    /// free of bank conflicts with K read in pairs from rows-contiguous stages and in fragment
+    /// order from K-contiguous ones; the other pairing conflicts (what `tf32_fragments` avoids
+    /// where it can: both stages K-contiguous).
+    #[test]
+    fn tf32_fragment_reads_have_no_bank_conflicts() {
+        let worst = |tile: &StageTile, b: bool, pairs: bool| -> i64 {
+            let (atoms, warps) = if b { (4, 4) } else { (4, 2) };
+            let d = tile.tf32_domain(b, pairs, atoms, warps).unwrap();
+            let l = tile.through(&d).unwrap();
+            let reads = bank_conflicts(
+                &tile.composed().with_layout(l.clone()),
+                &Layout::int(l.size().unwrap(), 1).unwrap(),
+                4,
+                4,
+            )
+            .unwrap();
+            reads.iter().map(|a| a.conflicts()).max().unwrap()
+        };
+        for (rows, bk) in [(128, 32), (128, 64), (64, 32), (64, 64)] {
+            for b in [false, true] {
+                let rows_fast = StageTile::new(rows, bk, false, 4).unwrap();
+                let k_fast = StageTile::new(rows, bk, true, 4).unwrap();
+                assert_eq!(worst(&rows_fast, b, true), 0, "{rows}x{bk} b={b} rows-fast");
+                assert_eq!(worst(&k_fast, b, false), 0, "{rows}x{bk} b={b} k-fast");
+                assert!(worst(&rows_fast, b, false) > 0, "{rows}x{bk} b={b}");
+            }
+        }
+    }
+
     /// The count is not trivially zero: the same reads from the unswizzled tile conflict
     /// (eight 16-byte rows 128 bytes apart share their banks).
     #[test]
     fn unswizzled_tiles_conflict() {
-        let tile = StageTile::new(128, 64, true).unwrap();
+        let tile = StageTile::new(128, 64, true, 2).unwrap();
         let d = tile.ldmatrix_domain(false, false, 4, 2).unwrap();
         let rows = tile.through(&d).unwrap();
         let plain =
