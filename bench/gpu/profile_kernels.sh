@@ -21,7 +21,7 @@ ncu --csv --metrics gpu__time_duration.sum -k 'regex:_k[0-9]+_' \
 python3 - "$csv" "${TOP:-25}" <<'PY'
 import csv, re, sys
 from collections import defaultdict
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
 rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))
         if r.get("Metric Name") == "gpu__time_duration.sum"]
 if not rows:

@@ -152,6 +152,8 @@ def gemm_fn(name, path):
         return lambda a, b, r: (mm(a, b) * 0.5).to(a.dtype) + r
     if "reduce_sum" in text:
         return lambda a, b: torch.relu(mm(a, b)).float().sum(-1)
+    if "%bias: tensor" in text:
+        return lambda a, b, bias: mm(a, b) + bias
     return mm
 
 

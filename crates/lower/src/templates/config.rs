@@ -720,7 +720,15 @@ impl TemplateSpace for MmaSpace {
         2
     }
     fn heuristic(&self, p: &Problem, target: &Target) -> Config {
-        Config::Mma(MmaConfig::heuristic_for(target, p.dtype.size_bytes()))
+        let shape = match p.shape {
+            ProblemShape::Matmul { batch, m, n, .. } => (m, n, batch),
+            _ => (0, 0, 0),
+        };
+        Config::Mma(MmaConfig::heuristic_for(
+            target,
+            p.dtype.size_bytes(),
+            shape,
+        ))
     }
     fn enumerate(&self, p: &Problem, target: &Target) -> Vec<Config> {
         MmaConfig::space_for(target, p.dtype.size_bytes())

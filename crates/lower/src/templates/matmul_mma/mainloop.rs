@@ -101,7 +101,8 @@ impl Builder<'_, '_> {
         let cfg = match self.config {
             Some(super::super::Config::Mma(c)) => c,
             _ => self.l.options.mma.unwrap_or_else(|| {
-                MmaConfig::heuristic_for(&self.l.options.target, p.dtype.size_bytes())
+                let shape = (p.m, p.n, p.batch);
+                MmaConfig::heuristic_for(&self.l.options.target, p.dtype.size_bytes(), shape)
             }),
         };
         let dt = p.dtype;
