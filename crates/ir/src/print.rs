@@ -95,14 +95,18 @@ fn graph_doc(g: &Graph) -> RcDoc<'static> {
         .map(|n| format!("%{n}"))
         .collect();
     let name = |v: ValueId| names.get(v.index()).map_or("%?", String::as_str);
-    let params = g.params.iter().map(|&p| {
-        let ty = g
-            .values
-            .get(p.index())
-            .map(|d| d.ty.to_string())
-            .unwrap_or_default();
-        RcDoc::text(format!("{}: {ty}", name(p)))
-    });
+    let params: Vec<RcDoc<'static>> = g
+        .params
+        .iter()
+        .map(|&p| {
+            let ty = g
+                .values
+                .get(p.index())
+                .map(|d| d.ty.to_string())
+                .unwrap_or_default();
+            RcDoc::text(format!("{}: {ty}", name(p)))
+        })
+        .collect();
     let results = match g.result_types.as_slice() {
         [one] => one.to_string(),
         many => format!(
@@ -118,10 +122,7 @@ fn graph_doc(g: &Graph) -> RcDoc<'static> {
     let header = RcDoc::text(format!("graph @{}(", g.name))
         .append(
             RcDoc::line_()
-                .append(RcDoc::intersperse(
-                    params,
-                    RcDoc::text(",").append(RcDoc::line()),
-                ))
+                .append(balanced(&params, &RcDoc::text(",").append(RcDoc::line())))
                 .nest(4),
         )
         .append(RcDoc::line_())
@@ -134,6 +135,22 @@ fn graph_doc(g: &Graph) -> RcDoc<'static> {
     let rets: Vec<&str> = g.results.iter().map(|&r| name(r)).collect();
     body.push_str(&format!("  return {}\n}}", rets.join(", ")));
     header.append(RcDoc::hardline()).append(RcDoc::text(body))
+}
+
+/// `docs` separated by `sep`, as a balanced tree of appends: `RcDoc::intersperse` nests one
+/// append per item, and dropping a document is recursive, so a signature of 18,000 parameters
+/// (a 2,000-layer transformer's weights) overflowed a worker thread's stack.
+fn balanced(docs: &[RcDoc<'static>], sep: &RcDoc<'static>) -> RcDoc<'static> {
+    match docs {
+        [] => RcDoc::nil(),
+        [one] => one.clone(),
+        _ => {
+            let (l, r) = docs.split_at(docs.len() / 2);
+            balanced(l, sep)
+                .append(sep.clone())
+                .append(balanced(r, sep))
+        }
+    }
 }
 
 /// Writes `  %r = op %a, %b {attrs} : type loc(...)` and a newline.
@@ -163,4 +180,31 @@ fn write_inst<'n>(
         let _ = write!(out, " {loc}");
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, GraphBuilder, TensorType};
+
+    /// A signature of 100,000 parameters prints (and its document drops) on a 256 KiB stack:
+    /// the parameter list is a balanced tree of appends, not one append per parameter.
+    #[test]
+    fn a_hundred_thousand_parameters_on_a_small_stack() {
+        let text = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(|| {
+                let mut b = GraphBuilder::new("wide");
+                let ps: Vec<_> = (0..100_000)
+                    .map(|i| b.param(&format!("p{i}"), TensorType::new([2], DType::F32)))
+                    .collect();
+                let g = b.finish(&ps[..1]).unwrap();
+                print_graph(&g)
+            })
+            .unwrap()
+            .join()
+            .expect("printed without overflowing the stack");
+        assert!(text.starts_with("graph @wide(\n    %p0: tensor<2xf32>,\n    %p1: tensor<2xf32>,"));
+        assert_eq!(text.lines().count(), 100_000 + 4);
+    }
 }
