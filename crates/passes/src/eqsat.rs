@@ -114,6 +114,8 @@ pub struct Rule {
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_iters: usize,
+    /// E-nodes the e-graph may grow by beyond the input's own: a bound on the rewriting work
+    /// that does not stop a graph larger than it before its first rewrite.
     pub max_nodes: usize,
     /// `None` (the default): no wall-clock limit.
     pub time_limit: Option<Duration>,
@@ -162,6 +164,7 @@ pub fn add_rhs(eg: &mut EGraph, rhs: &Rhs) -> Option<Id> {
 /// Runs `rules` on `eg` until nothing changes or a limit is hit.
 pub fn saturate(eg: &mut EGraph, rules: &[Rule], limits: &Limits) -> Report {
     let start = Instant::now();
+    let node_cap = eg.total_size().saturating_add(limits.max_nodes);
     let mut fired: BTreeMap<&'static str, u64> = rules.iter().map(|r| (r.name, 0)).collect();
     let mut rejected = 0;
     let mut iterations = 0;
@@ -200,7 +203,7 @@ pub fn saturate(eg: &mut EGraph, rules: &[Rule], limits: &Limits) -> Report {
         let mut changed = false;
         let mut hit_node_limit = false;
         for (ri, class, rhs) in matches {
-            if eg.total_size() >= limits.max_nodes {
+            if eg.total_size() >= node_cap {
                 hit_node_limit = true;
                 break;
             }

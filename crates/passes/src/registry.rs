@@ -78,7 +78,7 @@ const LIMIT_OPTIONS: &[OptionSpec] = &[
         name: "max-nodes",
         kind: OptionKind::Int,
         default: "200000",
-        doc: "stop when the e-graph holds this many e-nodes",
+        doc: "stop when the e-graph has grown by this many e-nodes beyond the input's",
     },
     OptionSpec {
         name: "time-limit-ms",
