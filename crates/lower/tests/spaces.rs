@@ -55,6 +55,15 @@ graph @mm_batched(%a: tensor<3x64x96xbf16>, %b: tensor<3x96x80xbf16>) -> tensor<
   %m = matmul %a, %b
   return %m
 }
+graph @mm_f32_odd(%a: tensor<129x43xf32>, %b: tensor<70x43xf32>, %c: tensor<70xf32>) -> tensor<129x70xf32> {
+  %m = matmul %a, %b {transpose_b = true}
+  %r = add %m, %c
+  return %r
+}
+graph @mm_f32_big(%a: tensor<4096x1024xf32>, %b: tensor<1024x4096xf32>) -> tensor<4096x4096xf32> {
+  %m = matmul %a, %b
+  return %m
+}
 graph @att_odd(%q: tensor<2x3x200x64xf16>, %k: tensor<2x3x77x64xf16>, %v: tensor<2x3x77x64xf16>) -> tensor<2x3x200x64xf16> {
   %s = matmul %q, %k {transpose_b = true}
   %c = constant {value = 0.125} : tensor<f16>
