@@ -585,6 +585,29 @@ impl<'k> Block<'k> {
         (f.tensor.clone(), c)
     }
 
+    /// `d = c + a·b` of one warp's `16 x K` and `K x 8` operands (f32 sums, one product at a
+    /// time), written to the fragment `d` in the order of the `mma_m16n8k16_c` atom.
+    fn mma_write<const K: usize>(
+        &mut self,
+        d: &kir::Arg,
+        (a, b, c): (&[[f64; K]; 16], &[[f64; 8]; K], &[[f64; 8]; 16]),
+        lane0: usize,
+        mem: &mut HashMap<String, Vec<f64>>,
+    ) {
+        for t in 0..32usize {
+            for v in 0..4 {
+                let (r, col) = self.atoms[2][t * 4 + v];
+                let (r, col) = (r as usize, col as usize);
+                let mut acc = c[r][col] as f32;
+                for (k, row) in b.iter().enumerate() {
+                    acc += (a[r][k] * row[col]) as f32;
+                }
+                let (tn, co) = self.frag_coord(d, v as i64, lane0 + t, mem);
+                self.write(&tn, &co, lane0 + t, f64::from(acc), mem);
+            }
+        }
+    }
+
     fn intrinsic(
         &mut self,
         op: Intrinsic,
@@ -636,18 +659,7 @@ impl<'k> Block<'k> {
                         c[r as usize][col as usize] = self.read(&tn, &co, th, mem);
                     }
                 }
-                for t in 0..32usize {
-                    for v in 0..4 {
-                        let (r, col) = self.atoms[2][t * 4 + v];
-                        let (r, col) = (r as usize, col as usize);
-                        let mut acc = c[r][col] as f32;
-                        for (k, row) in b.iter().enumerate() {
-                            acc += (a[r][k] * row[col]) as f32;
-                        }
-                        let (tn, co) = self.frag_coord(&args[0], v as i64, lane0 + t, mem);
-                        self.write(&tn, &co, lane0 + t, f64::from(acc), mem);
-                    }
-                }
+                self.mma_write(&args[0], (&a, &b, &c), lane0, mem);
             }
             Intrinsic::MmaM16n8k8Tf32 => {
                 // Operands as the hardware reads them: the TF32 bits of each f32.
@@ -671,18 +683,7 @@ impl<'k> Block<'k> {
                         b[k as usize][n as usize] = tf32(self.read(&tn, &co, th, mem));
                     }
                 }
-                for t in 0..32usize {
-                    for v in 0..4 {
-                        let (r, col) = self.atoms[2][t * 4 + v];
-                        let (r, col) = (r as usize, col as usize);
-                        let mut acc = c[r][col] as f32;
-                        for (k, row) in b.iter().enumerate() {
-                            acc += (a[r][k] * row[col]) as f32;
-                        }
-                        let (tn, co) = self.frag_coord(&args[0], v as i64, lane0 + t, mem);
-                        self.write(&tn, &co, lane0 + t, f64::from(acc), mem);
-                    }
-                }
+                self.mma_write(&args[0], (&a, &b, &c), lane0, mem);
             }
             // The Hopper statements (TMA, mbarriers, wgmma) are warpgroup-level and asynchronous:
             // the emulator runs the sm_80 kernels the attention tests lower (no `wgmma`).

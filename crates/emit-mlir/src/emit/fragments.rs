@@ -61,22 +61,35 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     args.push(self.pack16(pair[0], pair[1])?);
                 }
                 args.extend(&cv);
-                let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
-                let s = self.intrinsic("llvm.nvvm.mma.m16n8k16.row.col.bf16", &args, st)?;
-                for v in 0..4 {
-                    let op = melior::dialect::llvm::extract_value(
-                        self.ctx(),
-                        self.v(s),
-                        DenseI64ArrayAttribute::new(self.ctx(), &[v]),
-                        f32t,
-                        self.loc,
-                    );
-                    out.push(self.push(Ok(op), "llvm.extractvalue")?);
-                }
+                out = self.mma_intrinsic("llvm.nvvm.mma.m16n8k16.row.col.bf16", &args)?;
             }
             other => return Err(self.unsupported(format!("mma of {other}"))),
         }
-        for (v, x) in out.into_iter().enumerate() {
+        self.store_fragment(d, out)
+    }
+
+    /// `llvm.call_intrinsic` of an NVVM mma returning `{f32, f32, f32, f32}`, as its four values.
+    fn mma_intrinsic(&mut self, name: &str, args: &[MlirValue]) -> R<Vec<MlirValue>> {
+        let f32t = self.e.elem_type(DType::F32);
+        let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
+        let s = self.intrinsic(name, args, st)?;
+        (0..4)
+            .map(|v| {
+                let op = melior::dialect::llvm::extract_value(
+                    self.ctx(),
+                    self.v(s),
+                    DenseI64ArrayAttribute::new(self.ctx(), &[v]),
+                    f32t,
+                    self.loc,
+                );
+                self.push(Ok(op), "llvm.extractvalue")
+            })
+            .collect()
+    }
+
+    /// Stores `values` as values 0, 1, ... of the fragment `d`.
+    fn store_fragment(&mut self, d: &kir::Frag, values: Vec<MlirValue>) -> R<()> {
+        for (v, x) in values.into_iter().enumerate() {
             let (memref, index, _) = self.place(&d.tensor, &d.coord(v as i64))?;
             let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
             self.push0(Ok(op), "memref.store")?;
@@ -101,23 +114,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         for v in 0..4 {
             args.push(self.load_at(&d.tensor, d.coord(v))?);
         }
-        let f32t = self.e.elem_type(DType::F32);
-        let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
-        let s = self.intrinsic("llvm.nvvm.mma.m16n8k8.row.col.tf32", &args, st)?;
-        for v in 0..4 {
-            let op = melior::dialect::llvm::extract_value(
-                self.ctx(),
-                self.v(s),
-                DenseI64ArrayAttribute::new(self.ctx(), &[v]),
-                f32t,
-                self.loc,
-            );
-            let x = self.push(Ok(op), "llvm.extractvalue")?;
-            let (memref, index, _) = self.place(&d.tensor, &d.coord(v))?;
-            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
-            self.push0(Ok(op), "memref.store")?;
-        }
-        Ok(())
+        let out = self.mma_intrinsic("llvm.nvvm.mma.m16n8k8.row.col.tf32", &args)?;
+        self.store_fragment(d, out)
     }
 
     /// `ldmatrix.x4[.trans]` as `nvgpu.ldmatrix` from the shared row this thread provides
