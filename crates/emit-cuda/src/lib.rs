@@ -833,49 +833,41 @@ impl KernelEmitter<'_> {
             }
             Intrinsic::Wgmma(n) => self.wgmma(n, false, args, pad),
             Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args, pad),
-            Intrinsic::MmaM16n8k8Tf32 => {
+            Intrinsic::MmaM16n8k16 | Intrinsic::MmaM16n8k8Tf32 => {
                 let (d, a, b) = (&frag(0), &frag(1), &frag(2));
                 let at = |f: &kir::Frag, v: i64| {
                     self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
                 };
-                let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
-                let ins: Vec<String> = (0..4)
-                    .map(|v| at(a, v))
-                    .chain((0..2).map(|v| at(b, v)))
-                    .map(|r| format!("\"r\"(__float_as_uint({r}))"))
-                    .collect();
-                let _ = writeln!(
-                    self.out,
-                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
-                    rd.join(", "),
-                    ins.join(", ")
-                );
-            }
-            Intrinsic::MmaM16n8k16 => {
-                let (d, a, b) = (&frag(0), &frag(1), &frag(2));
-                let at = |f: &kir::Frag, v: i64| {
-                    self.place(self.tensors[f.tensor.as_str()], &f.coord(v))
-                };
-                let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
-                    "bf16"
+                // The shape and types, and the 32-bit registers of a (4) and b (2): 16-bit
+                // values packed in pairs, or f32 values holding TF32 as their bits.
+                let (shape, regs): (String, Vec<String>) = if op == Intrinsic::MmaM16n8k8Tf32 {
+                    let regs = (0..4).map(|v| at(a, v)).chain((0..2).map(|v| at(b, v)));
+                    (
+                        "m16n8k8.row.col.f32.tf32.tf32.f32".into(),
+                        regs.map(|r| format!("__float_as_uint({r})")).collect(),
+                    )
                 } else {
-                    "f16"
+                    let ab = if self.tensors[a.tensor.as_str()].dtype == DType::BF16 {
+                        "bf16"
+                    } else {
+                        "f16"
+                    };
+                    let pairs = [(a, 0), (a, 1), (a, 2), (a, 3), (b, 0), (b, 1)];
+                    (
+                        format!("m16n8k16.row.col.f32.{ab}.{ab}.f32"),
+                        pairs
+                            .iter()
+                            .map(|&(f, p)| {
+                                format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1))
+                            })
+                            .collect(),
+                    )
                 };
-                let pack = |f: &kir::Frag, pairs: i64| -> Vec<String> {
-                    (0..pairs)
-                        .map(|p| format!("irc_pack({}, {})", at(f, 2 * p), at(f, 2 * p + 1)))
-                        .collect()
-                };
-                let (ra, rb) = (pack(a, 4), pack(b, 2));
                 let rd: Vec<String> = (0..4).map(|v| format!("\"+f\"({})", at(d, v))).collect();
-                let ins: Vec<String> = ra
-                    .iter()
-                    .chain(&rb)
-                    .map(|r| format!("\"r\"({r})"))
-                    .collect();
+                let ins: Vec<String> = regs.iter().map(|r| format!("\"r\"({r})")).collect();
                 let _ = writeln!(
                     self.out,
-                    "{pad}asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
+                    "{pad}asm volatile(\"mma.sync.aligned.{shape} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : {} : {});",
                     rd.join(", "),
                     ins.join(", ")
                 );
