@@ -37,7 +37,7 @@ pub(super) struct Tf32Frags {
 
 /// The passes a k-tile makes over the warp's A atoms: two where they split evenly.
 pub(super) fn tf32_parts(cfg: MmaConfig) -> u64 {
-    if cfg.mt() % 2 == 0 { 2 } else { 1 }
+    if cfg.mt().is_multiple_of(2) { 2 } else { 1 }
 }
 
 impl Builder<'_, '_> {
