@@ -130,3 +130,39 @@ fn f32_transposed_operands_and_a_batched_epilogue() {
     let src = "graph @b(%a: tensor<2x72x64xf32>, %b: tensor<2x48x64xf32>, %c: tensor<48xf32>) -> tensor<2x72x48xf32> {\n  %m = matmul %a, %b {transpose_b = true}\n  %s = add %m, %c\n  %r = relu %s\n  return %r\n}\n";
     check(src, cfg("64x64x32/2x2/2"));
 }
+
+/// `matmul(rmsnorm(x, g), W)` (bf16) with the norm as the matmul's A prologue: one kernel.
+fn norm_gemm(m: u64, k: u64, n: u64, g: bool) -> String {
+    let (gp, ga) = if g {
+        (format!(", %g: tensor<{k}xbf16>"), ", %g")
+    } else {
+        (String::new(), "")
+    };
+    format!(
+        "graph @p(%x: tensor<{m}x{k}xbf16>{gp}, %w: tensor<{k}x{n}xbf16>, %bias: tensor<{n}xbf16>) -> tensor<{m}x{n}xbf16> {{\n  %r = rmsnorm %x{ga} {{axis = -1, eps = 1e-5}}\n  %c = matmul %r, %w\n  %d = add %c, %bias\n  return %d\n}}\n"
+    )
+}
+
+#[test]
+fn rmsnorm_as_the_a_prologue_in_one_kernel() {
+    for (m, k, n, g, c) in [
+        // K tails: 200 is 6.25 k-tiles of 32 (whole 16-byte chunks); 203 leaves a partial
+        // chunk (element loads, g read element by element, guarded).
+        (136, 200, 72, true, "128x128x32/2x4/4"),
+        (70, 203, 40, true, "64x64x32/2x2/3"),
+        (64, 256, 64, false, "64x64x64/2x2/2"),
+        (130, 512, 96, true, "128x128x64/2x4/3"),
+    ] {
+        let src = norm_gemm(m, k, n, g);
+        let text = check(&src, cfg(c));
+        assert_eq!(
+            text.matches("kernel @").count(),
+            1,
+            "{m}x{k}x{n}: not one kernel\n{text}"
+        );
+        assert!(
+            text.contains("warp_reduce.sum.") && text.contains("sqrt"),
+            "{text}"
+        );
+    }
+}

@@ -46,6 +46,7 @@ mod parse;
 pub mod plan;
 pub mod policy;
 mod print;
+pub mod prologue;
 mod verify;
 
 pub use evt::{Broadcast, Evt, EvtNode, Role};
@@ -200,10 +201,13 @@ pub struct AttentionStmts {
 
 impl Group {
     /// The index of the anchor statement, if the group has one (an attention group's is its
-    /// output matmul).
+    /// output matmul, a norm prologue's group its matmul).
     pub fn anchor_index(&self) -> Option<usize> {
         if let Some(a) = self.attention() {
             return Some(a.output);
+        }
+        if let Some((_, m)) = self.norm_prologue() {
+            return Some(m);
         }
         self.stmts
             .iter()
@@ -260,6 +264,40 @@ impl Group {
             softmax: p,
             output: o,
         })
+    }
+
+    /// A matmul group whose first operand is computed by an `rmsnorm` over its last axis in
+    /// the group (the policy's rule 10, [`prologue`]): exactly two anchor statements, the
+    /// rmsnorm and the matmul, which is the rmsnorm's only reader in the group and the only
+    /// one stored from. `(rmsnorm, matmul)` as statement indices.
+    pub fn norm_prologue(&self) -> Option<(usize, usize)> {
+        let anchors: Vec<usize> = (0..self.stmts.len())
+            .filter(|&i| matches!(&self.stmts[i], Stmt::Op(o) if Anchor::of(o.op).is_some()))
+            .collect();
+        let [n, m] = anchors[..] else {
+            return None;
+        };
+        let (Stmt::Op(no), Stmt::Op(mo)) = (&self.stmts[n], &self.stmts[m]) else {
+            return None;
+        };
+        let last_axis = no
+            .attrs
+            .get("axis")
+            .and_then(irc_ir::Attr::as_int)
+            .is_none_or(|a| a == -1 || a == no.ty.rank() as i64 - 1);
+        let readers = self
+            .ops()
+            .filter(|o| o.operands.contains(&no.value))
+            .count();
+        let stored = self.stores().any(|(v, _)| v == no.value);
+        let ok = no.op == OpKind::Rmsnorm
+            && last_axis
+            && mo.op == OpKind::Matmul
+            && mo.operands.first() == Some(&no.value)
+            && mo.operands.get(1) != Some(&no.value)
+            && readers == 1
+            && !stored;
+        ok.then_some((n, m))
     }
 
     /// Whether statement `i` reads `value`, directly or through earlier statements.

@@ -106,7 +106,7 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
     for v in forced {
         forced_at[v.index()] = true;
     }
-    let (home, attention) = policy::decide_explained(&dag, &forced_at);
+    let (home, attention, prologues) = policy::decide_explained(&dag, &forced_at);
     let names = value_names(g);
     let module_name = sanitize(&g.name);
 
@@ -173,6 +173,18 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         std::collections::HashMap::new();
     for a in &attention {
         chains_of.entry(a.output).or_default().push(a);
+    }
+    // Rule 10's verdicts: an accepted prologue is told in its matmul's group, a declined one in
+    // the rmsnorm's.
+    let mut prologues_of: std::collections::HashMap<usize, Vec<&policy::NormPrologue>> =
+        std::collections::HashMap::new();
+    for p in &prologues {
+        let at = if p.declined.is_none() {
+            p.matmul
+        } else {
+            p.norm
+        };
+        prologues_of.entry(at).or_default().push(p);
     }
     let mut groups = vec![];
     let mut remarks = vec![];
@@ -325,6 +337,23 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
             remarks.push(Remark {
                 group: name.clone(),
                 text: attention_remark(&dag, a, &names),
+            });
+        }
+        for p in prologues_of.get(&leader).map_or(&[][..], Vec::as_slice) {
+            let (n, m) = (&names[p.norm], &names[p.matmul]);
+            let text = match &p.declined {
+                None => format!(
+                    "prologue: the rmsnorm %{n} is computed by the matmul %{m}'s kernel: each A \
+                     tile is scaled along K as it arrives, each row's sum of squares is taken \
+                     from the same tiles, and the row scale is applied to the accumulator"
+                ),
+                Some(why) => {
+                    format!("the rmsnorm %{n} is not the prologue of the matmul %{m}: {why}")
+                }
+            };
+            remarks.push(Remark {
+                group: name.clone(),
+                text,
             });
         }
         if !fused.is_empty() {

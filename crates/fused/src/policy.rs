@@ -40,11 +40,16 @@
 //!    and stored by the composite's kernel (the pre-norm block's `h = x + r`, the next
 //!    residual, stored and normalized in one pass) — unless the composite's other operands
 //!    depend on it.
+//! 10. **Norm prologue** (after rule 6, before rule 9): `matmul(rmsnorm(x, g), W)` with the
+//!    rmsnorm read only there is one kernel, the matmul's: it scales the A tiles of `x` by `g`
+//!    as they arrive, sums each row's squares from them and applies the row scale to the
+//!    accumulator ([`Home::Prologue`]; [`crate::prologue`] says when it declines and why).
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
 
 pub use crate::attention::AttentionMatch;
+pub use crate::prologue::NormPrologue;
 use irc_ir::infer::flatten_value;
 use irc_ir::{Attr, Attrs, DType, OpKind, ops::Category};
 
@@ -161,6 +166,9 @@ pub enum Home {
     /// The scores, their prologue or the softmax of an attention chain (rule 8): computed tile
     /// by tile in the registers of the kernel led by `kernel` (the output matmul), never stored.
     Attention { kernel: usize },
+    /// An rmsnorm computed by the kernel of the matmul `kernel` as its first operand's
+    /// prologue (rule 10), never stored.
+    Prologue { kernel: usize },
 }
 
 impl Home {
@@ -273,8 +281,12 @@ pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
     decide_explained(d, forced).0
 }
 
-/// [`decide`], with every attention chain rule 8 looked at (accepted or declined).
-pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<AttentionMatch>) {
+/// [`decide`], with every attention chain rule 8 and every norm prologue rule 10 looked at
+/// (accepted or declined).
+pub fn decide_explained(
+    d: &impl Dag,
+    forced: &[bool],
+) -> (Vec<Home>, Vec<AttentionMatch>, Vec<NormPrologue>) {
     let n = d.len();
     // Readers by distinct statements (`mul %x, %x` reads %x once) and by results.
     let mut uses = vec![0usize; n];
@@ -452,6 +464,13 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
             };
         }
     }
+    // Rule 10: an rmsnorm read only as a matmul's first operand is that matmul's prologue.
+    let free = |i: usize| !claimed[i] && !forced_at(i) && !is_result[i];
+    let prologues = crate::prologue::find(d, &home, &uses, &free);
+    for p in prologues.iter().filter(|p| p.declined.is_none()) {
+        home[p.norm] = Home::Prologue { kernel: p.matmul };
+        claimed[p.norm] = true;
+    }
     // Rule 9: a row composite's input that is stored anyway (a graph result, or read by
     // several statements: the pre-norm residual `h = x + r`) and would be its own pointwise
     // kernel is computed and stored by the composite's kernel, which reads its operands once.
@@ -480,7 +499,7 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> (Vec<Home>, Vec<Attent
         home[x] = stored(why, c);
         claimed[x] = true;
     }
-    (home, attention)
+    (home, attention, prologues)
 }
 
 /// Whether `o` depends on `m`, by a walk back from `o` that stops below `m` (operands precede

@@ -16,7 +16,9 @@
 //!   the last axis computed from it, a matmul reading the softmax: `Group::attention`), which
 //!   stores only its last anchor or values computed from it; a reduction group stores only its
 //!   anchor's result or one view of it (a result view the anchor's kernel stores through its
-//!   layout); a matmul group only its anchor or values computed from it (its epilogue); a row
+//!   layout); a norm prologue group (`Group::norm_prologue`: an rmsnorm read only as its
+//!   matmul's first operand) has two, and stores from the matmul; a matmul group only its
+//!   anchor or values computed from it (its epilogue); a row
 //!   group values computed from its anchor (a view of it, its epilogue) or the anchor's input
 //!   (the policy's rule 9).
 //! - A stored value has its buffer's type.
@@ -179,7 +181,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                 )));
             }
         }
-        if anchors > 1 && g.anchor() != Anchor::Attention {
+        if anchors > 1 && g.anchor() != Anchor::Attention && g.norm_prologue().is_none() {
             return Err(fail(format!("{anchors} anchors in one group")));
         }
         if g.stores().next().is_none() {

@@ -114,6 +114,9 @@ impl Builder<'_, '_> {
     /// from the accumulator ([`Builder::epilogue_stores`]).
     pub(crate) fn matmul(&mut self, inst: &Inst, roots: &[ValueId]) -> R<()> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
+        // An rmsnorm computed as A's prologue (the policy's rule 10): the templates read x.
+        let prologue = self.norm_prologue(inst)?;
+        let a = prologue.as_ref().map_or(a, |p| p.x);
         let MatmulAccess {
             ms,
             access_a,
@@ -156,6 +159,7 @@ impl Builder<'_, '_> {
                 access_c,
                 a_k_fast,
                 b_n_fast,
+                prologue,
             };
             if self.l.options.wgmma
                 && self.l.options.mma.is_none()
@@ -165,6 +169,11 @@ impl Builder<'_, '_> {
                 return Ok(());
             }
             return self.matmul_tc(inst, roots, plan);
+        }
+        if prologue.is_some() {
+            return Err(Retry::Fail(LowerError::Internal(
+                "a norm prologue on a matmul the tensor-core templates cannot take".into(),
+            )));
         }
         self.kernel.grid = matmul_grid(m, n, batch, BM, BN)?;
         self.kernel.block = [THREADS, 1, 1];

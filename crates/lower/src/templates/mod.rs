@@ -13,6 +13,7 @@ pub mod attention_config;
 pub mod config;
 mod matmul_mma;
 mod matmul_wgmma;
+mod norm_prologue;
 
 pub(crate) use attention::AttentionOps;
 mod mma_config;

@@ -31,6 +31,9 @@ pub(super) struct TcEpilogue<'a> {
     pub(super) lane: Expr,
     pub(super) wm: Expr,
     pub(super) wn: Expr,
+    /// A norm prologue's row scales (`[row]` of the block, shared): each accumulator is
+    /// multiplied by its row's before it is rounded.
+    pub(super) row_scale: Option<String>,
 }
 
 impl Builder<'_, '_> {
@@ -58,6 +61,7 @@ impl Builder<'_, '_> {
             lane,
             wm,
             wn,
+            row_scale,
         } = e;
         let (cfg, dt, mm, root) = (*cfg, *dt, *mm, *root);
         // Elements per 16-byte chunk.
@@ -98,11 +102,15 @@ impl Builder<'_, '_> {
                                     ),
                                     Expr::idx(IdxOp::Div, cidx, Expr::Int(16)),
                                 );
-                                let accv = cast_to(
-                                    dt,
-                                    DType::F32,
-                                    Expr::load(acc, vec![v, i3.clone(), j2.clone()]),
-                                );
+                                let mut x = Expr::load(acc, vec![v, i3.clone(), j2.clone()]);
+                                if let Some(rs) = row_scale {
+                                    let r = add(mul(h.clone(), int(cfg.bm / 2)), row.clone());
+                                    x = Expr::call(
+                                        kir::Func::Mul,
+                                        vec![x, Expr::load(rs, vec![r])],
+                                    );
+                                }
+                                let accv = cast_to(dt, DType::F32, x);
                                 s.out.push(Stmt::Store {
                                     tensor: stage.clone(),
                                     coord: vec![row, col],

@@ -114,7 +114,9 @@ impl Builder<'_, '_> {
                     reason: format!("the tensor-core configuration {why}"),
                 })
             })?;
-        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        // A norm prologue's A is its x, scaled in shared memory (`norm_prologue`).
+        let a = p.prologue.as_ref().map_or(inst.operands[0], |q| q.x);
+        let bv = inst.operands[1];
         self.kernel.grid = matmul_grid(p.m, p.n, p.batch, cfg.bm, cfg.bn)?;
         self.kernel.block = [cfg.threads() as u32, 1, 1];
         // Elements per 16-byte chunk.
@@ -289,7 +291,35 @@ impl Builder<'_, '_> {
         );
         let wn = self.let_("wn", Ty::Idx, Expr::idx(IdxOp::Rem, warp, int(cfg.warps_n)));
         let ktiles = p.k.div_ceil(cfg.bk);
+        // A norm prologue: the block scales each A stage in place between two barriers; the
+        // rows' scales go to shared memory for the epilogue.
+        let prologue = match (&p.prologue, &ldm) {
+            (None, _) => None,
+            (Some(pro), Some(_)) if tile_a.k_fast => {
+                // A's ring as 16-byte vectors: (8 elements, chunk, stage).
+                let vectors = self.tensor(
+                    Space::View(sa.clone()),
+                    dt,
+                    Layout::flat(&[8, tile_a.elems() / 8, stages], &[1, 8, tile_a.elems()])
+                        .map_err(internal)?,
+                );
+                let scales = self.tensor(
+                    Space::Shared,
+                    DType::F32,
+                    Layout::int(cfg.bm as i64, 1).map_err(internal)?,
+                );
+                let pt =
+                    self.prologue_tile(cfg.bm, cfg.bk / 8, cfg.threads(), bx(Builtin::TidX))?;
+                Some((pro.clone(), vectors, scales, pt))
+            }
+            (Some(_), _) => {
+                return Err(Retry::Fail(LowerError::Internal(
+                    "a norm prologue needs a 16-bit, K-contiguous A".into(),
+                )));
+            }
+        };
         let epi = TcEpilogue {
+            row_scale: prologue.as_ref().map(|q| q.2.clone()),
             cfg,
             p: &p,
             dt,
@@ -346,6 +376,9 @@ impl Builder<'_, '_> {
                         })
                     })?;
                 }
+                if let Some((_, _, _, pt)) = &prologue {
+                    s.prologue_zero(pt)?;
+                }
                 // Prologue: k-tiles 0..S-1 into stages 0..S-1 (a commit for each, loaded or
                 // not).
                 for st in 0..(stages as u64 - 1) {
@@ -363,8 +396,47 @@ impl Builder<'_, '_> {
                     Expr::Int(1),
                     false,
                     |s, kt| {
+                        // A norm prologue's g for this k-tile, loaded before the wait.
+                        let mut g_regs = None;
+                        if let Some((pro, _, _, pt)) = &prologue {
+                            let k0 = s.let_("pk0", Ty::Idx, mul(kt.clone(), int(cfg.bk)));
+                            g_regs = s.prologue_g(pro, pt, &k0, p.k)?;
+                        }
                         s.out.push(wait(stages - 2));
                         s.out.push(Stmt::Sync);
+                        if let Some((pro, sa8, _, pt)) = &prologue {
+                            let k0 = s.let_("pk0", Ty::Idx, mul(kt.clone(), int(cfg.bk)));
+                            let st = s.let_(
+                                "ps",
+                                Ty::Idx,
+                                Expr::idx(IdxOp::Rem, kt.clone(), int(stages as u64)),
+                            );
+                            s.prologue_stage(
+                                pro,
+                                pt,
+                                &k0,
+                                p.k,
+                                g_regs.as_deref(),
+                                &mut |s, row, c| {
+                                    let off = kir::swizzled_offset_expr(
+                                        &tile_a.swizzle,
+                                        &tile_a.layout,
+                                        &[row, mul(c, Expr::Int(8))],
+                                    )
+                                    .map_err(internal)?;
+                                    let at = s.let_(
+                                        "pa",
+                                        Ty::Idx,
+                                        Expr::idx(IdxOp::Div, off, Expr::Int(8)),
+                                    );
+                                    Ok(kir::Frag {
+                                        tensor: sa8.clone(),
+                                        at: vec![at, st.clone()],
+                                    })
+                                },
+                            )?;
+                            s.out.push(Stmt::Sync);
+                        }
                         let next = s.let_("kn", Ty::Idx, add(kt.clone(), int(stages as u64 - 1)));
                         let body = s.block(|s| {
                             let k0 = s.let_("k0", Ty::Idx, mul(next.clone(), int(cfg.bk)));
@@ -464,6 +536,12 @@ impl Builder<'_, '_> {
                 // Every copy has landed before the epilogue reuses A's ring (its first step
                 // is a barrier).
                 s.out.push(wait(0));
+                if let Some((pro, _, scales, pt)) = &prologue {
+                    s.prologue_scales(pro, pt, p.k, &|row| kir::Frag {
+                        tensor: scales.clone(),
+                        at: vec![row],
+                    })?;
+                }
                 s.tc_epilogue(&epi, &m0, &n0, &bi)
             },
         )

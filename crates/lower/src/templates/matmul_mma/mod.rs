@@ -65,6 +65,8 @@ pub(crate) struct TcPlan {
     pub(crate) access_c: Layout,
     pub(crate) a_k_fast: bool,
     pub(crate) b_n_fast: bool,
+    /// An rmsnorm computed as A's prologue: the mainloop reads its `x` as A (`norm_prologue`).
+    pub(crate) prologue: Option<super::norm_prologue::NormPrologue>,
 }
 
 /// One operand tile of the tensor-core matmul: `rows x bk` elements of `v` into `smem`.

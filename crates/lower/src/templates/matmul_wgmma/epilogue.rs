@@ -2,6 +2,7 @@
 //! element by element), a split's f32 partials, and split K's summing kernel.
 
 use super::*;
+use crate::LowerError;
 
 /// The epilogue's outputs: the vector path's tensors, or one tensor per root for element
 /// stores.
@@ -11,6 +12,9 @@ pub(super) struct Epilogue {
     pub(super) outs: Vec<String>,
     /// Columns per staging pass.
     pub(super) cw: u64,
+    /// A norm prologue's row scales, `[row, consumer]` in shared memory: each accumulator is
+    /// multiplied by its row's before it is rounded.
+    pub(super) row_scale: Option<String>,
 }
 
 impl Builder<'_, '_> {
@@ -172,7 +176,49 @@ impl Builder<'_, '_> {
                 .map(|&r| self.global(r, p.access_c.clone()))
                 .collect()
         };
-        Ok(Epilogue { vector, outs, cw })
+        Ok(Epilogue {
+            vector,
+            outs,
+            cw,
+            row_scale: None,
+        })
+    }
+
+    /// The row scales of a thread's accumulators, read once from `rs` (`[row, consumer]`)
+    /// into registers, one per row the thread holds (`norm_prologue::split_rows` of the
+    /// accumulator layout `d`): the registers and the layout from a value to its register.
+    fn row_scale_registers(
+        &mut self,
+        d: &Layout,
+        rs: &str,
+        t: &Expr,
+        c: &Expr,
+    ) -> R<(String, Layout)> {
+        let (slot_of, slot_rows, _) =
+            super::super::norm_prologue::split_rows(d, 64).ok_or_else(|| {
+                Retry::Fail(LowerError::Internal(format!(
+                    "the accumulator layout {d} does not split into rows per thread"
+                )))
+            })?;
+        let n = slot_rows.size().map_err(internal)?;
+        let regs = self.tensor(
+            Space::Registers,
+            DType::F32,
+            Layout::int(n, 1).map_err(internal)?,
+        );
+        let base = kir::offset_expr(d, &[t.clone(), Expr::Int(0)]).map_err(internal)?;
+        let base = self.let_("rb", Ty::Idx, rem(base, Expr::Int(64)));
+        for r in 0..n {
+            let off = slot_rows
+                .crd2idx(&irc_layout::IntTuple::Int(r))
+                .map_err(internal)?;
+            self.out.push(Stmt::Store {
+                tensor: regs.clone(),
+                coord: vec![Expr::Int(r)],
+                value: Expr::load(rs, vec![add(base.clone(), Expr::Int(off)), c.clone()]),
+            });
+        }
+        Ok((regs, slot_of))
     }
 
     /// The tile's accumulators through the epilogue chain to every root. Value `v` of thread
@@ -218,12 +264,28 @@ impl Builder<'_, '_> {
             let idx = s.let_("di", Ty::Idx, idx);
             Ok((rem(idx.clone(), Expr::Int(64)), div(idx, Expr::Int(64))))
         };
+        // A norm prologue's row scales: the thread's rows' scales into registers once, then
+        // each accumulator times its row's.
+        let scales = match &epi.row_scale {
+            Some(rs) => Some(self.row_scale_registers(&dl, rs, &t, c)?),
+            None => None,
+        };
+        let scaled = |v: Expr| -> Expr {
+            let x = Expr::load(acc, vec![v.clone()]);
+            match &scales {
+                Some((regs, index)) => {
+                    let r = kir::offset_expr(index, &[v]).unwrap_or(Expr::Int(0));
+                    Expr::call(kir::Func::Mul, vec![x, Expr::load(regs, vec![r])])
+                }
+                None => x,
+            }
+        };
         let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
             return self.unrolled("v", bn / 2, &mut |s, v| {
                 let (row, col) = place(s, &v)?;
+                let value = cast_to(dt, DType::F32, scaled(v.clone()));
                 let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));
                 let gn = s.let_("gn", Ty::Idx, add(n0.clone(), col));
-                let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
                 s.if_(in_range(&gm, &gn), |s| {
                     s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
                     s.epilogue_stores(
@@ -249,11 +311,8 @@ impl Builder<'_, '_> {
             // The matmul's values (rounded to its dtype) into the staging tile, through the
             // tile's (thread, value) partition: a per-thread base plus a constant per value.
             s.unrolled("v", epi.cw / 2, &mut |s, v| {
-                let value = cast_to(
-                    dt,
-                    DType::F32,
-                    Expr::load(acc, vec![add(mul(q.clone(), Expr::Int(cw / 2)), v.clone())]),
-                );
+                let av = add(mul(q.clone(), Expr::Int(cw / 2)), v.clone());
+                let value = cast_to(dt, DType::F32, scaled(av));
                 s.out.push(Stmt::Store {
                     tensor: stage_tv.clone(),
                     coord: vec![t.clone(), v, c.clone()],

@@ -25,6 +25,7 @@ use irc_kir::{self as kir, Arg, Builtin, Expr, Frag, IdxOp, Intrinsic, Space, St
 use irc_layout::Layout;
 
 mod epilogue;
+mod prologue;
 
 // Block rows (two consumer warpgroups of 64) and the K step (64 f16/bf16: 128 bytes).
 use super::wgmma_config::{BK, BM, WgmmaConfig};
@@ -49,7 +50,9 @@ impl Builder<'_, '_> {
         };
         let bn = cfg.bn;
         let esize = p.dtype.size_bytes();
-        let (a, bv) = (inst.operands[0], inst.operands[1]);
+        // A norm prologue's A is its x, scaled in shared memory (`norm_prologue`).
+        let a = p.prologue.as_ref().map_or(inst.operands[0], |q| q.x);
+        let bv = inst.operands[1];
         // B's access is (k, n, batch): swap to (n, k, batch) to read it as rows x K.
         let b_rows_first = {
             let m = p.access_b.modes();
@@ -71,6 +74,10 @@ impl Builder<'_, '_> {
         let Some(ob) = operand(bbuf, &bl, bn, BK, p.k, p.n, be, esize) else {
             return Ok(false);
         };
+        // The prologue walks K-major A tiles' 16-byte chunks along K.
+        if p.prologue.is_some() && !oa.k_major {
+            return Ok(false);
+        }
         // The epilogue's staging tiles: per consumer 64 rows x 64 columns, 8 of padding (the
         // rows of a warp's stores fall in distinct banks).
         let staging_elems = 64 * (64 + 8);
@@ -88,7 +95,11 @@ impl Builder<'_, '_> {
         // running together share A row panels and B column panels in L2.
         // The largest group of at most 8 that divides the M tiles (65 M tiles: groups of 5).
         let group = (1..=8u64).rev().find(|g| tiles_m % g == 0).unwrap_or(1);
-        let (split, kps) = cfg.splits(ktiles);
+        // A norm prologue needs each row's whole K in one kernel: no split.
+        let (split, kps) = match p.prologue {
+            Some(_) => (1, ktiles),
+            None => cfg.splits(ktiles),
+        };
         let mut walk = TileWalk {
             total,
             per_batch,
@@ -282,10 +293,27 @@ impl Builder<'_, '_> {
         // wait, then the epilogue on the accumulators.
         let (a_lbo, a_sbo) = oa.lbo_sbo().map_err(internal)?;
         let (b_lbo, b_sbo) = ob.lbo_sbo().map_err(internal)?;
-        let epi = match out {
+        let mut epi = match out {
             Out::Epilogue => Some(self.wgmma_epilogue_plan(roots, p, 64)?),
             Out::Partials(_) => None,
         };
+        // A norm prologue: each consumer reads its A fragments into registers, sums their
+        // squares and scales them (`prologue.rs`); its rows' scales go to shared memory for
+        // the epilogue.
+        let prologue = match &p.prologue {
+            Some(pro) => {
+                let rp = self.rs_prologue(pro, &sa, oa, stages, dt)?;
+                if let Some(e) = epi.as_mut() {
+                    e.row_scale = Some(rp.scales.clone());
+                }
+                Some(rp)
+            }
+            None => None,
+        };
+        // wgmma groups a consumer leaves in flight past a k-tile (each keeps its stage until
+        // it completes): one, except where A is in registers, which must not change until the
+        // group that reads them is done (the next k-tile's fragments are the same registers).
+        let inflight: u64 = if prologue.is_some() { 0 } else { 1 };
         let consumer = self.block(|s| {
             s.out.push(intr(Intrinsic::SetMaxNregInc, vec![imm(232)]));
             let c = s.let_(
@@ -303,6 +331,12 @@ impl Builder<'_, '_> {
                     });
                     Ok(())
                 })?;
+                if let Some(rp) = &prologue {
+                    s.rs_prologue_zero(rp)?;
+                    // g for the first k-tile; each k-tile loads the next one's.
+                    let k0 = s.let_("gk0", Ty::Idx, mul(sk.clone(), int(walk.kps * BK)));
+                    s.rs_prologue_g(rp, &k0, p.k)?;
+                }
                 s.for_(
                     "kt",
                     Expr::Int(0),
@@ -315,32 +349,74 @@ impl Builder<'_, '_> {
                             Intrinsic::MbarrierWait,
                             vec![bar(&bars, st.clone()), Arg::Expr(ph)],
                         ));
-                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                        s.unrolled("ks", BK / 16, &mut |s, ks| {
-                            s.out.push(intr(
-                                Intrinsic::Wgmma(bn as u16),
-                                vec![
-                                    Arg::at(&acc, vec![]),
-                                    Arg::at(&wa, vec![st.clone(), c.clone(), ks.clone()]),
-                                    Arg::at(&wb, vec![st.clone(), ks]),
-                                    imm(i64::from(!oa.k_major)),
-                                    imm(i64::from(!ob.k_major)),
-                                    imm(a_lbo),
-                                    imm(a_sbo),
-                                    imm(b_lbo),
-                                    imm(b_sbo),
-                                    imm(1),
-                                ],
-                            ));
-                            Ok(())
-                        })?;
+                        if let Some(rp) = &prologue {
+                            // The stage's fragments, then their products. (Splitting the k-steps
+                            // so one part's products run beside the next part's fragments
+                            // measured no faster: the consumers' issue slots bound it.)
+                            let k0 = mul(add(mul(sk.clone(), int(walk.kps)), kt.clone()), int(BK));
+                            let k0 = s.let_("pk0", Ty::Idx, k0);
+                            s.rs_prologue_stage(rp, oa, &st, &c, &k0, p.k, dt)?;
+                            s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                            // One statement per k-step (not a loop), so that the emitters pack
+                            // every register A operand ahead of the fence.
+                            for ks in 0..(BK / 16) as i64 {
+                                s.out.push(intr(
+                                    Intrinsic::WgmmaRs(bn as u16),
+                                    vec![
+                                        Arg::at(&acc, vec![]),
+                                        Arg::at(&rp.pa, vec![Expr::Int(ks)]),
+                                        Arg::at(&wb, vec![st.clone(), Expr::Int(ks)]),
+                                        imm(i64::from(!ob.k_major)),
+                                        imm(b_lbo),
+                                        imm(b_sbo),
+                                        imm(1),
+                                    ],
+                                ));
+                            }
+                        } else {
+                            s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                            s.unrolled("ks", BK / 16, &mut |s, ks| {
+                                s.out.push(intr(
+                                    Intrinsic::Wgmma(bn as u16),
+                                    vec![
+                                        Arg::at(&acc, vec![]),
+                                        Arg::at(&wa, vec![st.clone(), c.clone(), ks.clone()]),
+                                        Arg::at(&wb, vec![st.clone(), ks]),
+                                        imm(i64::from(!oa.k_major)),
+                                        imm(i64::from(!ob.k_major)),
+                                        imm(a_lbo),
+                                        imm(a_sbo),
+                                        imm(b_lbo),
+                                        imm(b_sbo),
+                                        imm(1),
+                                    ],
+                                ));
+                                Ok(())
+                            })?;
+                        }
                         s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
-                        let prev = rem(add(it, int(stages - 1)), int(stages));
+                        if let Some(rp) = &prologue {
+                            // The next k-tile's g, under this one's products.
+                            let next = add(kt.clone(), Expr::Int(1));
+                            let k0 =
+                                mul(add(mul(sk.clone(), int(walk.kps)), next.clone()), int(BK));
+                            let body = s.block(|s| {
+                                let k0 = s.let_("gk1", Ty::Idx, k0);
+                                s.rs_prologue_g(rp, &k0, p.k)
+                            })?;
+                            s.out.push(Stmt::If {
+                                cond: lt(next, int(ktiles)),
+                                body,
+                                orelse: vec![],
+                            });
+                        }
+                        s.out
+                            .push(intr(Intrinsic::WgmmaWait, vec![imm(inflight as i64)]));
+                        let prev = rem(add(it, int(stages - inflight)), int(stages));
                         s.out.push(Stmt::If {
                             cond: Expr::idx(
                                 IdxOp::And,
-                                Expr::idx(IdxOp::Lt, Expr::Int(0), kt),
+                                Expr::idx(IdxOp::Lt, Expr::Int(inflight as i64 - 1), kt),
                                 leader.clone(),
                             ),
                             body: vec![intr(
@@ -353,15 +429,25 @@ impl Builder<'_, '_> {
                     },
                 )?;
                 s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                let last = rem(add(mul(j, int(ktiles)), int(ktiles - 1)), int(stages));
-                s.out.push(Stmt::If {
-                    cond: leader.clone(),
-                    body: vec![intr(
-                        Intrinsic::MbarrierArrive,
-                        vec![bar(&bars, add(last, int(stages)))],
-                    )],
-                    orelse: vec![],
-                });
+                // The stages of the k-tiles still in flight at the loop's end.
+                for kt in ktiles.saturating_sub(inflight)..ktiles {
+                    let last = rem(add(mul(j.clone(), int(ktiles)), int(kt)), int(stages));
+                    s.out.push(Stmt::If {
+                        cond: leader.clone(),
+                        body: vec![intr(
+                            Intrinsic::MbarrierArrive,
+                            vec![bar(&bars, add(last, int(stages)))],
+                        )],
+                        orelse: vec![],
+                    });
+                }
+                if let Some(rp) = &prologue {
+                    s.rs_prologue_scales(rp, &c, p.k)?;
+                    s.out.push(intr(
+                        Intrinsic::BarSync,
+                        vec![Arg::Expr(add(c.clone(), Expr::Int(1))), imm(128)],
+                    ));
+                }
                 match (&epi, &out) {
                     (Some(epi), _) => {
                         s.wgmma_epilogue(inst, roots, p, epi, &acc, bn, &c, &m0, &n0, &bi)
