@@ -12,13 +12,25 @@
 //! exists in memory.
 //!
 //! Taken when the rmsnorm normalizes the last axis of a `[M, K]` bf16 `x` held in memory, its
-//! only reader is the matmul's first operand (no transpose flag), `W` is `[K, N]` and neither
-//! M nor N is 1 (that is the matrix-vector template). Declined, with the reason, otherwise.
-//! f16 is declined on purpose: `x · g` is formed before the row scale, and f16 (largest value
-//! 65504) could overflow where the normalized value would not; bf16 has f32's range.
+//! only reader is the matmul's first operand (no transpose flag), `W` is `[K, N]`, neither
+//! M nor N is 1 (that is the matrix-vector template) and N is at most [`MAX_N`]. Declined,
+//! with the reason, otherwise. f16 is declined on purpose: `x · g` is formed before the row
+//! scale, and f16 (largest value 65504) could overflow where the normalized value would not;
+//! bf16 has f32's range.
+//!
+//! **Why N is bounded.** Unfused, the rmsnorm costs one more pass over x (a read and a write,
+//! `4·M·K` bytes) and a launch. Fused, every block transforms the A tiles it reads, so each
+//! A tile is transformed once per column tile of the output: the cost grows with N, and the
+//! matmul's own time with it. Measured on an H100 (`bench/results/2026-11-25-norm-prologue.md`,
+//! M = K = 4096): fused/unfused 0.82 at N = 512, 1.05 at 1024, 1.06 at 2048, 1.15 at 4096 on
+//! the CUDA backend (0.70, 0.97, 0.92, 1.02 on MLIR); at M = 16384, K = 2048, N = 1024, 0.80
+//! on both. Beyond N = 1024 the fused kernel is the slower one.
 
 use crate::policy::{Dag, Home, NodeKind};
 use irc_ir::{Attr, DType, OpKind};
+
+/// The largest N the norm prologue is taken for (the module doc says why).
+pub const MAX_N: u64 = 1024;
 
 /// One `matmul(rmsnorm(..), ..)` the policy looked at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,8 +96,15 @@ fn why_not(d: &impl Dag, home: &[Home], n: usize, m: usize, w: usize) -> Option<
                 .into(),
         );
     }
-    if shape[0] < 2 || d.shape(m).get(1).is_none_or(|&c| c < 2) {
+    let cols = d.shape(m).get(1).copied().unwrap_or(0);
+    if shape[0] < 2 || cols < 2 {
         return Some("a matrix-vector product (its own template)".into());
+    }
+    if cols > MAX_N {
+        return Some(format!(
+            "N = {cols} > {MAX_N}: fused, each A tile is scaled once per column tile of the output, \
+             which costs more than the rmsnorm's own pass over x"
+        ));
     }
     let ops = d.operands(n);
     let x = ops[0];

@@ -181,14 +181,23 @@ impl Builder<'_, '_> {
                         at: vec![div(k.clone(), Expr::Int(2))],
                     },
                 };
+                let reg = Expr::Int(ks * gp.starts.len() as i64 + p as i64);
                 if kdim % BK == 0 {
                     self.out.push(copy);
                 } else {
-                    // Past K, x is TMA's zeros: the pair is not read (nor used).
+                    // Past K, x is TMA's zeros and g has no element: zeros (not stale
+                    // registers, which could hold a NaN).
+                    let zeros = (0..2)
+                        .map(|e| Stmt::Store {
+                            tensor: gp.regs.clone(),
+                            coord: vec![Expr::Int(e), reg.clone()],
+                            value: lit(self.ty(rp.pro.x).dtype, 0.0),
+                        })
+                        .collect();
                     self.out.push(Stmt::If {
                         cond: lt(k, int(kdim)),
                         body: vec![copy],
-                        orelse: vec![],
+                        orelse: zeros,
                     });
                 }
             }
