@@ -341,3 +341,29 @@ fn misspelt_subcommand_gets_a_hint() {
         stderr(&o)
     );
 }
+
+/// `--arch sm_80` sizes tiles for the A100 (163 KiB of shared memory a block), not for the
+/// H100 (227 KiB): the f32 matmul's large point (192 KiB) would not launch there.
+#[test]
+fn arch_sm_80_tiles_fit_an_a100() {
+    let d = scratch("arch80");
+    let f = d.join("f32mm.ir");
+    std::fs::write(
+        &f,
+        "graph @f(%a: tensor<4096x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {\n  %c = matmul %a, %b\n  return %c\n}\n",
+    )
+    .unwrap();
+    let smem = |arch: &str| -> u64 {
+        let o = irc(&["--emit=cuda", "--arch", arch, f.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.lines()
+            .filter_map(|l| l.split("unsigned char irc_smem[]; // ").nth(1))
+            .filter_map(|r| r.trim_end_matches(" bytes").parse::<u64>().ok())
+            .max()
+            .unwrap_or(0)
+    };
+    let (a100, h100) = (smem("sm_80"), smem("sm_90a"));
+    assert!(a100 > 0 && a100 <= 163 * 1024, "sm_80 kernel takes {a100} bytes");
+    assert!(h100 > 163 * 1024, "sm_90a keeps the large point ({h100} bytes)");
+}

@@ -155,13 +155,18 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// The templates' options for this arch: the Hopper templates on sm_90a (both backends
-    /// emit their statements).
+    /// emit their statements), and the arch's target (`Target::for_arch`: its shared-memory
+    /// limit sizes the tiles) when an arch is given.
     pub fn lower_options(&self) -> irc_lower::LowerOptions {
         let arch = self.arch.as_deref().unwrap_or("sm_90a");
-        irc_lower::LowerOptions {
+        let mut o = irc_lower::LowerOptions {
             wgmma: arch == "sm_90a",
             ..self.lower.clone()
+        };
+        if self.arch.is_some() {
+            o.target = irc_target::Target::for_arch(arch);
         }
+        o
     }
 
     /// Whether this build can run `stage` with this backend.

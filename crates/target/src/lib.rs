@@ -47,6 +47,46 @@ impl Target {
         }
     }
 
+    /// The A100 80GB (sm_80) from its data sheet: 108 SMs, 312 TFLOP/s dense 16-bit, 2039 GB/s,
+    /// 19.5 TFLOP/s f32, 48 KiB of static and 163 KiB of opt-in shared memory per block.
+    pub fn a100() -> Target {
+        Target {
+            name: "A100".into(),
+            sms: 108,
+            peak_tflops: 312.0,
+            peak_gbps: 2039.0,
+            cuda_tflops: 19.5,
+            launch_us: 3.0,
+            max_shared_bytes: 48 * 1024,
+            max_dynamic_shared_bytes: 163 * 1024,
+            max_register_elems: 256,
+        }
+    }
+
+    /// The target code for `arch` (`sm_90a`, `sm_80`, ...) is built for: the H100 for sm_90
+    /// and later; the A100 for sm_80 to sm_89, with the smaller opt-in shared memory of sm_86
+    /// and sm_89 (99 KiB a block), so that no template picks tiles those GPUs cannot launch;
+    /// the H100 for a name that is not `sm_` and a number.
+    pub fn for_arch(arch: &str) -> Target {
+        let digits: String = arch
+            .strip_prefix("sm_")
+            .unwrap_or("")
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        match digits.parse::<u32>() {
+            Ok(v) if v < 90 => {
+                let mut t = Target::a100();
+                if matches!(v, 86 | 89) {
+                    t.name = format!("{arch}-class");
+                    t.max_dynamic_shared_bytes = 99 * 1024;
+                }
+                t
+            }
+            _ => Target::h100(),
+        }
+    }
+
     /// The floor in ms: max(flops / peak rate, bytes / peak bandwidth).
     pub fn floor_ms(&self, flops: u64, bytes: u64) -> f64 {
         let compute = flops as f64 / (self.peak_tflops * 1e12);
@@ -73,5 +113,16 @@ mod tests {
         assert!((f - 0.1865).abs() < 1e-3, "{f}");
         // 3.006 GB read and written: 1 ms, memory bound.
         assert!((t.floor_ms(0, 3_006_000_000) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_arch_gets_its_shared_memory_limit() {
+        assert_eq!(Target::for_arch("sm_90a"), Target::h100());
+        assert_eq!(Target::for_arch("sm_90"), Target::h100());
+        assert_eq!(Target::for_arch("sm_80"), Target::a100());
+        assert_eq!(Target::for_arch("sm_80").max_dynamic_shared_bytes, 163 * 1024);
+        assert_eq!(Target::for_arch("sm_89").max_dynamic_shared_bytes, 99 * 1024);
+        assert_eq!(Target::for_arch("sm_86").sms, 108);
+        assert_eq!(Target::for_arch("gfx90a"), Target::h100());
     }
 }
