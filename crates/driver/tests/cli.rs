@@ -364,6 +364,12 @@ fn arch_sm_80_tiles_fit_an_a100() {
             .unwrap_or(0)
     };
     let (a100, h100) = (smem("sm_80"), smem("sm_90a"));
-    assert!(a100 > 0 && a100 <= 163 * 1024, "sm_80 kernel takes {a100} bytes");
-    assert!(h100 > 163 * 1024, "sm_90a keeps the large point ({h100} bytes)");
+    assert!(
+        a100 > 0 && a100 <= 163 * 1024,
+        "sm_80 kernel takes {a100} bytes"
+    );
+    assert!(
+        h100 > 163 * 1024,
+        "sm_90a keeps the large point ({h100} bytes)"
+    );
 }

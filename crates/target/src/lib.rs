@@ -120,8 +120,14 @@ mod tests {
         assert_eq!(Target::for_arch("sm_90a"), Target::h100());
         assert_eq!(Target::for_arch("sm_90"), Target::h100());
         assert_eq!(Target::for_arch("sm_80"), Target::a100());
-        assert_eq!(Target::for_arch("sm_80").max_dynamic_shared_bytes, 163 * 1024);
-        assert_eq!(Target::for_arch("sm_89").max_dynamic_shared_bytes, 99 * 1024);
+        assert_eq!(
+            Target::for_arch("sm_80").max_dynamic_shared_bytes,
+            163 * 1024
+        );
+        assert_eq!(
+            Target::for_arch("sm_89").max_dynamic_shared_bytes,
+            99 * 1024
+        );
         assert_eq!(Target::for_arch("sm_86").sms, 108);
         assert_eq!(Target::for_arch("gfx90a"), Target::h100());
     }

@@ -721,8 +721,8 @@ impl TemplateSpace for MmaSpace {
     }
     fn heuristic(&self, p: &Problem, target: &Target) -> Config {
         let shape = match p.shape {
-            ProblemShape::Matmul { batch, m, n, .. } => (m, n, batch),
-            _ => (0, 0, 0),
+            ProblemShape::Matmul { batch, m, n, k } => (m, n, k, batch),
+            _ => (0, 0, 0, 0),
         };
         Config::Mma(MmaConfig::heuristic_for(
             target,

@@ -18,6 +18,10 @@ pub struct MmaConfig {
     pub stages: u64,
 }
 
+/// [`MmaConfig::F32_MID`]'s throughput per SM relative to [`MmaConfig::F32`]'s, measured at
+/// 4096³ on the H100 (2.58 / 2.78 ms).
+const F32_MID_RATE: f64 = 0.927;
+
 impl MmaConfig {
     /// The heuristic's choice for every problem today: 128 x 128 x 32, 8 warps (2 x 4), each
     /// warp 64 x 32 outputs in 4 x 4 atoms, 4 stages (64 KiB of shared memory: three k-tiles
@@ -59,20 +63,43 @@ impl MmaConfig {
         stages: 3,
     };
 
-    /// The heuristic's point for an `m x n` problem of `batch` matrices with operands of
-    /// `elem_bytes` bytes on `target`: for f32 [`MmaConfig::F32_SMALL`] below two 128x128 tiles
-    /// per SM, else [`MmaConfig::F32`] where it fits; [`MmaConfig::DEFAULT`] otherwise.
+    /// The heuristic's third f32 point: 128x64 tiles of 4 warps, three 32-deep stages (72 KiB:
+    /// three blocks an SM). At 4096³ it runs at 0.93x [`MmaConfig::F32`]'s rate per SM (2.78 ms
+    /// against 2.58), but in half-size tiles, so it wins where the big tiles' last wave would
+    /// leave SMs idle (run 66: 1576 tokens 768→3072, 0.166 ms against 0.204).
+    pub const F32_MID: MmaConfig = MmaConfig {
+        bm: 128,
+        bn: 64,
+        bk: 32,
+        warps_m: 2,
+        warps_n: 2,
+        stages: 3,
+    };
+
+    /// The heuristic's point for an `m x n x k` problem of `batch` matrices with operands of
+    /// `elem_bytes` bytes on `target`. For f32: [`MmaConfig::F32_SMALL`] below two 128x128
+    /// tiles per SM or for K of at most 128 (one or two 64-deep k-tiles leave the big point's
+    /// ring nothing to overlap); otherwise the faster of [`MmaConfig::F32`] and
+    /// [`MmaConfig::F32_MID`] by wave quantization — the busiest SM's share of tiles, each
+    /// at its point's measured rate (`F32_MID_RATE`): `ceil(t / SMs)` 128x128 tiles against
+    /// `ceil(2t / SMs)` half tiles. The data of every shape measured is in
+    /// `bench/results/2026-11-25-f32-points.md`. Any point that does not fit the target's
+    /// shared memory falls back to [`MmaConfig::DEFAULT`]; f16/bf16 take [`MmaConfig::DEFAULT`].
     pub fn heuristic_for(
         target: &irc_target::Target,
         elem_bytes: u64,
-        (m, n, batch): (u64, u64, u64),
+        (m, n, k, batch): (u64, u64, u64, u64),
     ) -> MmaConfig {
         if elem_bytes != 4 {
             return MmaConfig::DEFAULT;
         }
+        let sms = u64::from(target.sms).max(1);
         let tiles = m.div_ceil(128) * n.div_ceil(128) * batch.max(1);
-        let pick = if tiles < 2 * u64::from(target.sms) {
+        let halves = m.div_ceil(128) * n.div_ceil(64) * batch.max(1);
+        let pick = if tiles < 2 * sms || k <= 128 {
             MmaConfig::F32_SMALL
+        } else if halves.div_ceil(sms) as f64 * 0.5 / F32_MID_RATE < tiles.div_ceil(sms) as f64 {
+            MmaConfig::F32_MID
         } else {
             MmaConfig::F32
         };

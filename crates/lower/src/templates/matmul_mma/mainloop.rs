@@ -101,7 +101,7 @@ impl Builder<'_, '_> {
         let cfg = match self.config {
             Some(super::super::Config::Mma(c)) => c,
             _ => self.l.options.mma.unwrap_or_else(|| {
-                let shape = (p.m, p.n, p.batch);
+                let shape = (p.m, p.n, p.k, p.batch);
                 MmaConfig::heuristic_for(&self.l.options.target, p.dtype.size_bytes(), shape)
             }),
         };
