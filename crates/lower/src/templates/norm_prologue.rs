@@ -444,3 +444,39 @@ pub(crate) fn split_rows(d: &Layout, m: i64) -> Option<(Layout, Layout, u64)> {
     }
     Some((slot_of, slot_rows, quad as u64))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wgmma_accumulators_hold_two_rows_a_thread() {
+        // m64nNk16's D: a warp's 16 rows, lane / 4 and 8 below; the quad's 4 lanes share them.
+        let d = irc_layout::wgmma_m64nk16_d(64).unwrap().layout().clone();
+        let (slot_of, slot_rows, quad) = split_rows(&d, 64).expect("splits");
+        assert_eq!(slot_rows.size().unwrap(), 2);
+        let at = |l: &Layout, i: i64| l.crd2idx(&irc_layout::IntTuple::Int(i)).unwrap();
+        assert_eq!((at(&slot_rows, 0), at(&slot_rows, 1)), (0, 8));
+        assert_eq!(quad, 4);
+        // Values 0, 1 (columns 2t, 2t+1) in the first row, 2, 3 in the row 8 below.
+        assert_eq!(
+            (0..4).map(|v| at(&slot_of, v)).collect::<Vec<_>>(),
+            [0, 0, 1, 1]
+        );
+    }
+
+    #[test]
+    fn the_mma_a_fragment_splits_by_16_row_blocks() {
+        let a = irc_layout::mma_m16n8k16_a().unwrap().layout().clone();
+        let (_, slot_rows, quad) = split_rows(&a, 16).expect("splits");
+        assert_eq!(slot_rows.size().unwrap(), 2);
+        assert_eq!(quad, 4);
+    }
+
+    #[test]
+    fn a_layout_mixing_rows_and_columns_in_one_leaf_does_not_split() {
+        // Value leaf 4:24 crosses from row to column (stride 24 < 64 but 24 * 3 >= 64).
+        let d = Layout::flat(&[32, 4], &[1, 24]).unwrap();
+        assert!(split_rows(&d, 64).is_none());
+    }
+}
