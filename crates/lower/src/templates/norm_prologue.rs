@@ -257,20 +257,11 @@ impl Builder<'_, '_> {
                     dst: mine.clone(),
                     src: at.clone(),
                 });
-                let mut sq = Expr::load(&sums, vec![si.clone()]);
                 for z in 0..8i64 {
-                    let xv = s.let_(
-                        "px",
-                        Ty::Elem(DType::F32),
-                        cast_to(
-                            DType::F32,
-                            dt,
-                            Expr::load(&regs, vec![Expr::Int(z), i.clone()]),
-                        ),
-                    );
-                    sq = Expr::call(
-                        Func::Add,
-                        vec![sq, Expr::call(Func::Mul, vec![xv.clone(), xv.clone()])],
+                    let xv = s.prologue_value(
+                        Expr::load(&regs, vec![Expr::Int(z), i.clone()]),
+                        dt,
+                        (&sums, si.clone()),
                     );
                     let Some((ge, gdt)) = &g_elem else {
                         continue;
@@ -300,11 +291,6 @@ impl Builder<'_, '_> {
                         });
                     }
                 }
-                s.out.push(Stmt::Store {
-                    tensor: sums.clone(),
-                    coord: vec![si.clone()],
-                    value: sq,
-                });
                 if g_elem.is_some() {
                     s.out.push(Stmt::Copy {
                         width: 8,
@@ -322,6 +308,23 @@ impl Builder<'_, '_> {
             });
             Ok(())
         })
+    }
+
+    /// One value `x` (of `dt`) of an A tile: widened to f32 (the returned value) and its square
+    /// added to the row sum at `sum` (a register tensor and its coordinate), in order.
+    pub(crate) fn prologue_value(&mut self, x: Expr, dt: DType, sum: (&str, Expr)) -> Expr {
+        let xv = self.let_("px", Ty::Elem(DType::F32), cast_to(DType::F32, dt, x));
+        let (t, at) = sum;
+        let old = Expr::load(t, vec![at.clone()]);
+        self.out.push(Stmt::Store {
+            tensor: t.to_string(),
+            coord: vec![at],
+            value: Expr::call(
+                Func::Add,
+                vec![old, Expr::call(Func::Mul, vec![xv.clone(), xv.clone()])],
+            ),
+        });
+        xv
     }
 
     /// After the mainloop: each row's sum over its lanes, and the row scale

@@ -282,25 +282,12 @@ impl Builder<'_, '_> {
                 for z in 0..8i64 {
                     let idx = kir::offset_expr(&rp.atom, &[lane.clone(), Expr::Int(z)])
                         .map_err(internal)?;
-                    let x = s.let_(
-                        "px",
-                        Ty::Elem(DType::F32),
-                        cast_to(
-                            DType::F32,
-                            dt,
-                            Expr::load(&rp.xa, vec![Expr::Int(z), ks.clone()]),
-                        ),
-                    );
                     let slot = kir::offset_expr(&rp.slot_of, &[Expr::Int(z)]).map_err(internal)?;
-                    let sum = Expr::load(&rp.sums, vec![slot.clone()]);
-                    s.out.push(Stmt::Store {
-                        tensor: rp.sums.clone(),
-                        coord: vec![slot],
-                        value: Expr::call(
-                            Func::Add,
-                            vec![sum, Expr::call(Func::Mul, vec![x.clone(), x.clone()])],
-                        ),
-                    });
+                    let x = s.prologue_value(
+                        Expr::load(&rp.xa, vec![Expr::Int(z), ks.clone()]),
+                        dt,
+                        (&rp.sums, slot),
+                    );
                     let scaled = match (&rp.g_pairs, &g) {
                         (Some(gp), _) => {
                             let (pair, e) = gp.of_value[z as usize];
