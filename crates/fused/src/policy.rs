@@ -41,9 +41,9 @@
 //!    residual, stored and normalized in one pass) — unless the composite's other operands
 //!    depend on it.
 //! 10. **Norm prologue** (after rule 6, before rule 9): `matmul(rmsnorm(x, g), W)` with the
-//!    rmsnorm read only there is one kernel, the matmul's: it scales the A tiles of `x` by `g`
-//!    as they arrive, sums each row's squares from them and applies the row scale to the
-//!    accumulator ([`Home::Prologue`]; [`crate::prologue`] says when it declines and why).
+//!     rmsnorm read only there is one kernel, the matmul's: it scales the A tiles of `x` by
+//!     `g` as they arrive, sums each row's squares from them and applies the row scale to the
+//!     accumulator ([`Home::Prologue`]; [`crate::prologue`] says when it declines and why).
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.

@@ -120,13 +120,9 @@ impl Builder<'_, '_> {
         threads: u64,
         t: Expr,
     ) -> R<ProTile> {
-        let per = if threads == 0 {
-            0
-        } else {
-            rows * chunks / threads
-        };
+        let per = (rows * chunks).checked_div(threads).unwrap_or(0);
         let even = per > 0
-            && (rows * chunks) % threads == 0
+            && (rows * chunks).is_multiple_of(threads)
             && chunks.is_power_of_two()
             && per.is_power_of_two()
             && chunks / per <= 32;
@@ -175,7 +171,10 @@ impl Builder<'_, '_> {
         kdim: u64,
     ) -> R<Option<String>> {
         let dt = self.ty(pro.x).dtype;
-        let Some(g) = pro.g.filter(|&g| kdim % 8 == 0 && self.ty(g).dtype == dt) else {
+        let Some(g) = pro
+            .g
+            .filter(|&g| kdim.is_multiple_of(8) && self.ty(g).dtype == dt)
+        else {
             return Ok(None);
         };
         let per = pt.per_thread() as i64;
@@ -281,7 +280,7 @@ impl Builder<'_, '_> {
                         value: cast_to(dt, DType::F32, Expr::call(Func::Mul, vec![xv, gval])),
                     };
                     // Past K the tile holds zeros and g has no element: leave them.
-                    if kdim % 8 == 0 {
+                    if kdim.is_multiple_of(8) {
                         s.out.push(scaled);
                     } else {
                         s.out.push(Stmt::If {

@@ -182,7 +182,7 @@ impl Builder<'_, '_> {
                     },
                 };
                 let reg = Expr::Int(ks * gp.starts.len() as i64 + p as i64);
-                if kdim % BK == 0 {
+                if kdim.is_multiple_of(BK) {
                     self.out.push(copy);
                 } else {
                     // Past K, x is TMA's zeros and g has no element: zeros (not stale
@@ -245,7 +245,7 @@ impl Builder<'_, '_> {
         );
         let lrow = kir::offset_expr(
             &ldmatrix_x4_rows(false, false).map_err(internal)?,
-            &[lane.clone()],
+            std::slice::from_ref(&lane),
         )
         .map_err(internal)?;
         let lrow = self.let_("lr", Ty::Idx, lrow);
@@ -311,7 +311,7 @@ impl Builder<'_, '_> {
                                     div(idx, Expr::Int(16)),
                                 ),
                             );
-                            let gv = if kdim % BK == 0 {
+                            let gv = if kdim.is_multiple_of(BK) {
                                 cast_to(DType::F32, *gdt, Expr::load(gt, vec![kk]))
                             } else {
                                 // Past K, x is TMA's zeros and g has no element.
