@@ -41,6 +41,10 @@ struct Ldmatrix {
     fb_pairs: String,
 }
 
+/// The most bytes a thread holds of operands loaded element by element through registers
+/// ([`Builder::ring_to_registers`]): 16 registers.
+const DEFERRED_BYTES: u64 = 64;
+
 /// One operand's copies into the ring.
 struct RingLoad {
     v: ValueId,
@@ -274,6 +278,26 @@ impl Builder<'_, '_> {
                 view,
             });
         }
+        // Operands read element by element (rows not 4-byte aligned): the loop's loads go to
+        // registers and reach the ring after the k-tile's products, so their latency hides
+        // under the mmas (a cp.async cannot take 2 bytes).
+        // Only where they fit in 16 registers a thread beside the accumulators (the default
+        // 16-bit point: 16 elements of each operand); larger shares would spill, and load
+        // straight into the ring as before.
+        let per_thread = |l: &RingLoad| l.tile.elems() as u64 / cfg.threads();
+        let bytes: u64 = loads
+            .iter()
+            .filter(|l| l.global.is_none())
+            .map(|l| per_thread(l) * dt.size_bytes())
+            .sum();
+        let deferred: Vec<Option<String>> = if bytes <= DEFERRED_BYTES {
+            loads
+                .iter()
+                .map(|l| self.ring_registers(l, dt))
+                .collect::<R<_>>()?
+        } else {
+            vec![None; loads.len()]
+        };
         let lane = self.let_(
             "lane",
             Ty::Idx,
@@ -445,8 +469,13 @@ impl Builder<'_, '_> {
                                 Ty::Idx,
                                 Expr::idx(IdxOp::Rem, next.clone(), int(stages as u64)),
                             );
-                            for l in &loads {
-                                s.ring_load(l, &k0, &st, &bi, p.k, dt)?;
+                            for (l, regs) in loads.iter().zip(&deferred) {
+                                match regs {
+                                    Some(regs) => {
+                                        s.ring_to_registers(l, &k0, &bi, p.k, dt, regs)?
+                                    }
+                                    None => s.ring_load(l, &k0, &st, &bi, p.k, dt)?,
+                                }
                             }
                             Ok(())
                         })?;
@@ -459,7 +488,8 @@ impl Builder<'_, '_> {
                         let cur =
                             s.let_("sc", Ty::Idx, Expr::idx(IdxOp::Rem, kt, int(stages as u64)));
                         if let (Some(tf), Some(total)) = (&tf, &total) {
-                            return s.tf32_tile(tf, cfg, (&acc, total), (&lane, &wm, &wn, &cur));
+                            s.tf32_tile(tf, cfg, (&acc, total), (&lane, &wm, &wn, &cur))?;
+                            return s.ring_from_registers(&loads, &deferred, &next, ktiles, stages);
                         }
                         let Some(Ldmatrix {
                             sa8,
@@ -530,7 +560,8 @@ impl Builder<'_, '_> {
                                     })
                                 })
                             },
-                        )
+                        )?;
+                        s.ring_from_registers(&loads, &deferred, &next, ktiles, stages)
                     },
                 )?;
                 // Every copy has landed before the epilogue reuses A's ring (its first step
@@ -558,6 +589,125 @@ impl Builder<'_, '_> {
     ) -> R<Expr> {
         let off = kir::swizzled_offset_expr(&tile.swizzle, l, &coord).map_err(internal)?;
         Ok(self.let_("so", Ty::Idx, Expr::idx(IdxOp::Div, off, int(w))))
+    }
+
+    /// The registers of a thread's elements of one k-tile of an operand read element by
+    /// element (`None` for one read by `cp.async`).
+    fn ring_registers(&mut self, t: &RingLoad, dt: DType) -> R<Option<String>> {
+        if t.global.is_some() {
+            return Ok(None);
+        }
+        let per_thread = t.tile.elems() as u64 / u64::from(self.kernel.block[0]);
+        let l = Layout::int(per_thread as i64, 1).map_err(internal)?;
+        Ok(Some(self.tensor(Space::Registers, dt, l)))
+    }
+
+    /// A thread's elements of an operand's k-tile and their ring offsets: `(row, k, shared
+    /// offset)` layouts over `(thread, element, 0)`, every element one batch.
+    fn ring_elements(&self, t: &RingLoad) -> R<(Layout, Layout, Layout, u64)> {
+        let threads = u64::from(self.kernel.block[0]);
+        let per_thread = t.tile.elems() as u64 / threads;
+        let dom = t
+            .tile
+            .copy_domain(1, threads, per_thread)
+            .map_err(internal)?;
+        let smem_l = t.tile.through(&dom).map_err(internal)?;
+        let (row_of, k_of) = t.tile.projections().map_err(internal)?;
+        let row_l = irc_layout::composition(&row_of, &dom).map_err(internal)?;
+        let k_l = irc_layout::composition(&k_of, &dom).map_err(internal)?;
+        Ok((row_l, k_l, smem_l, per_thread))
+    }
+
+    /// The thread's elements of an operand's k-tile at `k0` into `regs` (zeros out of range).
+    fn ring_to_registers(
+        &mut self,
+        t: &RingLoad,
+        k0: &Expr,
+        bi: &Expr,
+        kdim: u64,
+        dt: DType,
+        regs: &str,
+    ) -> R<()> {
+        let (row_l, k_l, _, per_thread) = self.ring_elements(t)?;
+        let k_pos = 1 - t.row_pos;
+        let tid = bx(Builtin::TidX);
+        self.unrolled("l", per_thread, &mut |s, l| {
+            let c = vec![tid.clone(), l.clone(), Expr::Int(0)];
+            let rr = kir::offset_expr(&row_l, &c).map_err(internal)?;
+            let kk = kir::offset_expr(&k_l, &c).map_err(internal)?;
+            let grow = s.let_("gr", Ty::Idx, add(t.row0.clone(), rr));
+            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), kk));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(grow.clone(), int(t.extent)),
+                lt(gk.clone(), int(kdim)),
+            );
+            let mut coord = vec![Expr::Int(0), Expr::Int(0), bi.clone()];
+            coord[t.row_pos] = grow;
+            coord[k_pos] = gk;
+            s.out.push(Stmt::Store {
+                tensor: regs.to_string(),
+                coord: vec![l.clone()],
+                value: lit(dt, 0.0),
+            });
+            let (access, v) = (t.access.clone(), t.v);
+            s.if_(cond, |s| {
+                s.coord = coord;
+                let e = s.value_at(v, &access)?;
+                s.out.push(Stmt::Store {
+                    tensor: regs.to_string(),
+                    coord: vec![l],
+                    value: e,
+                });
+                Ok(())
+            })
+        })
+    }
+
+    /// After a k-tile's products: the registers [`Builder::ring_to_registers`] filled for
+    /// k-tile `next` into its ring stage, where `next` is a k-tile (every thread has passed
+    /// the barrier after its last read of that stage, and the barrier before the k-tile that
+    /// reads it comes after).
+    fn ring_from_registers(
+        &mut self,
+        loads: &[RingLoad],
+        deferred: &[Option<String>],
+        next: &Expr,
+        ktiles: u64,
+        stages: i64,
+    ) -> R<()> {
+        if deferred.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let body = self.block(|s| {
+            let st = s.let_(
+                "sr",
+                Ty::Idx,
+                Expr::idx(IdxOp::Rem, next.clone(), int(stages as u64)),
+            );
+            for (t, regs) in loads.iter().zip(deferred) {
+                let Some(regs) = regs else { continue };
+                let (_, _, smem_l, per_thread) = s.ring_elements(t)?;
+                let tid = bx(Builtin::TidX);
+                s.unrolled("l", per_thread, &mut |s, l| {
+                    let c = vec![tid.clone(), l.clone(), Expr::Int(0)];
+                    let at = s.swizzled_chunk(&t.tile, &smem_l, c, 1)?;
+                    s.out.push(Stmt::Store {
+                        tensor: t.ring.clone(),
+                        coord: vec![at, st.clone()],
+                        value: Expr::load(regs, vec![l]),
+                    });
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })?;
+        self.out.push(Stmt::If {
+            cond: lt(next.clone(), int(ktiles)),
+            body,
+            orelse: vec![],
+        });
+        Ok(())
     }
 
     /// One operand's k-tile at `k0` into ring stage `st`: each thread's `w`-element chunks
