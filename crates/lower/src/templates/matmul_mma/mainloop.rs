@@ -602,19 +602,23 @@ impl Builder<'_, '_> {
         Ok(Some(self.tensor(Space::Registers, dt, l)))
     }
 
-    /// A thread's elements of an operand's k-tile and their ring offsets: `(row, k, shared
-    /// offset)` layouts over `(thread, element, 0)`, every element one batch.
-    fn ring_elements(&self, t: &RingLoad) -> R<(Layout, Layout, Layout, u64)> {
+    /// The `(row, k, shared offset)` layouts over `(thread, copy, batch)` of an operand's
+    /// k-tile read in `t.w`-element copies, `inner` copies a batch ([`StageTile::copy_domain`]).
+    fn ring_layouts(&self, t: &RingLoad, inner: u64) -> R<(Layout, Layout, Layout)> {
         let threads = u64::from(self.kernel.block[0]);
-        let per_thread = t.tile.elems() as u64 / threads;
-        let dom = t
-            .tile
-            .copy_domain(1, threads, per_thread)
-            .map_err(internal)?;
+        let dom = t.tile.copy_domain(t.w, threads, inner).map_err(internal)?;
         let smem_l = t.tile.through(&dom).map_err(internal)?;
         let (row_of, k_of) = t.tile.projections().map_err(internal)?;
         let row_l = irc_layout::composition(&row_of, &dom).map_err(internal)?;
         let k_l = irc_layout::composition(&k_of, &dom).map_err(internal)?;
+        Ok((row_l, k_l, smem_l))
+    }
+
+    /// A thread's elements of an operand read element by element, all in one batch: the
+    /// [`Builder::ring_layouts`] and their count.
+    fn ring_elements(&self, t: &RingLoad) -> R<(Layout, Layout, Layout, u64)> {
+        let per_thread = t.tile.elems() as u64 / u64::from(self.kernel.block[0]);
+        let (row_l, k_l, smem_l) = self.ring_layouts(t, per_thread)?;
         Ok((row_l, k_l, smem_l, per_thread))
     }
 
@@ -732,11 +736,7 @@ impl Builder<'_, '_> {
         } else {
             per_thread
         };
-        let dom = t.tile.copy_domain(t.w, threads, inner).map_err(internal)?;
-        let smem_l = t.tile.through(&dom).map_err(internal)?;
-        let (row_of, k_of) = t.tile.projections().map_err(internal)?;
-        let row_l = irc_layout::composition(&row_of, &dom).map_err(internal)?;
-        let k_l = irc_layout::composition(&k_of, &dom).map_err(internal)?;
+        let (row_l, k_l, smem_l) = self.ring_layouts(t, inner)?;
         let batches = per_thread / inner;
         let (layouts, at, sizes) = ((&row_l, &k_l, &smem_l), (k0, st, bi), (kdim, dt));
         if batches == 1 {
