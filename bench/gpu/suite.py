@@ -12,8 +12,9 @@ workload (one `examples/NAME.ir` each) it
    a float64 PyTorch reference (||out - ref|| / ||ref||, max abs error, NaN/Inf), and times irc
    with `irc bench FILE --json --input ...` (the same inputs);
 4. prints a markdown table and writes it with a JSON file to
-   `$OUT/bench/results/<date>-<gpu>.{md,json}` (or `bench/results/` of the repository when OUT
-   is unset).
+   `$OUT/bench/results/<date>-<name>.{md,json}` (or `bench/results/` of the repository when OUT
+   is unset), `<name>` from `--name` (default: the GPU's name), with `-2`, `-3`, ... added
+   rather than overwriting an earlier table.
 
 A failing irc step is recorded in its row; the suite goes on.
 
@@ -534,6 +535,7 @@ def main():
     ap.add_argument("--mlir", action="store_true",
                     help="also run and time the MLIR backend (irc built by bench/gpu/build.sh --mlir)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", help="the results file's name after the date (default: the GPU's)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds for each irc command")
     ap.add_argument("--peak-tflops", type=float, default=737.0)
     ap.add_argument("--peak-gbps", type=float, default=3006.0)
@@ -567,7 +569,11 @@ def main():
     base = Path(os.environ["OUT"]) if os.environ.get("OUT") else REPO
     dest = base / "bench" / "results"
     dest.mkdir(parents=True, exist_ok=True)
-    stem = f"{meta['date']}-{re.sub(r'[^A-Za-z0-9._-]+', '-', gpu)}"
+    base_stem = f"{meta['date']}-{re.sub(r'[^A-Za-z0-9._-]+', '-', args.name or gpu)}"
+    stem, n = base_stem, 1
+    while (dest / f"{stem}.md").exists():
+        n += 1
+        stem = f"{base_stem}-{n}"
     (dest / f"{stem}.md").write_text(md)
     (dest / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     print(f"written {dest / stem}.md and .json")
