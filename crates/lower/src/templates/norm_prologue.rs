@@ -231,13 +231,7 @@ impl Builder<'_, '_> {
             dt,
             Layout::flat(&[8, per], &[1, 8]).map_err(internal)?,
         );
-        let g_elem = match pro.g {
-            Some(g) => Some((
-                self.global(g, Layout::int(kdim as i64, 1).map_err(internal)?),
-                self.ty(g).dtype,
-            )),
-            None => None,
-        };
+        let g_elem = self.prologue_g_elements(pro, kdim, g_regs.is_some())?;
         let sums = pt.sums.clone();
         self.unrolled("pc", pt.per_thread(), &mut |s, i| {
             let (row, c) = pt.at(&i);
@@ -262,17 +256,17 @@ impl Builder<'_, '_> {
                         dt,
                         (&sums, si.clone()),
                     );
-                    let Some((ge, gdt)) = &g_elem else {
-                        continue;
-                    };
                     let k = add(kc.clone(), Expr::Int(z));
-                    let gval = match g_regs {
-                        Some(gr) => cast_to(
+                    let gval = match (g_regs, &g_elem) {
+                        (Some(gr), _) => cast_to(
                             DType::F32,
                             dt,
                             Expr::load(gr, vec![Expr::Int(z), i.clone()]),
                         ),
-                        None => cast_to(DType::F32, *gdt, Expr::load(ge, vec![k.clone()])),
+                        (None, Some((ge, gdt))) => {
+                            cast_to(DType::F32, *gdt, Expr::load(ge, vec![k.clone()]))
+                        }
+                        (None, None) => continue,
                     };
                     let scaled = Stmt::Store {
                         tensor: regs.clone(),
@@ -290,7 +284,7 @@ impl Builder<'_, '_> {
                         });
                     }
                 }
-                if g_elem.is_some() {
+                if pro.g.is_some() {
                     s.out.push(Stmt::Copy {
                         width: 8,
                         dst: at,
@@ -307,6 +301,23 @@ impl Builder<'_, '_> {
             });
             Ok(())
         })
+    }
+
+    /// `g` as a `[K]` tensor read element by element (with its dtype), for a prologue that
+    /// has no `g` in registers (`ahead`: it has): `None` without a `g` or with it ahead.
+    pub(crate) fn prologue_g_elements(
+        &mut self,
+        pro: &NormPrologue,
+        kdim: u64,
+        ahead: bool,
+    ) -> R<Option<(String, DType)>> {
+        match pro.g.filter(|_| !ahead) {
+            Some(g) => Ok(Some((
+                self.global(g, Layout::int(kdim as i64, 1).map_err(internal)?),
+                self.ty(g).dtype,
+            ))),
+            None => Ok(None),
+        }
     }
 
     /// One value `x` (of `dt`) of an A tile: widened to f32 (the returned value) and its square

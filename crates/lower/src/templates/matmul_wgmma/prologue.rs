@@ -250,13 +250,7 @@ impl Builder<'_, '_> {
         .map_err(internal)?;
         let lrow = self.let_("lr", Ty::Idx, lrow);
         let base = self.let_("sb", Ty::Idx, mul(st.clone(), int(oa.tile_elems())));
-        let g = match rp.pro.g {
-            Some(g) => Some((
-                self.global(g, Layout::int(kdim as i64, 1).map_err(internal)?),
-                self.ty(g).dtype,
-            )),
-            None => None,
-        };
+        let g = self.prologue_g_elements(&rp.pro, kdim, rp.g_pairs.is_some())?;
         self.for_(
             "ks",
             Expr::Int(0),
