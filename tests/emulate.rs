@@ -549,6 +549,29 @@ impl<'k> Block<'k> {
                     self.cp_async(*op, args, th, mem);
                 }
             }
+            // Blocks run one after another, so an atomic is a read and a write.
+            Stmt::Intrinsic {
+                op: Intrinsic::AtomicArrive,
+                args,
+            } => {
+                let (Some(kir::Arg::Frag(c)), Some(kir::Arg::Expr(v)), Some(kir::Arg::Frag(o))) =
+                    (args.first(), args.get(1), args.get(2))
+                else {
+                    panic!("atom.arrive takes a counter, a value and a shared element");
+                };
+                for th in self.each(mask) {
+                    let at = self.coords(&c.at, th, mem);
+                    let old = self.read(&c.tensor, &at, th, mem);
+                    let add = self.eval(v, th, mem).f();
+                    self.write(&c.tensor, &at, th, old + add, mem);
+                    let oat = self.coords(&o.at, th, mem);
+                    self.write(&o.tensor, &oat, th, old, mem);
+                }
+            }
+            Stmt::Intrinsic {
+                op: Intrinsic::FenceGpu,
+                ..
+            } => {}
             Stmt::Intrinsic { op, args } => {
                 for w0 in self.warps(mask, op.name()) {
                     self.intrinsic(*op, args, w0, mem);

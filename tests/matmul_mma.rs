@@ -172,3 +172,72 @@ fn rmsnorm_as_the_a_prologue_in_one_kernel() {
         assert!(text.contains("sqrt"), "{text}");
     }
 }
+
+/// A row reduction of the matmul's epilogue (the policy's rule 6): `reduce(chain(A @ B))` over
+/// the last axis, with the matmul itself stored too where `store_c`.
+fn row_reduce_gemm(batch: &str, (m, k, n): (u64, u64, u64), dt: &str, red: &str) -> String {
+    let (a, b, c) = (
+        format!("tensor<{batch}{m}x{k}x{dt}>"),
+        format!("tensor<{batch}{k}x{n}x{dt}>"),
+        format!("tensor<{batch}{m}x{n}x{dt}>"),
+    );
+    let rank = batch.matches('x').count() + 2;
+    let s = format!("tensor<{batch}{m}x{dt}>");
+    format!(
+        "graph @g(%a: {a}, %b: {b}) -> ({s}, {c}) {{\n  %c = matmul %a, %b\n  %r = relu %c\n  %s = {red} %r {{axes = [{}]}}\n  return %s, %c\n}}\n",
+        rank - 1
+    )
+}
+
+#[test]
+fn row_reductions_in_the_epilogue_in_one_kernel() {
+    for (src, c) in [
+        // Three column tiles (N tail), the M tail, the matmul stored beside its row sums.
+        (
+            row_reduce_gemm("", (136, 64, 300), "f16", "reduce_sum"),
+            "128x128x32/2x4/3",
+        ),
+        // A batch, bf16, the max; two column tiles.
+        (
+            row_reduce_gemm("2x", (70, 64, 72), "bf16", "reduce_max"),
+            "64x64x32/2x2/3",
+        ),
+        // f32 (3xTF32) and the mean.
+        (
+            row_reduce_gemm("", (70, 40, 200), "f32", "reduce_mean"),
+            "64x64x32/2x2/3",
+        ),
+        // One column tile; fewer threads (64) than staged rows (64 of 128): a lane per row.
+        (
+            row_reduce_gemm("", (40, 32, 24), "f16", "reduce_min"),
+            "128x32x32/2x1/3",
+        ),
+    ] {
+        let m = irc_frontend::parse_module(&src).expect("parses");
+        let g = &m.graphs[0];
+        let options = LowerOptions {
+            mma: Some(cfg(c)),
+            ..Default::default()
+        };
+        let k = irc_lower::plan_and_lower_with(g, Default::default(), &options)
+            .expect("lowers")
+            .kernels;
+        let text = irc_kir::print_module(&k);
+        assert_eq!(
+            text.matches("kernel @").count(),
+            1,
+            "{src}: not one kernel\n{text}"
+        );
+        assert!(
+            text.contains("atom.arrive") && text.contains("zeroed"),
+            "{text}"
+        );
+        for (i, (got, reference)) in emulate::against_interpreter_all(g, &k, 5)
+            .into_iter()
+            .enumerate()
+        {
+            let cmp = compare::compare(&got, &reference).unwrap();
+            assert!(cmp.passed(), "{src} {c}: result {i}: {cmp:?}");
+        }
+    }
+}

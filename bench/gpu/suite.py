@@ -74,7 +74,7 @@ REDUCTIONS = (
 # Issue 12's GEMM shape classes (`--suite gemm`): one `bench/gpu/gemm/NAME.ir` each — square
 # 1k-8k, irregular (aligned and odd), tall-skinny, large K, small K, batched 3-D/4-D,
 # matrix-vector (M = 1, N = 1), transposed operands, f16 and bf16, and epilogue chains (bias +
-# GELU, scale + residual, a row reduction after the matmul).
+# GELU, scale + residual, a row sum and a row max in the matmul's epilogue, two outputs).
 GEMMS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "gemm").glob("*.ir"))
 # Issue 13's attention set (`--suite attention`): one `bench/gpu/attention/NAME.ir` each — head
 # dims 32/64/128, f16 and bf16, sequences of 512 to 8k, causal (iota/compare/select mask) and
@@ -153,6 +153,15 @@ def gemm_fn(name, path):
         return lambda a, b, r: (mm(a, b) * 0.5).to(a.dtype) + r
     if "reduce_sum" in text:
         return lambda a, b: torch.relu(mm(a, b)).float().sum(-1)
+    if "reduce_max" in text:
+        return lambda a, b: mm(a, b).amax(-1, keepdim=True)
+    if "return %c, %r" in text:
+
+        def two(a, b):
+            c = mm(a, b)
+            return c, torch.relu(c)
+
+        return two
     if "%bias: tensor" in text:
         return lambda a, b, bias: mm(a, b) + bias
     return mm

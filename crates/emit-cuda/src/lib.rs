@@ -778,7 +778,9 @@ impl KernelEmitter<'_> {
             | Intrinsic::CpAsync8
             | Intrinsic::CpAsync4
             | Intrinsic::CpAsyncCommit
-            | Intrinsic::CpAsyncWait => {
+            | Intrinsic::CpAsyncWait
+            | Intrinsic::AtomicArrive
+            | Intrinsic::FenceGpu => {
                 let Some(ptx) = kir::intrinsic::ptx(op) else {
                     return;
                 };
@@ -788,7 +790,12 @@ impl KernelEmitter<'_> {
                 let mut ins = vec![];
                 for ((_, kind), a) in op.info().args.iter().zip(args) {
                     ins.push(match (kind, a) {
-                        (kir::ArgKind::TensorMap | kir::ArgKind::GlobalIn, kir::Arg::Frag(f)) => {
+                        (
+                            kir::ArgKind::TensorMap
+                            | kir::ArgKind::GlobalIn
+                            | kir::ArgKind::GlobalAtomic,
+                            kir::Arg::Frag(f),
+                        ) => {
                             let addr = self.place(self.tensors[f.tensor.as_str()], &f.at);
                             format!("\"l\"((unsigned long long)&{addr})")
                         }

@@ -47,6 +47,7 @@ pub mod plan;
 pub mod policy;
 mod print;
 pub mod prologue;
+pub mod reduce_epilogue;
 mod verify;
 
 pub use evt::{Broadcast, Evt, EvtNode, Role};
@@ -298,6 +299,44 @@ impl Group {
             && readers == 1
             && !stored;
         ok.then_some((n, m))
+    }
+
+    /// The row reductions of a matmul group's epilogue (the policy's rule 6): the indices of
+    /// the anchors after the group's first, a matmul, when every one is a sum, max, min or mean
+    /// over the last axis alone of a value computed from the matmul, read by no statement of
+    /// the group. `None` for any other group of several anchors or of one.
+    pub fn epilogue_reductions(&self) -> Option<Vec<usize>> {
+        let anchors: Vec<usize> = (0..self.stmts.len())
+            .filter(|&i| matches!(&self.stmts[i], Stmt::Op(o) if Anchor::of(o.op).is_some()))
+            .collect();
+        let (&m, rest) = anchors.split_first()?;
+        let Stmt::Op(mo) = &self.stmts[m] else {
+            return None;
+        };
+        if mo.op != OpKind::Matmul || rest.is_empty() {
+            return None;
+        }
+        for &r in rest {
+            let Stmt::Op(ro) = &self.stmts[r] else {
+                return None;
+            };
+            let rank = self
+                .ops()
+                .find(|o| Some(&o.value) == ro.operands.first())
+                .map_or(0, |o| o.ty.rank());
+            let axes = irc_ir::infer::reduction_axes(rank, &ro.attrs).ok();
+            let read = self.ops().any(|o| o.operands.contains(&ro.value));
+            let ok = crate::reduce_epilogue::is_epilogue_reduction(ro.op)
+                && rank >= 2
+                && rank == mo.ty.rank()
+                && axes == Some(vec![rank - 1])
+                && !read
+                && self.depends(r, &mo.value);
+            if !ok {
+                return None;
+            }
+        }
+        Some(rest.to_vec())
     }
 
     /// Whether statement `i` reads `value`, directly or through earlier statements.

@@ -106,7 +106,12 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
     for v in forced {
         forced_at[v.index()] = true;
     }
-    let (home, attention, prologues) = policy::decide_explained(&dag, &forced_at);
+    let policy::Decisions {
+        home,
+        attention,
+        prologues,
+        reductions,
+    } = policy::decide_explained(&dag, &forced_at);
     let names = value_names(g);
     let module_name = sanitize(&g.name);
 
@@ -185,6 +190,17 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
             p.norm
         };
         prologues_of.entry(at).or_default().push(p);
+    }
+    // Rule 6's reduction verdicts, told likewise in the matmul's or the reduction's group.
+    let mut reductions_of: std::collections::HashMap<usize, Vec<&policy::EpilogueReduction>> =
+        std::collections::HashMap::new();
+    for r in &reductions {
+        let at = if r.declined.is_none() {
+            r.matmul
+        } else {
+            r.reduction
+        };
+        reductions_of.entry(at).or_default().push(r);
     }
     let mut groups = vec![];
     let mut remarks = vec![];
@@ -349,6 +365,24 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 ),
                 Some(why) => {
                     format!("the rmsnorm %{n} is not the prologue of the matmul %{m}: {why}")
+                }
+            };
+            remarks.push(Remark {
+                group: name.clone(),
+                text,
+            });
+        }
+        for r in reductions_of.get(&leader).map_or(&[][..], Vec::as_slice) {
+            let (s, m) = (&names[r.reduction], &names[r.matmul]);
+            let op = g.insts[inst_of(r.reduction).unwrap_or(0)].op.name();
+            let text = match &r.declined {
+                None => format!(
+                    "epilogue reduction: the {op} %{s} is computed by the matmul %{m}'s kernel: \
+                     each block reduces the rows of its tile, and the last block of a row of \
+                     tiles adds their partials in order"
+                ),
+                Some(why) => {
+                    format!("the {op} %{s} is not in the matmul %{m}'s epilogue: {why}")
                 }
             };
             remarks.push(Remark {

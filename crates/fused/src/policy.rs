@@ -23,6 +23,10 @@
 //!    values, the matmul's own result among them), and the matmul itself only if it must be.
 //!    Otherwise the matmul is stored and its readers compute the chain inline (the same bytes,
 //!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
+//!    A row reduction (sum, max, min, mean over the last axis) of a closure member joins it as
+//!    a leaf: the matmul's kernel reduces each row and stores the result, and the `[.., M, N]`
+//!    value is stored only if something else reads it ([`crate::reduce_epilogue`] says when it
+//!    declines and why).
 //!    A row composite (softmax, log_softmax, rmsnorm, layernorm) has an epilogue by the same rule, whose
 //!    members may also pass through reshapes (same element count): a group norm's per-channel
 //!    scale and shift after the norm of `[N, G, C/G·H·W]` rows runs in the norm's kernel.
@@ -50,6 +54,7 @@
 
 pub use crate::attention::AttentionMatch;
 pub use crate::prologue::NormPrologue;
+pub use crate::reduce_epilogue::EpilogueReduction;
 use irc_ir::infer::flatten_value;
 use irc_ir::{Attr, Attrs, DType, OpKind, ops::Category};
 
@@ -278,15 +283,24 @@ fn viewed_anchor(
 
 /// Decides the home of every node; `forced[i]` marks views lowering must store (rule 7).
 pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
-    decide_explained(d, forced).0
+    decide_explained(d, forced).home
 }
 
-/// [`decide`], with every attention chain rule 8 and every norm prologue rule 10 looked at
-/// (accepted or declined).
-pub fn decide_explained(
-    d: &impl Dag,
-    forced: &[bool],
-) -> (Vec<Home>, Vec<AttentionMatch>, Vec<NormPrologue>) {
+/// What [`decide_explained`] decided, with the patterns it looked at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decisions {
+    pub home: Vec<Home>,
+    /// Every attention chain of rule 8, accepted or declined.
+    pub attention: Vec<AttentionMatch>,
+    /// Every norm prologue of rule 10, accepted or declined.
+    pub prologues: Vec<NormPrologue>,
+    /// Every reduction of a matmul's epilogue value (rule 6), accepted or declined.
+    pub reductions: Vec<EpilogueReduction>,
+}
+
+/// [`decide`], with every attention chain (rule 8), epilogue reduction (rule 6) and norm
+/// prologue (rule 10) looked at, accepted or declined.
+pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     let n = d.len();
     // Readers by distinct statements (`mul %x, %x` reads %x once) and by results.
     let mut uses = vec![0usize; n];
@@ -385,6 +399,7 @@ pub fn decide_explained(
     // Stamps (the matmul's index) instead of fresh vectors: rule 6 stays linear in what each
     // closure touches, not in the graph per matmul.
     let mut member = vec![usize::MAX; n];
+    let mut reductions = vec![];
     let mut seen = vec![usize::MAX; n];
     let mut walk = 0usize;
     let mut stack = vec![];
@@ -437,9 +452,46 @@ pub fn decide_explained(
                 }
             }
         }
+        // A matmul's row reductions of the closure's values join it as leaves: stored by its
+        // kernel, read by nothing in it.
+        if !row {
+            let before = closure.len();
+            for i in 0..before {
+                let x = closure[i];
+                for &r in &readers[x] {
+                    let own = matches!(home[r], Home::Stored { kernel, .. } if kernel == r);
+                    let candidate = matches!(d.kind(r), NodeKind::Anchor(op) if op.category() == Category::Reduction)
+                        && own
+                        && member[r] != m
+                        && !claimed[r]
+                        && !forced_at(r);
+                    if !candidate {
+                        continue;
+                    }
+                    let attention_output = attention
+                        .iter()
+                        .any(|a| a.output == m && a.declined.is_none());
+                    let declined = if attention_output {
+                        Some("the matmul is an attention kernel's output".into())
+                    } else {
+                        crate::reduce_epilogue::why_not(d, m, r)
+                    };
+                    if declined.is_none() {
+                        member[r] = m;
+                        closure.push(r);
+                    }
+                    reductions.push(EpilogueReduction {
+                        reduction: r,
+                        matmul: m,
+                        declined,
+                    });
+                }
+            }
+        }
         // Worth it only if some member would be stored anyway (a result, a value read twice,
-        // a matmul operand): otherwise the readers outside compute the members inline from the
-        // stored matmul, which moves the same bytes without an extra pass in the epilogue.
+        // a matmul operand, a reduction): otherwise the readers outside compute the members
+        // inline from the stored matmul, which moves the same bytes without an extra pass in
+        // the epilogue.
         let worth = closure
             .iter()
             .any(|&x| x != m && matches!(home[x], Home::Stored { .. }));
@@ -453,7 +505,10 @@ pub fn decide_explained(
                 stored(Why::Result, m)
             } else if outside {
                 let why = match &home[x] {
-                    Home::Stored { why, .. } if x == m => why.clone(),
+                    // The matmul and its reductions keep their reason (an anchor).
+                    Home::Stored { why, .. } if matches!(d.kind(x), NodeKind::Anchor(_)) => {
+                        why.clone()
+                    }
                     _ => Why::ReadOutsideEpilogue,
                 };
                 stored(why, m)
@@ -466,7 +521,15 @@ pub fn decide_explained(
     }
     // Rule 10: an rmsnorm read only as a matmul's first operand is that matmul's prologue.
     let free = |i: usize| !claimed[i] && !forced_at(i) && !is_result[i];
-    let prologues = crate::prologue::find(d, &home, &uses, &free);
+    let mut prologues = crate::prologue::find(d, &home, &uses, &free);
+    for p in &mut prologues {
+        let reduced = reductions
+            .iter()
+            .any(|r| r.matmul == p.matmul && r.declined.is_none());
+        if reduced && p.declined.is_none() {
+            p.declined = Some("the matmul's epilogue has a row reduction".into());
+        }
+    }
     for p in prologues.iter().filter(|p| p.declined.is_none()) {
         home[p.norm] = Home::Prologue { kernel: p.matmul };
         claimed[p.norm] = true;
@@ -499,7 +562,12 @@ pub fn decide_explained(
         home[x] = stored(why, c);
         claimed[x] = true;
     }
-    (home, attention, prologues)
+    Decisions {
+        home,
+        attention,
+        prologues,
+        reductions,
+    }
 }
 
 /// Whether `o` depends on `m`, by a walk back from `o` that stops below `m` (operands precede

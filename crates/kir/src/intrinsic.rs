@@ -54,6 +54,8 @@ pub enum ArgKind {
     SharedOut,
     /// A global tensor at a full coordinate, read: where an asynchronous copy starts.
     GlobalIn,
+    /// A global tensor at a full coordinate, read and written by one atomic operation.
+    GlobalAtomic,
     /// An mbarrier: an `i64` shared tensor at a full coordinate, read and written.
     Barrier,
     /// A TMA tensor map: an `i64` global tensor (a `tensormap` buffer) at its first element.
@@ -69,7 +71,11 @@ impl ArgKind {
     pub fn writes(self) -> bool {
         matches!(
             self,
-            ArgKind::RegOut(_) | ArgKind::RegInOut(_) | ArgKind::SharedOut | ArgKind::Barrier
+            ArgKind::RegOut(_)
+                | ArgKind::RegInOut(_)
+                | ArgKind::SharedOut
+                | ArgKind::Barrier
+                | ArgKind::GlobalAtomic
         )
     }
 
@@ -124,6 +130,10 @@ pub enum Intrinsic {
     /// `cp.async.commit_group`, `cp.async.wait_group`.
     CpAsyncCommit,
     CpAsyncWait,
+    /// `atom.add.u32` on a global counter, the value it held stored to shared memory.
+    AtomicArrive,
+    /// `fence.acq_rel.gpu`.
+    FenceGpu,
 }
 
 /// One row of the table.
@@ -388,6 +398,24 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         args: &[("n", ArgKind::Imm)],
         check: check_none,
     },
+    IntrinsicInfo {
+        op: Intrinsic::AtomicArrive,
+        name: "atom.arrive",
+        summary: "`atom.add.u32`: adds `value` to the u32 (an i32 tensor's element) `counter` in global memory and stores the value it held before to `old`, an i32 element of shared memory. One thread arrives for its block; the last of `n` arrivals reads `n - 1`.",
+        args: &[
+            ("counter", ArgKind::GlobalAtomic),
+            ("value", ArgKind::Index),
+            ("old", ArgKind::SharedOut),
+        ],
+        check: check_atomic,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::FenceGpu,
+        name: "fence.gpu",
+        summary: "`fence.acq_rel.gpu`: the thread's earlier memory accesses are ordered before its later ones for every thread of the GPU (with `atom.arrive`: a block's partial results are visible to the block that arrives last, which fences before reading them).",
+        args: &[],
+        check: check_none,
+    },
 ];
 
 const CP_ASYNC_ARGS: &[(&str, ArgKind)] = &[
@@ -573,6 +601,15 @@ fn check_cp_async<const BYTES: i64>(ts: &[Option<&TensorDecl>]) -> Result<(), St
     Ok(())
 }
 
+fn check_atomic(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    if dtype(ts[0]) != Some(DType::I32) || dtype(ts[2]) != Some(DType::I32) {
+        return Err(
+            "atom.arrive counts in an i32 global element and writes an i32 shared one".into(),
+        );
+    }
+    Ok(())
+}
+
 fn check_tma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     check_barrier(&ts[2..])?;
     match ts[1] {
@@ -646,6 +683,10 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::CpAsync4 => "cp.async.ca.shared.global [%0], [%1], 4, %2;",
         Intrinsic::CpAsyncCommit => "cp.async.commit_group;",
         Intrinsic::CpAsyncWait => "cp.async.wait_group %0;",
+        Intrinsic::AtomicArrive => {
+            "{\n.reg .u32 R1;\natom.add.u32 R1, [%0], %1;\nst.shared.u32 [%2], R1;\n}"
+        }
+        Intrinsic::FenceGpu => "fence.acq_rel.gpu;",
         Intrinsic::LdmatrixX4
         | Intrinsic::LdmatrixX4Trans
         | Intrinsic::MmaM16n8k16

@@ -87,6 +87,10 @@ pub enum BufferKind {
     Output,
     /// An intermediate between kernels.
     Temp,
+    /// A temp the host fills with zeros once, after allocating it and before the first launch
+    /// (never poisoned); every kernel leaves it zero when it ends (a template's arrival
+    /// counters, which the last block to arrive resets).
+    Zeroed,
 }
 
 /// One kernel launch.

@@ -20,6 +20,7 @@ pub fn print_module(m: &Module) -> String {
             BufferKind::Input => "input",
             BufferKind::Output => "output",
             BufferKind::Temp => "temp",
+            BufferKind::Zeroed => "zeroed",
         };
         let ty = TensorType::new(b.shape.clone(), b.dtype);
         let map = b.tensor_map.as_ref().map_or(String::new(), |t| {

@@ -556,7 +556,10 @@ impl<'k> Checker<'k> {
                             ArgKind::SharedIn | ArgKind::SharedOut | ArgKind::Barrier,
                             Arg::Frag(f),
                         ) => Some(self.shared_at(f)?),
-                        (ArgKind::TensorMap | ArgKind::GlobalIn, Arg::Frag(f)) => {
+                        (
+                            ArgKind::TensorMap | ArgKind::GlobalIn | ArgKind::GlobalAtomic,
+                            Arg::Frag(f),
+                        ) => {
                             let t = self
                                 .tensors
                                 .get(f.tensor.as_str())

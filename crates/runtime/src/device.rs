@@ -124,6 +124,11 @@ impl Gpu {
         for b in &manifest.buffers {
             buffers.push(DeviceBuffer::new(self, b.bytes.max(1) as usize, &b.name)?);
         }
+        for (b, d) in manifest.buffers.iter().zip(&buffers) {
+            if b.kind == BufferKind::Zeroed {
+                d.fill(0)?;
+            }
+        }
         for b in manifest.buffers.iter().enumerate() {
             if let (id, Some(map)) = (b.0, &b.1.tensor_map) {
                 let dtype = manifest.dtype(map.of).unwrap_or(irc_ir::DType::F32);
@@ -246,11 +251,12 @@ impl<'g> Program<'g> {
     }
 
     /// Fills every output and temporary buffer that is not also an input with 0xFF bytes (NaN
-    /// for every float type), so an element no kernel writes shows up in the results.
+    /// for every float type), so an element no kernel writes shows up in the results. Zeroed
+    /// buffers (arrival counters) keep their zeros.
     pub fn poison_outputs(&self) -> Result<(), RuntimeError> {
         self.gpu.bind()?;
         for (id, b) in self.manifest.buffers.iter().enumerate() {
-            if b.kind != BufferKind::Input
+            if !matches!(b.kind, BufferKind::Input | BufferKind::Zeroed)
                 && b.tensor_map.is_none()
                 && !self.manifest.inputs.contains(&id)
             {

@@ -123,7 +123,10 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         let mut asm = ptx.to_string();
         for (i, ((_, kind), a)) in op.info().args.iter().zip(args).enumerate() {
             match (kind, a) {
-                (kir::ArgKind::TensorMap | kir::ArgKind::GlobalIn, kir::Arg::Frag(f)) => {
+                (
+                    kir::ArgKind::TensorMap | kir::ArgKind::GlobalIn | kir::ArgKind::GlobalAtomic,
+                    kir::Arg::Frag(f),
+                ) => {
                     operands.push(self.address(f, 64)?);
                     constraints.push("l");
                 }

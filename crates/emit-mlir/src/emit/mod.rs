@@ -361,7 +361,7 @@ impl<'c> Emitter<'c> {
         let args: Vec<&kir::BufferDecl> = m
             .buffers
             .iter()
-            .filter(|b| b.kind != BufferKind::Temp)
+            .filter(|b| !matches!(b.kind, BufferKind::Temp | BufferKind::Zeroed))
             .collect();
         let ty_of = |b: &kir::BufferDecl| self.global_memref(b.dtype, b.elements() as i64);
         let arg_types: Vec<Type> = args.iter().map(|b| ty_of(b).into()).collect();
@@ -382,7 +382,9 @@ impl<'c> Emitter<'c> {
             bufs.insert(b.name.as_str(), v.to_raw());
         }
         let mut temps = Vec::new();
-        for b in m.buffers.iter().filter(|b| b.kind == BufferKind::Temp) {
+        let temp_kinds =
+            |b: &&kir::BufferDecl| matches!(b.kind, BufferKind::Temp | BufferKind::Zeroed);
+        for b in m.buffers.iter().filter(temp_kinds) {
             let bloc = Location::name(ctx, &format!("%{}", b.name), loc);
             let op = OperationBuilder::new("gpu.alloc", bloc)
                 .add_attributes(&[(
@@ -396,6 +398,19 @@ impl<'c> Emitter<'c> {
                 .append(body, op)
                 .result(0)
                 .map_err(|err| build_err("gpu.alloc", err))?;
+            if b.kind == BufferKind::Zeroed {
+                // Zero-filled once, before the first launch (`BufferKind::Zeroed`).
+                let zero = arith::constant(ctx, self.scalar_attr(b.dtype, 0.0), bloc);
+                let z = self
+                    .append(body, zero)
+                    .result(0)
+                    .map_err(|err| build_err("arith.constant", err))?;
+                let op = OperationBuilder::new("gpu.memset", bloc)
+                    .add_operands(&[v.into(), z.into()])
+                    .build()
+                    .map_err(|err| build_err("gpu.memset", err))?;
+                self.append(body, op);
+            }
             bufs.insert(b.name.as_str(), v.to_raw());
             temps.push((v.to_raw(), bloc));
         }

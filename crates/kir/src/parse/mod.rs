@@ -118,6 +118,7 @@ impl<'a> Parser<'a> {
                         "input" => BufferKind::Input,
                         "output" => BufferKind::Output,
                         "temp" => BufferKind::Temp,
+                        "zeroed" => BufferKind::Zeroed,
                         other => return Err(c.err(format!("unknown buffer kind `{other}`"))),
                     };
                     let tensor_map = if c.try_keyword("tensormap") {

@@ -114,6 +114,9 @@ impl Builder<'_, '_> {
     /// from the accumulator ([`Builder::epilogue_stores`]).
     pub(crate) fn matmul(&mut self, inst: &Inst, roots: &[ValueId]) -> R<()> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
+        // Row reductions of the epilogue (the policy's rule 6) go to the tensor-core templates.
+        let (elements, reductions) = self.split_row_reductions(roots);
+        let roots = &elements[..];
         // An rmsnorm computed as A's prologue (the policy's rule 10): the templates read x.
         let prologue = self.norm_prologue(inst)?;
         let a = prologue.as_ref().map_or(a, |p| p.x);
@@ -160,6 +163,7 @@ impl Builder<'_, '_> {
                 a_k_fast,
                 b_n_fast,
                 prologue,
+                reductions,
             };
             if self.l.options.wgmma
                 && self.l.options.mma.is_none()
@@ -170,9 +174,10 @@ impl Builder<'_, '_> {
             }
             return self.matmul_tc(inst, roots, plan);
         }
-        if prologue.is_some() {
+        if prologue.is_some() || !reductions.is_empty() {
             return Err(Retry::Fail(LowerError::Internal(
-                "a norm prologue on a matmul the tensor-core templates cannot take".into(),
+                "a norm prologue or a row reduction on a matmul the tensor-core templates cannot take"
+                    .into(),
             )));
         }
         self.kernel.grid = matmul_grid(m, n, batch, BM, BN)?;

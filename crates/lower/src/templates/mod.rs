@@ -28,6 +28,7 @@ pub use mma_config::MmaConfig;
 pub(crate) use problem::problem_of;
 pub use problem::{Problem, ProblemShape, canonical_text, fnv1a};
 mod column;
+mod epilogue_reduce;
 mod gemv;
 mod matmul_simt;
 mod pointwise;

@@ -34,6 +34,9 @@ pub(super) struct TcEpilogue<'a> {
     /// A norm prologue's row scales (`[row]` of the block, shared): each accumulator is
     /// multiplied by its row's before it is rounded.
     pub(super) row_scale: Option<String>,
+    /// Row reductions of the epilogue: their partials from each staged half, then the arrival
+    /// (`epilogue_reduce`).
+    pub(super) reduce: Option<super::super::epilogue_reduce::RowReduceTiles>,
 }
 
 impl Builder<'_, '_> {
@@ -62,6 +65,7 @@ impl Builder<'_, '_> {
             wm,
             wn,
             row_scale,
+            reduce,
         } = e;
         let (cfg, dt, mm, root) = (*cfg, *dt, *mm, *root);
         // Elements per 16-byte chunk.
@@ -79,6 +83,7 @@ impl Builder<'_, '_> {
             Expr::Int(1),
             false,
             |s, h| {
+                let h = &h;
                 s.out.push(Stmt::Sync);
                 let mine = Expr::idx(IdxOp::Eq, wm.clone(), h.clone());
                 s.if_(mine, |s| {
@@ -122,6 +127,14 @@ impl Builder<'_, '_> {
                     })
                 })?;
                 s.out.push(Stmt::Sync);
+                if let Some(rt) = reduce {
+                    s.staged_row_partials(rt, p, mm, stage, cfg.threads(), (m0, n0, bi), h)?;
+                    if roots.is_empty() {
+                        return Ok(());
+                    }
+                    // The element pass below may rewrite the staged values in place.
+                    s.out.push(Stmt::Sync);
+                }
                 let chunks = (cfg.bm / 2) * cfg.bn / w / cfg.threads();
                 s.unrolled("l", chunks, &mut |s, l| {
                     let e = s.let_(
@@ -225,6 +238,11 @@ impl Builder<'_, '_> {
                     }
                 })
             },
-        )
+        )?;
+        if let Some(rt) = reduce {
+            let tid = bx(Builtin::TidX);
+            s.row_reduce_finish(rt, p, (m0, bi), &tid, cfg.threads(), &Stmt::Sync)?;
+        }
+        Ok(())
     }
 }

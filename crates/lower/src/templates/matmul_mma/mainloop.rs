@@ -129,8 +129,8 @@ impl Builder<'_, '_> {
             .iter()
             .map(|&r| self.global(r, p.access_c.clone()))
             .collect();
-        let root = roots[0];
         let mm = inst.result;
+        let root = roots.first().copied().unwrap_or(mm);
         // 16-byte stores of C where it is N-contiguous with N a multiple of 16 bytes and the
         // chain keeps the matmul's dtype.
         let c_vec = match vector_layout(&p.access_c, 1, w16 as i64) {
@@ -342,7 +342,12 @@ impl Builder<'_, '_> {
                 )));
             }
         };
+        let reduce = match p.reductions.is_empty() {
+            true => None,
+            false => Some(self.row_reduce_tiles(&p, cfg.bm, cfg.bn)?),
+        };
         let epi = TcEpilogue {
+            reduce,
             row_scale: prologue.as_ref().map(|q| q.2.clone()),
             cfg,
             p: &p,

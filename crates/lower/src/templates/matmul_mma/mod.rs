@@ -67,6 +67,8 @@ pub(crate) struct TcPlan {
     pub(crate) b_n_fast: bool,
     /// An rmsnorm computed as A's prologue: the mainloop reads its `x` as A (`norm_prologue`).
     pub(crate) prologue: Option<super::norm_prologue::NormPrologue>,
+    /// Row reductions of the epilogue, stored by this kernel (`epilogue_reduce`).
+    pub(crate) reductions: Vec<super::epilogue_reduce::RowReduce>,
 }
 
 /// One operand tile of the tensor-core matmul: `rows x bk` elements of `v` into `smem`.
@@ -264,6 +266,26 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         self.for_(hint, Expr::Int(0), int(n), Expr::Int(1), true, |s, i| {
             f(s, i)
+        })
+    }
+
+    /// [`Builder::unrolled`] as two nested loops of at most 32 steps each where `n` is a larger
+    /// multiple of 32: NVRTC leaves a single loop of 128 steps with a long body rolled, which
+    /// sends the register array it indexes (a wgmma accumulator) to local memory.
+    pub(crate) fn unrolled_chunks(
+        &mut self,
+        hint: &str,
+        n: u64,
+        f: &mut dyn FnMut(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        if n <= 32 || !n.is_multiple_of(32) {
+            return self.unrolled(hint, n, f);
+        }
+        self.unrolled(&format!("{hint}c"), n / 32, &mut |s, c| {
+            s.unrolled(hint, 32, &mut |s, i| {
+                let v = s.let_(hint, Ty::Idx, add(mul(c.clone(), Expr::Int(32)), i));
+                f(s, v)
+            })
         })
     }
 }

@@ -281,7 +281,7 @@ impl Builder<'_, '_> {
             }
         };
         let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
-            return self.unrolled("v", bn / 2, &mut |s, v| {
+            return self.unrolled_chunks("v", bn / 2, &mut |s, v| {
                 let (row, col) = place(s, &v)?;
                 let value = cast_to(dt, DType::F32, scaled(v.clone()));
                 let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));

@@ -95,10 +95,12 @@ impl Builder<'_, '_> {
         // running together share A row panels and B column panels in L2.
         // The largest group of at most 8 that divides the M tiles (65 M tiles: groups of 5).
         let group = (1..=8u64).rev().find(|g| tiles_m % g == 0).unwrap_or(1);
-        // A norm prologue needs each row's whole K in one kernel: no split.
-        let (split, kps) = match p.prologue {
-            Some(_) => (1, ktiles),
-            None => cfg.splits(ktiles),
+        // A norm prologue needs each row's whole K in one kernel, and a row reduction each
+        // tile's finished values: no split.
+        let (split, kps) = if p.prologue.is_some() || !p.reductions.is_empty() {
+            (1, ktiles)
+        } else {
+            cfg.splits(ktiles)
         };
         let mut walk = TileWalk {
             total,
@@ -297,6 +299,11 @@ impl Builder<'_, '_> {
             Out::Epilogue => Some(self.wgmma_epilogue_plan(roots, p, 64)?),
             Out::Partials(_) => None,
         };
+        // Row reductions: each consumer's rows' partials, then the arrival (`epilogue_reduce`).
+        let reduce = match out {
+            Out::Epilogue if !p.reductions.is_empty() => Some(self.row_reduce_tiles(p, BM, bn)?),
+            _ => None,
+        };
         // A norm prologue: each consumer reads its A fragments into registers, sums their
         // squares and scales them (`prologue.rs`); its rows' scales go to shared memory for
         // the epilogue.
@@ -449,14 +456,22 @@ impl Builder<'_, '_> {
                     ));
                 }
                 match (&epi, &out) {
-                    (Some(epi), _) => {
-                        s.wgmma_epilogue(inst, roots, p, epi, &acc, bn, &c, &m0, &n0, &bi)
+                    (Some(epi), _) if !roots.is_empty() => {
+                        s.wgmma_epilogue(inst, roots, p, epi, &acc, bn, &c, &m0, &n0, &bi)?
                     }
                     (None, Out::Partials(part)) => {
-                        s.wgmma_partials(part, &acc, bn, &c, &m0, &n0, &bi, &sk)
+                        s.wgmma_partials(part, &acc, bn, &c, &m0, &n0, &bi, &sk)?
                     }
-                    (None, Out::Epilogue) => Ok(()),
+                    _ => {}
                 }
+                if let Some(rt) = &reduce {
+                    s.wgmma_row_partials(rt, p, inst.result, &acc, &c, (&m0, &n0, &bi))?;
+                    // Both consumers' threads, numbered from 0, under a barrier of their own.
+                    let ct = s.let_("ct", Ty::Idx, Expr::idx(IdxOp::Sub, tid.clone(), int(128)));
+                    let both = intr(Intrinsic::BarSync, vec![imm(3), imm(256)]);
+                    s.row_reduce_finish(rt, p, (&m0, &bi), &ct, 256, &both)?;
+                }
+                Ok(())
             })
         })?;
         self.out.push(Stmt::If {

@@ -1,0 +1,498 @@
+//! Row reductions in a matmul's epilogue (the policy's rule 6; `irc_fused::reduce_epilogue`),
+//! for the tensor-core templates.
+//!
+//! A block reduces, for every row of its tile, the reduction's operand (the epilogue chain over
+//! the matmul's rounded value) over the tile's columns, in f32 and in a fixed order, and writes
+//! the partial to `partials[row, column tile, batch, reduction]`: the Hopper template from its
+//! accumulator registers (each thread's rows by `norm_prologue::split_rows` of the accumulator
+//! layout, then across the lanes sharing them), the mma.sync template from its staging tile
+//! (consecutive lanes share a row). Then the block arrives on its row tile's counter: every
+//! thread fences, the block synchronizes, one thread adds 1 (`atom.arrive`). The block that
+//! reads `tiles_n - 1` arrived last: it fences again, adds each row's partials in column-tile
+//! order (the same order whichever block is last, so the result does not depend on the order
+//! blocks run in), divides a mean by N, rounds to the output's type, stores it and resets the
+//! counter to 0 for the next launch (the counters are a `zeroed` buffer). One launch; the
+//! `[.., M, N]` value is never written unless it is a root itself.
+
+use super::matmul_mma::TcPlan;
+use crate::lower::*;
+use irc_ir::{Category, DType, OpKind, ValueId};
+use irc_kir::{self as kir, Arg, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
+use irc_layout::Layout;
+
+/// One row reduction of the epilogue.
+pub(crate) struct RowReduce {
+    /// The reduction, stored by the matmul's kernel.
+    pub(crate) root: ValueId,
+    /// The value it reduces over its last axis (the matmul or its epilogue chain).
+    pub(crate) operand: ValueId,
+    pub(crate) op: ReduceOp,
+    /// `reduce_mean`: the sum divided by N.
+    pub(crate) mean: bool,
+}
+
+impl RowReduce {
+    fn identity(&self) -> Expr {
+        lit(
+            DType::F32,
+            match self.op {
+                ReduceOp::Sum => 0.0,
+                ReduceOp::Max => f64::NEG_INFINITY,
+                ReduceOp::Min => f64::INFINITY,
+            },
+        )
+    }
+
+    fn combine(&self, a: Expr, b: Expr) -> Expr {
+        let f = match self.op {
+            ReduceOp::Sum => Func::Add,
+            ReduceOp::Max => Func::Max,
+            ReduceOp::Min => Func::Min,
+        };
+        Expr::call(f, vec![a, b])
+    }
+}
+
+/// A kernel's tensors for its row reductions.
+pub(crate) struct RowReduceTiles {
+    /// f32 partials `(row, column tile, batch, reduction)`.
+    part: String,
+    /// i32 arrival counters `(row tile, batch)`, a `zeroed` buffer.
+    counter: String,
+    /// Shared i32 `[1]`: the counter's value before the block's arrival.
+    old: String,
+    /// Each reduction's output `(row, batch)`.
+    outs: Vec<String>,
+    tiles_n: u64,
+    bm: u64,
+    bn: u64,
+}
+
+impl Builder<'_, '_> {
+    /// `roots` split into the values stored element by element and the row reductions.
+    pub(crate) fn split_row_reductions(&self, roots: &[ValueId]) -> (Vec<ValueId>, Vec<RowReduce>) {
+        let (mut elements, mut reductions) = (vec![], vec![]);
+        for &r in roots {
+            match self.def(r) {
+                Some(i) if i.op.category() == Category::Reduction => {
+                    reductions.push(RowReduce {
+                        root: r,
+                        operand: i.operands[0],
+                        op: match i.op {
+                            OpKind::ReduceMax => ReduceOp::Max,
+                            OpKind::ReduceMin => ReduceOp::Min,
+                            _ => ReduceOp::Sum,
+                        },
+                        mean: i.op == OpKind::ReduceMean,
+                    });
+                }
+                _ => elements.push(r),
+            }
+        }
+        (elements, reductions)
+    }
+
+    /// The partials, the counters and the outputs of `p`'s reductions over `bm x bn` tiles.
+    pub(crate) fn row_reduce_tiles(&mut self, p: &TcPlan, bm: u64, bn: u64) -> R<RowReduceTiles> {
+        let (tiles_m, tiles_n) = (p.m.div_ceil(bm), p.n.div_ceil(bn));
+        let count = p.reductions.len() as u64;
+        let name = &self.kernel.name;
+        let part = kir::BufferDecl {
+            name: format!("{name}_row_partials"),
+            dtype: DType::F32,
+            shape: vec![count, p.batch, p.m, tiles_n],
+            kind: kir::BufferKind::Temp,
+            tensor_map: None,
+        };
+        let counter = kir::BufferDecl {
+            name: format!("{name}_arrivals"),
+            dtype: DType::I32,
+            shape: vec![p.batch, tiles_m],
+            kind: kir::BufferKind::Zeroed,
+            tensor_map: None,
+        };
+        let (pp, pc) = (part.name.clone(), counter.name.clone());
+        self.temps.push(part);
+        self.temps.push(counter);
+        let (pp, pc) = (self.param(&pp), self.param(&pc));
+        let flat = |shape: &[u64], strides: &[u64]| {
+            let s: Vec<i64> = shape.iter().map(|&x| x as i64).collect();
+            let d: Vec<i64> = strides.iter().map(|&x| x as i64).collect();
+            Layout::flat(&s, &d).map_err(internal)
+        };
+        let (m, b) = (p.m, p.batch);
+        let part = self.tensor(
+            Space::Global(pp),
+            DType::F32,
+            flat(
+                &[m, tiles_n, b, count],
+                &[tiles_n, 1, m * tiles_n, b * m * tiles_n],
+            )?,
+        );
+        let counter = self.tensor(
+            Space::Global(pc),
+            DType::I32,
+            flat(&[tiles_m, b], &[1, tiles_m])?,
+        );
+        let old = self.tensor(Space::Shared, DType::I32, flat(&[1], &[1])?);
+        let mut outs = vec![];
+        for r in &p.reductions {
+            // The reduction's buffer is `[.., M]` (or `[.., M, 1]`), row-major.
+            outs.push(self.global(r.root, flat(&[m, b], &[1, m])?));
+        }
+        Ok(RowReduceTiles {
+            part,
+            counter,
+            old,
+            outs,
+            tiles_n,
+            bm,
+            bn,
+        })
+    }
+
+    /// The reduction's operand at `(gm, gn, bi)` as f32, given the matmul's rounded value there.
+    fn reduce_operand(
+        &mut self,
+        r: &RowReduce,
+        p: &TcPlan,
+        mm: ValueId,
+        value: &Expr,
+        at: [&Expr; 3],
+    ) -> R<Expr> {
+        let x = if r.operand == mm {
+            value.clone()
+        } else {
+            self.coord = at.iter().map(|&e| e.clone()).collect();
+            self.overrides
+                .insert(mm, (p.access_c.clone(), value.clone()));
+            let x = self.compute_at(r.operand, &p.access_c, false);
+            self.overrides.remove(&mm);
+            x?
+        };
+        Ok(cast_to(DType::F32, self.ty(r.operand).dtype, x))
+    }
+
+    /// One f32 register per reduction, set to its identity.
+    fn reduce_vars(&mut self, p: &TcPlan) -> Vec<Expr> {
+        p.reductions
+            .iter()
+            .map(|r| self.var("red", Ty::Elem(DType::F32), r.identity()))
+            .collect()
+    }
+
+    /// Hopper: consumer `c`'s rows' partials of the `64 x bn` accumulator tile `acc` (value
+    /// `v` of thread `t` at `wgmma_m64nk16_d(bn)(t, v)`), each thread's row slots in registers,
+    /// then a butterfly over the lanes sharing a row.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn wgmma_row_partials(
+        &mut self,
+        rt: &RowReduceTiles,
+        p: &TcPlan,
+        mm: ValueId,
+        acc: &str,
+        c: &Expr,
+        (m0, n0, bi): (&Expr, &Expr, &Expr),
+    ) -> R<()> {
+        let d = irc_layout::wgmma_m64nk16_d(rt.bn as i64).map_err(internal)?;
+        let dl = d.layout().clone();
+        let (slot_of, slot_rows, quad) =
+            super::norm_prologue::split_rows(&dl, 64).ok_or_else(|| {
+                Retry::Fail(crate::LowerError::Internal(format!(
+                    "the accumulator layout {dl} does not split into rows per thread"
+                )))
+            })?;
+        let slots = slot_rows.size().map_err(internal)?;
+        let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), int(128)));
+        let row0 = self.let_("r0", Ty::Idx, add(m0.clone(), mul(c.clone(), int(64))));
+        let regs: Vec<String> = p
+            .reductions
+            .iter()
+            .map(|_| {
+                let l = Layout::int(slots, 1).map_err(internal)?;
+                Ok(self.tensor(Space::Registers, DType::F32, l))
+            })
+            .collect::<R<_>>()?;
+        for (r, reg) in p.reductions.iter().zip(&regs) {
+            for s in 0..slots {
+                self.out.push(Stmt::Store {
+                    tensor: reg.clone(),
+                    coord: vec![Expr::Int(s)],
+                    value: r.identity(),
+                });
+            }
+        }
+        let dt = p.dtype;
+        // NVRTC leaves an `unroll` loop of this body rolled (the accumulators it indexes then
+        // go to local memory) at 32 steps, and at 128 unless they are nested 4 x 32; written
+        // out value by value, 128 values spill. So: 32 or fewer written out, more nested.
+        let mut each = |s: &mut Self, v: Expr| -> R<()> {
+            let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
+            let idx = s.let_("di", Ty::Idx, idx);
+            let gm = s.let_("gm", Ty::Idx, add(row0.clone(), rem(idx.clone(), int(64))));
+            let gn = s.let_("gn", Ty::Idx, add(n0.clone(), div(idx, int(64))));
+            let slot = kir::offset_expr(&slot_of, &[v.clone()]).map_err(internal)?;
+            let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
+            let cond = Expr::idx(
+                IdxOp::And,
+                lt(gm.clone(), int(p.m)),
+                lt(gn.clone(), int(p.n)),
+            );
+            s.if_(cond, |s| {
+                let value = s.let_("mv", Ty::Elem(dt), value);
+                for (r, reg) in p.reductions.iter().zip(&regs) {
+                    let x = s.reduce_operand(r, p, mm, &value, [&gm, &gn, bi])?;
+                    let old = Expr::load(reg, vec![slot.clone()]);
+                    s.out.push(Stmt::Store {
+                        tensor: reg.clone(),
+                        coord: vec![slot.clone()],
+                        value: r.combine(old, x),
+                    });
+                }
+                Ok(())
+            })
+        };
+        if rt.bn / 2 <= 32 {
+            for v in 0..(rt.bn / 2) as i64 {
+                each(self, Expr::Int(v))?;
+            }
+        } else {
+            self.unrolled_chunks("v", rt.bn / 2, &mut each)?;
+        }
+        let base = kir::offset_expr(&dl, &[t.clone(), Expr::Int(0)]).map_err(internal)?;
+        let base = self.let_("rb", Ty::Idx, rem(base, int(64)));
+        let tn = self.let_("tn", Ty::Idx, div(n0.clone(), int(rt.bn)));
+        for slot in 0..slots {
+            let off = slot_rows
+                .crd2idx(&irc_layout::IntTuple::Int(slot))
+                .map_err(internal)?;
+            let gm = self.let_(
+                "gm",
+                Ty::Idx,
+                add(add(row0.clone(), base.clone()), int(off as u64)),
+            );
+            let mut totals = vec![];
+            for (r, reg) in p.reductions.iter().zip(&regs) {
+                let x = Expr::load(reg, vec![Expr::Int(slot)]);
+                totals.push(self.lanes_reduce(r.op, quad, x));
+            }
+            let leader = Expr::idx(IdxOp::Eq, rem(t.clone(), int(quad)), Expr::Int(0));
+            let cond = Expr::idx(IdxOp::And, leader, lt(gm.clone(), int(p.m)));
+            self.if_(cond, |s| {
+                for (k, total) in totals.into_iter().enumerate() {
+                    s.out.push(Stmt::Store {
+                        tensor: rt.part.clone(),
+                        coord: vec![gm.clone(), tn.clone(), bi.clone(), Expr::Int(k as i64)],
+                        value: total,
+                    });
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// mma.sync: the partials of the staged half of the block's rows (`stage`, `bm/2 x bn`, the
+    /// matmul's rounded values, rows starting at `m0 + h·bm/2`): `threads / rows` consecutive
+    /// lanes per row, each taking every such column, then a butterfly over them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn staged_row_partials(
+        &mut self,
+        rt: &RowReduceTiles,
+        p: &TcPlan,
+        mm: ValueId,
+        stage: &str,
+        threads: u64,
+        (m0, n0, bi): (&Expr, &Expr, &Expr),
+        h: &Expr,
+    ) -> R<()> {
+        let rows = rt.bm / 2;
+        let tpr = (threads / rows).clamp(1, 32);
+        if !tpr.is_power_of_two() || !rt.bn.is_multiple_of(tpr) {
+            return Err(Retry::Fail(crate::LowerError::Internal(format!(
+                "{threads} threads do not split {rows} rows of {} columns into lanes",
+                rt.bn
+            ))));
+        }
+        let groups = threads / tpr;
+        let tid = bx(Builtin::TidX);
+        let q = self.let_("q", Ty::Idx, rem(tid.clone(), int(tpr)));
+        let tn = self.let_("tn", Ty::Idx, div(n0.clone(), int(rt.bn)));
+        let dt = p.dtype;
+        self.unrolled("pass", rows.div_ceil(groups), &mut |s, pass| {
+            let r = s.let_(
+                "rr",
+                Ty::Idx,
+                add(mul(pass, int(groups)), div(tid.clone(), int(tpr))),
+            );
+            let gm = s.let_(
+                "gm",
+                Ty::Idx,
+                add(add(m0.clone(), mul(h.clone(), int(rows))), r.clone()),
+            );
+            let row_ok = Expr::idx(
+                IdxOp::And,
+                lt(r.clone(), int(rows)),
+                lt(gm.clone(), int(p.m)),
+            );
+            let vars = s.reduce_vars(p);
+            s.unrolled("c", rt.bn / tpr, &mut |s, c| {
+                let col = s.let_("col", Ty::Idx, add(mul(c, int(tpr)), q.clone()));
+                let gn = s.let_("gn", Ty::Idx, add(n0.clone(), col.clone()));
+                let cond = Expr::idx(IdxOp::And, row_ok.clone(), lt(gn.clone(), int(p.n)));
+                s.if_(cond, |s| {
+                    let value = Expr::load(stage, vec![r.clone(), col]);
+                    let value = s.let_("mv", Ty::Elem(dt), value);
+                    for (red, var) in p.reductions.iter().zip(&vars) {
+                        let x = s.reduce_operand(red, p, mm, &value, [&gm, &gn, bi])?;
+                        s.assign(var, red.combine(var.clone(), x));
+                    }
+                    Ok(())
+                })
+            })?;
+            let totals: Vec<Expr> = p
+                .reductions
+                .iter()
+                .zip(&vars)
+                .map(|(red, var)| s.lanes_reduce(red.op, tpr, var.clone()))
+                .collect();
+            let leader = Expr::idx(IdxOp::Eq, q.clone(), Expr::Int(0));
+            s.if_(Expr::idx(IdxOp::And, leader, row_ok), |s| {
+                for (k, total) in totals.into_iter().enumerate() {
+                    s.out.push(Stmt::Store {
+                        tensor: rt.part.clone(),
+                        coord: vec![gm.clone(), tn.clone(), bi.clone(), Expr::Int(k as i64)],
+                        value: total,
+                    });
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// `x` reduced over each group of `width` consecutive lanes (`x` itself for one lane).
+    fn lanes_reduce(&mut self, op: ReduceOp, width: u64, x: Expr) -> Expr {
+        if width <= 1 {
+            return x;
+        }
+        let var = self.fresh("lr");
+        self.out.push(Stmt::WarpReduce {
+            var: var.clone(),
+            ty: Ty::Elem(DType::F32),
+            op,
+            width: width as u32,
+            value: x,
+        });
+        Expr::Var(var)
+    }
+
+    /// After every partial of the block's tile is written: the arrival on the row tile's
+    /// counter, and in the last block to arrive the rows' totals (module doc). `tid` numbers
+    /// the `threads` threads taking part, which `barrier` synchronizes.
+    pub(crate) fn row_reduce_finish(
+        &mut self,
+        rt: &RowReduceTiles,
+        p: &TcPlan,
+        (m0, bi): (&Expr, &Expr),
+        tid: &Expr,
+        threads: u64,
+        barrier: &Stmt,
+    ) -> R<()> {
+        let fence = Stmt::Intrinsic {
+            op: Intrinsic::FenceGpu,
+            args: vec![],
+        };
+        let tm = self.let_("tm", Ty::Idx, div(m0.clone(), int(rt.bm)));
+        let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
+        self.out.push(fence.clone());
+        self.out.push(barrier.clone());
+        self.out.push(Stmt::If {
+            cond: first.clone(),
+            body: vec![Stmt::Intrinsic {
+                op: Intrinsic::AtomicArrive,
+                args: vec![
+                    Arg::at(&rt.counter, vec![tm.clone(), bi.clone()]),
+                    Arg::Expr(Expr::Int(1)),
+                    Arg::at(&rt.old, vec![Expr::Int(0)]),
+                ],
+            }],
+            orelse: vec![],
+        });
+        self.out.push(barrier.clone());
+        let last = Expr::call(
+            Func::Eq,
+            vec![
+                Expr::load(&rt.old, vec![Expr::Int(0)]),
+                lit(DType::I32, (rt.tiles_n - 1) as f64),
+            ],
+        );
+        let body = self.block(|s| {
+            s.out.push(fence);
+            s.for_(
+                "row",
+                tid.clone(),
+                int(rt.bm),
+                int(threads),
+                false,
+                |s, row| {
+                    let gm = s.let_("gm", Ty::Idx, add(m0.clone(), row));
+                    s.if_(lt(gm.clone(), int(p.m)), |s| {
+                        for (k, r) in p.reductions.iter().enumerate() {
+                            let total = s.var("tot", Ty::Elem(DType::F32), r.identity());
+                            s.for_(
+                                "j",
+                                Expr::Int(0),
+                                int(rt.tiles_n),
+                                Expr::Int(1),
+                                false,
+                                |s, j| {
+                                    let x = Expr::load(
+                                        &rt.part,
+                                        vec![gm.clone(), j, bi.clone(), Expr::Int(k as i64)],
+                                    );
+                                    s.assign(&total, r.combine(total.clone(), x));
+                                    Ok(())
+                                },
+                            )?;
+                            let value = if r.mean {
+                                Expr::call(Func::Div, vec![total, lit(DType::F32, p.n as f64)])
+                            } else {
+                                total
+                            };
+                            let out_dt = s.ty(r.root).dtype;
+                            s.out.push(Stmt::Store {
+                                tensor: rt.outs[k].clone(),
+                                coord: vec![gm.clone(), bi.clone()],
+                                value: cast_to(out_dt, DType::F32, value),
+                            });
+                        }
+                        Ok(())
+                    })
+                },
+            )?;
+            // Ready for the next launch.
+            s.if_(first, |s| {
+                s.out.push(Stmt::Store {
+                    tensor: rt.counter.clone(),
+                    coord: vec![tm.clone(), bi.clone()],
+                    value: lit(DType::I32, 0.0),
+                });
+                Ok(())
+            })
+        })?;
+        self.out.push(Stmt::If {
+            cond: last,
+            body,
+            orelse: vec![],
+        });
+        Ok(())
+    }
+}
+
+fn div(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Div, a, b)
+}
+
+fn rem(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Rem, a, b)
+}
