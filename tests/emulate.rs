@@ -122,6 +122,18 @@ pub fn run(m: &kir::Module, inputs: &HashMap<String, Vec<f64>>) -> HashMap<Strin
             }
         }
     }
+    // The next launch finds a zeroed buffer (an arrival counter) zero again.
+    for b in m
+        .buffers
+        .iter()
+        .filter(|b| b.kind == kir::BufferKind::Zeroed)
+    {
+        assert!(
+            mem[&b.name].iter().all(|&x| x == 0.0),
+            "zeroed buffer %{} is not zero after the launches",
+            b.name
+        );
+    }
     mem
 }
 

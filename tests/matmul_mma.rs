@@ -173,20 +173,52 @@ fn rmsnorm_as_the_a_prologue_in_one_kernel() {
     }
 }
 
-/// A row reduction of the matmul's epilogue (the policy's rule 6): `reduce(chain(A @ B))` over
-/// the last axis, with the matmul itself stored too where `store_c`.
-fn row_reduce_gemm(batch: &str, (m, k, n): (u64, u64, u64), dt: &str, red: &str) -> String {
+/// A reduction of the matmul's epilogue (the policy's rule 6): `reduce(relu(A @ B))` over the
+/// last axis (`rows`) or the one before it, with the matmul itself stored too.
+fn reduce_gemm(batch: &str, (m, k, n): (u64, u64, u64), dt: &str, red: &str, rows: bool) -> String {
     let (a, b, c) = (
         format!("tensor<{batch}{m}x{k}x{dt}>"),
         format!("tensor<{batch}{k}x{n}x{dt}>"),
         format!("tensor<{batch}{m}x{n}x{dt}>"),
     );
     let rank = batch.matches('x').count() + 2;
-    let s = format!("tensor<{batch}{m}x{dt}>");
+    let (s, axis) = match rows {
+        true => (format!("tensor<{batch}{m}x{dt}>"), rank - 1),
+        false => (format!("tensor<{batch}{n}x{dt}>"), rank - 2),
+    };
     format!(
-        "graph @g(%a: {a}, %b: {b}) -> ({s}, {c}) {{\n  %c = matmul %a, %b\n  %r = relu %c\n  %s = {red} %r {{axes = [{}]}}\n  return %s, %c\n}}\n",
-        rank - 1
+        "graph @g(%a: {a}, %b: {b}) -> ({s}, {c}) {{\n  %c = matmul %a, %b\n  %r = relu %c\n  %s = {red} %r {{axes = [{axis}]}}\n  return %s, %c\n}}\n"
     )
+}
+
+/// Lowers `src` under `c` (one kernel with an arrival counter) and checks every result.
+fn check_reductions(src: &str, c: &str) {
+    let m = irc_frontend::parse_module(src).expect("parses");
+    let g = &m.graphs[0];
+    let options = LowerOptions {
+        mma: Some(cfg(c)),
+        ..Default::default()
+    };
+    let k = irc_lower::plan_and_lower_with(g, Default::default(), &options)
+        .expect("lowers")
+        .kernels;
+    let text = irc_kir::print_module(&k);
+    assert_eq!(
+        text.matches("kernel @").count(),
+        1,
+        "{src}: not one kernel\n{text}"
+    );
+    assert!(
+        text.contains("atom.arrive") && text.contains("zeroed"),
+        "{text}"
+    );
+    for (i, (got, reference)) in emulate::against_interpreter_all(g, &k, 5)
+        .into_iter()
+        .enumerate()
+    {
+        let cmp = compare::compare(&got, &reference).unwrap();
+        assert!(cmp.passed(), "{src} {c}: result {i}: {cmp:?}");
+    }
 }
 
 #[test]
@@ -194,26 +226,66 @@ fn row_reductions_in_the_epilogue_in_one_kernel() {
     for (src, c) in [
         // Three column tiles (N tail), the M tail, the matmul stored beside its row sums.
         (
-            row_reduce_gemm("", (136, 64, 300), "f16", "reduce_sum"),
+            reduce_gemm("", (136, 64, 300), "f16", "reduce_sum", true),
             "128x128x32/2x4/3",
         ),
         // A batch, bf16, the max; two column tiles.
         (
-            row_reduce_gemm("2x", (70, 64, 72), "bf16", "reduce_max"),
+            reduce_gemm("2x", (70, 64, 72), "bf16", "reduce_max", true),
             "64x64x32/2x2/3",
         ),
         // f32 (3xTF32) and the mean.
         (
-            row_reduce_gemm("", (70, 40, 200), "f32", "reduce_mean"),
+            reduce_gemm("", (70, 40, 200), "f32", "reduce_mean", true),
             "64x64x32/2x2/3",
         ),
         // One column tile; fewer threads (64) than staged rows (64 of 128): a lane per row.
         (
-            row_reduce_gemm("", (40, 32, 24), "f16", "reduce_min"),
+            reduce_gemm("", (40, 32, 24), "f16", "reduce_min", true),
             "128x32x32/2x1/3",
         ),
     ] {
-        let m = irc_frontend::parse_module(&src).expect("parses");
+        check_reductions(&src, c);
+    }
+}
+
+#[test]
+fn column_reductions_in_the_epilogue_in_one_kernel() {
+    for (src, c) in [
+        // Two row tiles of two staged halves each, the last half past M; three column tiles.
+        (
+            reduce_gemm("", (136, 64, 300), "f16", "reduce_sum", false),
+            "128x128x32/2x4/3",
+        ),
+        // A batch, bf16, the max.
+        (
+            reduce_gemm("2x", (70, 64, 72), "bf16", "reduce_max", false),
+            "64x64x32/2x2/3",
+        ),
+        // f32 and the mean; then 64 threads for 32 columns: two lanes per column.
+        (
+            reduce_gemm("", (70, 40, 200), "f32", "reduce_mean", false),
+            "64x64x32/2x2/3",
+        ),
+        (
+            reduce_gemm("", (200, 32, 24), "f16", "reduce_min", false),
+            "128x32x32/2x1/3",
+        ),
+    ] {
+        check_reductions(&src, c);
+    }
+    // A row and a column reduction of one matmul, in one kernel.
+    let both = "graph @g(%a: tensor<100x48xf16>, %b: tensor<48x136xf16>) -> (tensor<100xf32>, tensor<136xf32>) {\n  %c = matmul %a, %b\n  %f = cast %c {dtype = f32}\n  %r = reduce_sum %f {axes = [1]}\n  %s = reduce_max %f {axes = [0]}\n  return %r, %s\n}\n";
+    check_reductions(both, "64x64x32/2x2/3");
+}
+
+/// A matmul stored beside two functions of it: three roots of one kernel, each stored by 16-byte
+/// copies (the matmul's values from the staging tile, the others through registers).
+#[test]
+fn several_outputs_of_one_kernel_by_16_byte_copies() {
+    let src = "graph @g(%a: tensor<136x64xf16>, %b: tensor<64x200xf16>) -> (tensor<136x200xf16>, tensor<136x200xf16>, tensor<136x200xf16>) {\n  %c = matmul %a, %b\n  %r = relu %c\n  %e = mul %c, %c\n  return %c, %r, %e\n}\n";
+    for c in ["128x128x32/2x4/3", "64x64x32/2x2/3"] {
+        let m = irc_frontend::parse_module(src).expect("parses");
         let g = &m.graphs[0];
         let options = LowerOptions {
             mma: Some(cfg(c)),
@@ -223,21 +295,14 @@ fn row_reductions_in_the_epilogue_in_one_kernel() {
             .expect("lowers")
             .kernels;
         let text = irc_kir::print_module(&k);
-        assert_eq!(
-            text.matches("kernel @").count(),
-            1,
-            "{src}: not one kernel\n{text}"
-        );
-        assert!(
-            text.contains("atom.arrive") && text.contains("zeroed"),
-            "{text}"
-        );
-        for (i, (got, reference)) in emulate::against_interpreter_all(g, &k, 5)
+        assert_eq!(text.matches("kernel @").count(), 1, "{text}");
+        assert_eq!(text.matches("copy.8 %").count(), 3, "{text}");
+        for (i, (got, reference)) in emulate::against_interpreter_all(g, &k, 3)
             .into_iter()
             .enumerate()
         {
             let cmp = compare::compare(&got, &reference).unwrap();
-            assert!(cmp.passed(), "{src} {c}: result {i}: {cmp:?}");
+            assert!(cmp.passed(), "{c}: result {i}: {cmp:?}");
         }
     }
 }

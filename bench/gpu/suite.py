@@ -74,7 +74,8 @@ REDUCTIONS = (
 # Issue 12's GEMM shape classes (`--suite gemm`): one `bench/gpu/gemm/NAME.ir` each — square
 # 1k-8k, irregular (aligned and odd), tall-skinny, large K, small K, batched 3-D/4-D,
 # matrix-vector (M = 1, N = 1), transposed operands, f16 and bf16, and epilogue chains (bias +
-# GELU, scale + residual, a row sum and a row max in the matmul's epilogue, two outputs).
+# GELU, scale + residual, row sums, row maxima and column sums in the matmul's epilogue, two
+# outputs).
 GEMMS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "gemm").glob("*.ir"))
 # Issue 13's attention set (`--suite attention`): one `bench/gpu/attention/NAME.ir` each — head
 # dims 32/64/128, f16 and bf16, sequences of 512 to 8k, causal (iota/compare/select mask) and
@@ -151,6 +152,8 @@ def gemm_fn(name, path):
         return lambda a, b, bias: F.gelu(mm(a, b) + bias)
     if "%r: tensor" in text:
         return lambda a, b, r: (mm(a, b) * 0.5).to(a.dtype) + r
+    if "reduce_sum" in text and "axes = [0]" in text:
+        return lambda a, b: mm(a, b).float().sum(0)
     if "reduce_sum" in text:
         return lambda a, b: torch.relu(mm(a, b)).float().sum(-1)
     if "reduce_max" in text:

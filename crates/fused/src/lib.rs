@@ -301,10 +301,11 @@ impl Group {
         ok.then_some((n, m))
     }
 
-    /// The row reductions of a matmul group's epilogue (the policy's rule 6): the indices of
-    /// the anchors after the group's first, a matmul, when every one is a sum, max, min or mean
-    /// over the last axis alone of a value computed from the matmul, read by no statement of
-    /// the group. `None` for any other group of several anchors or of one.
+    /// The row and column reductions of a matmul group's epilogue (the policy's rule 6): the
+    /// indices of the anchors after the group's first, a matmul, when every one is a sum, max,
+    /// min or mean over the last axis or the one before it alone, of a value computed from the
+    /// matmul, read by no statement of the group. `None` for any other group of several
+    /// anchors or of one.
     pub fn epilogue_reductions(&self) -> Option<Vec<usize>> {
         let anchors: Vec<usize> = (0..self.stmts.len())
             .filter(|&i| matches!(&self.stmts[i], Stmt::Op(o) if Anchor::of(o.op).is_some()))
@@ -329,7 +330,7 @@ impl Group {
             let ok = crate::reduce_epilogue::is_epilogue_reduction(ro.op)
                 && rank >= 2
                 && rank == mo.ty.rank()
-                && axes == Some(vec![rank - 1])
+                && (axes == Some(vec![rank - 1]) || axes == Some(vec![rank - 2]))
                 && !read
                 && self.depends(r, &mo.value);
             if !ok {

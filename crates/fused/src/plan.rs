@@ -374,12 +374,20 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         }
         for r in reductions_of.get(&leader).map_or(&[][..], Vec::as_slice) {
             let (s, m) = (&names[r.reduction], &names[r.matmul]);
-            let op = g.insts[inst_of(r.reduction).unwrap_or(0)].op.name();
+            let inst = &g.insts[inst_of(r.reduction).unwrap_or(0)];
+            let op = inst.op.name();
+            let rank = g.ty(inst.operands[0]).rank();
+            let rows =
+                irc_ir::infer::reduction_axes(rank, &inst.attrs).ok() == Some(vec![rank - 1]);
+            let (axis, axis_tiles) = match rows {
+                true => ("rows", "row of tiles"),
+                false => ("columns", "column of tiles"),
+            };
             let text = match &r.declined {
                 None => format!(
-                    "epilogue reduction: the {op} %{s} is computed by the matmul %{m}'s kernel: \
-                     each block reduces the rows of its tile, and the last block of a row of \
-                     tiles adds their partials in order"
+                    "epilogue reduction: the {op} %{s} over the {axis} is computed by the matmul \
+                     %{m}'s kernel: each block reduces its tile's part of each, and the last \
+                     block of a {axis_tiles} adds their partials in order"
                 ),
                 Some(why) => {
                     format!("the {op} %{s} is not in the matmul %{m}'s epilogue: {why}")

@@ -23,8 +23,9 @@
 //!    values, the matmul's own result among them), and the matmul itself only if it must be.
 //!    Otherwise the matmul is stored and its readers compute the chain inline (the same bytes,
 //!    without an extra pass in the epilogue). A node belongs to one closure (the first matmul's).
-//!    A row reduction (sum, max, min, mean over the last axis) of a closure member joins it as
-//!    a leaf: the matmul's kernel reduces each row and stores the result, and the `[.., M, N]`
+//!    A row or column reduction (sum, max, min, mean over the last axis or the one before it)
+//!    of a closure member joins it as a leaf: the matmul's kernel reduces each row (column)
+//!    and stores the result, and the `[.., M, N]`
 //!    value is stored only if something else reads it ([`crate::reduce_epilogue`] says when it
 //!    declines and why).
 //!    A row composite (softmax, log_softmax, rmsnorm, layernorm) has an epilogue by the same rule, whose
@@ -452,7 +453,7 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
                 }
             }
         }
-        // A matmul's row reductions of the closure's values join it as leaves: stored by its
+        // A matmul's row and column reductions of the closure's values join it as leaves: stored by its
         // kernel, read by nothing in it.
         if !row {
             let before = closure.len();
@@ -527,7 +528,7 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
             .iter()
             .any(|r| r.matmul == p.matmul && r.declined.is_none());
         if reduced && p.declined.is_none() {
-            p.declined = Some("the matmul's epilogue has a row reduction".into());
+            p.declined = Some("the matmul's epilogue has a reduction".into());
         }
     }
     for p in prologues.iter().filter(|p| p.declined.is_none()) {

@@ -1,21 +1,23 @@
-//! Policy rule 6, its reduction leaf: a **row reduction in a matmul's epilogue**. A
-//! `reduce_sum`, `reduce_max`, `reduce_min` or `reduce_mean` over the last axis of the matmul's
-//! value, or of a value of its epilogue closure, is computed by the matmul's kernel:
+//! Policy rule 6, its reduction leaf: a **row or column reduction in a matmul's epilogue**. A
+//! `reduce_sum`, `reduce_max`, `reduce_min` or `reduce_mean` over the last axis (a row
+//! reduction: over N) or the one before it (a column reduction: over M) of the matmul's value,
+//! or of a value of its epilogue closure, is computed by the matmul's kernel:
 //!
 //! ```text
-//! s[.., i] = reduce_j f(matmul(A, B))[.., i, j]
+//! s[.., i] = reduce_j f(matmul(A, B))[.., i, j]      (rows)
+//! s[.., j] = reduce_i f(matmul(A, B))[.., i, j]      (columns)
 //! ```
 //!
-//! Each block reduces its tile's columns of every row it holds into a partial (in f32, in a
-//! fixed order), writes it to a workspace, and the last block of a row of tiles to finish
-//! (an arrival counter) adds the row's partials in column-tile order and stores `s`. One launch;
+//! Each block reduces its tile's part of every row (or column) it holds into a partial (in f32,
+//! in a fixed order), writes it to a workspace, and the last block of a row (column) of tiles
+//! to finish (an arrival counter) adds the partials in tile order and stores `s`. One launch;
 //! the `[.., M, N]` value is never written unless something else reads it, and the result does
 //! not depend on the order the blocks run in.
 //!
-//! Declined, with the reason, when the reduction is over another axis (a column reduction is
-//! its own kernel), when the matmul is not one of the tensor-core templates' (f16, bf16 or f32
-//! with both operands of the result's type: the SIMT template has no epilogue reduction), and
-//! for matrix-vector products (their own template).
+//! Declined, with the reason, when the reduction is over other or several axes, when the matmul
+//! is not one of the tensor-core templates' (f16, bf16 or f32 with both operands of the
+//! result's type: the SIMT template has no epilogue reduction), and for matrix-vector products
+//! (their own template).
 
 use crate::policy::Dag;
 use irc_ir::{Attr, DType, OpKind};
@@ -64,10 +66,11 @@ pub(crate) fn why_not(d: &impl Dag, m: usize, r: usize) -> Option<String> {
     if !is_epilogue_reduction(op) {
         return Some(format!("{} is not a sum, max, min or mean", op.name()));
     }
-    if rank < 2 || axes(d.attr(r, "axes"), d.shape(x).len()) != Some(vec![rank - 1]) {
+    let axes = axes(d.attr(r, "axes"), d.shape(x).len());
+    if rank < 2 || !(axes == Some(vec![rank - 1]) || axes == Some(vec![rank - 2])) {
         return Some(
-            "it does not reduce the matmul's last axis alone (only row reductions run in a \
-             matmul's epilogue)"
+            "it does not reduce one of the matmul's last two axes alone (a row or a column \
+             reduction)"
                 .into(),
         );
     }

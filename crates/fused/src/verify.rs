@@ -18,8 +18,9 @@
 //!   anchor's result or one view of it (a result view the anchor's kernel stores through its
 //!   layout); a norm prologue group (`Group::norm_prologue`: an rmsnorm read only as its
 //!   matmul's first operand) has two, and stores from the matmul; a matmul group with row
-//!   reductions in its epilogue (`Group::epilogue_reductions`: sums, maxima, minima or means
-//!   over the last axis alone of values computed from the matmul, read by nothing in the
+//!   or column reductions in its epilogue (`Group::epilogue_reductions`: sums, maxima, minima
+//!   or means over the last axis or the one before it alone, of values computed from the
+//!   matmul, read by nothing in the
 //!   group) has one more anchor for each; a matmul group only its
 //!   anchor or values computed from it (its epilogue); a row
 //!   group values computed from its anchor (a view of it, its epilogue) or the anchor's input
@@ -125,7 +126,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                         )));
                     }
                     if Anchor::of(o.op).is_some() && anchors > 0 && reductions {
-                        // A row reduction of the matmul's epilogue: a leaf computed from it.
+                        // A reduction of the matmul's epilogue: a leaf computed from it.
                         anchors += 1;
                         after_anchor.insert(&o.value);
                     } else if Anchor::of(o.op).is_some() {

@@ -1,16 +1,20 @@
-//! Row reductions in a matmul's epilogue (the policy's rule 6; `irc_fused::reduce_epilogue`),
-//! for the tensor-core templates.
+//! Row and column reductions in a matmul's epilogue (the policy's rule 6;
+//! `irc_fused::reduce_epilogue`), for the tensor-core templates.
 //!
-//! A block reduces, for every row of its tile, the reduction's operand (the epilogue chain over
-//! the matmul's rounded value) over the tile's columns, in f32 and in a fixed order, and writes
-//! the partial to `partials[row, column tile, batch, reduction]`: the Hopper template from its
-//! accumulator registers (each thread's rows by `norm_prologue::split_rows` of the accumulator
-//! layout, then across the lanes sharing them), the mma.sync template from its staging tile
-//! (consecutive lanes share a row). Then the block arrives on its row tile's counter: every
-//! thread fences, the block synchronizes, one thread adds 1 (`atom.arrive`). The block that
-//! reads `tiles_n - 1` arrived last: it fences again, adds each row's partials in column-tile
-//! order (the same order whichever block is last, so the result does not depend on the order
-//! blocks run in), divides a mean by N, rounds to the output's type, stores it and resets the
+//! A block reduces the reduction's operand (the epilogue chain over the matmul's rounded value)
+//! over its tile's part of every row (column) it holds, in f32 and in a fixed order, and writes
+//! the partial to a workspace: rows to `partials[row, column tile, batch, reduction]` — the
+//! Hopper template from its accumulator registers (each thread's rows by
+//! `norm_prologue::split_rows` of the accumulator layout, then across the lanes sharing them),
+//! the mma.sync template from its staging tile (consecutive lanes share a row) — and columns to
+//! `partials[column, row block, batch, reduction]` from the staging tile of either template
+//! (consecutive lanes share a column; a row block is what one staging pass holds: 64 rows on
+//! Hopper, half the tile on mma.sync). Then the block arrives on its row tile's (column
+//! tile's) counter: every thread fences, the block synchronizes, one thread adds 1
+//! (`atom.arrive`). The block that reads `n - 1` arrived last of the `n` that share the
+//! counter: it fences again, adds each row's (column's) partials in tile order — the same
+//! order whichever block is last, so the result does not depend on the order blocks run in —
+//! divides a mean by the reduced extent, rounds to the output's type, stores it and resets the
 //! counter to 0 for the next launch (the counters are a `zeroed` buffer). One launch; the
 //! `[.., M, N]` value is never written unless it is a root itself.
 
@@ -20,15 +24,17 @@ use irc_ir::{Category, DType, OpKind, ValueId};
 use irc_kir::{self as kir, Arg, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
-/// One row reduction of the epilogue.
+/// One row or column reduction of the epilogue.
 pub(crate) struct RowReduce {
     /// The reduction, stored by the matmul's kernel.
     pub(crate) root: ValueId,
     /// The value it reduces over its last axis (the matmul or its epilogue chain).
     pub(crate) operand: ValueId,
     pub(crate) op: ReduceOp,
-    /// `reduce_mean`: the sum divided by N.
+    /// `reduce_mean`: the sum divided by the reduced extent.
     pub(crate) mean: bool,
+    /// Over the last axis (one value per row), else over M (one per column).
+    pub(crate) rows: bool,
 }
 
 impl RowReduce {
@@ -53,23 +59,43 @@ impl RowReduce {
     }
 }
 
-/// A kernel's tensors for its row reductions.
-pub(crate) struct RowReduceTiles {
-    /// f32 partials `(row, column tile, batch, reduction)`.
+/// The partials, counter and outputs of one axis's reductions.
+pub(crate) struct Partials {
+    /// f32 `(row, column tile, batch, k)` for rows, `(column, row block, batch, k)` for
+    /// columns, `k` numbering this axis's reductions.
     part: String,
-    /// i32 arrival counters `(row tile, batch)`, a `zeroed` buffer.
+    /// i32 arrival counters `(tile, batch)` along the kept axis, a `zeroed` buffer.
     counter: String,
-    /// Shared i32 `[1]`: the counter's value before the block's arrival.
-    old: String,
-    /// Each reduction's output `(row, batch)`.
+    /// The reductions of this axis (indices into the plan's) and their outputs `(index,
+    /// batch)`.
+    which: Vec<usize>,
     outs: Vec<String>,
-    tiles_n: u64,
+    /// Partials per output element: column tiles for rows, row blocks for columns.
+    blocks: u64,
+    /// Blocks sharing a counter (the tiles along the reduced axis).
+    arrivals: u64,
+}
+
+/// A kernel's tensors for its epilogue reductions.
+pub(crate) struct ReduceTiles {
+    rows: Option<Partials>,
+    cols: Option<Partials>,
+    /// Shared i32 `[2]`: each counter's value before the block's arrival.
+    old: String,
     bm: u64,
     bn: u64,
+    /// Rows per row block of the column partials.
+    rb: u64,
+}
+
+impl ReduceTiles {
+    pub(crate) fn has_cols(&self) -> bool {
+        self.cols.is_some()
+    }
 }
 
 impl Builder<'_, '_> {
-    /// `roots` split into the values stored element by element and the row reductions.
+    /// `roots` split into the values stored element by element and the reductions.
     pub(crate) fn split_row_reductions(&self, roots: &[ValueId]) -> (Vec<ValueId>, Vec<RowReduce>) {
         let (mut elements, mut reductions) = (vec![], vec![]);
         for &r in roots {
@@ -84,6 +110,11 @@ impl Builder<'_, '_> {
                             _ => ReduceOp::Sum,
                         },
                         mean: i.op == OpKind::ReduceMean,
+                        rows: irc_ir::infer::reduction_axes(
+                            self.ty(i.operands[0]).rank(),
+                            &i.attrs,
+                        )
+                        .is_ok_and(|a| a == [self.ty(i.operands[0]).rank() - 1]),
                     });
                 }
                 _ => elements.push(r),
@@ -92,62 +123,85 @@ impl Builder<'_, '_> {
         (elements, reductions)
     }
 
-    /// The partials, the counters and the outputs of `p`'s reductions over `bm x bn` tiles.
-    pub(crate) fn row_reduce_tiles(&mut self, p: &TcPlan, bm: u64, bn: u64) -> R<RowReduceTiles> {
+    /// The partials, the counters and the outputs of `p`'s reductions over `bm x bn` tiles,
+    /// the column partials in blocks of `rb` rows.
+    pub(crate) fn reduce_tiles(&mut self, p: &TcPlan, bm: u64, bn: u64, rb: u64) -> R<ReduceTiles> {
         let (tiles_m, tiles_n) = (p.m.div_ceil(bm), p.n.div_ceil(bn));
-        let count = p.reductions.len() as u64;
-        let name = &self.kernel.name;
-        let part = kir::BufferDecl {
-            name: format!("{name}_row_partials"),
-            dtype: DType::F32,
-            shape: vec![count, p.batch, p.m, tiles_n],
-            kind: kir::BufferKind::Temp,
-            tensor_map: None,
-        };
-        let counter = kir::BufferDecl {
-            name: format!("{name}_arrivals"),
-            dtype: DType::I32,
-            shape: vec![p.batch, tiles_m],
-            kind: kir::BufferKind::Zeroed,
-            tensor_map: None,
-        };
-        let (pp, pc) = (part.name.clone(), counter.name.clone());
-        self.temps.push(part);
-        self.temps.push(counter);
-        let (pp, pc) = (self.param(&pp), self.param(&pc));
         let flat = |shape: &[u64], strides: &[u64]| {
             let s: Vec<i64> = shape.iter().map(|&x| x as i64).collect();
             let d: Vec<i64> = strides.iter().map(|&x| x as i64).collect();
             Layout::flat(&s, &d).map_err(internal)
         };
-        let (m, b) = (p.m, p.batch);
-        let part = self.tensor(
-            Space::Global(pp),
-            DType::F32,
-            flat(
-                &[m, tiles_n, b, count],
-                &[tiles_n, 1, m * tiles_n, b * m * tiles_n],
-            )?,
-        );
-        let counter = self.tensor(
-            Space::Global(pc),
-            DType::I32,
-            flat(&[tiles_m, b], &[1, tiles_m])?,
-        );
-        let old = self.tensor(Space::Shared, DType::I32, flat(&[1], &[1])?);
-        let mut outs = vec![];
-        for r in &p.reductions {
-            // The reduction's buffer is `[.., M]` (or `[.., M, 1]`), row-major.
-            outs.push(self.global(r.root, flat(&[m, b], &[1, m])?));
-        }
-        Ok(RowReduceTiles {
-            part,
-            counter,
+        let b = p.batch;
+        let axis = |s: &mut Self, rows: bool| -> R<Option<Partials>> {
+            let which: Vec<usize> = (0..p.reductions.len())
+                .filter(|&k| p.reductions[k].rows == rows)
+                .collect();
+            if which.is_empty() {
+                return Ok(None);
+            }
+            let count = which.len() as u64;
+            // (extent kept, blocks, tiles along the kept axis, tiles along the reduced one)
+            let (kept, blocks, tiles, arrivals, what) = match rows {
+                true => (p.m, tiles_n, tiles_m, tiles_n, "row"),
+                false => (p.n, tiles_m * (bm / rb), tiles_n, tiles_m, "column"),
+            };
+            let name = &s.kernel.name;
+            let part = kir::BufferDecl {
+                name: format!("{name}_{what}_partials"),
+                dtype: DType::F32,
+                shape: vec![count, b, kept, blocks],
+                kind: kir::BufferKind::Temp,
+                tensor_map: None,
+            };
+            let counter = kir::BufferDecl {
+                name: format!("{name}_{what}_arrivals"),
+                dtype: DType::I32,
+                shape: vec![b, tiles],
+                kind: kir::BufferKind::Zeroed,
+                tensor_map: None,
+            };
+            let (pp, pc) = (part.name.clone(), counter.name.clone());
+            s.temps.push(part);
+            s.temps.push(counter);
+            let (pp, pc) = (s.param(&pp), s.param(&pc));
+            let part = s.tensor(
+                Space::Global(pp),
+                DType::F32,
+                flat(
+                    &[kept, blocks, b, count],
+                    &[blocks, 1, kept * blocks, b * kept * blocks],
+                )?,
+            );
+            let counter = s.tensor(
+                Space::Global(pc),
+                DType::I32,
+                flat(&[tiles, b], &[1, tiles])?,
+            );
+            // The reduction's buffer is `[.., kept]` (with a 1 where keepdims), row-major.
+            let outs = which
+                .iter()
+                .map(|&k| Ok(s.global(p.reductions[k].root, flat(&[kept, b], &[1, kept])?)))
+                .collect::<R<_>>()?;
+            Ok(Some(Partials {
+                part,
+                counter,
+                which,
+                outs,
+                blocks,
+                arrivals,
+            }))
+        };
+        let rows = axis(self, true)?;
+        let cols = axis(self, false)?;
+        let old = self.tensor(Space::Shared, DType::I32, flat(&[2], &[1])?);
+        Ok(ReduceTiles {
+            rows,
+            cols,
             old,
-            outs,
-            tiles_n,
             bm,
             bn,
+            rb,
         })
     }
 
@@ -173,11 +227,11 @@ impl Builder<'_, '_> {
         Ok(cast_to(DType::F32, self.ty(r.operand).dtype, x))
     }
 
-    /// One f32 register per reduction, set to its identity.
-    fn reduce_vars(&mut self, p: &TcPlan) -> Vec<Expr> {
-        p.reductions
+    /// One f32 register per reduction of `which`, set to its identity.
+    fn reduce_vars(&mut self, p: &TcPlan, which: &[usize]) -> Vec<Expr> {
+        which
             .iter()
-            .map(|r| self.var("red", Ty::Elem(DType::F32), r.identity()))
+            .map(|&k| self.var("red", Ty::Elem(DType::F32), p.reductions[k].identity()))
             .collect()
     }
 
@@ -187,13 +241,17 @@ impl Builder<'_, '_> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn wgmma_row_partials(
         &mut self,
-        rt: &RowReduceTiles,
+        rt: &ReduceTiles,
         p: &TcPlan,
         mm: ValueId,
         acc: &str,
         c: &Expr,
         (m0, n0, bi): (&Expr, &Expr, &Expr),
     ) -> R<()> {
+        let Some(part) = &rt.rows else {
+            return Ok(());
+        };
+        let reds: Vec<&RowReduce> = part.which.iter().map(|&k| &p.reductions[k]).collect();
         let d = irc_layout::wgmma_m64nk16_d(rt.bn as i64).map_err(internal)?;
         let dl = d.layout().clone();
         let (slot_of, slot_rows, quad) =
@@ -205,15 +263,14 @@ impl Builder<'_, '_> {
         let slots = slot_rows.size().map_err(internal)?;
         let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), int(128)));
         let row0 = self.let_("r0", Ty::Idx, add(m0.clone(), mul(c.clone(), int(64))));
-        let regs: Vec<String> = p
-            .reductions
+        let regs: Vec<String> = reds
             .iter()
             .map(|_| {
                 let l = Layout::int(slots, 1).map_err(internal)?;
                 Ok(self.tensor(Space::Registers, DType::F32, l))
             })
             .collect::<R<_>>()?;
-        for (r, reg) in p.reductions.iter().zip(&regs) {
+        for (r, reg) in reds.iter().zip(&regs) {
             for s in 0..slots {
                 self.out.push(Stmt::Store {
                     tensor: reg.clone(),
@@ -240,7 +297,7 @@ impl Builder<'_, '_> {
             );
             s.if_(cond, |s| {
                 let value = s.let_("mv", Ty::Elem(dt), value);
-                for (r, reg) in p.reductions.iter().zip(&regs) {
+                for (r, reg) in reds.iter().zip(&regs) {
                     let x = s.reduce_operand(r, p, mm, &value, [&gm, &gn, bi])?;
                     let old = Expr::load(reg, vec![slot.clone()]);
                     s.out.push(Stmt::Store {
@@ -272,7 +329,7 @@ impl Builder<'_, '_> {
                 add(add(row0.clone(), base.clone()), int(off as u64)),
             );
             let mut totals = vec![];
-            for (r, reg) in p.reductions.iter().zip(&regs) {
+            for (r, reg) in reds.iter().zip(&regs) {
                 let x = Expr::load(reg, vec![Expr::Int(slot)]);
                 totals.push(self.lanes_reduce(r.op, quad, x));
             }
@@ -281,7 +338,7 @@ impl Builder<'_, '_> {
             self.if_(cond, |s| {
                 for (k, total) in totals.into_iter().enumerate() {
                     s.out.push(Stmt::Store {
-                        tensor: rt.part.clone(),
+                        tensor: part.part.clone(),
                         coord: vec![gm.clone(), tn.clone(), bi.clone(), Expr::Int(k as i64)],
                         value: total,
                     });
@@ -298,7 +355,7 @@ impl Builder<'_, '_> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn staged_row_partials(
         &mut self,
-        rt: &RowReduceTiles,
+        rt: &ReduceTiles,
         p: &TcPlan,
         mm: ValueId,
         stage: &str,
@@ -306,6 +363,9 @@ impl Builder<'_, '_> {
         (m0, n0, bi): (&Expr, &Expr, &Expr),
         h: &Expr,
     ) -> R<()> {
+        let Some(part) = &rt.rows else {
+            return Ok(());
+        };
         let rows = rt.bm / 2;
         let tpr = (threads / rows).clamp(1, 32);
         if !tpr.is_power_of_two() || !rt.bn.is_multiple_of(tpr) {
@@ -335,7 +395,7 @@ impl Builder<'_, '_> {
                 lt(r.clone(), int(rows)),
                 lt(gm.clone(), int(p.m)),
             );
-            let vars = s.reduce_vars(p);
+            let vars = s.reduce_vars(p, &part.which);
             s.unrolled("c", rt.bn / tpr, &mut |s, c| {
                 let col = s.let_("col", Ty::Idx, add(mul(c, int(tpr)), q.clone()));
                 let gn = s.let_("gn", Ty::Idx, add(n0.clone(), col.clone()));
@@ -343,25 +403,101 @@ impl Builder<'_, '_> {
                 s.if_(cond, |s| {
                     let value = Expr::load(stage, vec![r.clone(), col]);
                     let value = s.let_("mv", Ty::Elem(dt), value);
-                    for (red, var) in p.reductions.iter().zip(&vars) {
+                    for (&k, var) in part.which.iter().zip(&vars) {
+                        let red = &p.reductions[k];
                         let x = s.reduce_operand(red, p, mm, &value, [&gm, &gn, bi])?;
                         s.assign(var, red.combine(var.clone(), x));
                     }
                     Ok(())
                 })
             })?;
-            let totals: Vec<Expr> = p
-                .reductions
+            let totals: Vec<Expr> = part
+                .which
                 .iter()
                 .zip(&vars)
-                .map(|(red, var)| s.lanes_reduce(red.op, tpr, var.clone()))
+                .map(|(&k, var)| s.lanes_reduce(p.reductions[k].op, tpr, var.clone()))
                 .collect();
             let leader = Expr::idx(IdxOp::Eq, q.clone(), Expr::Int(0));
             s.if_(Expr::idx(IdxOp::And, leader, row_ok), |s| {
                 for (k, total) in totals.into_iter().enumerate() {
                     s.out.push(Stmt::Store {
-                        tensor: rt.part.clone(),
+                        tensor: part.part.clone(),
                         coord: vec![gm.clone(), tn.clone(), bi.clone(), Expr::Int(k as i64)],
+                        value: total,
+                    });
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// The column partials of one staged block of `rows x cols` values (`load(r, c)`, the
+    /// matmul's rounded values; the block's first element at `(gm0, gn0)`), row block `block`:
+    /// `threads / cols` consecutive lanes of the `threads` numbered by `tid` per column, each
+    /// taking every such row, then a butterfly over them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn staged_col_partials(
+        &mut self,
+        rt: &ReduceTiles,
+        p: &TcPlan,
+        mm: ValueId,
+        load: &dyn Fn(Expr, Expr) -> Expr,
+        (rows, cols, threads): (u64, u64, u64),
+        tid: &Expr,
+        (gm0, gn0, bi): (&Expr, &Expr, &Expr),
+        block: &Expr,
+    ) -> R<()> {
+        let Some(part) = &rt.cols else {
+            return Ok(());
+        };
+        let tpc = (threads / cols).clamp(1, 32);
+        if !tpc.is_power_of_two() || !rows.is_multiple_of(tpc) {
+            return Err(Retry::Fail(crate::LowerError::Internal(format!(
+                "{threads} threads do not split {cols} columns of {rows} rows into lanes"
+            ))));
+        }
+        let groups = threads / tpc;
+        let q = self.let_("q", Ty::Idx, rem(tid.clone(), int(tpc)));
+        let dt = p.dtype;
+        self.unrolled("pass", cols.div_ceil(groups), &mut |s, pass| {
+            let col = s.let_(
+                "cc",
+                Ty::Idx,
+                add(mul(pass, int(groups)), div(tid.clone(), int(tpc))),
+            );
+            let gn = s.let_("gn", Ty::Idx, add(gn0.clone(), col.clone()));
+            let col_ok = Expr::idx(
+                IdxOp::And,
+                lt(col.clone(), int(cols)),
+                lt(gn.clone(), int(p.n)),
+            );
+            let vars = s.reduce_vars(p, &part.which);
+            s.unrolled("i", rows / tpc, &mut |s, i| {
+                let r = s.let_("rr", Ty::Idx, add(mul(i, int(tpc)), q.clone()));
+                let gm = s.let_("gm", Ty::Idx, add(gm0.clone(), r.clone()));
+                let cond = Expr::idx(IdxOp::And, col_ok.clone(), lt(gm.clone(), int(p.m)));
+                s.if_(cond, |s| {
+                    let value = s.let_("mv", Ty::Elem(dt), load(r.clone(), col.clone()));
+                    for (&k, var) in part.which.iter().zip(&vars) {
+                        let red = &p.reductions[k];
+                        let x = s.reduce_operand(red, p, mm, &value, [&gm, &gn, bi])?;
+                        s.assign(var, red.combine(var.clone(), x));
+                    }
+                    Ok(())
+                })
+            })?;
+            let totals: Vec<Expr> = part
+                .which
+                .iter()
+                .zip(&vars)
+                .map(|(&k, var)| s.lanes_reduce(p.reductions[k].op, tpc, var.clone()))
+                .collect();
+            let leader = Expr::idx(IdxOp::Eq, q.clone(), Expr::Int(0));
+            s.if_(Expr::idx(IdxOp::And, leader, col_ok), |s| {
+                for (k, total) in totals.into_iter().enumerate() {
+                    s.out.push(Stmt::Store {
+                        tensor: part.part.clone(),
+                        coord: vec![gn.clone(), block.clone(), bi.clone(), Expr::Int(k as i64)],
                         value: total,
                     });
                 }
@@ -386,14 +522,16 @@ impl Builder<'_, '_> {
         Expr::Var(var)
     }
 
-    /// After every partial of the block's tile is written: the arrival on the row tile's
-    /// counter, and in the last block to arrive the rows' totals (module doc). `tid` numbers
-    /// the `threads` threads taking part, which `barrier` synchronizes.
-    pub(crate) fn row_reduce_finish(
+    /// After every partial of the block's tile at `(m0, n0)` is written: the arrivals on the
+    /// row tile's and the column tile's counters, and in the last block to arrive on one the
+    /// totals of its rows or columns (module doc). `tid` numbers the `threads` threads taking
+    /// part, which `barrier` synchronizes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn reduce_finish(
         &mut self,
-        rt: &RowReduceTiles,
+        rt: &ReduceTiles,
         p: &TcPlan,
-        (m0, bi): (&Expr, &Expr),
+        (m0, n0, bi): (&Expr, &Expr, &Expr),
         tid: &Expr,
         threads: u64,
         barrier: &Stmt,
@@ -402,89 +540,118 @@ impl Builder<'_, '_> {
             op: Intrinsic::FenceGpu,
             args: vec![],
         };
-        let tm = self.let_("tm", Ty::Idx, div(m0.clone(), int(rt.bm)));
         let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
+        // (partials, this block's tile along the kept axis, its first kept index, tile extent,
+        // kept extent, reduced extent, which `old` slot)
+        let tm = self.let_("tm", Ty::Idx, div(m0.clone(), int(rt.bm)));
+        let tn = self.let_("tn", Ty::Idx, div(n0.clone(), int(rt.bn)));
+        let axes: Vec<(&Partials, Expr, &Expr, u64, u64, u64, i64)> = [
+            rt.rows
+                .as_ref()
+                .map(|x| (x, tm.clone(), m0, rt.bm, p.m, p.n, 0)),
+            rt.cols
+                .as_ref()
+                .map(|x| (x, tn.clone(), n0, rt.bn, p.n, p.m, 1)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         self.out.push(fence.clone());
         self.out.push(barrier.clone());
-        self.out.push(Stmt::If {
-            cond: first.clone(),
-            body: vec![Stmt::Intrinsic {
+        let arrive: Vec<Stmt> = axes
+            .iter()
+            .map(|(x, tile, _, _, _, _, slot)| Stmt::Intrinsic {
                 op: Intrinsic::AtomicArrive,
                 args: vec![
-                    Arg::at(&rt.counter, vec![tm.clone(), bi.clone()]),
+                    Arg::at(&x.counter, vec![tile.clone(), bi.clone()]),
                     Arg::Expr(Expr::Int(1)),
-                    Arg::at(&rt.old, vec![Expr::Int(0)]),
+                    Arg::at(&rt.old, vec![Expr::Int(*slot)]),
                 ],
-            }],
+            })
+            .collect();
+        self.out.push(Stmt::If {
+            cond: first.clone(),
+            body: arrive,
             orelse: vec![],
         });
         self.out.push(barrier.clone());
-        let last = Expr::call(
-            Func::Eq,
-            vec![
-                Expr::load(&rt.old, vec![Expr::Int(0)]),
-                lit(DType::I32, (rt.tiles_n - 1) as f64),
-            ],
-        );
-        let body = self.block(|s| {
-            s.out.push(fence);
-            s.for_(
-                "row",
-                tid.clone(),
-                int(rt.bm),
-                int(threads),
-                false,
-                |s, row| {
-                    let gm = s.let_("gm", Ty::Idx, add(m0.clone(), row));
-                    s.if_(lt(gm.clone(), int(p.m)), |s| {
-                        for (k, r) in p.reductions.iter().enumerate() {
-                            let total = s.var("tot", Ty::Elem(DType::F32), r.identity());
-                            s.for_(
-                                "j",
-                                Expr::Int(0),
-                                int(rt.tiles_n),
-                                Expr::Int(1),
-                                false,
-                                |s, j| {
-                                    let x = Expr::load(
-                                        &rt.part,
-                                        vec![gm.clone(), j, bi.clone(), Expr::Int(k as i64)],
-                                    );
-                                    s.assign(&total, r.combine(total.clone(), x));
-                                    Ok(())
-                                },
-                            )?;
-                            let value = if r.mean {
-                                Expr::call(Func::Div, vec![total, lit(DType::F32, p.n as f64)])
-                            } else {
-                                total
-                            };
-                            let out_dt = s.ty(r.root).dtype;
-                            s.out.push(Stmt::Store {
-                                tensor: rt.outs[k].clone(),
-                                coord: vec![gm.clone(), bi.clone()],
-                                value: cast_to(out_dt, DType::F32, value),
-                            });
-                        }
-                        Ok(())
-                    })
-                },
-            )?;
-            // Ready for the next launch.
-            s.if_(first, |s| {
-                s.out.push(Stmt::Store {
-                    tensor: rt.counter.clone(),
-                    coord: vec![tm.clone(), bi.clone()],
-                    value: lit(DType::I32, 0.0),
-                });
-                Ok(())
-            })
-        })?;
-        self.out.push(Stmt::If {
-            cond: last,
-            body,
-            orelse: vec![],
-        });
+        for (x, tile, start, extent, kept, reduced, slot) in axes {
+            // Blocks that hold at least one element along the reduced axis.
+            let blocks = match slot {
+                0 => x.blocks,
+                _ => x.blocks.min(p.m.div_ceil(rt.rb)),
+            };
+            let last = Expr::call(
+                Func::Eq,
+                vec![
+                    Expr::load(&rt.old, vec![Expr::Int(slot)]),
+                    lit(DType::I32, (x.arrivals - 1) as f64),
+                ],
+            );
+            let body = self.block(|s| {
+                s.out.push(fence.clone());
+                s.for_(
+                    "e",
+                    tid.clone(),
+                    int(extent),
+                    int(threads),
+                    false,
+                    |s, e| {
+                        let g = s.let_("g", Ty::Idx, add(start.clone(), e));
+                        s.if_(lt(g.clone(), int(kept)), |s| {
+                            for (j, &k) in x.which.iter().enumerate() {
+                                let r = &p.reductions[k];
+                                let total = s.var("tot", Ty::Elem(DType::F32), r.identity());
+                                s.for_(
+                                    "j",
+                                    Expr::Int(0),
+                                    int(blocks),
+                                    Expr::Int(1),
+                                    false,
+                                    |s, b| {
+                                        let y = Expr::load(
+                                            &x.part,
+                                            vec![g.clone(), b, bi.clone(), Expr::Int(j as i64)],
+                                        );
+                                        s.assign(&total, r.combine(total.clone(), y));
+                                        Ok(())
+                                    },
+                                )?;
+                                let value = if r.mean {
+                                    Expr::call(
+                                        Func::Div,
+                                        vec![total, lit(DType::F32, reduced as f64)],
+                                    )
+                                } else {
+                                    total
+                                };
+                                let out_dt = s.ty(r.root).dtype;
+                                s.out.push(Stmt::Store {
+                                    tensor: x.outs[j].clone(),
+                                    coord: vec![g.clone(), bi.clone()],
+                                    value: cast_to(out_dt, DType::F32, value),
+                                });
+                            }
+                            Ok(())
+                        })
+                    },
+                )?;
+                // Ready for the next launch.
+                s.if_(first.clone(), |s| {
+                    s.out.push(Stmt::Store {
+                        tensor: x.counter.clone(),
+                        coord: vec![tile.clone(), bi.clone()],
+                        value: lit(DType::I32, 0.0),
+                    });
+                    Ok(())
+                })
+            })?;
+            self.out.push(Stmt::If {
+                cond: last,
+                body,
+                orelse: vec![],
+            });
+        }
         Ok(())
     }
 }

@@ -14,13 +14,12 @@ pub(super) struct TcEpilogue<'a> {
     pub(super) cfg: MmaConfig,
     pub(super) p: &'a TcPlan,
     pub(super) dt: DType,
-    /// The matmul's value, the first root, every root and their output tensors.
+    /// The matmul's value, every root and their output tensors.
     pub(super) mm: ValueId,
-    pub(super) root: ValueId,
     pub(super) roots: &'a [ValueId],
     pub(super) cs: &'a [String],
-    /// The 16-byte view of the output, where one copy stores 16 bytes of results.
-    pub(super) c_vec: Option<String>,
+    /// Each root's 16-byte view of its output, where one copy stores 16 bytes of results.
+    pub(super) c_vec: Option<Vec<String>>,
     /// The staging tile (a view of A's shared tiles) and its 8-element view.
     pub(super) stage: String,
     pub(super) stage_v: String,
@@ -36,7 +35,7 @@ pub(super) struct TcEpilogue<'a> {
     pub(super) row_scale: Option<String>,
     /// Row reductions of the epilogue: their partials from each staged half, then the arrival
     /// (`epilogue_reduce`).
-    pub(super) reduce: Option<super::super::epilogue_reduce::RowReduceTiles>,
+    pub(super) reduce: Option<super::super::epilogue_reduce::ReduceTiles>,
 }
 
 impl Builder<'_, '_> {
@@ -53,7 +52,6 @@ impl Builder<'_, '_> {
             p,
             dt,
             mm,
-            root,
             roots,
             cs,
             c_vec,
@@ -67,7 +65,7 @@ impl Builder<'_, '_> {
             row_scale,
             reduce,
         } = e;
-        let (cfg, dt, mm, root) = (*cfg, *dt, *mm, *root);
+        let (cfg, dt, mm) = (*cfg, *dt, *mm);
         // Elements per 16-byte chunk.
         let w = 16 / dt.size_bytes();
         let s = self;
@@ -129,6 +127,24 @@ impl Builder<'_, '_> {
                 s.out.push(Stmt::Sync);
                 if let Some(rt) = reduce {
                     s.staged_row_partials(rt, p, mm, stage, cfg.threads(), (m0, n0, bi), h)?;
+                    let half = cfg.bm / 2;
+                    let gm0 = s.let_("hm", Ty::Idx, add(m0.clone(), mul(h.clone(), int(half))));
+                    let block = s.let_(
+                        "hb",
+                        Ty::Idx,
+                        add(Expr::idx(IdxOp::Div, m0.clone(), int(half)), h.clone()),
+                    );
+                    let load = |r: Expr, c: Expr| Expr::load(stage, vec![r, c]);
+                    s.staged_col_partials(
+                        rt,
+                        p,
+                        mm,
+                        &load,
+                        (half, cfg.bn, cfg.threads()),
+                        &bx(Builtin::TidX),
+                        (&gm0, n0, bi),
+                        &block,
+                    )?;
                     if roots.is_empty() {
                         return Ok(());
                     }
@@ -155,24 +171,25 @@ impl Builder<'_, '_> {
                         add(add(m0.clone(), mul(h.clone(), int(cfg.bm / 2))), r.clone()),
                     );
                     let gn0 = s.let_("cn", Ty::Idx, add(n0.clone(), col0.clone()));
-                    // Each element: the chain over the matmul's (rounded) value.
-                    let element = |s: &mut Self, z: Expr| -> R<(Expr, Expr, Expr)> {
-                        let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
-                        let col = add(col0.clone(), z);
-                        let staged = Expr::load(stage, vec![r.clone(), col.clone()]);
-                        let value = if root == mm {
-                            staged
-                        } else {
-                            s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                            s.overrides.insert(mm, (p.access_c.clone(), staged));
-                            s.compute_at(root, &p.access_c, false)?
-                        };
-                        Ok((gn, col, value))
-                    };
                     match &c_vec {
-                        Some(gv) => {
-                            // In place in the staging tile, then one 16-byte copy.
-                            if root != mm {
+                        Some(gvs) => {
+                            // Each root's values, element by element, into the staging tile
+                            // in place (one root) or its registers (several: the staged matmul
+                            // values stay, and each root's value is reused by the roots
+                            // computed from it); then one 16-byte copy per root.
+                            let in_place = roots.len() == 1;
+                            let regs: Vec<Option<String>> = roots
+                                .iter()
+                                .map(|&r| match in_place || r == mm {
+                                    true => Ok(None),
+                                    false => Ok(Some(s.tensor(
+                                        kir::Space::Registers,
+                                        dt,
+                                        Layout::int(w as i64, 1).map_err(internal)?,
+                                    ))),
+                                })
+                                .collect::<R<_>>()?;
+                            if roots.iter().any(|&r| r != mm) {
                                 s.unrolled("z", w, &mut |s, z| {
                                     let gn = add(gn0.clone(), z.clone());
                                     let cond = Expr::idx(
@@ -181,12 +198,34 @@ impl Builder<'_, '_> {
                                         lt(gn, int(p.n)),
                                     );
                                     s.if_(cond, |s| {
-                                        let (_, col, value) = element(s, z.clone())?;
-                                        s.out.push(Stmt::Store {
-                                            tensor: stage.clone(),
-                                            coord: vec![r.clone(), col],
-                                            value,
-                                        });
+                                        let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                                        let col = add(col0.clone(), z.clone());
+                                        let staged =
+                                            Expr::load(stage, vec![r.clone(), col.clone()]);
+                                        s.coord = vec![gm.clone(), gn, bi.clone()];
+                                        s.overrides.insert(mm, (p.access_c.clone(), staged));
+                                        for (&root, reg) in roots.iter().zip(&regs) {
+                                            if root == mm {
+                                                continue;
+                                            }
+                                            let value = s.compute_at(root, &p.access_c, false)?;
+                                            let (tensor, coord) = match reg {
+                                                None => {
+                                                    (stage.clone(), vec![r.clone(), col.clone()])
+                                                }
+                                                Some(t) => (t.clone(), vec![z.clone()]),
+                                            };
+                                            s.out.push(Stmt::Store {
+                                                tensor: tensor.clone(),
+                                                coord: coord.clone(),
+                                                value,
+                                            });
+                                            let back = Expr::load(&tensor, coord);
+                                            s.overrides.insert(root, (p.access_c.clone(), back));
+                                        }
+                                        for &root in roots.iter().chain([&mm]) {
+                                            s.overrides.remove(&root);
+                                        }
                                         Ok(())
                                     })
                                 })?;
@@ -196,25 +235,35 @@ impl Builder<'_, '_> {
                                 lt(gm.clone(), int(p.m)),
                                 lt(gn0.clone(), int(p.n)),
                             );
-                            let (gv, stage_v) = (gv.clone(), stage_v.clone());
-                            s.if_(cond, |s| {
-                                s.out.push(Stmt::Copy {
-                                    width: w as u32,
-                                    dst: kir::Frag {
-                                        tensor: gv,
-                                        at: vec![
-                                            gm.clone(),
-                                            Expr::idx(IdxOp::Div, gn0.clone(), int(w)),
-                                            bi.clone(),
-                                        ],
+                            for ((&root, gv), reg) in roots.iter().zip(gvs).zip(&regs) {
+                                let src = match (root == mm, reg) {
+                                    (false, Some(t)) => kir::Frag {
+                                        tensor: t.clone(),
+                                        at: vec![],
                                     },
-                                    src: kir::Frag {
-                                        tensor: stage_v,
+                                    _ => kir::Frag {
+                                        tensor: stage_v.clone(),
                                         at: vec![r.clone(), c8.clone()],
                                     },
-                                });
-                                Ok(())
-                            })
+                                };
+                                let gv = gv.clone();
+                                s.if_(cond.clone(), |s| {
+                                    s.out.push(Stmt::Copy {
+                                        width: w as u32,
+                                        dst: kir::Frag {
+                                            tensor: gv,
+                                            at: vec![
+                                                gm.clone(),
+                                                Expr::idx(IdxOp::Div, gn0.clone(), int(w)),
+                                                bi.clone(),
+                                            ],
+                                        },
+                                        src,
+                                    });
+                                    Ok(())
+                                })?;
+                            }
+                            Ok(())
                         }
                         None => s.unrolled("z", w, &mut |s, z| {
                             let gn = add(gn0.clone(), z.clone());
@@ -241,7 +290,7 @@ impl Builder<'_, '_> {
         )?;
         if let Some(rt) = reduce {
             let tid = bx(Builtin::TidX);
-            s.row_reduce_finish(rt, p, (m0, bi), &tid, cfg.threads(), &Stmt::Sync)?;
+            s.reduce_finish(rt, p, (m0, n0, bi), &tid, cfg.threads(), &Stmt::Sync)?;
         }
         Ok(())
     }

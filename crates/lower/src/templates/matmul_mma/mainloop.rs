@@ -130,16 +130,15 @@ impl Builder<'_, '_> {
             .map(|&r| self.global(r, p.access_c.clone()))
             .collect();
         let mm = inst.result;
-        let root = roots.first().copied().unwrap_or(mm);
         // 16-byte stores of C where it is N-contiguous with N a multiple of 16 bytes and the
         // chain keeps the matmul's dtype.
         let c_vec = match vector_layout(&p.access_c, 1, w16 as i64) {
             Some(l)
-                if roots.len() == 1
-                    && self.ty(root).dtype == dt
+                if !roots.is_empty()
+                    && roots.iter().all(|&r| self.ty(r).dtype == dt)
                     && kir::is_vector_operand(&l, w16 as i64, p.access_c.rank()) =>
             {
-                Some(self.global(root, l))
+                Some(roots.iter().map(|&r| self.global(r, l.clone())).collect())
             }
             _ => None,
         };
@@ -344,7 +343,7 @@ impl Builder<'_, '_> {
         };
         let reduce = match p.reductions.is_empty() {
             true => None,
-            false => Some(self.row_reduce_tiles(&p, cfg.bm, cfg.bn)?),
+            false => Some(self.reduce_tiles(&p, cfg.bm, cfg.bn, cfg.bm / 2)?),
         };
         let epi = TcEpilogue {
             reduce,
@@ -353,7 +352,6 @@ impl Builder<'_, '_> {
             p: &p,
             dt,
             mm,
-            root,
             roots,
             cs: &cs,
             c_vec,

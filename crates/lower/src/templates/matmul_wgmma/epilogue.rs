@@ -3,12 +3,14 @@
 
 use super::*;
 use crate::LowerError;
+use crate::templates::epilogue_reduce::ReduceTiles;
 
 /// The epilogue's outputs: the vector path's tensors, or one tensor per root for element
 /// stores.
 pub(super) struct Epilogue {
-    /// (global vector view, staging tile, its vector view, its (thread, value) partition).
-    pub(super) vector: Option<(String, String, String, String)>,
+    /// (each root's global vector view, staging tile, its vector view, its (thread, value)
+    /// partition).
+    pub(super) vector: Option<(Vec<String>, String, String, String)>,
     pub(super) outs: Vec<String>,
     /// Columns per staging pass.
     pub(super) cw: u64,
@@ -120,22 +122,35 @@ impl Builder<'_, '_> {
         })
     }
 
-    /// The epilogue's tensors: the staging tile and, where the single root can take 16-byte
-    /// copies (N-contiguous, N a multiple of 8, the matmul's dtype), its vector views.
+    /// The epilogue's tensors: the staging tile (where the roots can take 16-byte copies, or
+    /// `staged` asks for it: column reductions read it) and, where every root can take 16-byte
+    /// copies (N-contiguous, N a multiple of 8, the matmul's dtype), their vector views.
     pub(super) fn wgmma_epilogue_plan(
         &mut self,
         roots: &[ValueId],
         p: &TcPlan,
         cw: u64,
+        staged: bool,
     ) -> R<Epilogue> {
         let dt = p.dtype;
-        let vector = match crate::templates::matmul_mma::vector_layout(&p.access_c, 1, 8) {
+        let g = match crate::templates::matmul_mma::vector_layout(&p.access_c, 1, 8) {
             Some(l)
-                if roots.len() == 1
-                    && self.ty(roots[0]).dtype == dt
+                if !roots.is_empty()
+                    && roots.iter().all(|&r| self.ty(r).dtype == dt)
                     && kir::is_vector_operand(&l, 8, p.access_c.rank()) =>
             {
-                let g = self.global(roots[0], l);
+                Some(
+                    roots
+                        .iter()
+                        .map(|&r| self.global(r, l.clone()))
+                        .collect::<Vec<_>>(),
+                )
+            }
+            _ => None,
+        };
+        let vector = match g.is_some() || staged {
+            true => {
+                let g = g.unwrap_or_default();
                 let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
                 let pitch = (cw + 8) as i64;
                 let stage = self.tensor(
@@ -166,9 +181,9 @@ impl Builder<'_, '_> {
                 let stage_tv = self.tensor(Space::View(stage.clone()), dt, concat(&modes)?);
                 Some((g, stage, stage_v, stage_tv))
             }
-            _ => None,
+            false => None,
         };
-        let outs = if vector.is_some() {
+        let outs = if vector.as_ref().is_some_and(|v| !v.0.is_empty()) {
             vec![]
         } else {
             roots
@@ -237,13 +252,13 @@ impl Builder<'_, '_> {
         acc: &str,
         bn: u64,
         c: &Expr,
-        m0: &Expr,
-        n0: &Expr,
-        bi: &Expr,
+        (m0, n0, bi): (&Expr, &Expr, &Expr),
+        reduce: Option<&ReduceTiles>,
     ) -> R<()> {
         let d = irc_layout::wgmma_m64nk16_d(bn as i64).map_err(internal)?;
         let dl = d.layout().clone();
         let mm = inst.result;
+        let cols = reduce.filter(|r| r.has_cols());
         let dt = p.dtype;
         let t = self.let_("t", Ty::Idx, rem(bx(Builtin::TidX), Expr::Int(128)));
         let row0 = self.let_(
@@ -280,8 +295,9 @@ impl Builder<'_, '_> {
                 None => x,
             }
         };
-        let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
-            return self.unrolled_chunks("v", bn / 2, &mut |s, v| {
+        let vector_roots = epi.vector.as_ref().is_some_and(|v| !v.0.is_empty());
+        if !vector_roots && !roots.is_empty() {
+            self.unrolled_chunks("v", bn / 2, &mut |s, v| {
                 let (row, col) = place(s, &v)?;
                 let value = cast_to(dt, DType::F32, scaled(v.clone()));
                 let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));
@@ -297,9 +313,26 @@ impl Builder<'_, '_> {
                         vec![gm, gn, bi.clone()],
                     )
                 })
-            });
+            })?;
+        }
+        let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
+            return Ok(());
         };
-        let root = roots[0];
+        if g.is_empty() && cols.is_none() {
+            return Ok(());
+        }
+        // Several roots: each one's 8 values go through registers of its own (the staged
+        // matmul values stay for the next root); one root that is not the matmul is computed
+        // in place.
+        let regs: Vec<String> = roots
+            .iter()
+            .map(|&r| match roots.len() == 1 || r == mm {
+                true => Ok(String::new()),
+                false => {
+                    Ok(self.tensor(Space::Registers, dt, Layout::int(8, 1).map_err(internal)?))
+                }
+            })
+            .collect::<R<_>>()?;
         let named_barrier = || {
             intr(
                 Intrinsic::BarSync,
@@ -321,6 +354,36 @@ impl Builder<'_, '_> {
                 Ok(())
             })?;
             s.out.push(named_barrier());
+            if let Some(rt) = cols {
+                // The chunk's column partials, row block m0/64 + c; the staged values must
+                // stay until every thread has read them.
+                let gn0 = s.let_(
+                    "qn",
+                    Ty::Idx,
+                    add(n0.clone(), mul(q.clone(), Expr::Int(cw))),
+                );
+                let block = s.let_(
+                    "qb",
+                    Ty::Idx,
+                    add(div(m0.clone(), Expr::Int(64)), c.clone()),
+                );
+                let load = |r: Expr, col: Expr| Expr::load(stage, vec![r, col, c.clone()]);
+                s.staged_col_partials(
+                    rt,
+                    p,
+                    mm,
+                    &load,
+                    (64, epi.cw, 128),
+                    &t,
+                    (&row0, &gn0, bi),
+                    &block,
+                )?;
+                if g.is_empty() {
+                    s.out.push(named_barrier());
+                    return Ok(());
+                }
+                s.out.push(named_barrier());
+            }
             // 64 rows x cw/8 vectors of 8 over the warpgroup's 128 threads: the chain on each
             // of the 8 in place, then one 16-byte copy.
             s.unrolled("l", epi.cw / 16, &mut |s, l| {
@@ -337,34 +400,66 @@ impl Builder<'_, '_> {
                     ),
                 );
                 let body = s.block(|s| {
-                    if root != mm {
+                    // Each root's 8 values, element by element (z), into the staging tile in
+                    // place (one root) or its registers (several: the staged matmul values
+                    // stay, and each root's value is reused by the roots computed from it).
+                    let in_place = roots.len() == 1;
+                    if roots.iter().any(|&r| r != mm) {
                         s.unrolled("z", 8, &mut |s, z| {
                             let col = add(mul(c8.clone(), Expr::Int(8)), z.clone());
-                            let gn = s.let_("gn", Ty::Idx, add(mul(gn8.clone(), Expr::Int(8)), z));
+                            let gn = s.let_(
+                                "gn",
+                                Ty::Idx,
+                                add(mul(gn8.clone(), Expr::Int(8)), z.clone()),
+                            );
                             let staged = Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]);
                             s.coord = vec![gm.clone(), gn, bi.clone()];
                             s.overrides.insert(mm, (p.access_c.clone(), staged));
-                            let value = s.compute_at(root, &p.access_c, false)?;
-                            s.overrides.remove(&mm);
-                            s.out.push(Stmt::Store {
-                                tensor: stage.clone(),
-                                coord: vec![r.clone(), col, c.clone()],
-                                value,
-                            });
+                            for (&root, reg) in roots.iter().zip(&regs) {
+                                if root == mm {
+                                    continue;
+                                }
+                                let value = s.compute_at(root, &p.access_c, false)?;
+                                let (tensor, coord) = if in_place {
+                                    (stage.clone(), vec![r.clone(), col.clone(), c.clone()])
+                                } else {
+                                    (reg.clone(), vec![z.clone()])
+                                };
+                                s.out.push(Stmt::Store {
+                                    tensor: tensor.clone(),
+                                    coord: coord.clone(),
+                                    value,
+                                });
+                                let back = Expr::load(&tensor, coord);
+                                s.overrides.insert(root, (p.access_c.clone(), back));
+                            }
+                            for &root in roots.iter().chain([&mm]) {
+                                s.overrides.remove(&root);
+                            }
                             Ok(())
                         })?;
                     }
-                    s.out.push(Stmt::Copy {
-                        width: 8,
-                        dst: Frag {
-                            tensor: g.clone(),
-                            at: vec![gm.clone(), gn8.clone(), bi.clone()],
-                        },
-                        src: Frag {
-                            tensor: stage_v.clone(),
-                            at: vec![r.clone(), c8.clone(), c.clone()],
-                        },
-                    });
+                    for ((&root, g), reg) in roots.iter().zip(g).zip(&regs) {
+                        let src = if root == mm || in_place {
+                            Frag {
+                                tensor: stage_v.clone(),
+                                at: vec![r.clone(), c8.clone(), c.clone()],
+                            }
+                        } else {
+                            Frag {
+                                tensor: reg.clone(),
+                                at: vec![],
+                            }
+                        };
+                        s.out.push(Stmt::Copy {
+                            width: 8,
+                            dst: Frag {
+                                tensor: g.clone(),
+                                at: vec![gm.clone(), gn8.clone(), bi.clone()],
+                            },
+                            src,
+                        });
+                    }
                     Ok(())
                 })?;
                 s.out.push(Stmt::If {

@@ -295,14 +295,16 @@ impl Builder<'_, '_> {
         // wait, then the epilogue on the accumulators.
         let (a_lbo, a_sbo) = oa.lbo_sbo().map_err(internal)?;
         let (b_lbo, b_sbo) = ob.lbo_sbo().map_err(internal)?;
-        let mut epi = match out {
-            Out::Epilogue => Some(self.wgmma_epilogue_plan(roots, p, 64)?),
-            Out::Partials(_) => None,
-        };
-        // Row reductions: each consumer's rows' partials, then the arrival (`epilogue_reduce`).
+        // Reductions: each consumer's rows' partials from its registers, columns' from the
+        // staging tile, then the arrival (`epilogue_reduce`).
         let reduce = match out {
-            Out::Epilogue if !p.reductions.is_empty() => Some(self.row_reduce_tiles(p, BM, bn)?),
+            Out::Epilogue if !p.reductions.is_empty() => Some(self.reduce_tiles(p, BM, bn, 64)?),
             _ => None,
+        };
+        let staged = reduce.as_ref().is_some_and(|r| r.has_cols());
+        let mut epi = match out {
+            Out::Epilogue => Some(self.wgmma_epilogue_plan(roots, p, 64, staged)?),
+            Out::Partials(_) => None,
         };
         // A norm prologue: each consumer reads its A fragments into registers, sums their
         // squares and scales them (`prologue.rs`); its rows' scales go to shared memory for
@@ -456,9 +458,17 @@ impl Builder<'_, '_> {
                     ));
                 }
                 match (&epi, &out) {
-                    (Some(epi), _) if !roots.is_empty() => {
-                        s.wgmma_epilogue(inst, roots, p, epi, &acc, bn, &c, &m0, &n0, &bi)?
-                    }
+                    (Some(epi), _) if !roots.is_empty() || staged => s.wgmma_epilogue(
+                        inst,
+                        roots,
+                        p,
+                        epi,
+                        &acc,
+                        bn,
+                        &c,
+                        (&m0, &n0, &bi),
+                        reduce.as_ref(),
+                    )?,
                     (None, Out::Partials(part)) => {
                         s.wgmma_partials(part, &acc, bn, &c, &m0, &n0, &bi, &sk)?
                     }
@@ -469,7 +479,7 @@ impl Builder<'_, '_> {
                     // Both consumers' threads, numbered from 0, under a barrier of their own.
                     let ct = s.let_("ct", Ty::Idx, Expr::idx(IdxOp::Sub, tid.clone(), int(128)));
                     let both = intr(Intrinsic::BarSync, vec![imm(3), imm(256)]);
-                    s.row_reduce_finish(rt, p, (&m0, &bi), &ct, 256, &both)?;
+                    s.reduce_finish(rt, p, (&m0, &n0, &bi), &ct, 256, &both)?;
                 }
                 Ok(())
             })
