@@ -213,6 +213,9 @@ template <typename T> __device__ __forceinline__ bool irc_i1(T x) { return x != 
 // Math on f32/f64 (and integers where defined), matching the reference interpreter.
 template <typename T> __device__ __forceinline__ T irc_max(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a > b ? a : b); }
 template <typename T> __device__ __forceinline__ T irc_min(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a < b ? a : b); }
+// f32: one sm_80 instruction that returns NaN when either operand is NaN.
+__device__ __forceinline__ float irc_max(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+__device__ __forceinline__ float irc_min(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 __device__ __forceinline__ long long irc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long irc_min(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long irc_abs(long long x) { return x < 0 ? -x : x; }

@@ -196,49 +196,70 @@ impl Builder<'_, '_> {
             ReduceOp::Min => Func::Min,
         };
         let valid = lt(ob.clone(), int(vecs));
-        // Four rows per group in flight: `kk = base + 32·u + grp`.
+        // Four rows per group in flight: `kk = base + 32·u + grp`. Steps whose rows all exist
+        // load without a guard, so that the four loads issue before the first is used (a load
+        // under its own branch waits for the previous one's use); the block's last partial
+        // step, and any step past K, are guarded row by row.
         let unroll = (kc / GROUPS).clamp(1, 4);
-        self.for_(
-            "kb",
-            Expr::Int(0),
-            int(kc),
-            int(GROUPS * unroll),
-            false,
-            |b, kb| {
-                b.for_(
-                    "u",
-                    Expr::Int(0),
-                    int(unroll),
-                    Expr::Int(1),
-                    true,
-                    |b, u| {
-                        let kk = b.let_(
-                            "kk",
-                            Ty::Idx,
-                            add(add(kb, mul(u, int(GROUPS))), grp.clone()),
-                        );
-                        let kv = b.let_("kv", Ty::Idx, add(k0, kk.clone()));
-                        let mut cond = Expr::idx(IdxOp::And, valid, lt(kv.clone(), int(c.k)));
-                        if kc % (GROUPS * unroll) != 0 {
-                            cond = Expr::idx(IdxOp::And, cond, lt(kk, int(kc)));
-                        }
-                        b.if_(cond, |b| {
-                            b.vector_loop(w, vec![ob, kv.clone()], |b, ox, v| {
-                                b.coord = vec![ox.clone(), kv.clone()];
-                                let e = elem(b, ox, kv)?;
-                                let prev = Expr::load(&acc, vec![v.clone()]);
-                                b.out.push(Stmt::Store {
-                                    tensor: acc.clone(),
-                                    coord: vec![v],
-                                    value: Expr::call(combine, vec![prev, e]),
-                                });
-                                Ok(())
-                            })
+        let step = GROUPS * unroll;
+        let steps = |b: &mut Self, kb: Expr, guard: bool| -> R<()> {
+            b.for_(
+                "u",
+                Expr::Int(0),
+                int(unroll),
+                Expr::Int(1),
+                true,
+                |b, u| {
+                    let kk = b.let_(
+                        "kk",
+                        Ty::Idx,
+                        add(add(kb.clone(), mul(u, int(GROUPS))), grp.clone()),
+                    );
+                    let kv = b.let_("kv", Ty::Idx, add(k0.clone(), kk.clone()));
+                    let accumulate = |b: &mut Self| {
+                        b.vector_loop(w, vec![ob.clone(), kv.clone()], |b, ox, v| {
+                            b.coord = vec![ox.clone(), kv.clone()];
+                            let e = elem(b, ox, kv.clone())?;
+                            let prev = Expr::load(&acc, vec![v.clone()]);
+                            b.out.push(Stmt::Store {
+                                tensor: acc.clone(),
+                                coord: vec![v],
+                                value: Expr::call(combine, vec![prev, e]),
+                            });
+                            Ok(())
                         })
-                    },
-                )
-            },
-        )?;
+                    };
+                    if guard {
+                        let cond = Expr::idx(IdxOp::And, lt(kv.clone(), int(c.k)), lt(kk, int(kc)));
+                        b.if_(cond, accumulate)
+                    } else {
+                        accumulate(b)
+                    }
+                },
+            )
+        };
+        let whole = kc / step * step;
+        self.if_(valid, |b| {
+            if whole > 0 {
+                b.for_("kb", Expr::Int(0), int(whole), int(step), false, |b, kb| {
+                    // Every row of the step exists unless this is the last block's tail.
+                    let last = add(add(k0.clone(), kb.clone()), int(step - 1));
+                    let inside = lt(last, int(c.k));
+                    let fast = b.block(|b| steps(b, kb.clone(), false))?;
+                    let slow = b.block(|b| steps(b, kb.clone(), true))?;
+                    b.out.push(Stmt::If {
+                        cond: inside,
+                        body: fast,
+                        orelse: slow,
+                    });
+                    Ok(())
+                })?;
+            }
+            if whole < kc {
+                steps(b, int(whole), true)?;
+            }
+            Ok(())
+        })?;
         // Each thread's w accumulators to the shared tile, at (lane·w + v, group).
         let tile = self.tensor(
             Space::Shared,

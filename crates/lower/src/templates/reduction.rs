@@ -400,7 +400,7 @@ impl Builder<'_, '_> {
         let acc = p.accumulator(r.acc_t, r.init);
         let (a, rw, xd) = (acc.clone(), row.clone(), p.ty(x).dtype);
         p.chunk_loop(&start, r.chunk, r.k, &row, r.width, |b, kx| {
-            b.coord = vec![kx, rw];
+            b.coord = vec![kx, rw.clone()];
             let e = b.value_at(x, access)?;
             b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
             Ok(())

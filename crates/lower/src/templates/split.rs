@@ -97,7 +97,7 @@ impl Builder<'_, '_> {
         k: u64,
         row: &Expr,
         width: u64,
-        f: impl FnOnce(&mut Self, Expr) -> R<()>,
+        f: impl Fn(&mut Self, Expr) -> R<()>,
     ) -> R<()> {
         let (cv, vecs) = (chunk / width, k.div_ceil(width));
         let first = self.let_(
@@ -107,22 +107,43 @@ impl Builder<'_, '_> {
         );
         let row = row.clone();
         let lanes = u64::from(THREADS);
-        self.for_("base", int(0), int(cv), int(4 * lanes), false, |b, base| {
+        let step = 4 * lanes;
+        // A step whose vectors all exist loads without guards, so its four loads issue before
+        // the first is used (a load under its own branch waits for the previous one's use).
+        let u_loop = |b: &mut Self, base: &Expr, guard: bool| -> R<()> {
             b.for_("u", int(0), int(4), int(1), true, |b, u| {
                 let off = b.let_(
                     "o",
                     Ty::Idx,
-                    add(add(base, mul(u, int(lanes))), bx(Builtin::TidX)),
+                    add(add(base.clone(), mul(u, int(lanes))), bx(Builtin::TidX)),
                 );
-                let vb = b.let_("vb", Ty::Idx, add(first, off.clone()));
-                let mut cond = lt(vb.clone(), int(vecs));
-                if cv % (4 * lanes) != 0 {
+                let vb = b.let_("vb", Ty::Idx, add(first.clone(), off.clone()));
+                let at = vec![vb.clone(), row.clone()];
+                if !guard {
+                    return b.vector_loop(width, at, |b, kx, _| f(b, kx));
+                }
+                let mut cond = lt(vb, int(vecs));
+                if cv % step != 0 {
                     cond = Expr::idx(IdxOp::And, lt(off, int(cv)), cond);
                 }
-                b.if_(cond, |b| {
-                    b.vector_loop(width, vec![vb, row], |b, kx, _| f(b, kx))
-                })
+                b.if_(cond, |b| b.vector_loop(width, at, |b, kx, _| f(b, kx)))
             })
+        };
+        self.for_("base", int(0), int(cv), int(step), false, |b, base| {
+            let end = add(base.clone(), int(step - 1));
+            let inside = Expr::idx(
+                IdxOp::And,
+                lt(end.clone(), int(cv)),
+                lt(add(first.clone(), end), int(vecs)),
+            );
+            let fast = b.block(|b| u_loop(b, &base, false))?;
+            let slow = b.block(|b| u_loop(b, &base, true))?;
+            b.out.push(Stmt::If {
+                cond: inside,
+                body: fast,
+                orelse: slow,
+            });
+            Ok(())
         })
     }
 
@@ -388,18 +409,22 @@ impl Builder<'_, '_> {
             let x = load_x(b, &r, kx.clone(), Read::Load)?;
             let mut y = match op {
                 // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
-                OpKind::LogSoftmax => {
-                    call(Func::Sub, vec![call(Func::Sub, vec![x, center]), scale])
-                }
+                OpKind::LogSoftmax => call(
+                    Func::Sub,
+                    vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
+                ),
                 OpKind::Softmax => call(
                     Func::Div,
                     vec![
-                        call(Func::Exp, vec![call(Func::Sub, vec![x, center])]),
-                        scale,
+                        call(Func::Exp, vec![call(Func::Sub, vec![x, center.clone()])]),
+                        scale.clone(),
                     ],
                 ),
-                OpKind::Rmsnorm => call(Func::Mul, vec![x, scale]),
-                _ => call(Func::Mul, vec![call(Func::Sub, vec![x, center]), scale]),
+                OpKind::Rmsnorm => call(Func::Mul, vec![x, scale.clone()]),
+                _ => call(
+                    Func::Mul,
+                    vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
+                ),
             };
             if let Some(w) = r.w {
                 let wv = b.value_at(w, &r.param_access)?;
