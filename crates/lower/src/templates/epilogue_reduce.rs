@@ -288,7 +288,7 @@ impl Builder<'_, '_> {
             let idx = s.let_("di", Ty::Idx, idx);
             let gm = s.let_("gm", Ty::Idx, add(row0.clone(), rem(idx.clone(), int(64))));
             let gn = s.let_("gn", Ty::Idx, add(n0.clone(), div(idx, int(64))));
-            let slot = kir::offset_expr(&slot_of, &[v.clone()]).map_err(internal)?;
+            let slot = kir::offset_expr(&slot_of, std::slice::from_ref(&v)).map_err(internal)?;
             let value = cast_to(dt, DType::F32, Expr::load(acc, vec![v]));
             let cond = Expr::idx(
                 IdxOp::And,
