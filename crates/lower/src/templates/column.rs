@@ -348,6 +348,6 @@ impl<'l, 'g> Builder<'l, 'g> {
 }
 
 /// `(outs, parts):(1, outs)`: the partials buffer `[parts, outs]` indexed `[output, part]`.
-fn partials_layout(outs: u64, parts: u64) -> R<Layout> {
+pub(crate) fn partials_layout(outs: u64, parts: u64) -> R<Layout> {
     Layout::flat(&[outs as i64, parts as i64], &[1, outs as i64]).map_err(internal)
 }

@@ -27,6 +27,7 @@ pub use config::{
 pub use mma_config::MmaConfig;
 pub(crate) use problem::problem_of;
 pub use problem::{Problem, ProblemShape, canonical_text, fnv1a};
+mod arrival;
 mod column;
 mod epilogue_reduce;
 mod gemv;

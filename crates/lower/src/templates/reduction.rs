@@ -366,6 +366,10 @@ impl Builder<'_, '_> {
     }
 }
 
+/// The most partials per output a split reduction adds in its own launch (by the last block
+/// to arrive: each lane of a warp at most 8 of them); beyond, a second kernel adds them.
+pub(crate) const ONE_LAUNCH_PARTS: u64 = 256;
+
 /// A split row reduction: `rows` rows of `k` in chunks of `chunk` elements.
 struct RowsSplit {
     rows: u64,
@@ -378,9 +382,12 @@ struct RowsSplit {
 }
 
 impl Builder<'_, '_> {
-    /// Few long rows (`split,chunk=N`): a partials kernel of `(splits, rows)` blocks, each
-    /// reducing its chunk (`chunk_loop`: vectors, four per thread in flight) with a block
-    /// reduction into `[rows, splits]`; then its partials added in a fixed order (`sum_partials`).
+    /// Few long rows (`split,chunk=N`): `(splits, rows)` blocks, each reducing its chunk
+    /// (`chunk_loop`: vectors, four per thread in flight) with a block reduction into the
+    /// partials `[rows, splits]`; then each row's partials added in a fixed order. Up to
+    /// [`ONE_LAUNCH_PARTS`] splits, by the last block of the row to arrive (`arrival`): its
+    /// first warp's lanes add every 32nd partial, then the warp's tree — one launch; beyond, by
+    /// a second kernel (`sum_partials`).
     fn reduction_split(
         &mut self,
         inst: &Inst,
@@ -391,29 +398,92 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         let x = inst.operands[0];
         let splits = r.k.div_ceil(r.chunk);
+        let one = splits <= ONE_LAUNCH_PARTS;
         let (mut p, name, part) =
             self.partials_kernel(self.inst_index(inst)?, r.rows, splits, r.acc_t)?;
-        p.kernel.grid = [splits as u32, r.rows as u32, 1];
-        p.kernel.block = [THREADS, 1, 1];
+        let b = if one { &mut *self } else { &mut p };
+        let part = match one {
+            // The partials in this kernel: the same buffer, a tensor of this builder's.
+            true => {
+                let pp = b.param(&name);
+                b.tensor(
+                    irc_kir::Space::Global(pp),
+                    r.acc_t,
+                    super::column::partials_layout(r.rows, splits)?,
+                )
+            }
+            false => part,
+        };
+        b.kernel.grid = [splits as u32, r.rows as u32, 1];
+        b.kernel.block = [THREADS, 1, 1];
         let row = bx(Builtin::BidY);
-        let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
-        let acc = p.accumulator(r.acc_t, r.init);
-        let (a, rw, xd) = (acc.clone(), row.clone(), p.ty(x).dtype);
-        p.chunk_loop(&start, r.chunk, r.k, &row, r.width, |b, kx| {
+        let start = b.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
+        let acc = b.accumulator(r.acc_t, r.init);
+        let (a, rw, xd) = (acc.clone(), row.clone(), b.ty(x).dtype);
+        b.chunk_loop(&start, r.chunk, r.k, &row, r.width, |b, kx| {
             b.coord = vec![kx, rw.clone()];
             let e = b.value_at(x, access)?;
             b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
             Ok(())
         })?;
-        let red = p.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
-        p.if_(Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0)), |b| {
+        let red = b.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
+        let tid = bx(Builtin::TidX);
+        b.if_(Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)), |b| {
             b.out.push(Stmt::Store {
-                tensor: part,
-                coord: vec![row, bx(Builtin::BidX)],
+                tensor: part.clone(),
+                coord: vec![row.clone(), bx(Builtin::BidX)],
                 value: red,
             });
             Ok(())
         })?;
+        if one {
+            let (counter, old) = self.arrival_counters("arrivals", r.rows)?;
+            return self.when_last(
+                (&counter, vec![row.clone()]),
+                splits,
+                (&old, 0),
+                &tid,
+                &Stmt::Sync,
+                |b| {
+                    let lane = b.let_(
+                        "lane",
+                        Ty::Idx,
+                        Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(32)),
+                    );
+                    let warp0 = Expr::idx(IdxOp::Lt, tid.clone(), Expr::Int(32));
+                    b.if_(warp0, |b| {
+                        let acc = b.accumulator(r.acc_t, r.init);
+                        b.for_(
+                            "s",
+                            lane.clone(),
+                            int(splits),
+                            Expr::Int(32),
+                            false,
+                            |b, s| {
+                                b.combine(&acc, r.op, Expr::load(&part, vec![row.clone(), s]));
+                                Ok(())
+                            },
+                        )?;
+                        let var = b.fresh("tree");
+                        b.out.push(Stmt::WarpReduce {
+                            var: var.clone(),
+                            ty: Ty::Elem(r.acc_t),
+                            op: r.op,
+                            width: 32,
+                            value: Expr::var(&acc),
+                        });
+                        b.if_(Expr::idx(IdxOp::Eq, lane.clone(), Expr::Int(0)), |b| {
+                            b.out.push(Stmt::Store {
+                                tensor: out,
+                                coord: vec![row.clone()],
+                                value: finish(Expr::Var(var)),
+                            });
+                            Ok(())
+                        })
+                    })
+                },
+            );
+        }
         p.temps.clear();
         self.pre.push(p.finish());
         self.sum_partials(
