@@ -21,7 +21,7 @@
 use super::matmul_mma::TcPlan;
 use crate::lower::*;
 use irc_ir::{Category, DType, OpKind, ValueId};
-use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
+use irc_kir::{self as kir, Arg, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
 /// One row or column reduction of the epilogue.
@@ -523,9 +523,11 @@ impl Builder<'_, '_> {
     }
 
     /// After every partial of the block's tile at `(m0, n0)` is written: the arrivals on the
-    /// row tile's and the column tile's counters, and in the last block to arrive on one the
-    /// totals of its rows or columns (module doc). `tid` numbers the `threads` threads taking
-    /// part, which `barrier` synchronizes.
+    /// row tile's and the column tile's counters in one step (`arrival`'s protocol, both
+    /// counters under one pair of barriers), and in the last block to arrive on one the totals
+    /// of its rows or columns (module doc). `tid` numbers the `threads` threads taking part,
+    /// which `barrier` synchronizes. (One step per counter, two in a row, hung the MLIR
+    /// backend's Hopper kernel: `bench/gpu/NOTES.md`, run 75.)
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn reduce_finish(
         &mut self,
@@ -536,6 +538,11 @@ impl Builder<'_, '_> {
         threads: u64,
         barrier: &Stmt,
     ) -> R<()> {
+        let fence = Stmt::Intrinsic {
+            op: Intrinsic::FenceGpu,
+            args: vec![],
+        };
+        let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
         // (partials, this block's tile along the kept axis, its first kept index, tile extent,
         // kept extent, reduced extent, which `old` slot)
         let tm = self.let_("tm", Ty::Idx, div(m0.clone(), int(rt.bm)));
@@ -551,68 +558,101 @@ impl Builder<'_, '_> {
         .into_iter()
         .flatten()
         .collect();
+        self.out.push(fence.clone());
+        self.out.push(barrier.clone());
+        let arrive: Vec<Stmt> = axes
+            .iter()
+            .map(|(x, tile, _, _, _, _, slot)| Stmt::Intrinsic {
+                op: Intrinsic::AtomicArrive,
+                args: vec![
+                    Arg::at(&x.counter, vec![tile.clone(), bi.clone()]),
+                    Arg::Expr(Expr::Int(1)),
+                    Arg::at(&rt.old, vec![Expr::Int(*slot)]),
+                ],
+            })
+            .collect();
+        self.out.push(Stmt::If {
+            cond: first.clone(),
+            body: arrive,
+            orelse: vec![],
+        });
+        self.out.push(barrier.clone());
         for (x, tile, start, extent, kept, reduced, slot) in axes {
             // Blocks that hold at least one element along the reduced axis.
             let blocks = match slot {
                 0 => x.blocks,
                 _ => x.blocks.min(p.m.div_ceil(rt.rb)),
             };
-            let at = vec![tile.clone(), bi.clone()];
-            self.when_last(
-                (&x.counter, at),
-                x.arrivals,
-                (&rt.old, slot),
-                tid,
-                barrier,
-                |s| {
-                    s.for_(
-                        "e",
-                        tid.clone(),
-                        int(extent),
-                        int(threads),
-                        false,
-                        |s, e| {
-                            let g = s.let_("g", Ty::Idx, add(start.clone(), e));
-                            s.if_(lt(g.clone(), int(kept)), |s| {
-                                for (j, &k) in x.which.iter().enumerate() {
-                                    let r = &p.reductions[k];
-                                    let total = s.var("tot", Ty::Elem(DType::F32), r.identity());
-                                    s.for_(
-                                        "j",
-                                        Expr::Int(0),
-                                        int(blocks),
-                                        Expr::Int(1),
-                                        false,
-                                        |s, b| {
-                                            let y = Expr::load(
-                                                &x.part,
-                                                vec![g.clone(), b, bi.clone(), Expr::Int(j as i64)],
-                                            );
-                                            s.assign(&total, r.combine(total.clone(), y));
-                                            Ok(())
-                                        },
-                                    )?;
-                                    let value = if r.mean {
-                                        Expr::call(
-                                            Func::Div,
-                                            vec![total, lit(DType::F32, reduced as f64)],
-                                        )
-                                    } else {
-                                        total
-                                    };
-                                    let out_dt = s.ty(r.root).dtype;
-                                    s.out.push(Stmt::Store {
-                                        tensor: x.outs[j].clone(),
-                                        coord: vec![g.clone(), bi.clone()],
-                                        value: cast_to(out_dt, DType::F32, value),
-                                    });
-                                }
-                                Ok(())
-                            })
-                        },
-                    )
-                },
-            )?;
+            let last = Expr::call(
+                Func::Eq,
+                vec![
+                    Expr::load(&rt.old, vec![Expr::Int(slot)]),
+                    lit(DType::I32, (x.arrivals - 1) as f64),
+                ],
+            );
+            let body = self.block(|s| {
+                s.out.push(fence.clone());
+                s.for_(
+                    "e",
+                    tid.clone(),
+                    int(extent),
+                    int(threads),
+                    false,
+                    |s, e| {
+                        let g = s.let_("g", Ty::Idx, add(start.clone(), e));
+                        s.if_(lt(g.clone(), int(kept)), |s| {
+                            for (j, &k) in x.which.iter().enumerate() {
+                                let r = &p.reductions[k];
+                                let total = s.var("tot", Ty::Elem(DType::F32), r.identity());
+                                s.for_(
+                                    "j",
+                                    Expr::Int(0),
+                                    int(blocks),
+                                    Expr::Int(1),
+                                    false,
+                                    |s, b| {
+                                        let y = Expr::load(
+                                            &x.part,
+                                            vec![g.clone(), b, bi.clone(), Expr::Int(j as i64)],
+                                        );
+                                        s.assign(&total, r.combine(total.clone(), y));
+                                        Ok(())
+                                    },
+                                )?;
+                                let value = if r.mean {
+                                    Expr::call(
+                                        Func::Div,
+                                        vec![total, lit(DType::F32, reduced as f64)],
+                                    )
+                                } else {
+                                    total
+                                };
+                                let out_dt = s.ty(r.root).dtype;
+                                s.out.push(Stmt::Store {
+                                    tensor: x.outs[j].clone(),
+                                    coord: vec![g.clone(), bi.clone()],
+                                    value: cast_to(out_dt, DType::F32, value),
+                                });
+                            }
+                            Ok(())
+                        })
+                    },
+                )?;
+                // Ready for the next launch.
+                s.if_(first.clone(), |s| {
+                    s.out.push(Stmt::Store {
+                        tensor: x.counter.clone(),
+                        coord: vec![tile.clone(), bi.clone()],
+                        value: lit(DType::I32, 0.0),
+                    });
+                    Ok(())
+                })
+            })?;
+            self.out.push(Stmt::If {
+                cond: last,
+                body,
+                orelse: vec![],
+            });
         }
         Ok(())
     }
