@@ -367,11 +367,33 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         Ok(())
     }
 
+    /// `bar.sync id, threads` as `nvvm.barrier`, which LLVM knows is convergent: as inline
+    /// assembly, it could be duplicated into divergent code (a hang seen on a kernel with two
+    /// arrival steps in a row, `bench/gpu/NOTES.md` run 75).
+    fn named_barrier(&mut self, args: &[kir::Arg]) -> R<()> {
+        let (Some(kir::Arg::Expr(id)), Some(kir::Arg::Expr(n))) = (args.first(), args.get(1))
+        else {
+            return Err(self.unsupported("bar.sync takes an id and a thread count"));
+        };
+        let id = self.i32_operand(id)?;
+        let n = self.i32_operand(n)?;
+        let ops = [self.v(id), self.v(n)];
+        let op = OperationBuilder::new("nvvm.barrier", self.loc)
+            .add_operands(&ops)
+            .add_attributes(&[(
+                self.e.id("operandSegmentSizes"),
+                DenseI32ArrayAttribute::new(self.ctx(), &[1, 1, 0]).into(),
+            )])
+            .build();
+        self.push0(op, "nvvm.barrier")
+    }
+
     /// One of the Hopper intrinsics.
     pub(super) fn hopper(&mut self, op: Intrinsic, args: &[kir::Arg]) -> R<()> {
         match op {
             Intrinsic::Wgmma(n) => self.wgmma(n, false, args),
             Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args),
+            Intrinsic::BarSync => self.named_barrier(args),
             _ => self.ptx_intrinsic(op, args),
         }
     }
