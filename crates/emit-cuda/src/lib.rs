@@ -210,7 +210,8 @@ __device__ __forceinline__ bool irc_i1(__half x) { return __half2float(x) != 0.0
 __device__ __forceinline__ bool irc_i1(__nv_bfloat16 x) { return __bfloat162float(x) != 0.0f; }
 template <typename T> __device__ __forceinline__ bool irc_i1(T x) { return x != (T)0; }
 
-// Math on f32/f64 (and integers where defined), matching the reference interpreter.
+// Math on f32/f64 (and integers where defined), matching the reference interpreter (f32
+// max/min up to the sign of a zero result: `max.NaN.f32(+0, -0)` is +0).
 template <typename T> __device__ __forceinline__ T irc_max(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a > b ? a : b); }
 template <typename T> __device__ __forceinline__ T irc_min(T a, T b) { return (a != a || b != b) ? (a != a ? a : b) : (a < b ? a : b); }
 // f32: one sm_80 instruction that returns NaN when either operand is NaN.

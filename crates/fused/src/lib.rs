@@ -321,13 +321,16 @@ impl Group {
             let Stmt::Op(ro) = &self.stmts[r] else {
                 return None;
             };
-            let rank = self
-                .ops()
-                .find(|o| Some(&o.value) == ro.operands.first())
-                .map_or(0, |o| o.ty.rank());
+            // The reduced value has the matmul's shape: its epilogue computes it at the
+            // matmul's coordinate. (That the matmul has no vector operand, the verifier checks:
+            // a loaded operand's type is its buffer's.)
+            let operand = self.ops().find(|o| Some(&o.value) == ro.operands.first());
+            let same = operand.is_some_and(|o| o.ty.shape == mo.ty.shape);
+            let rank = operand.map_or(0, |o| o.ty.rank());
             let axes = irc_ir::infer::reduction_axes(rank, &ro.attrs).ok();
             let read = self.ops().any(|o| o.operands.contains(&ro.value));
             let ok = crate::reduce_epilogue::is_epilogue_reduction(ro.op)
+                && same
                 && rank >= 2
                 && rank == mo.ty.rank()
                 && (axes == Some(vec![rank - 1]) || axes == Some(vec![rank - 2]))

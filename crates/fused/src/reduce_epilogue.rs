@@ -16,8 +16,9 @@
 //!
 //! Declined, with the reason, when the reduction is over other or several axes, when the matmul
 //! is not one of the tensor-core templates' (f16, bf16 or f32 with both operands of the
-//! result's type: the SIMT template has no epilogue reduction), and for matrix-vector products
-//! (their own template).
+//! result's type: the SIMT template has no epilogue reduction), for matrix-vector products
+//! (their own template; a vector operand included, whose dim the result drops), and when the
+//! reduced values are not f16, bf16 or f32 (the partials are f32).
 
 use crate::policy::Dag;
 use irc_ir::{Attr, DType, OpKind};
@@ -84,8 +85,18 @@ pub(crate) fn why_not(d: &impl Dag, m: usize, r: usize) -> Option<String> {
                 .into(),
         );
     }
-    if shape[rank - 2] < 2 || shape[rank - 1] < 2 {
+    // A vector operand (its dim dropped from the result, as torch does) or an M or N of 1.
+    let vector = d.operands(m).iter().any(|&o| d.shape(o).len() < 2);
+    if vector || shape[rank - 2] < 2 || shape[rank - 1] < 2 {
         return Some("a matrix-vector product (its own template)".into());
+    }
+    // Partials and totals are f32: the operand must not need more (f64, integers).
+    let xt = d.dtype(x);
+    if !matches!(xt, Some(DType::F16 | DType::BF16 | DType::F32)) {
+        return Some(format!(
+            "it reduces {} values, and the epilogue accumulates in f32",
+            xt.map_or("untyped".to_string(), |t| t.to_string())
+        ));
     }
     None
 }

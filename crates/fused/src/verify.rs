@@ -19,8 +19,8 @@
 //!   layout); a norm prologue group (`Group::norm_prologue`: an rmsnorm read only as its
 //!   matmul's first operand) has two, and stores from the matmul; a matmul group with row
 //!   or column reductions in its epilogue (`Group::epilogue_reductions`: sums, maxima, minima
-//!   or means over the last axis or the one before it alone, of values computed from the
-//!   matmul, read by nothing in the
+//!   or means over the last axis or the one before it alone, of values of the matmul's shape
+//!   computed from it, the matmul reading no vector, read by nothing in the
 //!   group) has one more anchor for each; a matmul group only its
 //!   anchor or values computed from it (its epilogue); a row
 //!   group values computed from its anchor (a view of it, its epilogue) or the anchor's input
@@ -188,6 +188,23 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                         ""
                     }
                 )));
+            }
+        }
+        // A matmul with epilogue reductions reads two matrices (a vector operand is the
+        // matrix-vector template's, which has none).
+        if reductions {
+            let vector = g
+                .ops()
+                .find(|o| Anchor::of(o.op) == Some(Anchor::Matmul))
+                .is_some_and(|mo| {
+                    mo.operands
+                        .iter()
+                        .any(|a| local.get(a.as_str()).is_some_and(|t| t.rank() < 2))
+                });
+            if vector {
+                return Err(fail(
+                    "a matmul with a vector operand has no epilogue reductions".into(),
+                ));
             }
         }
         if anchors > 1

@@ -406,7 +406,19 @@ impl<'g> Lowering<'g> {
             b.attention(ops, &roots)?;
         } else {
             match inst.op.category() {
-                Category::Matmul if problem.template == "matmul_gemv" => b.gemv(inst, &roots)?,
+                Category::Matmul if problem.template == "matmul_gemv" => {
+                    // The policy leaves a matrix-vector product's reductions to their own kernels.
+                    if !b.split_row_reductions(&roots).1.is_empty() {
+                        return Err(Retry::Fail(LowerError::Unsupported {
+                            op: inst.op.name().into(),
+                            reason: format!(
+                                "@{} reduces a matrix-vector product in its epilogue",
+                                grp.name
+                            ),
+                        }));
+                    }
+                    b.gemv(inst, &roots)?
+                }
                 Category::Matmul => b.matmul(inst, &roots)?,
                 Category::Reduction => {
                     single("reduction")?;

@@ -2,8 +2,9 @@
 //! arrive on a counter, and the last to arrive combines the partials.
 //!
 //! Every thread fences (`fence.gpu`) after writing its partials and the block synchronizes;
-//! one thread adds 1 to the counter (`atom.arrive`, the old value to shared memory); the block
-//! synchronizes again and reads it. The block that reads `n - 1` arrived last of the `n` that
+//! one thread fences again (its release then covers every thread's writes, which the barrier
+//! ordered before it), adds 1 to the counter (`atom.arrive`, the old value to shared memory)
+//! and fences (its acquire); the block synchronizes again and reads the old value. The block that reads `n - 1` arrived last of the `n` that
 //! share the counter: every partial is visible to it once it fences again. It combines them in
 //! a fixed order (the same whichever block is last, so the result does not depend on the
 //! order blocks run in) and resets the counter to 0 for the next launch: counters live in a
@@ -56,14 +57,18 @@ impl Builder<'_, '_> {
         self.out.push(barrier.clone());
         self.out.push(Stmt::If {
             cond: first.clone(),
-            body: vec![Stmt::Intrinsic {
-                op: Intrinsic::AtomicArrive,
-                args: vec![
-                    Arg::at(counter, at.clone()),
-                    Arg::Expr(Expr::Int(1)),
-                    Arg::at(old, vec![Expr::Int(slot)]),
-                ],
-            }],
+            body: vec![
+                fence.clone(),
+                Stmt::Intrinsic {
+                    op: Intrinsic::AtomicArrive,
+                    args: vec![
+                        Arg::at(counter, at.clone()),
+                        Arg::Expr(Expr::Int(1)),
+                        Arg::at(old, vec![Expr::Int(slot)]),
+                    ],
+                },
+                fence.clone(),
+            ],
             orelse: vec![],
         });
         self.out.push(barrier.clone());

@@ -571,6 +571,11 @@ impl Builder<'_, '_> {
                 ],
             })
             .collect();
+        // The arriving thread fences before (its release covers the block's partials, which
+        // the barrier ordered before it) and after (its acquire), as `arrival`'s protocol.
+        let mut arrive = arrive;
+        arrive.insert(0, fence.clone());
+        arrive.push(fence.clone());
         self.out.push(Stmt::If {
             cond: first.clone(),
             body: arrive,

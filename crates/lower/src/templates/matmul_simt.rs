@@ -114,7 +114,7 @@ impl Builder<'_, '_> {
     /// from the accumulator ([`Builder::epilogue_stores`]).
     pub(crate) fn matmul(&mut self, inst: &Inst, roots: &[ValueId]) -> R<()> {
         let (a, bv) = (inst.operands[0], inst.operands[1]);
-        // Row reductions of the epilogue (the policy's rule 6) go to the tensor-core templates.
+        // Reductions of the epilogue (the policy's rule 6) go to the tensor-core templates.
         let (elements, reductions) = self.split_row_reductions(roots);
         let roots = &elements[..];
         // An rmsnorm computed as A's prologue (the policy's rule 10): the templates read x.

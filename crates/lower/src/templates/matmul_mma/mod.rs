@@ -67,7 +67,7 @@ pub(crate) struct TcPlan {
     pub(crate) b_n_fast: bool,
     /// An rmsnorm computed as A's prologue: the mainloop reads its `x` as A (`norm_prologue`).
     pub(crate) prologue: Option<super::norm_prologue::NormPrologue>,
-    /// Row reductions of the epilogue, stored by this kernel (`epilogue_reduce`).
+    /// Row and column reductions of the epilogue, stored by this kernel (`epilogue_reduce`).
     pub(crate) reductions: Vec<super::epilogue_reduce::RowReduce>,
 }
 
