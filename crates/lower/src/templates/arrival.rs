@@ -48,45 +48,75 @@ impl Builder<'_, '_> {
         barrier: &Stmt,
         body: impl FnOnce(&mut Self) -> R<()>,
     ) -> R<()> {
-        let fence = Stmt::Intrinsic {
-            op: Intrinsic::FenceGpu,
-            args: vec![],
+        let arrival = Arrival {
+            counter,
+            at,
+            arrivals,
+            slot,
         };
+        self.arrive(std::slice::from_ref(&arrival), old, tid, barrier);
+        self.if_last(&arrival, old, tid, body)
+    }
+
+    /// One arrival step for several counters: every thread fences, `barrier`, the thread
+    /// `tid == 0` fences, arrives on each counter (its old value to `old[slot]`) and fences,
+    /// `barrier`. Two steps in a row hung the MLIR backend's Hopper kernel where one step with
+    /// both counters does not (`bench/gpu/NOTES.md`, runs 74-75).
+    pub(crate) fn arrive(
+        &mut self,
+        counters: &[Arrival<'_>],
+        old: &str,
+        tid: &Expr,
+        barrier: &Stmt,
+    ) {
         let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
-        self.out.push(fence.clone());
+        self.out.push(fence());
         self.out.push(barrier.clone());
+        let mut body = vec![fence()];
+        for a in counters {
+            body.push(Stmt::Intrinsic {
+                op: Intrinsic::AtomicArrive,
+                args: vec![
+                    Arg::at(a.counter, a.at.clone()),
+                    Arg::Expr(Expr::Int(1)),
+                    Arg::at(old, vec![Expr::Int(a.slot)]),
+                ],
+            });
+        }
+        body.push(fence());
         self.out.push(Stmt::If {
-            cond: first.clone(),
-            body: vec![
-                fence.clone(),
-                Stmt::Intrinsic {
-                    op: Intrinsic::AtomicArrive,
-                    args: vec![
-                        Arg::at(counter, at.clone()),
-                        Arg::Expr(Expr::Int(1)),
-                        Arg::at(old, vec![Expr::Int(slot)]),
-                    ],
-                },
-                fence.clone(),
-            ],
+            cond: first,
+            body,
             orelse: vec![],
         });
         self.out.push(barrier.clone());
+    }
+
+    /// `body` in the block whose arrival on `a` was the last (after a fence), then the counter
+    /// reset by the thread `tid == 0`.
+    pub(crate) fn if_last(
+        &mut self,
+        a: &Arrival<'_>,
+        old: &str,
+        tid: &Expr,
+        body: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
         let last = Expr::call(
             Func::Eq,
             vec![
-                Expr::load(old, vec![Expr::Int(slot)]),
-                lit(DType::I32, (arrivals - 1) as f64),
+                Expr::load(old, vec![Expr::Int(a.slot)]),
+                lit(DType::I32, (a.arrivals - 1) as f64),
             ],
         );
         let body = self.block(|s| {
-            s.out.push(fence);
+            s.out.push(fence());
             body(s)?;
             // Ready for the next launch.
             s.if_(first, |s| {
                 s.out.push(Stmt::Store {
-                    tensor: counter.to_string(),
-                    coord: at,
+                    tensor: a.counter.to_string(),
+                    coord: a.at.clone(),
                     value: lit(DType::I32, 0.0),
                 });
                 Ok(())
@@ -98,5 +128,21 @@ impl Builder<'_, '_> {
             orelse: vec![],
         });
         Ok(())
+    }
+}
+
+/// One counter of an arrival step: `counter[at]`, shared by `arrivals` blocks, its old value
+/// to `old[slot]`.
+pub(crate) struct Arrival<'a> {
+    pub(crate) counter: &'a str,
+    pub(crate) at: Vec<Expr>,
+    pub(crate) arrivals: u64,
+    pub(crate) slot: i64,
+}
+
+fn fence() -> Stmt {
+    Stmt::Intrinsic {
+        op: Intrinsic::FenceGpu,
+        args: vec![],
     }
 }

@@ -18,10 +18,11 @@
 //! counter to 0 for the next launch (the counters are a `zeroed` buffer). One launch; the
 //! `[.., M, N]` value is never written unless it is a root itself.
 
+use super::arrival::Arrival;
 use super::matmul_mma::TcPlan;
 use crate::lower::*;
 use irc_ir::{Category, DType, OpKind, ValueId};
-use irc_kir::{self as kir, Arg, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
 /// One row or column reduction of the epilogue.
@@ -411,23 +412,8 @@ impl Builder<'_, '_> {
                     Ok(())
                 })
             })?;
-            let totals: Vec<Expr> = part
-                .which
-                .iter()
-                .zip(&vars)
-                .map(|(&k, var)| s.lanes_reduce(p.reductions[k].op, tpr, var.clone()))
-                .collect();
-            let leader = Expr::idx(IdxOp::Eq, q.clone(), Expr::Int(0));
-            s.if_(Expr::idx(IdxOp::And, leader, row_ok), |s| {
-                for (k, total) in totals.into_iter().enumerate() {
-                    s.out.push(Stmt::Store {
-                        tensor: part.part.clone(),
-                        coord: vec![gm.clone(), tn.clone(), bi.clone(), Expr::Int(k as i64)],
-                        value: total,
-                    });
-                }
-                Ok(())
-            })
+            let at = [gm.clone(), tn.clone(), bi.clone()];
+            s.lanes_partials(p, part, &vars, (tpr, &q), row_ok, at)
         })
     }
 
@@ -486,23 +472,41 @@ impl Builder<'_, '_> {
                     Ok(())
                 })
             })?;
-            let totals: Vec<Expr> = part
-                .which
-                .iter()
-                .zip(&vars)
-                .map(|(&k, var)| s.lanes_reduce(p.reductions[k].op, tpc, var.clone()))
-                .collect();
-            let leader = Expr::idx(IdxOp::Eq, q.clone(), Expr::Int(0));
-            s.if_(Expr::idx(IdxOp::And, leader, col_ok), |s| {
-                for (k, total) in totals.into_iter().enumerate() {
-                    s.out.push(Stmt::Store {
-                        tensor: part.part.clone(),
-                        coord: vec![gn.clone(), block.clone(), bi.clone(), Expr::Int(k as i64)],
-                        value: total,
-                    });
-                }
-                Ok(())
-            })
+            let at = [gn.clone(), block.clone(), bi.clone()];
+            s.lanes_partials(p, part, &vars, (tpc, &q), col_ok, at)
+        })
+    }
+
+    /// Each reduction's value `vars[k]` reduced over the `width` lanes sharing it (`q` is a
+    /// lane's place among them), then stored by the first of them, where `ok`, as partial
+    /// `k` at `at` (the output index, the block along the reduced axis, the batch).
+    fn lanes_partials(
+        &mut self,
+        p: &TcPlan,
+        part: &Partials,
+        vars: &[Expr],
+        (width, q): (u64, &Expr),
+        ok: Expr,
+        at: [Expr; 3],
+    ) -> R<()> {
+        let totals: Vec<Expr> = part
+            .which
+            .iter()
+            .zip(vars)
+            .map(|(&k, var)| self.lanes_reduce(p.reductions[k].op, width, var.clone()))
+            .collect();
+        let leader = Expr::idx(IdxOp::Eq, q.clone(), Expr::Int(0));
+        self.if_(Expr::idx(IdxOp::And, leader, ok), |s| {
+            for (k, total) in totals.into_iter().enumerate() {
+                let mut coord = at.to_vec();
+                coord.push(Expr::Int(k as i64));
+                s.out.push(Stmt::Store {
+                    tensor: part.part.clone(),
+                    coord,
+                    value: total,
+                });
+            }
+            Ok(())
         })
     }
 
@@ -538,11 +542,6 @@ impl Builder<'_, '_> {
         threads: u64,
         barrier: &Stmt,
     ) -> R<()> {
-        let fence = Stmt::Intrinsic {
-            op: Intrinsic::FenceGpu,
-            args: vec![],
-        };
-        let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
         // (partials, this block's tile along the kept axis, its first kept index, tile extent,
         // kept extent, reduced extent, which `old` slot)
         let tm = self.let_("tm", Ty::Idx, div(m0.clone(), int(rt.bm)));
@@ -558,45 +557,23 @@ impl Builder<'_, '_> {
         .into_iter()
         .flatten()
         .collect();
-        self.out.push(fence.clone());
-        self.out.push(barrier.clone());
-        let arrive: Vec<Stmt> = axes
+        let arrivals: Vec<Arrival<'_>> = axes
             .iter()
-            .map(|(x, tile, _, _, _, _, slot)| Stmt::Intrinsic {
-                op: Intrinsic::AtomicArrive,
-                args: vec![
-                    Arg::at(&x.counter, vec![tile.clone(), bi.clone()]),
-                    Arg::Expr(Expr::Int(1)),
-                    Arg::at(&rt.old, vec![Expr::Int(*slot)]),
-                ],
+            .map(|(x, tile, _, _, _, _, slot)| Arrival {
+                counter: &x.counter,
+                at: vec![tile.clone(), bi.clone()],
+                arrivals: x.arrivals,
+                slot: *slot,
             })
             .collect();
-        // The arriving thread fences before (its release covers the block's partials, which
-        // the barrier ordered before it) and after (its acquire), as `arrival`'s protocol.
-        let mut arrive = arrive;
-        arrive.insert(0, fence.clone());
-        arrive.push(fence.clone());
-        self.out.push(Stmt::If {
-            cond: first.clone(),
-            body: arrive,
-            orelse: vec![],
-        });
-        self.out.push(barrier.clone());
-        for (x, tile, start, extent, kept, reduced, slot) in axes {
+        self.arrive(&arrivals, &rt.old, tid, barrier);
+        for ((x, _, start, extent, kept, reduced, slot), a) in axes.into_iter().zip(&arrivals) {
             // Blocks that hold at least one element along the reduced axis.
             let blocks = match slot {
                 0 => x.blocks,
                 _ => x.blocks.min(p.m.div_ceil(rt.rb)),
             };
-            let last = Expr::call(
-                Func::Eq,
-                vec![
-                    Expr::load(&rt.old, vec![Expr::Int(slot)]),
-                    lit(DType::I32, (x.arrivals - 1) as f64),
-                ],
-            );
-            let body = self.block(|s| {
-                s.out.push(fence.clone());
+            self.if_last(a, &rt.old, tid, |s| {
                 s.for_(
                     "e",
                     tid.clone(),
@@ -642,22 +619,8 @@ impl Builder<'_, '_> {
                             Ok(())
                         })
                     },
-                )?;
-                // Ready for the next launch.
-                s.if_(first.clone(), |s| {
-                    s.out.push(Stmt::Store {
-                        tensor: x.counter.clone(),
-                        coord: vec![tile.clone(), bi.clone()],
-                        value: lit(DType::I32, 0.0),
-                    });
-                    Ok(())
-                })
+                )
             })?;
-            self.out.push(Stmt::If {
-                cond: last,
-                body,
-                orelse: vec![],
-            });
         }
         Ok(())
     }
