@@ -228,6 +228,25 @@ impl Builder<'_, '_> {
         Ok(cast_to(DType::F32, self.ty(r.operand).dtype, x))
     }
 
+    /// Each reduction `which[k]`'s operand at `at` (given the matmul's value there) folded into
+    /// `vars[k]`.
+    fn accumulate(
+        &mut self,
+        p: &TcPlan,
+        mm: ValueId,
+        (which, vars): (&[usize], &[Expr]),
+        value: Expr,
+        at: [&Expr; 3],
+    ) -> R<()> {
+        let value = self.let_("mv", Ty::Elem(p.dtype), value);
+        for (&k, var) in which.iter().zip(vars) {
+            let red = &p.reductions[k];
+            let x = self.reduce_operand(red, p, mm, &value, at)?;
+            self.assign(var, red.combine(var.clone(), x));
+        }
+        Ok(())
+    }
+
     /// One f32 register per reduction of `which`, set to its identity.
     fn reduce_vars(&mut self, p: &TcPlan, which: &[usize]) -> Vec<Expr> {
         which
@@ -379,7 +398,6 @@ impl Builder<'_, '_> {
         let tid = bx(Builtin::TidX);
         let q = self.let_("q", Ty::Idx, rem(tid.clone(), int(tpr)));
         let tn = self.let_("tn", Ty::Idx, div(n0.clone(), int(rt.bn)));
-        let dt = p.dtype;
         self.unrolled("pass", rows.div_ceil(groups), &mut |s, pass| {
             let r = s.let_(
                 "rr",
@@ -403,13 +421,7 @@ impl Builder<'_, '_> {
                 let cond = Expr::idx(IdxOp::And, row_ok.clone(), lt(gn.clone(), int(p.n)));
                 s.if_(cond, |s| {
                     let value = Expr::load(stage, vec![r.clone(), col]);
-                    let value = s.let_("mv", Ty::Elem(dt), value);
-                    for (&k, var) in part.which.iter().zip(&vars) {
-                        let red = &p.reductions[k];
-                        let x = s.reduce_operand(red, p, mm, &value, [&gm, &gn, bi])?;
-                        s.assign(var, red.combine(var.clone(), x));
-                    }
-                    Ok(())
+                    s.accumulate(p, mm, (&part.which, &vars), value, [&gm, &gn, bi])
                 })
             })?;
             let at = [gm.clone(), tn.clone(), bi.clone()];
@@ -444,7 +456,6 @@ impl Builder<'_, '_> {
         }
         let groups = threads / tpc;
         let q = self.let_("q", Ty::Idx, rem(tid.clone(), int(tpc)));
-        let dt = p.dtype;
         self.unrolled("pass", cols.div_ceil(groups), &mut |s, pass| {
             let col = s.let_(
                 "cc",
@@ -463,13 +474,8 @@ impl Builder<'_, '_> {
                 let gm = s.let_("gm", Ty::Idx, add(gm0.clone(), r.clone()));
                 let cond = Expr::idx(IdxOp::And, col_ok.clone(), lt(gm.clone(), int(p.m)));
                 s.if_(cond, |s| {
-                    let value = s.let_("mv", Ty::Elem(dt), load(r.clone(), col.clone()));
-                    for (&k, var) in part.which.iter().zip(&vars) {
-                        let red = &p.reductions[k];
-                        let x = s.reduce_operand(red, p, mm, &value, [&gm, &gn, bi])?;
-                        s.assign(var, red.combine(var.clone(), x));
-                    }
-                    Ok(())
+                    let value = load(r.clone(), col.clone());
+                    s.accumulate(p, mm, (&part.which, &vars), value, [&gm, &gn, bi])
                 })
             })?;
             let at = [gn.clone(), block.clone(), bi.clone()];

@@ -436,4 +436,36 @@ impl Builder<'_, '_> {
         }
         Ok(())
     }
+
+    /// The roots other than the matmul `mm` at the current coordinate (`self.coord`), given
+    /// the matmul's value there: root `k`'s value is stored to `targets[k]` (a tensor and a
+    /// coordinate; the matmul's own entry is unused) and read back from there by the roots
+    /// computed from it.
+    pub(crate) fn roots_into(
+        &mut self,
+        mm: ValueId,
+        value: Expr,
+        access: &Layout,
+        roots: &[ValueId],
+        targets: &[(String, Vec<Expr>)],
+    ) -> R<()> {
+        self.overrides.insert(mm, (access.clone(), value));
+        for (&root, (tensor, coord)) in roots.iter().zip(targets) {
+            if root == mm {
+                continue;
+            }
+            let value = self.compute_at(root, access, false)?;
+            self.out.push(Stmt::Store {
+                tensor: tensor.clone(),
+                coord: coord.clone(),
+                value,
+            });
+            let back = Expr::load(tensor, coord.clone());
+            self.overrides.insert(root, (access.clone(), back));
+        }
+        for &root in roots.iter().chain([&mm]) {
+            self.overrides.remove(&root);
+        }
+        Ok(())
+    }
 }

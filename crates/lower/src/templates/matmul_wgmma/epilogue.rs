@@ -414,29 +414,16 @@ impl Builder<'_, '_> {
                             );
                             let staged = Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]);
                             s.coord = vec![gm.clone(), gn, bi.clone()];
-                            s.overrides.insert(mm, (p.access_c.clone(), staged));
-                            for (&root, reg) in roots.iter().zip(&regs) {
-                                if root == mm {
-                                    continue;
-                                }
-                                let value = s.compute_at(root, &p.access_c, false)?;
-                                let (tensor, coord) = if in_place {
-                                    (stage.clone(), vec![r.clone(), col.clone(), c.clone()])
-                                } else {
-                                    (reg.clone(), vec![z.clone()])
-                                };
-                                s.out.push(Stmt::Store {
-                                    tensor: tensor.clone(),
-                                    coord: coord.clone(),
-                                    value,
-                                });
-                                let back = Expr::load(&tensor, coord);
-                                s.overrides.insert(root, (p.access_c.clone(), back));
-                            }
-                            for &root in roots.iter().chain([&mm]) {
-                                s.overrides.remove(&root);
-                            }
-                            Ok(())
+                            let targets: Vec<(String, Vec<Expr>)> = regs
+                                .iter()
+                                .map(|reg| match in_place {
+                                    true => {
+                                        (stage.clone(), vec![r.clone(), col.clone(), c.clone()])
+                                    }
+                                    false => (reg.clone(), vec![z.clone()]),
+                                })
+                                .collect();
+                            s.roots_into(mm, staged, &p.access_c, roots, &targets)
                         })?;
                     }
                     for ((&root, g), reg) in roots.iter().zip(g).zip(&regs) {
