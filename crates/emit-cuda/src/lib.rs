@@ -361,8 +361,8 @@ struct KernelEmitter<'k> {
     /// Constant arrays stored as bits, with the float type they hold.
     bits: &'k HashMap<&'k str, DType>,
     tensors: HashMap<&'k str, &'k kir::TensorDecl>,
-    /// Register tensors `wgmma` accumulates into.
-    accumulators: Vec<String>,
+    /// The accumulators each `wgmma.wait_group` completes.
+    fences: kir::WaitFences,
     /// The packed `a` registers of the coming `wgmma.rs` statements whose `a` is f32,
     /// computed before their `wgmma.fence` ([`KernelEmitter::prepack`]), in order.
     prepacked: std::collections::VecDeque<Vec<String>>,
@@ -446,21 +446,11 @@ fn emit_kernel<'k>(
     let sig = format!("extern \"C\" __global__ void __launch_bounds__({bounds}) ");
     let _ = writeln!(out, "({}) {{", params.join(", "));
     decls::declare_tensors(out, k);
-    let mut accumulators = vec![];
-    kir::walk(&k.body, &mut |s| {
-        if let Stmt::Intrinsic { op, args } = s
-            && op.is_wgmma()
-            && let Some(f) = args.first().and_then(|a| a.frag())
-            && !accumulators.contains(&f.tensor)
-        {
-            accumulators.push(f.tensor.clone());
-        }
-    });
     let mut e = KernelEmitter {
         k,
         bits,
         tensors,
-        accumulators,
+        fences: kir::wait_fences(&k.body),
         prepacked: Default::default(),
         packs: 0,
         terms: Default::default(),
@@ -595,7 +585,30 @@ impl KernelEmitter<'_> {
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
             }
-            Stmt::Intrinsic { op, args } => self.intrinsic(*op, args, &pad),
+            Stmt::Intrinsic { op, args } => {
+                let fence = |e: &mut Self, ts: &[String]| {
+                    for t in ts {
+                        let n = e.tensors[t.as_str()].layout.cosize().unwrap_or(0);
+                        let _ = writeln!(
+                            e.out,
+                            "{pad}#pragma unroll\n{pad}for (int f = 0; f < {n}; ++f) asm volatile(\"\" : \"+f\"(t_{t}[f]) :: \"memory\");"
+                        );
+                    }
+                };
+                let wait = *op == Intrinsic::WgmmaWait;
+                // The work on accumulators no product has in flight stays before the wait; the
+                // accumulators it completes are read only after it. Each passes through an
+                // empty asm the compiler cannot move it across.
+                let fences = std::mem::take(&mut self.fences);
+                if wait {
+                    fence(self, fences.idle_at(s));
+                }
+                self.intrinsic(*op, args, &pad);
+                if wait {
+                    fence(self, fences.of(s));
+                }
+                self.fences = fences;
+            }
             Stmt::BlockReduce { var, ty, op, value } => {
                 let v = self.expr(value);
                 let _ = writeln!(
@@ -778,6 +791,7 @@ impl KernelEmitter<'_> {
             | Intrinsic::SetMaxNregInc
             | Intrinsic::SetMaxNregDec
             | Intrinsic::BarSync
+            | Intrinsic::BarArrive
             | Intrinsic::CpAsync16
             | Intrinsic::CpAsync8
             | Intrinsic::CpAsync4
@@ -822,16 +836,6 @@ impl KernelEmitter<'_> {
                         "{pad}asm volatile(\"{asm}\" :: {} : \"memory\");",
                         ins.join(", ")
                     );
-                    // The accumulators a wgmma wrote are read only after the wait: each passes
-                    // through an empty asm the compiler cannot move above it.
-                    for t in &self.accumulators {
-                        let td = self.tensors[t.as_str()];
-                        let n = td.layout.cosize().unwrap_or(0);
-                        let _ = writeln!(
-                            self.out,
-                            "{pad}#pragma unroll\n{pad}for (int f = 0; f < {n}; ++f) asm volatile(\"\" : \"+f\"(t_{t}[f]) :: \"memory\");"
-                        );
-                    }
                 } else if ins.is_empty() {
                     let _ = writeln!(self.out, "{pad}asm volatile(\"{asm}\" ::: \"memory\");");
                 } else {

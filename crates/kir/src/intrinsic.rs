@@ -122,6 +122,8 @@ pub enum Intrinsic {
     SetMaxNregDec,
     /// `bar.sync id, threads`: a named barrier of some of the block's warps.
     BarSync,
+    /// `bar.arrive id, threads`: arrives on a named barrier without waiting.
+    BarArrive,
     /// `cp.async.cg.shared.global` of 16 bytes, and `cp.async.ca.shared.global` of 8 and 4
     /// (`.cg` takes 16 bytes only), zero-filled past the source size.
     CpAsync16,
@@ -360,6 +362,13 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         op: Intrinsic::BarSync,
         name: "bar.sync",
         summary: "`bar.sync id, threads`: waits until `threads` threads (a multiple of 32) have reached named barrier `id` (1..15; 0 is the block barrier `sync`).",
+        args: &[("id", ArgKind::Index), ("threads", ArgKind::Imm)],
+        check: check_none,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::BarArrive,
+        name: "bar.arrive",
+        summary: "`bar.arrive id, threads`: the thread counts itself at named barrier `id` (1..15) without waiting; the warps that `bar.sync` there go on once `threads` threads have arrived or synced. One warpgroup hands a turn to another this way.",
         args: &[("id", ArgKind::Index), ("threads", ArgKind::Imm)],
         check: check_none,
     },
@@ -678,6 +687,7 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         Intrinsic::SetMaxNregInc => "setmaxnreg.inc.sync.aligned.u32 %0;",
         Intrinsic::SetMaxNregDec => "setmaxnreg.dec.sync.aligned.u32 %0;",
         Intrinsic::BarSync => "bar.sync %0, %1;",
+        Intrinsic::BarArrive => "bar.arrive %0, %1;",
         Intrinsic::CpAsync16 => "cp.async.cg.shared.global [%0], [%1], 16, %2;",
         Intrinsic::CpAsync8 => "cp.async.ca.shared.global [%0], [%1], 8, %2;",
         Intrinsic::CpAsync4 => "cp.async.ca.shared.global [%0], [%1], 4, %2;",

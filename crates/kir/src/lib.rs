@@ -43,6 +43,7 @@ mod parse;
 pub mod print;
 pub mod smem;
 mod verify;
+pub mod wgmma;
 
 pub use intrinsic::{Arg, ArgKind, INTRINSICS, Intrinsic, IntrinsicInfo};
 pub use manifest::{Buffer, BufferKind, Launch, Manifest, ManifestError, manifest_of};
@@ -51,6 +52,7 @@ pub use parse::{ParseError, parse_module};
 pub use print::print_module;
 pub use smem::{DynamicShared, dynamic_shared};
 pub use verify::{VerifyError, verify_module, verify_module_for, verify_module_with_twins};
+pub use wgmma::{WaitFences, wait_fences};
 
 use irc_ir::DType;
 use irc_layout::{Layout, LayoutError, Swizzle, coalesce};

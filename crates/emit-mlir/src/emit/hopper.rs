@@ -153,25 +153,12 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             ",~{memory}"
         });
         self.inline_asm(&asm, &c, &operands, None)?;
-        if op == Intrinsic::WgmmaWait {
-            self.fence_accumulators()?;
-        }
         Ok(())
     }
 
-    /// Every wgmma accumulator through an empty asm after a `wgmma.wait`, so that no read of
-    /// one moves above the wait.
-    fn fence_accumulators(&mut self) -> R<()> {
-        let mut accs = vec![];
-        kir::walk(&self.k.body, &mut |s| {
-            if let Stmt::Intrinsic { op, args } = s
-                && op.is_wgmma()
-                && let Some(f) = args.first().and_then(|a| a.frag())
-                && !accs.contains(&f.tensor)
-            {
-                accs.push(f.tensor.clone());
-            }
-        });
+    /// Accumulators through an empty asm beside a `wgmma.wait` (`kir::WaitFences`), so that
+    /// no work on them moves across it.
+    pub(super) fn fence_accumulators(&mut self, accs: &[String]) -> R<()> {
         for t in accs {
             let n = cosize(self.k, self.tensors[t.as_str()].decl)?;
             let frag = kir::Frag {
@@ -180,7 +167,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             };
             let mut vals = vec![];
             for v in 0..n {
-                vals.push(self.load_at(&t, vec![Expr::Int(v)])?);
+                vals.push(self.load_at(t, vec![Expr::Int(v)])?);
             }
             let out = self.tied_asm("", &vals, &[], "")?;
             for (v, x) in out.into_iter().enumerate() {
@@ -370,7 +357,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     /// `bar.sync id, threads` as `nvvm.barrier`, which LLVM knows is convergent: as inline
     /// assembly, it could be duplicated into divergent code (a hang seen on a kernel with two
     /// arrival steps in a row, `bench/gpu/NOTES.md` run 75).
-    fn named_barrier(&mut self, args: &[kir::Arg]) -> R<()> {
+    fn named_barrier(&mut self, arrive: bool, args: &[kir::Arg]) -> R<()> {
         let (Some(kir::Arg::Expr(id)), Some(kir::Arg::Expr(n))) = (args.first(), args.get(1))
         else {
             return Err(self.unsupported("bar.sync takes an id and a thread count"));
@@ -378,6 +365,32 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         let id = self.i32_operand(id)?;
         let n = self.i32_operand(n)?;
         let ops = [self.v(id), self.v(n)];
+        if arrive {
+            // The convergent LLVM intrinsic (the dialect's `nvvm.barrier.arrive` only lowers to
+            // inline asm, which LLVM may duplicate into divergent code).
+            let op = OperationBuilder::new("llvm.call_intrinsic", self.loc)
+                .add_operands(&ops)
+                .add_attributes(&[
+                    (
+                        self.e.id("intrin"),
+                        StringAttribute::new(
+                            self.ctx(),
+                            "llvm.nvvm.barrier.cta.arrive.aligned.count",
+                        )
+                        .into(),
+                    ),
+                    (
+                        self.e.id("op_bundle_sizes"),
+                        DenseI32ArrayAttribute::new(self.ctx(), &[]).into(),
+                    ),
+                    (
+                        self.e.id("operandSegmentSizes"),
+                        DenseI32ArrayAttribute::new(self.ctx(), &[2, 0]).into(),
+                    ),
+                ])
+                .build();
+            return self.push0(op, "llvm.call_intrinsic");
+        }
         let op = OperationBuilder::new("nvvm.barrier", self.loc)
             .add_operands(&ops)
             .add_attributes(&[(
@@ -393,7 +406,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         match op {
             Intrinsic::Wgmma(n) => self.wgmma(n, false, args),
             Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args),
-            Intrinsic::BarSync => self.named_barrier(args),
+            Intrinsic::BarSync => self.named_barrier(false, args),
+            Intrinsic::BarArrive => self.named_barrier(true, args),
             _ => self.ptx_intrinsic(op, args),
         }
     }

@@ -35,6 +35,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             tensors: HashMap::new(),
             cache: HashMap::new(),
             prepacked: Default::default(),
+            fences: kir::wait_fences(&k.body),
         };
         // SAFETY: as in the module doc.
         let entry_ref: BlockRef<'c, 'c> = unsafe { BlockRef::from_raw(entry) };
@@ -442,6 +443,15 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     Intrinsic::LdmatrixX4Trans => self.ldmatrix(true, f(0)?, f(1)?)?,
                     Intrinsic::MmaM16n8k16 => self.mma(f(0)?, f(1)?, f(2)?)?,
                     Intrinsic::MmaM16n8k8Tf32 => self.mma_tf32(f(0)?, f(1)?, f(2)?)?,
+                    Intrinsic::WgmmaWait => {
+                        // The work on accumulators no product has in flight stays before the
+                        // wait; those it completes are read only after it.
+                        let fences = std::mem::take(&mut self.fences);
+                        self.fence_accumulators(fences.idle_at(s))?;
+                        self.hopper(*op, args)?;
+                        self.fence_accumulators(fences.of(s))?;
+                        self.fences = fences;
+                    }
                     other => self.hopper(*other, args)?,
                 }
             }

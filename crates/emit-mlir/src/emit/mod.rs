@@ -569,6 +569,8 @@ struct KernelEmitter<'c, 'k> {
     /// The packed `a` registers of the coming `wgmma.rs` statements whose `a` is f32,
     /// computed before their `wgmma.fence` (`prepack`), in order.
     prepacked: std::collections::VecDeque<Vec<MlirValue>>,
+    /// The accumulators each `wgmma.wait_group` completes, and those idle when it starts.
+    fences: kir::WaitFences,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]

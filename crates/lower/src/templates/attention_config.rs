@@ -1,5 +1,5 @@
-//! The Hopper attention kernel's configuration space: the number of consumer warpgroups and
-//! whether each pipelines its key tiles.
+//! The Hopper attention kernel's configuration space: the number of consumer warpgroups,
+//! whether each pipelines its key tiles, and whether they take turns issuing their products.
 //!
 //! A block has one producer warpgroup and `consumers` consumer warpgroups of 64 query rows
 //! each (block rows `64 * consumers`), key tiles of 128. Two consumers may use 240 registers a
@@ -7,7 +7,10 @@
 //! products, two waste fewer rows where the sequence does not divide the block and mask fewer
 //! scores on a causal diagonal. `pipelined` (two consumers, head dims up to 64: two score
 //! buffers) issues a tile's `Q·Kᵀ` beside the last tile's `P·V` and runs the softmax while the
-//! latter computes.
+//! latter computes. `pingpong` makes the consumers issue their products in turn (named
+//! barriers), so that one's softmax runs while the others' products hold the tensor cores;
+//! measured on an H100 it wins at most 2% (short sequences, grouped-query attention) and loses
+//! up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80), so only the tuner picks it.
 
 use super::config::{Config, TemplateSpace};
 use super::problem::{Problem, ProblemShape};
@@ -26,6 +29,8 @@ pub struct AttentionConfig {
     pub consumers: u64,
     /// Whether each consumer pipelines its key tiles (S of one beside P·V of the last).
     pub pipelined: bool,
+    /// Whether the consumers take turns issuing their products.
+    pub pingpong: bool,
 }
 
 impl fmt::Display for AttentionConfig {
@@ -34,6 +39,9 @@ impl fmt::Display for AttentionConfig {
         if self.pipelined {
             write!(f, ",pipelined")?;
         }
+        if self.pingpong {
+            write!(f, ",pingpong")?;
+        }
         Ok(())
     }
 }
@@ -41,17 +49,26 @@ impl fmt::Display for AttentionConfig {
 impl std::str::FromStr for AttentionConfig {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (head, pipelined) = match s.strip_suffix(",pipelined") {
-            Some(h) => (h, true),
-            None => (s, false),
-        };
-        head.strip_prefix("consumers=")
+        let bad = || format!("`{s}` is not `consumers=N[,pipelined][,pingpong]`");
+        let mut parts = s.split(',');
+        let consumers = parts
+            .next()
+            .and_then(|p| p.strip_prefix("consumers="))
             .and_then(|v| v.parse().ok())
-            .map(|consumers| AttentionConfig {
-                consumers,
-                pipelined,
-            })
-            .ok_or_else(|| format!("`{s}` is not `consumers=N[,pipelined]`"))
+            .ok_or_else(bad)?;
+        let (mut pipelined, mut pingpong) = (false, false);
+        for p in parts {
+            match p {
+                "pipelined" if !pipelined && !pingpong => pipelined = true,
+                "pingpong" if !pingpong => pingpong = true,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(AttentionConfig {
+            consumers,
+            pipelined,
+            pingpong,
+        })
     }
 }
 
@@ -60,7 +77,7 @@ impl AttentionConfig {
     /// sequences long enough that the rows a 192-row block wastes are few (at most 1/16 of
     /// them) and keys that fill their tiles (no guards: the registers fit), else two;
     /// pipelined for head dims of 64 without a causal mask over at least 8 whole key tiles
-    /// (measured faster there, slower on short, causal or head-dim-128 problems).
+    /// (measured faster there, slower on short, causal or head-dim-128 problems); no ping-pong.
     pub fn heuristic(sq: u64, sk: u64, dv: u64, causal: bool) -> AttentionConfig {
         let waste = sq.div_ceil(192) * 192 - sq;
         let whole = sk % BKV == 0;
@@ -73,6 +90,7 @@ impl AttentionConfig {
         AttentionConfig {
             consumers,
             pipelined,
+            pingpong: false,
         }
     }
 
@@ -96,7 +114,7 @@ impl TemplateSpace for AttentionSpace {
         "attention_wgmma"
     }
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn heuristic(&self, p: &Problem, _: &Target) -> Config {
         let (sq, sk, dv, causal) = match p.shape {
@@ -110,10 +128,13 @@ impl TemplateSpace for AttentionSpace {
     fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
         [(2, false), (3, false), (2, true)]
             .into_iter()
-            .map(|(consumers, pipelined)| {
-                Config::Attention(AttentionConfig {
-                    consumers,
-                    pipelined,
+            .flat_map(|(consumers, pipelined)| {
+                [false, true].map(|pingpong| {
+                    Config::Attention(AttentionConfig {
+                        consumers,
+                        pipelined,
+                        pingpong,
+                    })
                 })
             })
             .collect()
@@ -169,5 +190,36 @@ impl TemplateSpace for AttentionSpace {
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
         text.parse().map(Config::Attention)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_print_and_parse_back() {
+        let problem = Problem {
+            template: "attention_wgmma",
+            shape: ProblemShape::Attention {
+                batch: 1,
+                sq: 1024,
+                sk: 1024,
+                dv: 64,
+                causal: false,
+            },
+            dtype: irc_ir::DType::F16,
+            bytes: 0,
+            flops: 0,
+            signature: String::new(),
+        };
+        for p in AttentionSpace.enumerate(&problem, &Target::h100()) {
+            let Config::Attention(c) = p else {
+                panic!("{p:?}")
+            };
+            assert_eq!(c.to_string().parse::<AttentionConfig>(), Ok(c));
+        }
+        assert!("consumers=2,pingpong,pipelined".parse::<AttentionConfig>().is_err());
+        assert!("consumers=2,pipelined,pipelined".parse::<AttentionConfig>().is_err());
     }
 }

@@ -20,9 +20,12 @@
 //!
 //! With `AttentionConfig::pipelined` a consumer keeps two score buffers and issues tile
 //! `j`'s `Q·Kᵀ` beside tile `j - 1`'s `P·V`, waiting for the first alone (`wgmma.wait 1`) to
-//! run tile `j`'s softmax while the second computes; O is rescaled once it is done. The
-//! consumers interleave on the SM's schedulers, so one's softmax also overlaps the others'
-//! products. Tiles are the canonical 128-byte-swizzled wgmma layouts as TMA lays its boxes (the
+//! run tile `j`'s softmax while the second computes; O is rescaled once it is done (ptxas
+//! places that wait early in the softmax, so the overlap is partial: `bench/gpu/NOTES.md`,
+//! session 11). The consumers interleave on the SM's schedulers, so one's softmax also
+//! overlaps the others' products; with `AttentionConfig::pingpong` they issue them in turn
+//! (named barriers). Tiles are the canonical 128-byte-swizzled wgmma layouts as TMA lays its
+//! boxes (the
 //! `tma` module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors'
 //! transpose flags). Rows and keys past the sequence's end are TMA's zero fill and the
 //! prologue's `-inf`; a causal mask stops the key loop at the block's last row.
@@ -389,7 +392,38 @@ impl Builder<'_, '_> {
                 Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(128)),
                 Expr::Int(0),
             );
-            let q_c = s.let_("qc", Ty::Idx, mul(c, int(consumer_rows as u64)));
+            let q_c = s.let_("qc", Ty::Idx, mul(c.clone(), int(consumer_rows as u64)));
+            // Ping-pong: the consumers take turns issuing their products. A consumer waits at
+            // its named barrier (1 + its index) for the previous one to hand it the turn
+            // (`bar.sync` of 256 threads: its own 128 and the previous consumer's arrivals),
+            // issues, and hands the turn on (`bar.arrive`), so one's softmax runs while the
+            // others' products hold the tensor cores. Every consumer takes as many turns as
+            // the others (the same units, the same key tiles); the first turn's hand-over
+            // stays pending when the kernel ends.
+            let pingpong = cfg.pingpong && nc > 1;
+            let turn_take = |s: &mut Self| {
+                if pingpong {
+                    let mine = add(c.clone(), Expr::Int(1));
+                    s.out
+                        .push(intr(Intrinsic::BarSync, vec![Arg::Expr(mine), imm(256)]));
+                }
+            };
+            let turn_give = |s: &mut Self| {
+                if pingpong {
+                    let next = Expr::idx(IdxOp::Rem, add(c.clone(), Expr::Int(1)), int(nc));
+                    let next = add(next, Expr::Int(1));
+                    s.out
+                        .push(intr(Intrinsic::BarArrive, vec![Arg::Expr(next), imm(256)]));
+                }
+            };
+            if pingpong {
+                // The last consumer hands the first its first turn.
+                s.out.push(Stmt::If {
+                    cond: Expr::idx(IdxOp::Eq, c.clone(), int(nc - 1)),
+                    body: vec![intr(Intrinsic::BarArrive, vec![imm(1), imm(256)])],
+                    orelse: vec![],
+                });
+            }
             // S = Q·Kᵀ of the tile in stage `st` (once its K is there), committed.
             let scores =
                 |s: &mut Self, buf: &ScoreBuf, q_at: &Expr, st: &Expr, ph: &Expr| -> R<()> {
@@ -397,6 +431,7 @@ impl Builder<'_, '_> {
                         Intrinsic::MbarrierWait,
                         vec![bar(add(st.clone(), int(k_full))), Arg::Expr(ph.clone())],
                     ));
+                    turn_take(s);
                     s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
                     let k_base = s.let_("kb", Ty::Idx, mul(st.clone(), int(ok.tile_elems())));
                     for ks in 0..d / 16 {
@@ -516,6 +551,7 @@ impl Builder<'_, '_> {
                         let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
                         let (st, ph) = ring(s, &it);
                         scores(s, buf, &q_at, &st, &ph)?;
+                        turn_give(s);
                         s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                         let scale = softmax(s, buf, &kt, &q0, &bi, &m, &l)?;
                         s.att_rescale(&acc_o4, &scale, dv)?;
@@ -532,6 +568,7 @@ impl Builder<'_, '_> {
                     let (a, b) = (&score_bufs[0], &score_bufs[1]);
                     let (st, ph) = ring(s, &it0);
                     scores(s, a, &q_at, &st, &ph)?;
+                    turn_give(s);
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     let scale = softmax(s, a, &Expr::Int(0), &q0, &bi, &m, &l)?;
                     s.att_rescale(&acc_o4, &scale, dv)?;
@@ -544,6 +581,7 @@ impl Builder<'_, '_> {
                             let (pst, pph) = ring(s, &pit);
                             scores(s, cur, &q_at, &st, &ph)?;
                             values(s, prev, &pst, &pph, false)?;
+                            turn_give(s);
                             s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
                             let scale = softmax(s, cur, kt, &q0, &bi, &m, &l)?;
                             s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
