@@ -253,7 +253,13 @@ mod tests {
     /// completes every accumulator.
     #[test]
     fn unknown_groups_complete_every_accumulator() {
-        let body = vec![looped(vec![mma("s"), commit(), wait(1), mma("o"), commit()])];
+        let body = vec![looped(vec![
+            mma("s"),
+            commit(),
+            wait(1),
+            mma("o"),
+            commit(),
+        ])];
         let f = wait_fences(&body);
         let Stmt::For { body: inner, .. } = &body[0] else {
             unreachable!()

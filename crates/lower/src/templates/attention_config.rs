@@ -219,7 +219,15 @@ mod tests {
             };
             assert_eq!(c.to_string().parse::<AttentionConfig>(), Ok(c));
         }
-        assert!("consumers=2,pingpong,pipelined".parse::<AttentionConfig>().is_err());
-        assert!("consumers=2,pipelined,pipelined".parse::<AttentionConfig>().is_err());
+        assert!(
+            "consumers=2,pingpong,pipelined"
+                .parse::<AttentionConfig>()
+                .is_err()
+        );
+        assert!(
+            "consumers=2,pipelined,pipelined"
+                .parse::<AttentionConfig>()
+                .is_err()
+        );
     }
 }

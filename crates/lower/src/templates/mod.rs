@@ -84,7 +84,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "matmul_wgmma",
         anchor: Anchor::Matmul,
         applies: "f16/bf16 matmuls on sm_90a (CUDA backend) whose operands TMA can read: each a buffer (or views of one) with a unit-stride K or M/N dimension, 16-byte strides, at most one batch stride; batch <= 65535",
-        config: "WgmmaConfig (wgmma_config.rs): tile 128 x bn x 64, bn 64/128/256, split of K (1 = none; else a partials kernel and a summing epilogue kernel); heuristic: the widest bn whose tiles fill the SMs, split K where tiles leave half the SMs idle and K >= 64 k-tiles; stages = min(6, shared budget / stage); persistent, 3 warpgroups (TMA producer, 2 wgmma consumers, setmaxnreg 40/232)",
+        config: "WgmmaConfig (wgmma_config.rs): tile 128 x bn x 64, bn 64/128/256, split of K (1 = none; else a partials kernel and a summing epilogue kernel); heuristic: the widest bn whose tiles fill the SMs (256 also where its tiles keep more than half of them busy), split K where tiles leave half the SMs idle and K >= 64 k-tiles; stages = min(6, shared budget / stage); persistent, 3 warpgroups (TMA producer, 2 wgmma consumers, setmaxnreg 40/232)",
     },
     TemplateInfo {
         name: "matmul_mma",
