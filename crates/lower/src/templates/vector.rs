@@ -131,7 +131,8 @@ impl Builder<'_, '_> {
     /// A row's `vecs` vectors spread over a group of `lanes` threads, `unroll` vectors per
     /// thread in flight: `for off = 0 to vecs step lanes·unroll { for u = 0 to unroll unroll {
     /// vb = off + u·lanes + lane; if vb < vecs [and valid] { vector_loop(width, [vb, rest..],
-    /// f) } } }`; `f` gets the element index.
+    /// f) } } }` (no guard where the steps are whole and nothing else is checked); `f` gets the
+    /// element index.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn strided_vectors(
         &mut self,
@@ -160,6 +161,13 @@ impl Builder<'_, '_> {
                     true,
                     |s, u| {
                         let vb = s.let_("vb", Ty::Idx, add(add(off, mul(u, int(lanes))), lane));
+                        // Whole steps only: every vector exists, and no guard keeps the
+                        // unrolled loads from being in flight together.
+                        if valid.is_none() && vecs % (lanes * unroll) == 0 {
+                            let mut at = vec![vb];
+                            at.extend(rest);
+                            return s.vector_loop(width, at, |s, kx, _| f(s, kx));
+                        }
                         let mut cond = lt(vb.clone(), int(vecs));
                         if let Some(v) = valid {
                             cond = Expr::idx(irc_kir::IdxOp::And, v, cond);
