@@ -21,7 +21,7 @@
 
 use super::MmaConfig;
 use super::problem::{Problem, ProblemShape};
-use super::split::{RowSchedule, STEP, staged_bytes};
+use super::split::{RowSchedule, STEP};
 use crate::lower::{MAX_BLOCKS, THREADS, row_threads};
 use irc_target::Target;
 use std::fmt;
@@ -131,8 +131,6 @@ pub enum RowConfig {
     Split { chunk: u64 },
     /// A block of `threads` per row, `x` read once per pass.
     Streamed { threads: u64 },
-    /// A block of `threads` per row, the row staged in shared memory by the first pass.
-    Staged { threads: u64 },
 }
 
 /// Registers a thread may cache of its row (the kernel IR's register-tensor limit is 256; 32
@@ -556,9 +554,8 @@ impl fmt::Display for ReductionConfig {
 
 /// The row template's heuristic ([`RowSchedule::choose`]) on `sms` SMs as a point of its
 /// space.
-pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, t: &Target, bytes: u64) -> RowConfig {
-    let staged = staged_bytes(t.max_dynamic_shared_bytes);
-    match RowSchedule::choose(rows, k, passes, u64::from(t.sms), (bytes, staged)) {
+pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConfig {
+    match RowSchedule::choose(rows, k, passes, sms) {
         RowSchedule::WarpCached => RowConfig::Warp {
             warps: u64::from(THREADS) / 32,
         },
@@ -567,7 +564,6 @@ pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, t: &Target, bytes: u
         // Streamed rows are longer than 8192 elements: 512 or 1024 threads keep more of each
         // row's loads in flight.
         RowSchedule::Streamed { threads } => RowConfig::Streamed { threads },
-        RowSchedule::Staged { threads } => RowConfig::Staged { threads },
     }
 }
 
@@ -577,15 +573,14 @@ impl TemplateSpace for RowSpace {
     fn template(&self) -> &'static str {
         "row"
     }
-    /// 3: the staged schedule.
     fn version(&self) -> u32 {
-        3
+        2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let ProblemShape::Row { rows, k, passes } = p.shape else {
             return Config::Row(RowConfig::Streamed { threads: 256 });
         };
-        Config::Row(row_heuristic(rows, k, passes, t, p.dtype.size_bytes()))
+        Config::Row(row_heuristic(rows, k, passes, u64::from(t.sms)))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
@@ -595,7 +590,6 @@ impl TemplateSpace for RowSpace {
         for threads in [128, 256, 512, 1024] {
             out.push(RowConfig::Block { threads });
             out.push(RowConfig::Streamed { threads });
-            out.push(RowConfig::Staged { threads });
         }
         if let ProblemShape::Row { k, .. } = p.shape {
             let mut chunk = STEP;
@@ -606,7 +600,7 @@ impl TemplateSpace for RowSpace {
         }
         out.into_iter().map(Config::Row).collect()
     }
-    fn check(&self, c: &Config, p: &Problem, t: &Target) -> Result<(), String> {
+    fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
         let (Config::Row(c), ProblemShape::Row { rows, k, .. }) = (c, &p.shape) else {
             return Err(wrong("row"));
         };
@@ -619,9 +613,7 @@ impl TemplateSpace for RowSpace {
             RowConfig::Warp { .. } if k.div_ceil(32) > MAX_CACHED => Err(format!(
                 "{c}: a row of {k} is more than {MAX_CACHED} values per lane"
             )),
-            RowConfig::Block { threads }
-            | RowConfig::Streamed { threads }
-            | RowConfig::Staged { threads }
+            RowConfig::Block { threads } | RowConfig::Streamed { threads }
                 if !threads_ok(threads) =>
             {
                 Err(format!("{c}: threads must be a power of two in 32..=1024"))
@@ -629,18 +621,6 @@ impl TemplateSpace for RowSpace {
             RowConfig::Block { threads } if k.div_ceil(threads) > MAX_CACHED => Err(format!(
                 "{c}: a row of {k} is more than {MAX_CACHED} values per thread"
             )),
-            RowConfig::Staged { .. } if k <= 8192 => Err(format!(
-                "{c}: a row of {k} fits in registers (the cached schedules)"
-            )),
-            RowConfig::Staged { .. }
-                if k * p.dtype.size_bytes() > staged_bytes(t.max_dynamic_shared_bytes) =>
-            {
-                Err(format!(
-                    "{c}: a row of {k} {} is more than {} bytes of shared memory",
-                    p.dtype.name(),
-                    staged_bytes(t.max_dynamic_shared_bytes)
-                ))
-            }
             RowConfig::Split { chunk } if chunk == 0 || chunk % STEP != 0 => {
                 Err(format!("{c}: the chunk is not a multiple of {STEP}"))
             }
@@ -691,13 +671,6 @@ impl TemplateSpace for RowSpace {
                 let bytes = p.bytes as f64 + (passes - 1.0) * read;
                 memory_us(bytes, resident(blocks, threads, t), 1.0, t)
             }
-            RowConfig::Staged { threads } => {
-                // x read once; as many blocks an SM as its shared memory holds rows.
-                let row = (k * p.dtype.size_bytes()).max(1);
-                let per_sm = (SM_SHARED / row).clamp(1, SM_BLOCKS);
-                let blocks = rows.clamp(1, MAX_BLOCKS).min(per_sm * u64::from(t.sms));
-                memory_us(p.bytes as f64, resident(blocks, threads, t), 1.0, t)
-            }
         }
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
@@ -714,13 +687,10 @@ impl TemplateSpace for RowSpace {
             Some("streamed") => RowConfig::Streamed {
                 threads: one_field(text, "streamed", "threads")?,
             },
-            Some("staged") => RowConfig::Staged {
-                threads: one_field(text, "staged", "threads")?,
-            },
             _ => {
                 return Err(format!(
-                    "`{text}` is not `warp,warps=N`, `block,threads=N`, `split,chunk=N`, \
-                     `streamed,threads=N` or `staged,threads=N`"
+                    "`{text}` is not `warp,warps=N`, `block,threads=N`, `split,chunk=N` or \
+                     `streamed,threads=N`"
                 ));
             }
         };
@@ -735,7 +705,6 @@ impl fmt::Display for RowConfig {
             RowConfig::Block { threads } => write!(f, "block,threads={threads}"),
             RowConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),
             RowConfig::Streamed { threads } => write!(f, "streamed,threads={threads}"),
-            RowConfig::Staged { threads } => write!(f, "staged,threads={threads}"),
         }
     }
 }

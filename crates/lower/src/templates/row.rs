@@ -85,11 +85,9 @@ impl Builder<'_, '_> {
                 rows,
                 k,
                 super::problem::composite_passes(inst.op),
-                &self.l.options.target,
-                dtype.size_bytes(),
+                u64::from(self.l.options.target.sms),
             ),
         };
-        let mut staged = false;
         let threads = match schedule {
             RowConfig::Split { chunk } => {
                 return self.composite_split(inst, spec, k.div_ceil(chunk), chunk);
@@ -99,47 +97,14 @@ impl Builder<'_, '_> {
                 return self.composite_cached(inst.op, spec, false, threads);
             }
             RowConfig::Streamed { threads } => threads,
-            RowConfig::Staged { threads } => {
-                staged = true;
-                threads
-            }
         };
         self.kernel.block = [threads as u32, 1, 1];
         let width = super::row_cached::row_width(dtype, k, &access);
-        // Staged: the row in shared memory in `x`'s dtype, element `v` of vector `vb` at
-        // `v · vecs + vb`, so that a warp's lanes (consecutive vectors) touch consecutive
-        // elements: no bank conflicts. Every pass walks the row with the same thread per
-        // element, so a thread reads back only what it wrote, with no barrier.
-        let stage = if staged {
-            let vecs = k.div_ceil(width) as i64;
-            let l = Layout::flat(&[width as i64, vecs], &[vecs, 1]).map_err(internal)?;
-            Some(self.tensor(irc_kir::Space::Shared, dtype, l))
-        } else {
-            None
-        };
         let op = inst.op;
         let call = |f: Func, args: Vec<Expr>| Expr::call(f, args);
         let r = &spec;
         self.rows(rows, |b, row| {
-            // The first pass (`Read::Store`) reads the row and, staged, keeps it; the others
-            // (`Read::Load`) read it back.
-            let xf = |b: &mut Self, read: Read| -> R<Expr> {
-                let Some(xs) = &stage else {
-                    return b.row_x(r, read);
-                };
-                let at = vec![b.coord[0].clone()];
-                if read == Read::Load {
-                    return Ok(cast_to(r.math, r.dtype, Expr::load(xs, at)));
-                }
-                let e = b.row_x(r, read)?;
-                let e = b.let_("xv", Ty::Elem(r.math), e);
-                b.out.push(irc_kir::Stmt::Store {
-                    tensor: xs.clone(),
-                    coord: at,
-                    value: cast_to(r.dtype, r.math, e.clone()),
-                });
-                Ok(e)
-            };
+            let xf = |b: &mut Self, read: Read| -> R<Expr> { b.row_x(r, read) };
             let n = lit(math, k as f64);
             if matches!(op, OpKind::Softmax | OpKind::LogSoftmax) {
                 let mx = b.row_reduce(

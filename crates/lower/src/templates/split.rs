@@ -44,28 +44,11 @@ pub(crate) enum RowSchedule {
     /// Rows longer than 8192 elements, many of them (or, for a two-pass composite, at least
     /// 4 × SMs): a block per row, reading `x` once per pass (the second pass mostly from L2).
     Streamed { threads: u64 },
-    /// Rows the registers cannot hold but shared memory can ([`STAGED_BYTES`]), at least one
-    /// per SM: a block per row, the first pass staging the row in shared memory and the
-    /// others reading it there, so `x` is read once.
-    Staged { threads: u64 },
-}
-
-/// The most bytes of a row the staged schedule keeps in shared memory (of an SM's 228 KiB:
-/// room for the block reduction's scratch, one block per SM at the largest).
-pub(crate) const STAGED_BYTES: u64 = 160 * 1024;
-
-/// The most bytes of a row the staged schedule keeps on a GPU allowing a block `max_dynamic`
-/// bytes of dynamic shared memory: [`STAGED_BYTES`], 2 KiB under the GPU's limit.
-pub(crate) fn staged_bytes(max_dynamic: u64) -> u64 {
-    STAGED_BYTES.min(max_dynamic.saturating_sub(2048))
 }
 
 impl RowSchedule {
-    /// The heuristic on `sms` SMs for a composite reading `x` `passes` times when streamed,
-    /// of `bytes`-byte elements, rows of at most `staged` bytes fitting in shared memory
-    /// ([`staged_bytes`]): the cached schedules read `x` once whenever the row fits in
-    /// registers, the staged one whenever it fits in shared memory and the rows fill the SMs
-    /// (measured on the H100: 1024 rows of a 64k f16 layernorm, **TBD**); beyond that,
+    /// The heuristic on `sms` SMs for a composite reading `x` `passes` times when streamed:
+    /// the cached schedules read `x` once whenever the row fits in registers; beyond that,
     /// split rows until the grid has about 8 blocks per SM, in chunks of a multiple of 1024
     /// elements; when the rows alone fill the grid, stream. A two-pass composite (rmsnorm)
     /// streams from 4 rows per SM on (measured on the H100: 1024 rows of 64k, 0.132 ms
@@ -74,13 +57,7 @@ impl RowSchedule {
     /// (measured: a [2048, 32000] f32 log-softmax 0.265 ms cached against 0.312 streamed by
     /// 1024 and 0.283 split; a group norm's 512 rows of 32768 f16 0.040 streamed by 512
     /// against 0.050 split and 0.060 cached).
-    pub(crate) fn choose(
-        rows: u64,
-        k: u64,
-        passes: u64,
-        sms: u64,
-        (bytes, staged): (u64, u64),
-    ) -> RowSchedule {
+    pub(crate) fn choose(rows: u64, k: u64, passes: u64, sms: u64) -> RowSchedule {
         let target_blocks = 8 * sms;
         if k <= 1024 {
             return RowSchedule::WarpCached;
@@ -90,9 +67,6 @@ impl RowSchedule {
         }
         if k <= 32 * 1024 && rows >= 8 * sms {
             return RowSchedule::BlockCached { threads: 1024 };
-        }
-        if passes >= 2 && k * bytes <= staged && rows >= sms {
-            return RowSchedule::Staged { threads: 1024 };
         }
         if passes <= 2 && rows >= 4 * sms {
             return RowSchedule::Streamed { threads: 1024 };
