@@ -830,13 +830,7 @@ impl KernelEmitter<'_> {
                 let asm = ptx.replace('\n', "\\n");
                 // Every one orders memory (barriers, async copies, fences).
                 let clobber = " : \"memory\"";
-                if op == Intrinsic::WgmmaWait {
-                    let _ = writeln!(
-                        self.out,
-                        "{pad}asm volatile(\"{asm}\" :: {} : \"memory\");",
-                        ins.join(", ")
-                    );
-                } else if ins.is_empty() {
+                if ins.is_empty() {
                     let _ = writeln!(self.out, "{pad}asm volatile(\"{asm}\" ::: \"memory\");");
                 } else {
                     let _ = writeln!(

@@ -46,22 +46,43 @@ impl WaitFences {
     }
 }
 
-/// The groups of `wgmma`s in flight: known (closed groups oldest first, and the open one),
-/// or not.
+/// The `wgmma`s in flight: the committed groups, oldest first, and the uncommitted ("open")
+/// group, each known (`Some`) or not (`None`). A wait retires committed groups only, so the
+/// open group stays as it was.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Groups {
-    Known {
-        closed: VecDeque<Vec<String>>,
-        open: Vec<String>,
-    },
-    Unknown,
+struct Groups {
+    closed: Option<VecDeque<Vec<String>>>,
+    open: Option<Vec<String>>,
 }
 
 impl Groups {
     fn drained() -> Groups {
-        Groups::Known {
-            closed: VecDeque::new(),
-            open: vec![],
+        Groups {
+            closed: Some(VecDeque::new()),
+            open: Some(vec![]),
+        }
+    }
+
+    fn unknown() -> Groups {
+        Groups {
+            closed: None,
+            open: None,
+        }
+    }
+
+    /// What two paths that meet have in common: each part where both agree.
+    fn join(self, other: Groups) -> Groups {
+        Groups {
+            closed: if self.closed == other.closed {
+                self.closed
+            } else {
+                None
+            },
+            open: if self.open == other.open {
+                self.open
+            } else {
+                None
+            },
         }
     }
 }
@@ -112,61 +133,68 @@ fn block(w: &mut WaitFences, body: &[Stmt], mut g: Groups) -> Groups {
     g
 }
 
-fn stmt(w: &mut WaitFences, s: &Stmt, g: Groups) -> Groups {
+fn stmt(w: &mut WaitFences, s: &Stmt, mut g: Groups) -> Groups {
     match s {
-        Stmt::Intrinsic { op, args } => match (op, g) {
-            (op, Groups::Known { closed, mut open }) if op.is_wgmma() => {
-                if let Some(acc) = accumulator(s)
-                    && !open.contains(acc)
-                {
-                    open.push(acc.clone());
-                }
-                Groups::Known { closed, open }
+        Stmt::Intrinsic { op, .. } if op.is_wgmma() => {
+            if let (Some(open), Some(acc)) = (g.open.as_mut(), accumulator(s))
+                && !open.contains(acc)
+            {
+                open.push(acc.clone());
             }
-            (Intrinsic::WgmmaCommit, Groups::Known { mut closed, open }) => {
-                closed.push_back(open);
-                Groups::Known {
-                    closed,
-                    open: vec![],
+            g
+        }
+        Stmt::Intrinsic {
+            op: Intrinsic::WgmmaCommit,
+            ..
+        } => {
+            g.closed = match (g.closed, g.open) {
+                (Some(mut closed), Some(open)) => {
+                    closed.push_back(open);
+                    Some(closed)
                 }
-            }
-            (Intrinsic::WgmmaWait, g) => {
-                let keep = match args.first() {
-                    Some(crate::Arg::Expr(crate::Expr::Int(n))) => Some(*n as usize),
-                    _ => None,
-                };
-                match (g, keep) {
-                    (Groups::Known { mut closed, open }, Some(n)) => {
-                        let busy =
-                            |t: &String| open.contains(t) || closed.iter().any(|g| g.contains(t));
-                        let idle = w.all.iter().filter(|t| !busy(t)).cloned().collect();
-                        w.idle.insert(s as *const Stmt, idle);
-                        let mut done: Vec<String> = vec![];
-                        while closed.len() > n {
-                            for acc in closed.pop_front().unwrap_or_default() {
-                                if !done.contains(&acc) {
-                                    done.push(acc);
-                                }
+                _ => None,
+            };
+            g.open = Some(vec![]);
+            g
+        }
+        Stmt::Intrinsic {
+            op: Intrinsic::WgmmaWait,
+            args,
+        } => {
+            let key = s as *const Stmt;
+            let keep = match args.first() {
+                Some(crate::Arg::Expr(crate::Expr::Int(n))) => usize::try_from(*n).ok(),
+                _ => None,
+            };
+            match (g.closed.as_mut(), keep) {
+                (Some(closed), Some(n)) => {
+                    let open = g.open.as_deref();
+                    let busy = |t: &String| {
+                        open.is_none_or(|o| o.contains(t)) || closed.iter().any(|c| c.contains(t))
+                    };
+                    let idle = w.all.iter().filter(|t| !busy(t)).cloned().collect();
+                    w.idle.insert(key, idle);
+                    let mut done: Vec<String> = vec![];
+                    while closed.len() > n {
+                        for acc in closed.pop_front().unwrap_or_default() {
+                            if !done.contains(&acc) {
+                                done.push(acc);
                             }
                         }
-                        w.at.insert(s as *const Stmt, done);
-                        Groups::Known { closed, open }
                     }
-                    // Nothing known: the wait completes every accumulator (a second walk of a
-                    // loop's body forgets what the first one assumed).
-                    (_, keep) => {
-                        w.at.remove(&(s as *const Stmt));
-                        w.idle.remove(&(s as *const Stmt));
-                        if keep == Some(0) {
-                            Groups::drained()
-                        } else {
-                            Groups::Unknown
-                        }
-                    }
+                    w.at.insert(key, done);
+                }
+                // Nothing known of the committed groups: the wait completes every accumulator
+                // (a second walk of a loop's body forgets what the first one assumed). After
+                // `wait 0` none is committed and in flight.
+                (_, keep) => {
+                    w.at.remove(&key);
+                    w.idle.remove(&key);
+                    g.closed = (keep == Some(0)).then(VecDeque::new);
                 }
             }
-            (_, g) => g,
-        },
+            g
+        }
         Stmt::For { body, .. } => {
             if !touches_groups(body) {
                 return g;
@@ -176,15 +204,16 @@ fn stmt(w: &mut WaitFences, s: &Stmt, g: Groups) -> Groups {
             if g == Groups::drained() && block(w, body, Groups::drained()) == Groups::drained() {
                 return g;
             }
-            block(w, body, Groups::Unknown);
-            Groups::Unknown
+            let after = block(w, body, Groups::unknown());
+            // The loop may run no iteration.
+            g.join(after)
         }
         Stmt::If { body, orelse, .. } => {
             if !touches_groups(body) && !touches_groups(orelse) {
                 return g;
             }
             let (a, b) = (block(w, body, g.clone()), block(w, orelse, g));
-            if a == b { a } else { Groups::Unknown }
+            a.join(b)
         }
         _ => g,
     }
@@ -266,6 +295,26 @@ mod tests {
         };
         assert_eq!(names(f.of(&inner[2])), ["s", "o"]);
         assert!(f.idle_at(&inner[2]).is_empty());
+    }
+
+    /// A wait retires committed groups only: a product issued but not committed when the
+    /// state is unknown stays in flight past `wait 0`, and joins the next commit's group.
+    #[test]
+    fn uncommitted_products_outlive_a_wait() {
+        let body = vec![
+            looped(vec![mma("x"), commit(), wait(1)]),
+            mma("y"),
+            wait(0),
+            commit(),
+            wait(0),
+        ];
+        let f = wait_fences(&body);
+        // After the loop nothing is known of the open group: y is not idle at the first wait.
+        assert!(!names(f.idle_at(&body[2])).contains(&"y"));
+        // The second wait completes every accumulator (the committed group's contents are
+        // not known).
+        assert!(names(f.of(&body[4])).contains(&"y"));
+        assert!(!names(f.idle_at(&body[4])).contains(&"y"));
     }
 
     /// Branches that leave different groups in flight forget what they knew.

@@ -360,7 +360,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     fn named_barrier(&mut self, arrive: bool, args: &[kir::Arg]) -> R<()> {
         let (Some(kir::Arg::Expr(id)), Some(kir::Arg::Expr(n))) = (args.first(), args.get(1))
         else {
-            return Err(self.unsupported("bar.sync takes an id and a thread count"));
+            return Err(self.unsupported("bar.sync/bar.arrive take an id and a thread count"));
         };
         let id = self.i32_operand(id)?;
         let n = self.i32_operand(n)?;

@@ -7,8 +7,9 @@
 //! products, two waste fewer rows where the sequence does not divide the block and mask fewer
 //! scores on a causal diagonal. `pipelined` (two consumers, head dims up to 64: two score
 //! buffers) issues a tile's `Q·Kᵀ` beside the last tile's `P·V` and runs the softmax while the
-//! latter computes. `pingpong` makes the consumers issue their products in turn (named
-//! barriers), so that one's softmax runs while the others' products hold the tensor cores;
+//! latter computes. `pingpong` makes the consumers take turns issuing `Q·Kᵀ` (pipelined: and
+//! the last tile's `P·V` beside it) through named barriers, so that one's softmax runs while
+//! the others' products hold the tensor cores;
 //! measured on an H100 it wins at most 2% (short sequences, grouped-query attention) and loses
 //! up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80), so only the tuner picks it.
 

@@ -554,8 +554,8 @@ impl fmt::Display for ReductionConfig {
 
 /// The row template's heuristic ([`RowSchedule::choose`]) on `sms` SMs as a point of its
 /// space.
-pub(crate) fn row_heuristic(rows: u64, k: u64, sms: u64) -> RowConfig {
-    match RowSchedule::choose(rows, k, sms) {
+pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConfig {
+    match RowSchedule::choose(rows, k, passes, sms) {
         RowSchedule::WarpCached => RowConfig::Warp {
             warps: u64::from(THREADS) / 32,
         },
@@ -577,10 +577,10 @@ impl TemplateSpace for RowSpace {
         2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
-        let ProblemShape::Row { rows, k, .. } = p.shape else {
+        let ProblemShape::Row { rows, k, passes } = p.shape else {
             return Config::Row(RowConfig::Streamed { threads: 256 });
         };
-        Config::Row(row_heuristic(rows, k, u64::from(t.sms)))
+        Config::Row(row_heuristic(rows, k, passes, u64::from(t.sms)))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];

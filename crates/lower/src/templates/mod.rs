@@ -96,7 +96,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "attention_wgmma",
         anchor: Anchor::Attention,
         applies: "attention groups on sm_90a whose Q, K and V TMA can read (head dims 64/128, 16-byte strides, at most three batch strides); else `attention`",
-        config: "AttentionConfig (attention_config.rs): consumers = 2 or 3 warpgroups of 64 query rows beside a TMA producer warpgroup (setmaxnreg 24 / 240 or 160), key tiles of 128 through a 2-4 stage mbarrier ring, pipelined (2 consumers, head dim <= 64: S of one tile beside P·V of the last), pingpong (the consumers issue their products in turn, named barriers; tuner only); heuristic: 3 for head dim 128 without a causal mask, keys filling their 128-key tiles and a 192-row block wasting at most 1/16 of the rows, else 2; pipelined for head dim 64 without a causal mask over at least 8 whole key tiles",
+        config: "AttentionConfig (attention_config.rs): consumers = 2 or 3 warpgroups of 64 query rows beside a TMA producer warpgroup (setmaxnreg 24 / 240 or 160), key tiles of 128 through a 2-4 stage mbarrier ring, pipelined (2 consumers, head dim <= 64: S of one tile beside P·V of the last), pingpong (the consumers take turns issuing Q·Kᵀ, pipelined with the last tile's P·V, through named barriers; tuner only); heuristic: 3 for head dim 128 without a causal mask, keys filling their 128-key tiles and a 192-row block wasting at most 1/16 of the rows, else 2; pipelined for head dim 64 without a causal mask over at least 8 whole key tiles",
     },
     TemplateInfo {
         name: "attention",

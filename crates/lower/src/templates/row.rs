@@ -81,7 +81,12 @@ impl Builder<'_, '_> {
         };
         let schedule = match self.config {
             Some(Config::Row(c)) => c,
-            _ => row_heuristic(rows, k, u64::from(self.l.options.target.sms)),
+            _ => row_heuristic(
+                rows,
+                k,
+                super::problem::composite_passes(inst.op),
+                u64::from(self.l.options.target.sms),
+            ),
         };
         let threads = match schedule {
             RowConfig::Split { chunk } => {

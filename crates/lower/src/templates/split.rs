@@ -38,27 +38,31 @@ pub(crate) enum RowSchedule {
     /// rows per SM (1024 threads): a block per row, the row cached in registers (at most 32
     /// values per thread).
     BlockCached { threads: u64 },
-    /// Rows longer than 8192 elements, fewer than 4 × SMs of them: several blocks per row in
+    /// Rows longer than 8192 elements, too few for the streamed schedules (fewer than 4 × SMs
+    /// of them, or 2 × SMs where they are at most 32768 elements): several blocks per row in
     /// two launches (this module).
     Split { splits: u64, chunk: u64 },
-    /// Rows longer than 8192 elements, at least 4 × SMs of them: a block per row, reading `x`
-    /// once per pass (the later passes mostly from L2).
+    /// Rows longer than 8192 elements, at least 4 × SMs of them (2 × SMs where they are at
+    /// most 32768 elements, 512 threads): a block per row, reading `x` once per pass (the
+    /// later passes mostly from L2).
     Streamed { threads: u64 },
 }
 
 impl RowSchedule {
-    /// The heuristic on `sms` SMs: the cached schedules read `x` once whenever the row fits in registers; beyond that,
+    /// The heuristic on `sms` SMs for a composite reading `x` `passes` times when streamed:
+    /// the cached schedules read `x` once whenever the row fits in registers; beyond that,
     /// split rows until the grid has about 8 blocks per SM, in chunks of a multiple of 1024
-    /// elements; when the rows alone fill the grid, stream. Every composite streams from 4
-    /// rows per SM on (measured on the H100, 1024 rows of 64k f16, streamed by 1024 threads
-    /// against split in two: rmsnorm 0.097 ms against 0.149, layernorm 0.105 against 0.152,
-    /// softmax 0.150 against 0.163 — the streamed loop's four loads a step in flight
-    /// together; `bench/gpu/NOTES.md` runs 86–87). Rows of at most 32768 elements
+    /// elements; when the rows alone fill the grid, stream. Rows longer than 32768 elements
+    /// (and a two-pass composite's of any length) stream from 4 rows per SM on (measured on
+    /// the H100, 1024 rows of 64k f16, streamed by 1024 threads against split in two: rmsnorm
+    /// 0.097 ms against 0.149, layernorm 0.105 against 0.152, softmax 0.150 against 0.163 —
+    /// the streamed loop's four loads a step in flight together; `bench/gpu/NOTES.md` runs
+    /// 86–87). Rows of at most 32768 elements
     /// are cached by 1024 threads from 8 rows per SM on, and streamed by 512 threads from 2
     /// (measured: a [2048, 32000] f32 log-softmax 0.265 ms cached against 0.312 streamed by
     /// 1024 and 0.283 split; a group norm's 512 rows of 32768 f16 0.040 streamed by 512
     /// against 0.050 split and 0.060 cached).
-    pub(crate) fn choose(rows: u64, k: u64, sms: u64) -> RowSchedule {
+    pub(crate) fn choose(rows: u64, k: u64, passes: u64, sms: u64) -> RowSchedule {
         let target_blocks = 8 * sms;
         if k <= 1024 {
             return RowSchedule::WarpCached;
@@ -69,7 +73,7 @@ impl RowSchedule {
         if k <= 32 * 1024 && rows >= 8 * sms {
             return RowSchedule::BlockCached { threads: 1024 };
         }
-        if rows >= 4 * sms {
+        if rows >= 4 * sms && (passes <= 2 || k > 32 * 1024) {
             return RowSchedule::Streamed { threads: 1024 };
         }
         if k <= 32 * 1024 && rows >= 2 * sms {

@@ -393,13 +393,14 @@ impl Builder<'_, '_> {
                 Expr::Int(0),
             );
             let q_c = s.let_("qc", Ty::Idx, mul(c.clone(), int(consumer_rows as u64)));
-            // Ping-pong: the consumers take turns issuing their products. A consumer waits at
-            // its named barrier (1 + its index) for the previous one to hand it the turn
-            // (`bar.sync` of 256 threads: its own 128 and the previous consumer's arrivals),
-            // issues, and hands the turn on (`bar.arrive`), so one's softmax runs while the
-            // others' products hold the tensor cores. Every consumer takes as many turns as
-            // the others (the same units, the same key tiles); the first turn's hand-over
-            // stays pending when the kernel ends.
+            // Ping-pong: the consumers take turns issuing `Q·Kᵀ` (pipelined: with the last
+            // tile's `P·V` beside it; serial, `P·V` is issued after the softmax, outside the
+            // turn). A consumer waits at its named barrier (1 + its index) for the previous
+            // one to hand it the turn (`bar.sync` of 256 threads: its own 128 and the previous
+            // consumer's arrivals), issues, and hands the turn on (`bar.arrive`), so one's
+            // softmax runs while the others' products hold the tensor cores. Every consumer
+            // takes as many turns as the others (the same units, the same key tiles); the
+            // first turn's hand-over stays pending when the kernel ends.
             let pingpong = cfg.pingpong && nc > 1;
             let turn_take = |s: &mut Self| {
                 if pingpong {
