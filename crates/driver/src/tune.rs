@@ -149,10 +149,18 @@ fn list(problems: &[(Problem, Vec<String>)], target: &irc_runtime::Target, k: us
             p.template,
             p.signature
         ));
-        for c in irc_tune::candidates(p, target, k) {
+        let candidates = irc_tune::candidates(p, target, k);
+        // The configurations' column: as wide as the longest, at least 28.
+        let width = candidates
+            .iter()
+            .map(|c| c.config.to_string().len())
+            .max()
+            .unwrap_or(0)
+            .max(28);
+        for c in candidates {
             let tag = if c.default { "  (default)" } else { "" };
             out.push_str(&format!(
-                "  {:<28} estimate {:>10.2} us{tag}\n",
+                "  {:<width$} estimate {:>10.2} us{tag}\n",
                 c.config.to_string(),
                 c.estimate_us
             ));
