@@ -175,3 +175,33 @@ impl TemplateSpace for WgmmaSpace {
         text.parse().map(Config::Wgmma)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(batch: u64, m: u64, n: u64, k: u64) -> (u64, u64) {
+        let c = WgmmaConfig::heuristic(batch, m, n, k, 132);
+        (c.bn, c.split)
+    }
+
+    #[test]
+    fn the_heuristic_fills_the_sms_with_the_widest_tiles() {
+        // 512 tiles of 256: they fill the SMs.
+        assert_eq!(h(1, 4096, 4096, 4096), (256, 1));
+        // 128 tiles of 256 on 132 SMs: more than half busy, the 128-wide tiles would fill no
+        // more of the last wave.
+        assert_eq!(h(1, 2048, 2048, 2048), (256, 1));
+        assert_eq!(h(4, 1024, 1024, 1024), (256, 1));
+        // 32 tiles of 256, 64 of 128: neither fills half; K too short to split: narrow tiles.
+        assert_eq!(h(1, 1024, 1024, 1024), (64, 1));
+        // A large K over 4 tiles: split K, wide tiles.
+        let (bn, split) = h(1, 256, 256, 524288);
+        assert_eq!(bn, 256);
+        assert!(split > 1, "{split}");
+        // Never wider than N needs.
+        assert_eq!(h(1, 16384, 64, 4096).0, 64);
+        assert!(h(1, 16384, 128, 4096).0 <= 128);
+        assert_eq!(h(1, 32768, 128, 4096).0, 128);
+    }
+}
