@@ -443,3 +443,32 @@ impl Builder<'_, '_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_stream_once_they_fill_the_gpu() {
+        let choose = |rows, k, passes| RowSchedule::choose(rows, k, passes, 132);
+        // 1024 rows of 64k: streamed, whatever the passes (runs 86–88 of bench/gpu/NOTES.md).
+        for passes in [2, 3] {
+            assert_eq!(
+                choose(1024, 65536, passes),
+                RowSchedule::Streamed { threads: 1024 }
+            );
+        }
+        // Rows of at most 32768 elements keep the 512-thread stream from 2 rows per SM.
+        assert_eq!(
+            choose(600, 16384, 3),
+            RowSchedule::Streamed { threads: 512 }
+        );
+        // Few long rows split; rows that fit in registers are cached.
+        assert!(matches!(choose(16, 1 << 22, 3), RowSchedule::Split { .. }));
+        assert_eq!(
+            choose(16384, 4096, 2),
+            RowSchedule::BlockCached { threads: 256 }
+        );
+        assert_eq!(choose(16384, 1000, 3), RowSchedule::WarpCached);
+    }
+}
