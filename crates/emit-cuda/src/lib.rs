@@ -507,6 +507,18 @@ impl KernelEmitter<'_> {
         }
     }
 
+    /// Register accumulators through an empty asm each, which the compiler cannot move work
+    /// on them across.
+    fn fence(&mut self, accs: &[String], pad: &str) {
+        for t in accs {
+            let n = self.tensors[t.as_str()].layout.cosize().unwrap_or(0);
+            let _ = writeln!(
+                self.out,
+                "{pad}#pragma unroll\n{pad}for (int f = 0; f < {n}; ++f) asm volatile(\"\" : \"+f\"(t_{t}[f]) :: \"memory\");"
+            );
+        }
+    }
+
     fn stmt(&mut self, s: &Stmt, depth: usize) {
         let pad = "  ".repeat(depth);
         match s {
@@ -585,30 +597,19 @@ impl KernelEmitter<'_> {
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");
             }
-            Stmt::Intrinsic { op, args } => {
-                let fence = |e: &mut Self, ts: &[String]| {
-                    for t in ts {
-                        let n = e.tensors[t.as_str()].layout.cosize().unwrap_or(0);
-                        let _ = writeln!(
-                            e.out,
-                            "{pad}#pragma unroll\n{pad}for (int f = 0; f < {n}; ++f) asm volatile(\"\" : \"+f\"(t_{t}[f]) :: \"memory\");"
-                        );
-                    }
-                };
-                let wait = *op == Intrinsic::WgmmaWait;
+            Stmt::Intrinsic {
+                op: Intrinsic::WgmmaWait,
+                args,
+            } => {
                 // The work on accumulators no product has in flight stays before the wait; the
                 // accumulators it completes are read only after it. Each passes through an
                 // empty asm the compiler cannot move it across.
-                let fences = std::mem::take(&mut self.fences);
-                if wait {
-                    fence(self, fences.idle_at(s));
-                }
-                self.intrinsic(*op, args, &pad);
-                if wait {
-                    fence(self, fences.of(s));
-                }
-                self.fences = fences;
+                let (idle, done) = (self.fences.idle_at(s).to_vec(), self.fences.of(s).to_vec());
+                self.fence(&idle, &pad);
+                self.intrinsic(Intrinsic::WgmmaWait, args, &pad);
+                self.fence(&done, &pad);
             }
+            Stmt::Intrinsic { op, args } => self.intrinsic(*op, args, &pad),
             Stmt::BlockReduce { var, ty, op, value } => {
                 let v = self.expr(value);
                 let _ = writeln!(

@@ -446,11 +446,11 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     Intrinsic::WgmmaWait => {
                         // The work on accumulators no product has in flight stays before the
                         // wait; those it completes are read only after it.
-                        let fences = std::mem::take(&mut self.fences);
-                        self.fence_accumulators(fences.idle_at(s))?;
+                        let idle = self.fences.idle_at(s).to_vec();
+                        let done = self.fences.of(s).to_vec();
+                        self.fence_accumulators(&idle)?;
                         self.hopper(*op, args)?;
-                        self.fence_accumulators(fences.of(s))?;
-                        self.fences = fences;
+                        self.fence_accumulators(&done)?;
                     }
                     other => self.hopper(*other, args)?,
                 }
