@@ -114,11 +114,19 @@ pub fn run(m: &kir::Module, inputs: &HashMap<String, Vec<f64>>) -> HashMap<Strin
             .find(|k| k.name == l.kernel)
             .expect("kernel");
         let [gx, gy, gz] = k.grid;
-        for bz in 0..gz {
-            for by in 0..gy {
-                for bx in 0..gx {
-                    Block::new(k, &l.args, [bx, by, bz]).run(&mut mem);
-                }
+        let ids = (0..gz).flat_map(|z| (0..gy).flat_map(move |y| (0..gx).map(move |x| [x, y, z])));
+        if !kir::cooperative(k) {
+            for bid in ids {
+                Block::new(k, &l.args, bid).run(&k.body, &mut mem);
+            }
+            continue;
+        }
+        // A cooperative launch: every block runs up to a top-level statement that waits on
+        // the others (`counter.wait`), then every block goes on to the next.
+        let mut blocks: Vec<Block> = ids.map(|bid| Block::new(k, &l.args, bid)).collect();
+        for phase in phases(&k.body) {
+            for b in &mut blocks {
+                b.run(phase, &mut mem);
             }
         }
     }
@@ -135,6 +143,34 @@ pub fn run(m: &kir::Module, inputs: &HashMap<String, Vec<f64>>) -> HashMap<Strin
         );
     }
     mem
+}
+
+/// A cooperative kernel's body cut before each top-level statement that contains a
+/// `counter.wait`.
+fn phases(body: &[Stmt]) -> Vec<&[Stmt]> {
+    let waits = |s: &Stmt| {
+        let mut w = false;
+        kir::walk(std::slice::from_ref(s), &mut |s| {
+            w |= matches!(
+                s,
+                Stmt::Intrinsic {
+                    op: Intrinsic::CounterWait,
+                    ..
+                }
+            );
+        });
+        w
+    };
+    let mut out = vec![];
+    let mut start = 0;
+    for (i, s) in body.iter().enumerate() {
+        if i > start && waits(s) {
+            out.push(&body[start..i]);
+            start = i;
+        }
+    }
+    out.push(&body[start..]);
+    out
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -252,9 +288,8 @@ impl<'k> Block<'k> {
         }
     }
 
-    fn run(&mut self, mem: &mut HashMap<String, Vec<f64>>) {
+    fn run(&mut self, body: &[Stmt], mem: &mut HashMap<String, Vec<f64>>) {
         let mask = vec![true; self.vars.len()];
-        let body = &self.k.body;
         self.stmts(body, &mask, mem);
     }
 
@@ -584,6 +619,27 @@ impl<'k> Block<'k> {
                 op: Intrinsic::FenceGpu,
                 ..
             } => {}
+            // Every block has run up to this phase (`phases`): the count is final.
+            Stmt::Intrinsic {
+                op: Intrinsic::CounterWait,
+                args,
+            } => {
+                let (Some(kir::Arg::Frag(c)), Some(kir::Arg::Expr(v))) =
+                    (args.first(), args.get(1))
+                else {
+                    panic!("counter.wait takes a counter and a value");
+                };
+                for th in self.each(mask) {
+                    let at = self.coords(&c.at, th, mem);
+                    let have = self.read(&c.tensor, &at, th, mem);
+                    let want = self.eval(v, th, mem).f();
+                    assert!(
+                        have >= want,
+                        "counter.wait on %{}{at:?} would spin forever: {have} of {want} arrived",
+                        c.tensor
+                    );
+                }
+            }
             Stmt::Intrinsic { op, args } => {
                 for w0 in self.warps(mask, op.name()) {
                     self.intrinsic(*op, args, w0, mem);

@@ -260,6 +260,73 @@ fn few_long_rows_and_few_columns_split() {
 }
 
 #[test]
+fn split_rows_wait_for_each_other_in_one_launch_where_they_fit() {
+    // 2 rows of 9000: every block of the split is resident at once, so partials, barrier,
+    // merge and normalization are one cooperative kernel.
+    let (kir, _) = check(
+        "graph @ln(%x: tensor<2x9000xf32>) -> tensor<2x9000xf32> {
+          %y = layernorm %x {axis = -1, eps = 1e-5}
+          return %y
+        }",
+    );
+    assert_eq!(kernels(&kir), 1, "{kir}");
+    assert!(kir.contains("counter.wait"), "{kir}");
+    // Its registers are bounded so that 4 blocks fit on an SM, as its grid assumes.
+    let m = irc_frontend::parse_module(
+        "graph @ln(%x: tensor<2x9000xf32>) -> tensor<2x9000xf32> {
+          %y = layernorm %x {axis = -1, eps = 1e-5}
+          return %y
+        }",
+    )
+    .expect("parses");
+    let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &Default::default())
+        .expect("lowers");
+    let cu = irc_emit_cuda::emit(&k.kernels);
+    assert!(
+        cu.source.contains("__launch_bounds__(256, 4)"),
+        "{}",
+        cu.source
+    );
+    assert!(cu.manifest.launches[0].cooperative);
+    // 70 rows of 9000 f16: 1024-element chunks make 630 blocks, more than may be resident
+    // (4 per SM): that point of the space is a partials kernel and a second launch; longer
+    // chunks fit in one (`check` runs both).
+    let (kir, ran) = check(
+        "graph @sm(%x: tensor<70x9000xf16>) -> tensor<70x9000xf16> {
+          %y = softmax %x {axis = -1}
+          return %y
+        }",
+    );
+    assert!(ran > 4, "{kir}");
+    let m = irc_frontend::parse_module(
+        "graph @sm(%x: tensor<70x9000xf16>) -> tensor<70x9000xf16> {
+          %y = softmax %x {axis = -1}
+          return %y
+        }",
+    )
+    .expect("parses");
+    let g = &m.graphs[0];
+    let target = irc_lower::LowerOptions::default().target;
+    let base =
+        irc_lower::plan_and_lower_with(g, Default::default(), &Default::default()).expect("lowers");
+    let p = &base.choices[0].problem;
+    let launches = |chunk: &str| {
+        let cfg = irc_lower::templates::space(p, &target)
+            .into_iter()
+            .find(|c| c.to_string() == chunk)
+            .expect("a point of the space");
+        let options = irc_lower::LowerOptions {
+            configs: std::collections::BTreeMap::from([(p.key(), cfg)]),
+            ..Default::default()
+        };
+        let k = irc_lower::plan_and_lower_with(g, Default::default(), &options).expect("lowers");
+        kernels(&irc_kir::print_module(&k.kernels))
+    };
+    assert_eq!(launches("split,chunk=1024"), 2);
+    assert_eq!(launches("split,chunk=2048"), 1);
+}
+
+#[test]
 fn softmax_of_a_row_masked_with_the_lowest_f32_is_uniform() {
     // PyTorch masks with finfo.min: row 0 (r > c never holds) is fully masked, its max is
     // -3.4e38 and every exp(x - max) is 1 (a uniform row), as the interpreter gives. (On the
@@ -302,9 +369,9 @@ fn pre_norm_residual_is_stored_by_the_norm_kernel() {
             .lines()
             .filter(|l| l.trim_start().starts_with("kernel @"))
             .collect();
-        // The split schedule (2 x 9000) adds its partials kernel.
+        // The split schedule (2 x 9000) is one cooperative launch too.
         assert!(names.iter().all(|l| l.contains("rmsnorm")), "{kir}");
-        assert_eq!(names.len(), if k > 8192 { 2 } else { 1 }, "{kir}");
+        assert_eq!(names.len(), 1, "{kir}");
         assert!(ran > 2);
     }
     // A layernorm and a softmax whose input is also read by a later statement.

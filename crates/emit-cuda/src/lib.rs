@@ -438,7 +438,10 @@ fn emit_kernel<'k>(
     // Tensor-core kernels hold large fragments: with no occupancy target ptxas may use every
     // register it needs rather than spill to fit two blocks. Other kernels keep the default,
     // which favours occupancy (they are memory-bound).
-    let bounds = if has_mma(&k.body) {
+    // A cooperative kernel's blocks must all be resident: registers for its blocks per SM.
+    let bounds = if kir::cooperative(k) {
+        format!("{threads}, {}", kir::min_blocks_per_sm(k))
+    } else if has_mma(&k.body) {
         format!("{threads}, 1")
     } else {
         threads.to_string()
@@ -799,7 +802,8 @@ impl KernelEmitter<'_> {
             | Intrinsic::CpAsyncCommit
             | Intrinsic::CpAsyncWait
             | Intrinsic::AtomicArrive
-            | Intrinsic::FenceGpu => {
+            | Intrinsic::FenceGpu
+            | Intrinsic::CounterWait => {
                 let Some(ptx) = kir::intrinsic::ptx(op) else {
                     return;
                 };

@@ -136,6 +136,9 @@ pub enum Intrinsic {
     AtomicArrive,
     /// `fence.acq_rel.gpu`.
     FenceGpu,
+    /// Spins until a global counter (`ld.acquire.gpu`) reaches a value: the blocks of a
+    /// cooperative launch waiting for each other.
+    CounterWait,
 }
 
 /// One row of the table.
@@ -425,6 +428,16 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         args: &[],
         check: check_none,
     },
+    IntrinsicInfo {
+        op: Intrinsic::CounterWait,
+        name: "counter.wait",
+        summary: "Spins until the u32 (an i32 tensor's element) `counter` in global memory, read with `ld.acquire.gpu`, is at least `value`. One thread waits for its block on the other blocks' `atom.arrive`s; a kernel that contains it is launched cooperatively (all its blocks resident at once, or the launch fails), so the arrivals it waits for are made.",
+        args: &[
+            ("counter", ArgKind::GlobalAtomic),
+            ("value", ArgKind::Index),
+        ],
+        check: check_counter,
+    },
 ];
 
 const CP_ASYNC_ARGS: &[(&str, ArgKind)] = &[
@@ -619,6 +632,13 @@ fn check_atomic(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     Ok(())
 }
 
+fn check_counter(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    if dtype(ts[0]) != Some(DType::I32) {
+        return Err("counter.wait reads an i32 global element".into());
+    }
+    Ok(())
+}
+
 fn check_tma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     check_barrier(&ts[2..])?;
     match ts[1] {
@@ -697,6 +717,9 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
             "{\n.reg .u32 R1;\natom.add.u32 R1, [%0], %1;\nst.shared.u32 [%2], R1;\n}"
         }
         Intrinsic::FenceGpu => "fence.acq_rel.gpu;",
+        Intrinsic::CounterWait => {
+            "{\n.reg .pred P1;\n.reg .u32 R1;\nIRC_SPIN:\nld.acquire.gpu.u32 R1, [%0];\nsetp.lt.u32 P1, R1, %1;\n@P1 bra IRC_SPIN;\n}"
+        }
         Intrinsic::LdmatrixX4
         | Intrinsic::LdmatrixX4Trans
         | Intrinsic::MmaM16n8k16

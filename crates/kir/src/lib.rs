@@ -729,6 +729,37 @@ pub fn spill_budget(k: &Kernel) -> u64 {
     if tf32 { 256 } else { 0 }
 }
 
+/// Blocks per SM a cooperative kernel is built to fit: the lowering sizes its grid to at most
+/// this many per SM, and the emitters bound its registers accordingly
+/// (`__launch_bounds__(threads, N)`, `.minnctapersm N`).
+pub const COOPERATIVE_BLOCKS_PER_SM: u32 = 4;
+
+/// The blocks per SM a kernel must fit at least (its registers bounded to allow them): 1,
+/// or [`COOPERATIVE_BLOCKS_PER_SM`] for a cooperative kernel.
+pub fn min_blocks_per_sm(k: &Kernel) -> u32 {
+    if cooperative(k) {
+        COOPERATIVE_BLOCKS_PER_SM
+    } else {
+        1
+    }
+}
+
+/// Whether a kernel is launched cooperatively (`cuLaunchCooperativeKernel`: every block
+/// resident at once, or the launch fails): its blocks wait for each other (`counter.wait`).
+pub fn cooperative(k: &Kernel) -> bool {
+    let mut waits = false;
+    walk(&k.body, &mut |s| {
+        waits |= matches!(
+            s,
+            Stmt::Intrinsic {
+                op: Intrinsic::CounterWait,
+                ..
+            }
+        );
+    });
+    waits
+}
+
 /// Visits every statement of a body, nested ones included, in program order.
 pub fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
     for s in body {

@@ -104,6 +104,10 @@ pub struct Launch {
     pub shared_bytes: u32,
     /// Buffer ids passed as the kernel's pointer parameters, in order.
     pub args: Vec<usize>,
+    /// Launched by `cuLaunchCooperativeKernel`: its blocks wait for each other
+    /// ([`crate::cooperative`]), so all of them must be resident at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cooperative: bool,
 }
 
 impl Manifest {
@@ -256,6 +260,7 @@ pub fn manifest_of(m: &crate::Module) -> Manifest {
                     block: k.block,
                     shared_bytes: crate::smem::dynamic_shared(k).map_or(0, |d| d.bytes as u32),
                     args: l.args.iter().map(|a| id[a.as_str()]).collect(),
+                    cooperative: crate::cooperative(k),
                 }
             })
             .collect(),

@@ -2,7 +2,7 @@
 //! launch sequence.
 //!
 //! Buffers are plain `cuMemAlloc` allocations owned by [`Program`] and freed when it drops;
-//! launches go straight to `cuLaunchKernel` on the context's stream with the buffers'
+//! launches go straight to `cuLaunchKernel` (`cuLaunchCooperativeKernel` where the manifest says so) on the context's stream with the buffers'
 //! device pointers as the kernels' parameters, so a timed launch sequence carries no
 //! bookkeeping of the host's.
 
@@ -279,8 +279,15 @@ impl<'g> Program<'g> {
                 .collect();
             // SAFETY: the function is live in this context; each parameter points at a device
             // pointer that outlives the call (cuLaunchKernel copies parameters at enqueue).
+            // A cooperative launch fails (rather than hangs) when its blocks cannot all be
+            // resident at once.
+            let launch = if l.cooperative {
+                result::launch_cooperative_kernel
+            } else {
+                result::launch_kernel
+            };
             unsafe {
-                result::launch_kernel(
+                launch(
                     f.cu_function(),
                     (l.grid[0], l.grid[1], l.grid[2]),
                     (l.block[0], l.block[1], l.block[2]),
@@ -290,8 +297,16 @@ impl<'g> Program<'g> {
                 )
             }
             .map_err(driver(format!(
-                "launching `{}` grid {:?} block {:?} shared {}",
-                l.kernel, l.grid, l.block, l.shared_bytes
+                "launching `{}` grid {:?} block {:?} shared {}{}",
+                l.kernel,
+                l.grid,
+                l.block,
+                l.shared_bytes,
+                if l.cooperative {
+                    " cooperatively (every block resident at once)"
+                } else {
+                    ""
+                }
             )))?;
         }
         Ok(())

@@ -72,6 +72,7 @@ fn manifest() -> Manifest {
                 block: [256, 1, 1],
                 shared_bytes: 0,
                 args: vec![0, 2],
+                cooperative: false,
             },
             Launch {
                 kernel: "add_rev".into(),
@@ -79,6 +80,7 @@ fn manifest() -> Manifest {
                 block: [512, 1, 1],
                 shared_bytes: 16384 * 4,
                 args: vec![2, 1, 3],
+                cooperative: false,
             },
         ],
     }

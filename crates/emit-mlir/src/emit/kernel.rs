@@ -150,10 +150,15 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 ),
                 (e.id("gpu.kernel"), Attribute::unit(ctx)),
                 // `.minnctapersm 1`: ptxas may use registers up to the block's share of the
-                // register file rather than spill to reach a higher occupancy.
+                // register file rather than spill to reach a higher occupancy; a cooperative
+                // kernel's blocks must all be resident (`kir::min_blocks_per_sm`).
                 (
                     e.id("nvvm.minctasm"),
-                    IntegerAttribute::new(IntegerType::new(ctx, 32).into(), 1).into(),
+                    IntegerAttribute::new(
+                        IntegerType::new(ctx, 32).into(),
+                        i64::from(kir::min_blocks_per_sm(k)),
+                    )
+                    .into(),
                 ),
                 (
                     e.id("workgroup_attributions"),

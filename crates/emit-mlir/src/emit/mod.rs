@@ -120,6 +120,11 @@ pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>,
     for k in &m.kernels {
         collect_reduce_types(&k.body, &mut reduce_types);
     }
+    // Shared globals 16-byte aligned: LLVM merges adjacent scalar accesses to them into
+    // 16-byte vector ones (the block reduction's 32 partials), which fault at `ld.shared.v4`
+    // where ptxas places a 4-aligned global off a 16-byte boundary (beside another shared
+    // global: a cooperative split kernel's arrival slot).
+    let align16 = || IntegerAttribute::new(IntegerType::new(ctx, 64).into(), 16);
     for &d in &reduce_types {
         let op = memref::global(
             ctx,
@@ -128,7 +133,7 @@ pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>,
             e.shared_memref(d, 32),
             None,
             false,
-            None,
+            Some(align16()),
             graph_loc,
         );
         e.append(gm_block, op);
@@ -148,7 +153,7 @@ pub fn build_module<'c>(ctx: &'c Context, m: &kir::Module) -> Result<Module<'c>,
                     e.shared_memref(t.dtype, size),
                     None,
                     false,
-                    None,
+                    Some(align16()),
                     kloc,
                 );
                 e.append(gm_block, op);

@@ -131,6 +131,87 @@ impl Builder<'_, '_> {
     }
 }
 
+/// A barrier of the blocks that share a row in a cooperative launch ([`Builder::row_barrier`]):
+/// its counters and the shared slot arrivals read.
+pub(crate) struct RowBarrier {
+    counters: String,
+    old: String,
+    row: Expr,
+    rows: u64,
+    blocks: u64,
+}
+
+impl Builder<'_, '_> {
+    /// The `blocks` blocks of row `row` (of `rows`) wait for each other: each arrives on the
+    /// row's counter (after its fences, so its writes before are visible to the others), then
+    /// thread 0 waits until all `blocks` have arrived (`counter.wait`, which makes the kernel a
+    /// cooperative launch) and fences. Once past it, each block departs on a second counter
+    /// ([`Builder::row_depart`]), and the last to depart resets both for the next launch.
+    pub(crate) fn row_barrier(
+        &mut self,
+        row: &Expr,
+        rows: u64,
+        blocks: u64,
+        tid: &Expr,
+    ) -> R<RowBarrier> {
+        let (counters, old) = self.arrival_counters("barrier", 2 * rows)?;
+        let arrival = Arrival {
+            counter: &counters,
+            at: vec![row.clone()],
+            arrivals: blocks,
+            slot: 0,
+        };
+        self.arrive(std::slice::from_ref(&arrival), &old, tid, &Stmt::Sync);
+        self.out.push(Stmt::If {
+            cond: Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)),
+            body: vec![
+                Stmt::Intrinsic {
+                    op: Intrinsic::CounterWait,
+                    args: vec![
+                        Arg::at(&counters, vec![row.clone()]),
+                        Arg::Expr(Expr::Int(blocks as i64)),
+                    ],
+                },
+                fence(),
+            ],
+            orelse: vec![],
+        });
+        self.out.push(Stmt::Sync);
+        Ok(RowBarrier {
+            counters,
+            old,
+            row: row.clone(),
+            rows,
+            blocks,
+        })
+    }
+
+    /// After a [`Builder::row_barrier`]: the block departs, and the last of the row's blocks
+    /// to depart resets the arrival counter (the departure counter resets itself).
+    pub(crate) fn row_depart(&mut self, b: RowBarrier, tid: &Expr) -> R<()> {
+        let away = Expr::idx(IdxOp::Add, Expr::Int(b.rows as i64), b.row.clone());
+        let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
+        let (counters, row) = (b.counters.clone(), b.row.clone());
+        self.when_last(
+            (&b.counters, vec![away]),
+            b.blocks,
+            (&b.old, 0),
+            tid,
+            &Stmt::Sync,
+            |s| {
+                s.if_(first, |s| {
+                    s.out.push(Stmt::Store {
+                        tensor: counters,
+                        coord: vec![row],
+                        value: lit(DType::I32, 0.0),
+                    });
+                    Ok(())
+                })
+            },
+        )
+    }
+}
+
 /// One counter of an arrival step: `counter[at]`, shared by `arrivals` blocks, its old value
 /// to `old[slot]`.
 pub(crate) struct Arrival<'a> {

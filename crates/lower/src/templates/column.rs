@@ -56,6 +56,15 @@ impl Builder<'_, '_> {
             let sums = self.column_partial(&c, elem, tiles, kc)?;
             return self.column_sums(&c, sums, |b, o, v| finish(b, o, v));
         }
+        // One launch where the last block's merge is short: each of its warps adds at most
+        // 4 rounds of partials (a round: 32 partials of one output, one load per lane), about
+        // the cost of the second launch it saves. Measured on the H100 (`bench/gpu/NOTES.md`,
+        // run 90): colmax_64's 64 outputs of 528 partials (136 rounds a warp) took 0.081 ms
+        // in one launch against 0.0645 in two.
+        let rounds = (LANES * c.w).div_ceil(LANES * GROUPS / 32) * ks.div_ceil(32);
+        if rounds <= 4 {
+            return self.column_split_one(c, elem, (tiles, kc, ks), finish);
+        }
         let (mut p, name, part) = self.partials_kernel(inst_index, c.outs, ks, c.acc_t)?;
         let sums = p.column_partial(&c, elem, tiles, kc)?;
         p.column_sums(&c, sums, |b, o, v| {
@@ -69,6 +78,78 @@ impl Builder<'_, '_> {
         p.temps.clear();
         self.pre.push(p.finish());
         self.sum_partials(&name, c.outs, ks, c.acc_t, c.op, c.init, finish)
+    }
+
+    /// The split column reduction in one launch: each of the `ks` blocks of a tile of
+    /// outputs writes its partial sums to `[ks, outs]`, arrives on the tile's counter, and
+    /// the last to arrive adds the tile's partials (a warp per output: its lanes add every
+    /// 32nd partial in order, then the warp's tree — the same order whichever block is last)
+    /// and finishes the outputs.
+    fn column_split_one(
+        &mut self,
+        c: ColumnSplit,
+        elem: &Elem<'_>,
+        (tiles, kc, ks): (u64, u64, u64),
+        finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<()> {
+        let name = format!("{}_partials", self.kernel.name);
+        self.temps.push(kir::BufferDecl {
+            name: name.clone(),
+            dtype: c.acc_t,
+            shape: vec![ks, c.outs],
+            kind: kir::BufferKind::Temp,
+            tensor_map: None,
+        });
+        let pp = self.param(&name);
+        let part = self.tensor(Space::Global(pp), c.acc_t, partials_layout(c.outs, ks)?);
+        let sums = self.column_partial(&c, elem, tiles, kc)?;
+        let p2 = part.clone();
+        self.column_sums(&c, sums, |b, o, v| {
+            b.out.push(Stmt::Store {
+                tensor: p2,
+                coord: vec![o, bx(Builtin::BidY)],
+                value: v,
+            });
+            Ok(())
+        })?;
+        let (counter, old) = self.arrival_counters("arrivals", tiles)?;
+        let tid = bx(Builtin::TidX);
+        let span = LANES * c.w;
+        let warps = LANES * GROUPS / 32;
+        let t2 = tid.clone();
+        self.when_last(
+            (&counter, vec![bx(Builtin::BidX)]),
+            ks,
+            (&old, 0),
+            &tid,
+            &Stmt::Sync,
+            move |b| {
+                let lane = b.let_("lane", Ty::Idx, Expr::idx(IdxOp::Rem, t2.clone(), int(32)));
+                let warp = Expr::idx(IdxOp::Div, t2, int(32));
+                b.for_("oo", warp, int(span), int(warps), false, |b, oo| {
+                    let o = b.let_("o", Ty::Idx, add(mul(bx(Builtin::BidX), int(span)), oo));
+                    // The same `o` in the whole warp: every lane reaches the tree.
+                    b.if_(lt(o.clone(), int(c.outs)), |b| {
+                        let acc = b.accumulator(c.acc_t, c.init);
+                        let o2 = o.clone();
+                        b.for_("s", lane.clone(), int(ks), Expr::Int(32), false, |b, s| {
+                            b.combine(&acc, c.op, Expr::load(&part, vec![o2, s]));
+                            Ok(())
+                        })?;
+                        let var = b.fresh("tree");
+                        b.out.push(Stmt::WarpReduce {
+                            var: var.clone(),
+                            ty: Ty::Elem(c.acc_t),
+                            op: c.op,
+                            width: 32,
+                            value: Expr::var(&acc),
+                        });
+                        let first = Expr::idx(IdxOp::Eq, lane.clone(), Expr::Int(0));
+                        b.if_(first, |b| finish(b, o, Expr::Var(var)))
+                    })
+                })
+            },
+        )
     }
 
     /// The second kernel of a split reduction: the `parts` partials of output `o` in the temp

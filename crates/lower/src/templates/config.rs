@@ -634,10 +634,10 @@ impl TemplateSpace for RowSpace {
         }
     }
     fn estimate_us(&self, c: &Config, p: &Problem, t: &Target) -> f64 {
-        let (Config::Row(c), ProblemShape::Row { rows, k, passes }) = (c, &p.shape) else {
+        let (Config::Row(c), ProblemShape::Row { rows, k, .. }) = (c, &p.shape) else {
             return f64::INFINITY;
         };
-        let (rows, k, passes) = (*rows, *k, *passes as f64);
+        let (rows, k) = (*rows, *k);
         // Bytes of one read of the row data (of the group's bytes, about half is x).
         let read = p.bytes as f64 / 2.0;
         match *c {
@@ -668,7 +668,8 @@ impl TemplateSpace for RowSpace {
             }
             RowConfig::Streamed { threads } => {
                 let blocks = rows.clamp(1, MAX_BLOCKS);
-                let bytes = p.bytes as f64 + (passes - 1.0) * read;
+                // Two passes over x, whatever the composite (`composite_passes`).
+                let bytes = p.bytes as f64 + read;
                 memory_us(bytes, resident(blocks, threads, t), 1.0, t)
             }
         }

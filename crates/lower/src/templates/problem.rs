@@ -27,8 +27,9 @@ pub enum ProblemShape {
         k: u64,
         innermost_kept: bool,
     },
-    /// `rows` rows of `k` elements (softmax, rmsnorm, layernorm); `passes` is how many times
-    /// a streamed schedule reads the row (softmax and layernorm 3, rmsnorm 2).
+    /// `rows` rows of `k` elements (softmax, rmsnorm, layernorm); `passes` is 3 for the
+    /// composites with two statistics (softmax's max and sum, layernorm's mean and variance),
+    /// 2 for rmsnorm's one ([`composite_passes`]).
     Row { rows: u64, k: u64, passes: u64 },
     /// `batch` independent `m x k @ k x n` products.
     Matmul { batch: u64, m: u64, n: u64, k: u64 },
@@ -269,8 +270,10 @@ mod tests {
     }
 }
 
-/// How many times the streamed schedule of a row composite reads `x`: rmsnorm twice (the sum
-/// of squares, then the output), softmax and layernorm three times.
+/// The passes over `x` of a row composite computed statistic by statistic: rmsnorm 2 (the sum
+/// of squares, then the output), softmax and layernorm 3 (the max or mean first). The streamed
+/// schedule reads `x` twice for every composite (it computes two statistics in one pass), but
+/// the row heuristic's thresholds were measured with this count (`RowSchedule::choose`).
 pub(crate) fn composite_passes(op: irc_ir::OpKind) -> u64 {
     if op == irc_ir::OpKind::Rmsnorm { 2 } else { 3 }
 }

@@ -420,7 +420,7 @@ impl Builder<'_, '_> {
         let start = b.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
         let acc = b.accumulator(r.acc_t, r.init);
         let (a, rw, xd) = (acc.clone(), row.clone(), b.ty(x).dtype);
-        b.chunk_loop(&start, r.chunk, r.k, &row, r.width, |b, kx| {
+        b.chunk_loop(&start, (r.chunk, r.k), &row, r.width, false, |b, kx| {
             b.coord = vec![kx, rw.clone()];
             let e = b.value_at(x, access)?;
             b.combine(&a, r.op, cast_to(r.acc_t, xd, e));

@@ -1,18 +1,26 @@
 //! Split row composites: few long rows (softmax, rmsnorm, layernorm) over several blocks each,
-//! in two launches with a deterministic merge.
+//! with a deterministic merge, in one cooperative launch where the blocks fit on the GPU at
+//! once, else in two.
 //!
 //! One block per row leaves most of the GPU idle when rows are few (16 rows of 4M elements use
 //! 16 of 132 SMs) and no block can hold a row of more than 8192 elements in registers. The split
-//! schedule cuts each row into `splits` chunks of `chunk` elements (a multiple of 1024):
+//! schedule cuts each row into `splits` chunks of `chunk` elements (a multiple of 1024), grid
+//! `(splits, rows)`:
 //!
-//! 1. `…_partial`, grid `(splits, rows)`: each block reduces its chunk to a partial — softmax
-//!    `(max, Σ exp(x − max))` by the online rescaling, rmsnorm `Σ x²`, layernorm
-//!    `(mean, M2, n)` from sums shifted by the chunk's first element — and thread 0 writes it to
-//!    a temp buffer `[rows, splits, 3]` of the math dtype.
-//! 2. the group's kernel, same grid: each block merges the row's partials with a block
-//!    reduction (the same tree in every block, so the result is deterministic and identical
-//!    across blocks: rescaled sums for softmax, Chan's `Σ M2ᵢ + nᵢ(meanᵢ − mean)²` for
-//!    layernorm), then normalizes its chunk.
+//! 1. each block reduces its chunk to a partial — softmax `(max, Σ exp(x − max))` by the online
+//!    rescaling, rmsnorm `Σ x²`, layernorm `(mean, M2, n)` from sums shifted by the chunk's
+//!    first element — and thread 0 writes it to a temp buffer `[rows, splits, 3]` of the math
+//!    dtype;
+//! 2. each block merges the row's partials with a block reduction (the same tree in every
+//!    block, so the result is deterministic and identical across blocks: rescaled sums for
+//!    softmax, Chan's `Σ M2ᵢ + nᵢ(meanᵢ − mean)²` for layernorm), then normalizes its chunk.
+//!
+//! Where `rows × splits` blocks can all be resident ([`COOPERATIVE_PER_SM`] per SM), both
+//! steps are one kernel launched cooperatively: between them the blocks of a row wait for
+//! each other (`Builder::row_barrier`, `counter.wait`), and step 2 walks the chunk backwards,
+//! so that its first steps are the ones step 1 read last, still in L2 (measured on the H100,
+//! `bench/gpu/NOTES.md` run 90: 4 × 16M f16 layernorm 0.202 ms in two launches, 0.178 in one,
+//! 0.176 backwards). Otherwise step 1 is a kernel of its own, `…_partial`.
 //!
 //! `x` is read twice and the output written once (the streamed one-block schedule reads `x`
 //! three times for softmax and layernorm). Each thread handles four elements per step of a
@@ -28,6 +36,19 @@ use irc_layout::Layout;
 /// Elements per step of the chunk loop: 256 threads × 4 unrolled elements.
 pub(crate) const STEP: u64 = 4 * THREADS as u64;
 
+/// Blocks per SM a cooperative split launch may have: all must be resident at once (256
+/// threads each; the emitters bound registers to 64 a thread so that 4 fit).
+pub(crate) const COOPERATIVE_PER_SM: u64 = irc_kir::COOPERATIVE_BLOCKS_PER_SM as u64;
+
+/// The identity of `max` in the math dtype.
+pub(crate) fn lowest(math: irc_ir::DType) -> f64 {
+    if math == irc_ir::DType::F64 {
+        f64::MIN
+    } else {
+        f64::from(f32::MIN)
+    }
+}
+
 /// How a row composite runs, chosen per shape by [`RowSchedule::choose`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RowSchedule {
@@ -39,8 +60,8 @@ pub(crate) enum RowSchedule {
     /// values per thread).
     BlockCached { threads: u64 },
     /// Rows longer than 8192 elements, too few for the streamed schedules (fewer than 4 × SMs
-    /// of them, or 2 × SMs where they are at most 32768 elements): several blocks per row in
-    /// two launches (this module).
+    /// of them, or 2 × SMs where they are at most 32768 elements): several blocks per row
+    /// (this module).
     Split { splits: u64, chunk: u64 },
     /// Rows longer than 8192 elements, at least 4 × SMs of them (2 × SMs where they are at
     /// most 32768 elements, 512 threads): a block per row, reading `x` once per pass (the
@@ -51,8 +72,10 @@ pub(crate) enum RowSchedule {
 impl RowSchedule {
     /// The heuristic on `sms` SMs for a composite reading `x` `passes` times when streamed:
     /// the cached schedules read `x` once whenever the row fits in registers; beyond that,
-    /// split rows until the grid has about 8 blocks per SM, in chunks of a multiple of 1024
-    /// elements; when the rows alone fill the grid, stream. Rows longer than 32768 elements
+    /// split rows — into as many blocks as may all be resident ([`COOPERATIVE_PER_SM`] per SM:
+    /// one cooperative launch) where at most 2 per SM are rows, else until the grid has about
+    /// 8 blocks per SM (two launches) — in chunks of a multiple of 1024 elements; when the
+    /// rows alone fill the grid, stream. Rows longer than 32768 elements
     /// (and a two-pass composite's of any length) stream from 4 rows per SM on (measured on
     /// the H100, 1024 rows of 64k f16, streamed by 1024 threads against split in two: rmsnorm
     /// 0.097 ms against 0.149, layernorm 0.105 against 0.152, softmax 0.150 against 0.163 —
@@ -80,7 +103,12 @@ impl RowSchedule {
             return RowSchedule::Streamed { threads: 512 };
         }
         if rows < target_blocks {
-            let splits = target_blocks.div_ceil(rows);
+            // Few enough rows for one cooperative launch: as many blocks as may be resident.
+            let coop = COOPERATIVE_PER_SM * sms;
+            let splits = match rows * 2 <= coop {
+                true => coop / rows,
+                false => target_blocks.div_ceil(rows),
+            };
             let chunk = k.div_ceil(splits).div_ceil(STEP) * STEP;
             let splits = k.div_ceil(chunk);
             if splits >= 2 {
@@ -98,10 +126,10 @@ impl Builder<'_, '_> {
     pub(crate) fn chunk_loop(
         &mut self,
         start: &Expr,
-        chunk: u64,
-        k: u64,
+        (chunk, k): (u64, u64),
         row: &Expr,
         width: u64,
+        reverse: bool,
         f: impl Fn(&mut Self, Expr) -> R<()>,
     ) -> R<()> {
         let (cv, vecs) = (chunk / width, k.div_ceil(width));
@@ -134,7 +162,13 @@ impl Builder<'_, '_> {
                 b.if_(cond, |b| b.vector_loop(width, at, |b, kx, _| f(b, kx)))
             })
         };
+        let last = (cv.max(1) - 1) / step * step;
         self.for_("base", int(0), int(cv), int(step), false, |b, base| {
+            // Backwards, the steps a pass read last (still in L2) come first.
+            let base = match reverse {
+                true => b.let_("rb", Ty::Idx, Expr::idx(IdxOp::Sub, int(last), base)),
+                false => base,
+            };
             let end = add(base.clone(), int(step - 1));
             let inside = Expr::idx(
                 IdxOp::And,
@@ -150,6 +184,120 @@ impl Builder<'_, '_> {
             });
             Ok(())
         })
+    }
+
+    /// The split schedule's partial of the block's chunk, stored by thread 0 to
+    /// `part[at(row, split, 0..3)]` (module docs).
+    #[allow(clippy::too_many_arguments)]
+    fn split_partial(
+        &mut self,
+        op: OpKind,
+        r: &RowSpec,
+        start: &Expr,
+        (chunk, width): (u64, u64),
+        part: &str,
+        at: &dyn Fn(&Expr, Expr, u64) -> Expr,
+    ) -> R<()> {
+        let math = r.math;
+        let mt = Ty::Elem(math);
+        let call = Expr::call;
+        let lowest = lowest(math);
+        let row = bx(Builtin::BidY);
+        let start = start.clone();
+        let load_x = |b: &mut Builder, r: &RowSpec, kx: Expr, read: Read| -> R<Expr> {
+            b.coord = vec![kx, row.clone()];
+            let e = b.row_x(r, read)?;
+            Ok(b.let_("xv", mt, e))
+        };
+        let values: [Expr; 3] = match op {
+            OpKind::Softmax | OpKind::LogSoftmax => {
+                let m = self.var("m", mt, lit(math, lowest));
+                let s = self.var("s", mt, lit(math, 0.0));
+                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
+                    let x = load_x(b, r, kx, Read::Store)?;
+                    let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
+                    let rescale = call(
+                        Func::Exp,
+                        vec![call(Func::Sub, vec![m.clone(), mn.clone()])],
+                    );
+                    let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
+                    let v = call(
+                        Func::Add,
+                        vec![call(Func::Mul, vec![s.clone(), rescale]), ex],
+                    );
+                    b.assign(&s, v);
+                    b.assign(&m, mn);
+                    Ok(())
+                })?;
+                let mx = self.block_reduce(mt, ReduceOp::Max, m.clone());
+                let mx = self.let_("max", mt, mx);
+                let mine = call(
+                    Func::Mul,
+                    vec![
+                        s,
+                        call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])]),
+                    ],
+                );
+                let sum = self.block_reduce(mt, ReduceOp::Sum, mine);
+                [mx, sum, lit(math, 0.0)]
+            }
+            OpKind::Rmsnorm => {
+                let s = self.var("s", mt, lit(math, 0.0));
+                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
+                    let x = load_x(b, r, kx, Read::Store)?;
+                    let v = call(
+                        Func::Add,
+                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
+                    );
+                    b.assign(&s, v);
+                    Ok(())
+                })?;
+                let sum = self.block_reduce(mt, ReduceOp::Sum, s);
+                [sum, lit(math, 0.0), lit(math, 0.0)]
+            }
+            _ => {
+                // Sums shifted by the chunk's first element, then (mean, M2, n) of the chunk.
+                let c = load_x(self, r, start.clone(), Read::Compute)?;
+                let s1 = self.var("s", mt, lit(math, 0.0));
+                let s2 = self.var("q", mt, lit(math, 0.0));
+                let n = self.var("n", mt, lit(math, 0.0));
+                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
+                    let x = load_x(b, r, kx, Read::Store)?;
+                    let d = b.let_("d", mt, call(Func::Sub, vec![x, c.clone()]));
+                    b.assign(&s1, call(Func::Add, vec![s1.clone(), d.clone()]));
+                    let dd = call(Func::Mul, vec![d.clone(), d]);
+                    b.assign(&s2, call(Func::Add, vec![s2.clone(), dd]));
+                    b.assign(&n, call(Func::Add, vec![n.clone(), lit(math, 1.0)]));
+                    Ok(())
+                })?;
+                let t1 = self.block_reduce(mt, ReduceOp::Sum, s1);
+                let t1 = self.let_("t1", mt, t1);
+                let t2 = self.block_reduce(mt, ReduceOp::Sum, s2);
+                let tn = self.block_reduce(mt, ReduceOp::Sum, n);
+                let tn = self.let_("tn", mt, tn);
+                let mean = call(
+                    Func::Add,
+                    vec![c, call(Func::Div, vec![t1.clone(), tn.clone()])],
+                );
+                let sq = call(
+                    Func::Div,
+                    vec![call(Func::Mul, vec![t1.clone(), t1]), tn.clone()],
+                );
+                [mean, call(Func::Sub, vec![t2, sq]), tn]
+            }
+        };
+        let tid0 = Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0));
+        self.if_(tid0, |b| {
+            for (c, v) in values.into_iter().enumerate() {
+                b.out.push(Stmt::Store {
+                    tensor: part.to_string(),
+                    coord: vec![at(&row, bx(Builtin::BidX), c as u64)],
+                    value: v,
+                });
+            }
+            Ok(())
+        })?;
+        Ok(())
     }
 
     pub(crate) fn var(&mut self, hint: &str, ty: Ty, init: Expr) -> Expr {
@@ -182,8 +330,8 @@ impl Builder<'_, '_> {
         Expr::Var(var)
     }
 
-    /// The split schedule of a row composite: the partial kernel (pushed to `self.pre`) and,
-    /// in `self`, the merge-and-apply kernel.
+    /// The split schedule of a row composite (module docs): in `self`, one cooperative kernel,
+    /// or the merge-and-apply kernel with the partial kernel pushed to `self.pre`.
     pub(crate) fn composite_split(
         &mut self,
         inst: &Inst,
@@ -196,11 +344,7 @@ impl Builder<'_, '_> {
         let mt = Ty::Elem(math);
         let call = Expr::call;
         let width = super::row_cached::row_width(r.dtype, r.k, &r.access);
-        let lowest = if math == irc_ir::DType::F64 {
-            f64::MIN
-        } else {
-            f64::from(f32::MIN)
-        };
+        let lowest = lowest(math);
         // The partials: [rows, splits, 3] of the math dtype.
         let part_name = format!("{}_partials", self.kernel.name);
         let decl = kir::BufferDecl {
@@ -221,124 +365,47 @@ impl Builder<'_, '_> {
             )));
         };
 
-        // Kernel 1: one partial per (split, row).
-        let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), index);
-        p.temps.push(decl);
-        p.kernel.grid = [splits as u32, r.rows as u32, 1];
-        p.kernel.block = [THREADS, 1, 1];
-        let pp = p.param(&part_name);
-        let part = p.tensor(Space::Global(pp), math, part_layout.clone());
+        // The partials kernel: one partial per (split, row), then the merge-and-apply kernel
+        // (two launches); or both in one cooperative launch where every block fits on the GPU
+        // at once, the blocks of a row waiting for each other between them.
+        let sms = u64::from(self.l.options.target.sms);
+        let one = r.rows * splits <= COOPERATIVE_PER_SM * sms;
         let row = bx(Builtin::BidY);
-        let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
-        // The partials kernel stores a stored input through its own tensor.
-        let rp = RowSpec {
-            pre: r.pre.as_ref().map(|_| p.global(r.x, r.access.clone())),
-            ..r.clone()
-        };
-        // The partials kernel computes and stores a stored input (rule 9); the second reads
-        // it back.
+        self.kernel.grid = [splits as u32, r.rows as u32, 1];
+        self.kernel.block = [THREADS, 1, 1];
+        let pp = self.param(&part_name);
+        let part = self.tensor(Space::Global(pp), math, part_layout.clone());
+        let start = self.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
+        let tid = bx(Builtin::TidX);
+        let mut depart = None;
+        if one {
+            self.split_partial(op, &r, &start, (chunk, width), &part, &at)?;
+            depart = Some(self.row_barrier(&row, r.rows, splits, &tid)?);
+        } else {
+            let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), index);
+            p.temps.push(decl);
+            p.kernel.grid = [splits as u32, r.rows as u32, 1];
+            p.kernel.block = [THREADS, 1, 1];
+            let pp = p.param(&part_name);
+            let part = p.tensor(Space::Global(pp), math, part_layout);
+            let start = p.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
+            // The partials kernel computes and stores a stored input (rule 9) through its
+            // own tensor; the second reads it back.
+            let rp = RowSpec {
+                pre: r.pre.as_ref().map(|_| p.global(r.x, r.access.clone())),
+                ..r.clone()
+            };
+            p.split_partial(op, &rp, &start, (chunk, width), &part, &at)?;
+            p.temps.clear();
+            self.pre.push(p.finish());
+        }
+
+        // Merge the row's partials (every thread, in split order), then apply.
         let load_x = |b: &mut Builder, r: &RowSpec, kx: Expr, read: Read| -> R<Expr> {
             b.coord = vec![kx, row.clone()];
             let e = b.row_x(r, read)?;
             Ok(b.let_("xv", mt, e))
         };
-        let values: [Expr; 3] = match op {
-            OpKind::Softmax | OpKind::LogSoftmax => {
-                let m = p.var("m", mt, lit(math, lowest));
-                let s = p.var("s", mt, lit(math, 0.0));
-                p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-                    let x = load_x(b, &rp, kx, Read::Store)?;
-                    let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
-                    let rescale = call(
-                        Func::Exp,
-                        vec![call(Func::Sub, vec![m.clone(), mn.clone()])],
-                    );
-                    let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
-                    let v = call(
-                        Func::Add,
-                        vec![call(Func::Mul, vec![s.clone(), rescale]), ex],
-                    );
-                    b.assign(&s, v);
-                    b.assign(&m, mn);
-                    Ok(())
-                })?;
-                let mx = p.block_reduce(mt, ReduceOp::Max, m.clone());
-                let mx = p.let_("max", mt, mx);
-                let mine = call(
-                    Func::Mul,
-                    vec![
-                        s,
-                        call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])]),
-                    ],
-                );
-                let sum = p.block_reduce(mt, ReduceOp::Sum, mine);
-                [mx, sum, lit(math, 0.0)]
-            }
-            OpKind::Rmsnorm => {
-                let s = p.var("s", mt, lit(math, 0.0));
-                p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-                    let x = load_x(b, &rp, kx, Read::Store)?;
-                    let v = call(
-                        Func::Add,
-                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
-                    );
-                    b.assign(&s, v);
-                    Ok(())
-                })?;
-                let sum = p.block_reduce(mt, ReduceOp::Sum, s);
-                [sum, lit(math, 0.0), lit(math, 0.0)]
-            }
-            _ => {
-                // Sums shifted by the chunk's first element, then (mean, M2, n) of the chunk.
-                let c = load_x(&mut p, &rp, start.clone(), Read::Compute)?;
-                let s1 = p.var("s", mt, lit(math, 0.0));
-                let s2 = p.var("q", mt, lit(math, 0.0));
-                let n = p.var("n", mt, lit(math, 0.0));
-                p.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
-                    let x = load_x(b, &rp, kx, Read::Store)?;
-                    let d = b.let_("d", mt, call(Func::Sub, vec![x, c.clone()]));
-                    b.assign(&s1, call(Func::Add, vec![s1.clone(), d.clone()]));
-                    let dd = call(Func::Mul, vec![d.clone(), d]);
-                    b.assign(&s2, call(Func::Add, vec![s2.clone(), dd]));
-                    b.assign(&n, call(Func::Add, vec![n.clone(), lit(math, 1.0)]));
-                    Ok(())
-                })?;
-                let t1 = p.block_reduce(mt, ReduceOp::Sum, s1);
-                let t1 = p.let_("t1", mt, t1);
-                let t2 = p.block_reduce(mt, ReduceOp::Sum, s2);
-                let tn = p.block_reduce(mt, ReduceOp::Sum, n);
-                let tn = p.let_("tn", mt, tn);
-                let mean = call(
-                    Func::Add,
-                    vec![c, call(Func::Div, vec![t1.clone(), tn.clone()])],
-                );
-                let sq = call(
-                    Func::Div,
-                    vec![call(Func::Mul, vec![t1.clone(), t1]), tn.clone()],
-                );
-                [mean, call(Func::Sub, vec![t2, sq]), tn]
-            }
-        };
-        let tid0 = Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0));
-        p.if_(tid0, |b| {
-            for (c, v) in values.into_iter().enumerate() {
-                b.out.push(Stmt::Store {
-                    tensor: part.clone(),
-                    coord: vec![at(&row, bx(Builtin::BidX), c as u64)],
-                    value: v,
-                });
-            }
-            Ok(())
-        })?;
-        p.temps.clear();
-        self.pre.push(p.finish());
-
-        // Kernel 2: merge the row's partials (every thread, in split order), then apply.
-        self.kernel.grid = [splits as u32, r.rows as u32, 1];
-        self.kernel.block = [THREADS, 1, 1];
-        let pp = self.param(&part_name);
-        let part = self.tensor(Space::Global(pp), math, part_layout);
-        let start = self.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(chunk)));
         let get = |i: &Expr, c: u64| Expr::load(&part, vec![at(&row, i.clone(), c)]);
         let n = lit(math, r.k as f64);
         // Each thread folds the partials i = tid, tid + 256, ... then the block reduces: the
@@ -410,7 +477,11 @@ impl Builder<'_, '_> {
                 (mean, rstd)
             }
         };
-        self.chunk_loop(&start, chunk, r.k, &row, width, |b, kx| {
+        if let Some(barrier) = depart {
+            self.row_depart(barrier, &tid)?;
+        }
+        // In one launch, the chunk backwards: its last steps are still in L2.
+        self.chunk_loop(&start, (chunk, r.k), &row, width, one, |b, kx| {
             let x = load_x(b, &r, kx.clone(), Read::Load)?;
             let mut y = match op {
                 // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
@@ -463,8 +534,24 @@ mod tests {
             choose(600, 16384, 3),
             RowSchedule::Streamed { threads: 512 }
         );
-        // Few long rows split; rows that fit in registers are cached.
-        assert!(matches!(choose(16, 1 << 22, 3), RowSchedule::Split { .. }));
+        // Few long rows split: 16 rows of 4M into 33 chunks, 528 blocks (4 per SM, one
+        // cooperative launch); 300 rows of 64k into 4 chunks (1200 blocks, about 8 per SM: two
+        // launches).
+        assert_eq!(
+            choose(16, 1 << 22, 3),
+            RowSchedule::Split {
+                splits: 33,
+                chunk: 125 * 1024
+            }
+        );
+        assert_eq!(
+            choose(300, 1 << 16, 3),
+            RowSchedule::Split {
+                splits: 4,
+                chunk: 16 * 1024
+            }
+        );
+        // Rows that fit in registers are cached.
         assert_eq!(
             choose(16384, 4096, 2),
             RowSchedule::BlockCached { threads: 256 }
