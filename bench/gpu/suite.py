@@ -420,7 +420,11 @@ def run_workload(name, args, tmp):
             row[f"{label}_ms"] = bench_ms(lambda: fn(*xs), args.quick)
         if not args.no_compile:
             try:
-                compiled = torch.compile(eager)
+                # Static shapes, compiled afresh: rows that share a function (the same lambda
+                # for every softmax size) would otherwise recompile with dynamic shapes after the
+                # first size (dynamo's automatic dynamic shapes) and time a generic kernel.
+                torch._dynamo.reset()
+                compiled = torch.compile(eager, dynamic=False)
                 compiled(*xs)
                 row["compile_ms"] = bench_ms(lambda: compiled(*xs), args.quick)
             except Exception as e:  # a baseline failing is recorded, not fatal
