@@ -633,9 +633,10 @@ impl<'k> Block<'k> {
                     let at = self.coords(&c.at, th, mem);
                     let have = self.read(&c.tensor, &at, th, mem);
                     let want = self.eval(v, th, mem).f();
+                    // Exactly: fewer spin forever, more mean the count or the reset is wrong.
                     assert!(
-                        have >= want,
-                        "counter.wait on %{}{at:?} would spin forever: {have} of {want} arrived",
+                        have == want,
+                        "counter.wait on %{}{at:?} for {want} arrivals finds {have}",
                         c.tensor
                     );
                 }

@@ -90,6 +90,39 @@ impl Gpu {
         format!("sm_{maj}{min}{suffix}")
     }
 
+    /// A cooperative launch's blocks must all be resident at once: a clear error before any
+    /// launch when this device holds fewer (the lowering sized the grid for the target's SM
+    /// count, `irc_target::Target::sms`).
+    fn check_resident(
+        &self,
+        l: &irc_kir::manifest::Launch,
+        f: &CudaFunction,
+    ) -> Result<(), RuntimeError> {
+        let threads: u32 = l.block.iter().product();
+        let mut per_sm: std::ffi::c_int = 0;
+        self.bind()?;
+        // SAFETY: the function is live in this context; the result is written to `per_sm`.
+        unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut per_sm,
+                f.cu_function(),
+                threads as std::ffi::c_int,
+                l.shared_bytes as usize,
+            )
+        }
+        .result()
+        .map_err(driver(format!("the occupancy of `{}`", l.kernel)))?;
+        let blocks: u64 = l.grid.iter().map(|&g| u64::from(g)).product();
+        let fits = per_sm.max(0) as u64 * u64::from(self.info.sm_count);
+        if blocks > fits {
+            return Err(RuntimeError::Launch(format!(
+                "kernel `{}` is a cooperative launch of {blocks} blocks, all resident at once, but this device holds {fits} ({} SMs x {per_sm}): it was compiled for a GPU with more SMs",
+                l.kernel, self.info.sm_count
+            )));
+        }
+        Ok(())
+    }
+
     /// Loads `ptx`, resolves every kernel the manifest launches and allocates its buffers.
     pub fn load(&self, ptx: &Ptx, manifest: &Manifest) -> Result<Program<'_>, RuntimeError> {
         manifest.check()?;
@@ -117,6 +150,9 @@ impl Gpu {
                     "raising `{}`'s shared memory limit",
                     l.kernel
                 )))?;
+            }
+            if l.cooperative {
+                self.check_resident(l, &f)?;
             }
             functions.push(f);
         }

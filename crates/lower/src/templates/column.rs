@@ -7,9 +7,11 @@
 //! contiguous bytes of each row), group `g` the rows `g, g + 32, ...` of the block's part of
 //! the axis. The groups' accumulators meet in shared memory and 8·w threads sum them, each
 //! over the 32 groups in order. When the output tiles alone leave SMs idle, the axis is also
-//! split across `ks` blocks: each writes its partial sums to a temp buffer `[ks, outs]` and a
-//! second kernel adds the `ks` partials of each output in a fixed order (deterministic), then
-//! finishes the output. With `ks = 1` the first kernel finishes the outputs itself.
+//! split across `ks` blocks: each writes its partial sums to a temp buffer `[ks, outs]`, and
+//! the `ks` partials of each output are added in a fixed order (deterministic) before the
+//! output is finished — by the last block of a tile to arrive where that merge is short
+//! (`column_split_one`, one launch), else by a second kernel. With `ks = 1` the kernel
+//! finishes the outputs itself.
 
 use crate::lower::*;
 use irc_ir::DType;

@@ -110,12 +110,14 @@ pub enum ReductionConfig {
         threads: u64,
     },
     /// Few long rows: each row over `ceil(k / chunk)` blocks of 256 threads writing partials,
-    /// then a thread per row adding them in order (two launches).
+    /// added in order by the last block of the row to arrive (one launch; a second kernel
+    /// beyond 256 partials).
     Split {
         chunk: u64,
     },
     /// A leading axis reduced into few outputs: the split column reduction
-    /// (`templates/column.rs`, two launches where the axis is split across blocks).
+    /// (`templates/column.rs`; where the axis is split across blocks, the last block of a tile
+    /// or a second kernel adds the partials).
     ColumnSplit,
 }
 
@@ -127,9 +129,10 @@ pub enum RowConfig {
     Warp { warps: u64 },
     /// A block of `threads` per row, the row cached in registers.
     Block { threads: u64 },
-    /// Each row over `ceil(k / chunk)` blocks of 256 threads, two launches.
+    /// Each row over `ceil(k / chunk)` blocks of 256 threads: one cooperative launch where
+    /// they all fit on the GPU at once, else two.
     Split { chunk: u64 },
-    /// A block of `threads` per row, `x` read once per pass.
+    /// A block of `threads` per row, `x` read twice (statistics, then output).
     Streamed { threads: u64 },
 }
 
@@ -662,9 +665,12 @@ impl TemplateSpace for RowSpace {
             RowConfig::Split { chunk } => {
                 let blocks = k.div_ceil(chunk) * rows;
                 let used = k as f64 / (k.div_ceil(chunk) * chunk) as f64;
-                // Four unrolled loads per thread.
+                // Four unrolled loads per thread; one cooperative launch where every block is
+                // resident at once (`split.rs`), else two.
                 let flight = resident(blocks, 256, t) * used * 4.0;
-                memory_us(p.bytes as f64 + read, flight, 2.0, t)
+                let coop = super::split::COOPERATIVE_PER_SM * u64::from(t.sms);
+                let launches = if blocks <= coop { 1.0 } else { 2.0 };
+                memory_us(p.bytes as f64 + read, flight, launches, t)
             }
             RowConfig::Streamed { threads } => {
                 let blocks = rows.clamp(1, MAX_BLOCKS);

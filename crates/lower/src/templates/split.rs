@@ -22,9 +22,8 @@
 //! `bench/gpu/NOTES.md` run 90: 4 × 16M f16 layernorm 0.202 ms in two launches, 0.178 in one,
 //! 0.176 backwards). Otherwise step 1 is a kernel of its own, `…_partial`.
 //!
-//! `x` is read twice and the output written once (the streamed one-block schedule reads `x`
-//! three times for softmax and layernorm). Each thread handles four elements per step of a
-//! 1024-element stride so four loads are in flight.
+//! `x` is read twice and the output written once, as by the streamed one-block schedule. Each
+//! thread handles four vectors per step of a 1024-vector stride so four loads are in flight.
 
 use super::row::{Read, RowSpec, rstd_of};
 use crate::lower::*;
@@ -32,8 +31,7 @@ use irc_ir::{Inst, OpKind, ValueDef};
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
-/// Blocks a split schedule aims for: 8 blocks of 256 threads per SM, full occupancy.
-/// Elements per step of the chunk loop: 256 threads × 4 unrolled elements.
+/// Chunks are multiples of this many elements: 256 threads × 4 unrolled elements.
 pub(crate) const STEP: u64 = 4 * THREADS as u64;
 
 /// Blocks per SM a cooperative split launch may have: all must be resident at once (256
@@ -256,34 +254,16 @@ impl Builder<'_, '_> {
                 [sum, lit(math, 0.0), lit(math, 0.0)]
             }
             _ => {
-                // Sums shifted by the chunk's first element, then (mean, M2, n) of the chunk.
-                let c = load_x(self, r, start.clone(), Read::Compute)?;
-                let s1 = self.var("s", mt, lit(math, 0.0));
-                let s2 = self.var("q", mt, lit(math, 0.0));
-                let n = self.var("n", mt, lit(math, 0.0));
+                // The chunk's (mean, M2, n) in one pass (`row::Moments`).
+                let m = super::row::Moments::new(self, math, None);
+                let m2 = m.clone();
                 self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
                     let x = load_x(b, r, kx, Read::Store)?;
-                    let d = b.let_("d", mt, call(Func::Sub, vec![x, c.clone()]));
-                    b.assign(&s1, call(Func::Add, vec![s1.clone(), d.clone()]));
-                    let dd = call(Func::Mul, vec![d.clone(), d]);
-                    b.assign(&s2, call(Func::Add, vec![s2.clone(), dd]));
-                    b.assign(&n, call(Func::Add, vec![n.clone(), lit(math, 1.0)]));
+                    m2.add(b, x);
                     Ok(())
                 })?;
-                let t1 = self.block_reduce(mt, ReduceOp::Sum, s1);
-                let t1 = self.let_("t1", mt, t1);
-                let t2 = self.block_reduce(mt, ReduceOp::Sum, s2);
-                let tn = self.block_reduce(mt, ReduceOp::Sum, n);
-                let tn = self.let_("tn", mt, tn);
-                let mean = call(
-                    Func::Add,
-                    vec![c, call(Func::Div, vec![t1.clone(), tn.clone()])],
-                );
-                let sq = call(
-                    Func::Div,
-                    vec![call(Func::Mul, vec![t1.clone(), t1]), tn.clone()],
-                );
-                [mean, call(Func::Sub, vec![t2, sq]), tn]
+                let (mean, m2, n) = m.merge(self, None)?;
+                [mean, m2, n]
             }
         };
         let tid0 = Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0));
@@ -472,7 +452,11 @@ impl Builder<'_, '_> {
                     )
                 };
                 let m2 = over(self, 0.0, &spread, ReduceOp::Sum)?;
-                let var = call(Func::Div, vec![m2, n]);
+                // At least 0: the partials' M2 may round below it (NaN with eps = 0).
+                let var = call(
+                    Func::Max,
+                    vec![call(Func::Div, vec![m2, n]), lit(math, 0.0)],
+                );
                 let rstd = self.let_("rstd", mt, rstd_of(var, r.eps, math));
                 (mean, rstd)
             }
