@@ -176,3 +176,38 @@ fn kernels_carry_graph_locations() {
     assert!(text.contains("softmax"), "{text}");
     assert!(text.contains("\"examples/small/softmax.ir\":"), "{text}");
 }
+
+/// The warpgroup-aligned Hopper instructions are LLVM's convergent intrinsics, not inline
+/// assembly (which LLVM may duplicate into divergent code).
+#[test]
+fn warpgroup_instructions_are_convergent_intrinsics() {
+    let options = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let text = emit_mlir(&lower_with("examples/attention.ir", &options)).unwrap();
+    for name in [
+        "llvm.nvvm.wgmma.fence.sync.aligned",
+        "llvm.nvvm.wgmma.commit_group.sync.aligned",
+        "llvm.nvvm.wgmma.wait_group.sync.aligned",
+        "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
+        "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
+    ] {
+        assert!(
+            text.contains(&format!("llvm.call_intrinsic \"{name}\"")),
+            "{name}"
+        );
+    }
+    for asm in [
+        "wgmma.fence.sync.aligned;",
+        "wgmma.commit_group",
+        "setmaxnreg",
+    ] {
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("llvm.inline_asm") && l.contains(asm)),
+            "{asm} as inline asm"
+        );
+    }
+}

@@ -403,12 +403,60 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
 
     /// One of the Hopper intrinsics.
     pub(super) fn hopper(&mut self, op: Intrinsic, args: &[kir::Arg]) -> R<()> {
+        // The warpgroup-aligned instructions as LLVM's convergent intrinsics (inline assembly
+        // is not convergent: LLVM could duplicate it into divergent code).
+        let imm = |i: usize| match args.get(i) {
+            Some(kir::Arg::Expr(Expr::Int(v))) => Ok(*v),
+            _ => Err(MlirError::KernelIr(format!(
+                "{} takes an immediate",
+                op.name()
+            ))),
+        };
         match op {
             Intrinsic::Wgmma(n) => self.wgmma(n, false, args),
             Intrinsic::WgmmaRs(n) => self.wgmma(n, true, args),
             Intrinsic::BarSync => self.named_barrier(false, args),
             Intrinsic::BarArrive => self.named_barrier(true, args),
+            Intrinsic::WgmmaFence => self.call_intrinsic("llvm.nvvm.wgmma.fence.sync.aligned", &[]),
+            Intrinsic::WgmmaCommit => {
+                self.call_intrinsic("llvm.nvvm.wgmma.commit_group.sync.aligned", &[])
+            }
+            Intrinsic::WgmmaWait => {
+                let n = self.int_const(64, imm(0)?)?;
+                self.call_intrinsic("llvm.nvvm.wgmma.wait_group.sync.aligned", &[n])
+            }
+            Intrinsic::SetMaxNregInc | Intrinsic::SetMaxNregDec => {
+                let n = self.int_const(32, imm(0)?)?;
+                let name = match op {
+                    Intrinsic::SetMaxNregInc => "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
+                    _ => "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32",
+                };
+                self.call_intrinsic(name, &[n])
+            }
             _ => self.ptx_intrinsic(op, args),
         }
+    }
+
+    /// `llvm.call_intrinsic` of a void LLVM intrinsic.
+    fn call_intrinsic(&mut self, name: &str, operands: &[MlirValue]) -> R<()> {
+        let ops: Vec<_> = operands.iter().map(|&v| self.v(v)).collect();
+        let op = OperationBuilder::new("llvm.call_intrinsic", self.loc)
+            .add_operands(&ops)
+            .add_attributes(&[
+                (
+                    self.e.id("intrin"),
+                    StringAttribute::new(self.ctx(), name).into(),
+                ),
+                (
+                    self.e.id("op_bundle_sizes"),
+                    DenseI32ArrayAttribute::new(self.ctx(), &[]).into(),
+                ),
+                (
+                    self.e.id("operandSegmentSizes"),
+                    DenseI32ArrayAttribute::new(self.ctx(), &[ops.len() as i32, 0]).into(),
+                ),
+            ])
+            .build();
+        self.push0(op, "llvm.call_intrinsic")
     }
 }
