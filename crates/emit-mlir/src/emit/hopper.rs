@@ -439,24 +439,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
 
     /// `llvm.call_intrinsic` of a void LLVM intrinsic.
     fn call_intrinsic(&mut self, name: &str, operands: &[MlirValue]) -> R<()> {
-        let ops: Vec<_> = operands.iter().map(|&v| self.v(v)).collect();
-        let op = OperationBuilder::new("llvm.call_intrinsic", self.loc)
-            .add_operands(&ops)
-            .add_attributes(&[
-                (
-                    self.e.id("intrin"),
-                    StringAttribute::new(self.ctx(), name).into(),
-                ),
-                (
-                    self.e.id("op_bundle_sizes"),
-                    DenseI32ArrayAttribute::new(self.ctx(), &[]).into(),
-                ),
-                (
-                    self.e.id("operandSegmentSizes"),
-                    DenseI32ArrayAttribute::new(self.ctx(), &[ops.len() as i32, 0]).into(),
-                ),
-            ])
-            .build();
+        let op = self.call_intrinsic_op(name, operands, &[]);
         self.push0(op, "llvm.call_intrinsic")
     }
 }

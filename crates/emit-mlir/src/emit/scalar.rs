@@ -25,8 +25,19 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         args: &[MlirValue],
         ty: Type<'c>,
     ) -> R<MlirValue> {
+        let op = self.call_intrinsic_op(name, args, &[ty]);
+        self.push(op, "llvm.call_intrinsic")
+    }
+
+    /// The `llvm.call_intrinsic` op of `name` with `results` (none: a void intrinsic).
+    pub(super) fn call_intrinsic_op(
+        &self,
+        name: &str,
+        args: &[MlirValue],
+        results: &[Type<'c>],
+    ) -> Result<Operation<'c>, melior::Error> {
         let operands: Vec<Value> = args.iter().map(|&a| self.v(a)).collect();
-        let op = OperationBuilder::new("llvm.call_intrinsic", self.loc)
+        OperationBuilder::new("llvm.call_intrinsic", self.loc)
             .add_operands(&operands)
             .add_attributes(&[
                 (
@@ -42,9 +53,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     DenseI32ArrayAttribute::new(self.ctx(), &[args.len() as i32, 0]).into(),
                 ),
             ])
-            .add_results(&[ty])
-            .build();
-        self.push(op, "llvm.call_intrinsic")
+            .add_results(results)
+            .build()
     }
 
     /// A thread or block coordinate as a 32-bit integer (`nvvm.read.ptx.sreg.*`), hoisted.

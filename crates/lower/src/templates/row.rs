@@ -160,44 +160,18 @@ impl Builder<'_, '_> {
         })
     }
 
-    /// Softmax's row statistics in one pass (the streamed schedule): each thread keeps a
-    /// running max `m` and the sum `s` of `exp(x − m)`, rescaled when `m` grows; then the
-    /// block's max `M` and `Σ s·exp(m − M)`. Returns `(M, sum)`.
+    /// Softmax's row statistics in one pass (the streamed schedule): the block's
+    /// [`OnlineSoftmax`] of the row. Returns `(max, sum)`.
     fn online_softmax(&mut self, r: &RowSpec, k: u64, row: &Expr, width: u64) -> R<(Expr, Expr)> {
-        let (math, call) = (r.math, Expr::call);
-        let mt = Ty::Elem(math);
-        let m = self.var("m", mt, lit(math, super::split::lowest(math)));
-        let s = self.var("s", mt, lit(math, 0.0));
-        let (m2, s2, row2) = (m.clone(), s.clone(), row.clone());
+        let o = OnlineSoftmax::new(self, r.math);
+        let (o2, row2) = (o.clone(), row.clone());
         self.row_loop(k, row, width, move |b, kv| {
             b.coord = vec![kv, row2];
             let x = b.row_x(r, Read::Store)?;
-            let x = b.let_("xv", mt, x);
-            let mn = b.let_("mn", mt, call(Func::Max, vec![m2.clone(), x.clone()]));
-            let rescale = call(
-                Func::Exp,
-                vec![call(Func::Sub, vec![m2.clone(), mn.clone()])],
-            );
-            let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
-            let v = call(
-                Func::Add,
-                vec![call(Func::Mul, vec![s2.clone(), rescale]), ex],
-            );
-            b.assign(&s2, v);
-            b.assign(&m2, mn);
+            o2.add(b, x);
             Ok(())
         })?;
-        let mx = self.block_reduce(mt, ReduceOp::Max, m.clone());
-        let mx = self.let_("max", mt, mx);
-        let mine = call(
-            Func::Mul,
-            vec![
-                s,
-                call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])]),
-            ],
-        );
-        let sum = self.block_reduce(mt, ReduceOp::Sum, mine);
-        Ok((mx, self.let_("sum", mt, sum)))
+        o.merge(self)
     }
 
     /// Layernorm's row statistics in one pass (the streamed schedule): the block's
@@ -458,5 +432,61 @@ impl Moments {
         let m2 = b.block_reduce(mt, ReduceOp::Sum, spread);
         let m2 = b.let_("m2", mt, m2);
         Ok((mean, m2, n))
+    }
+}
+
+/// A thread's running softmax statistics of the values it is given: the max `m` and the sum
+/// `s` of `exp(x − m)`, rescaled when `m` grows (two exponentials a value); then the block's
+/// max `M` and `Σ s·exp(m − M)`. `m` starts at the math type's lowest finite value, so a
+/// thread without values adds 0 and a row of that value is uniform.
+#[derive(Clone)]
+pub(crate) struct OnlineSoftmax {
+    math: DType,
+    m: Expr,
+    s: Expr,
+}
+
+impl OnlineSoftmax {
+    pub(crate) fn new(b: &mut Builder<'_, '_>, math: DType) -> OnlineSoftmax {
+        let mt = Ty::Elem(math);
+        OnlineSoftmax {
+            math,
+            m: b.var("m", mt, lit(math, super::split::lowest(math))),
+            s: b.var("s", mt, lit(math, 0.0)),
+        }
+    }
+
+    /// One value `x` (in the math dtype).
+    pub(crate) fn add(&self, b: &mut Builder<'_, '_>, x: Expr) {
+        let (mt, call) = (Ty::Elem(self.math), Expr::call);
+        let x = b.let_("xv", mt, x);
+        let mn = b.let_("mn", mt, call(Func::Max, vec![self.m.clone(), x.clone()]));
+        let rescale = call(
+            Func::Exp,
+            vec![call(Func::Sub, vec![self.m.clone(), mn.clone()])],
+        );
+        let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
+        let v = call(
+            Func::Add,
+            vec![call(Func::Mul, vec![self.s.clone(), rescale]), ex],
+        );
+        b.assign(&self.s, v);
+        b.assign(&self.m, mn);
+    }
+
+    /// The block's `(max, sum)` (every thread of the block).
+    pub(crate) fn merge(self, b: &mut Builder<'_, '_>) -> R<(Expr, Expr)> {
+        let (mt, call) = (Ty::Elem(self.math), Expr::call);
+        let mx = b.block_reduce(mt, ReduceOp::Max, self.m.clone());
+        let mx = b.let_("max", mt, mx);
+        let mine = call(
+            Func::Mul,
+            vec![
+                self.s,
+                call(Func::Exp, vec![call(Func::Sub, vec![self.m, mx.clone()])]),
+            ],
+        );
+        let sum = b.block_reduce(mt, ReduceOp::Sum, mine);
+        Ok((mx, b.let_("sum", mt, sum)))
     }
 }

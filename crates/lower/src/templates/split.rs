@@ -199,7 +199,6 @@ impl Builder<'_, '_> {
         let math = r.math;
         let mt = Ty::Elem(math);
         let call = Expr::call;
-        let lowest = lowest(math);
         let row = bx(Builtin::BidY);
         let start = start.clone();
         let load_x = |b: &mut Builder, r: &RowSpec, kx: Expr, read: Read| -> R<Expr> {
@@ -209,34 +208,15 @@ impl Builder<'_, '_> {
         };
         let values: [Expr; 3] = match op {
             OpKind::Softmax | OpKind::LogSoftmax => {
-                let m = self.var("m", mt, lit(math, lowest));
-                let s = self.var("s", mt, lit(math, 0.0));
+                // The chunk's (max, sum of exp(x - max)) in one pass (`row::OnlineSoftmax`).
+                let o = super::row::OnlineSoftmax::new(self, math);
+                let o2 = o.clone();
                 self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
                     let x = load_x(b, r, kx, Read::Store)?;
-                    let mn = b.let_("mn", mt, call(Func::Max, vec![m.clone(), x.clone()]));
-                    let rescale = call(
-                        Func::Exp,
-                        vec![call(Func::Sub, vec![m.clone(), mn.clone()])],
-                    );
-                    let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
-                    let v = call(
-                        Func::Add,
-                        vec![call(Func::Mul, vec![s.clone(), rescale]), ex],
-                    );
-                    b.assign(&s, v);
-                    b.assign(&m, mn);
+                    o2.add(b, x);
                     Ok(())
                 })?;
-                let mx = self.block_reduce(mt, ReduceOp::Max, m.clone());
-                let mx = self.let_("max", mt, mx);
-                let mine = call(
-                    Func::Mul,
-                    vec![
-                        s,
-                        call(Func::Exp, vec![call(Func::Sub, vec![m, mx.clone()])]),
-                    ],
-                );
-                let sum = self.block_reduce(mt, ReduceOp::Sum, mine);
+                let (mx, sum) = o.merge(self)?;
                 [mx, sum, lit(math, 0.0)]
             }
             OpKind::Rmsnorm => {
