@@ -43,6 +43,15 @@ pub(crate) fn vector_layout(access: &Layout, width: u64, offset: i64) -> Option<
     if k % w != 0 {
         return None;
     }
+    // The contiguous run the vectors start in must hold whole vectors: a row that repeats a
+    // 9-element run (a broadcast, `(9,4):(1,0)`) has vectors of 4 straddling its end, which
+    // the composition below does not refuse.
+    let runs = coalesce(&m0).ok()?;
+    if let Some(&(run, 1)) = runs.leaves().first()
+        && run % w != 0
+    {
+        return None;
+    }
     let split = composition(&m0, &Layout::flat(&[w, k / w], &[1, w]).ok()?).ok()?;
     let head = coalesce(&split.mode(0).ok()?).ok()?;
     if head.leaves() != [(w, 1)] {
@@ -304,5 +313,23 @@ impl Builder<'_, '_> {
             value,
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_stay_inside_contiguous_runs() {
+        // 36 elements repeating a 9-element run: no vector of 4 (one would read 8..11).
+        let repeated = Layout::flat(&[9, 4], &[1, 0]).unwrap();
+        assert!(vector_layout(&repeated, 4, 0).is_none());
+        // Runs of 8 hold whole vectors of 4 and 8.
+        let runs = Layout::flat(&[8, 4], &[1, 0]).unwrap();
+        assert!(vector_layout(&runs, 4, 0).is_some());
+        assert!(vector_layout(&runs, 8, 0).is_some());
+        // A plain row of 36.
+        assert!(vector_layout(&Layout::int(36, 1).unwrap(), 4, 0).is_some());
     }
 }
