@@ -430,6 +430,27 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// [`Builder::resolve`] without recording the views as the kernel's origins: a question
+    /// a template asks before it decides what to build.
+    pub(crate) fn resolve_quiet(
+        &self,
+        mut v: ValueId,
+        access: &Layout,
+    ) -> Option<(ValueId, Layout)> {
+        let mut access = access.clone();
+        loop {
+            if self.l.buffer_of.contains_key(&v) {
+                return Some((v, access));
+            }
+            let inst = self.def(v)?;
+            if !is_view(inst.op) || inst.op == OpKind::Slice {
+                return None;
+            }
+            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
+            v = inst.operands[0];
+        }
+    }
+
     /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
     /// of one (not a computed value).
     pub(crate) fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {

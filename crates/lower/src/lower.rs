@@ -402,6 +402,7 @@ impl<'g> Lowering<'g> {
         let mut b = Builder::new(self, grp.name.clone(), i);
         b.roots = roots.clone();
         b.config = config;
+        b.heuristic = matches!(source, ConfigSource::Heuristic);
         if let Some(ops) = &attention {
             b.attention(ops, &roots)?;
         } else {
@@ -433,6 +434,8 @@ impl<'g> Lowering<'g> {
         }
         let temps = std::mem::take(&mut b.temps);
         let mut kernels = std::mem::take(&mut b.pre);
+        // A template may refine its heuristic's point once it sees the operands (`b.config`).
+        let config = if b.heuristic { b.config } else { config };
         kernels.push(b.finish());
         let choice = Choice {
             group: grp.name.clone(),
@@ -507,6 +510,9 @@ pub(crate) struct Builder<'l, 'g> {
     /// result would get when stored ([`Builder::wide_of`]): an attention prologue, whose
     /// scores are f32 accumulators and never exist in memory.
     pub(crate) wide: bool,
+    /// Whether `config` is the template's heuristic point (no tuning cache entry, no flag): a
+    /// template may then refine it from what only lowering sees (operand alignment).
+    pub(crate) heuristic: bool,
     /// Values known to be this expression at every coordinate (an attention prologue's
     /// causal condition on a tile it keeps whole, a scaled score read raw).
     pub(crate) known: HashMap<ValueId, Expr>,
@@ -549,6 +555,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             pre: vec![],
             config: None,
             wide: false,
+            heuristic: false,
             known: HashMap::new(),
             vectors: None,
         }

@@ -96,6 +96,29 @@ fn copy_width(
     None
 }
 
+/// Whether [`copy_width`] finds a width for the operand, asked without adding to the kernel.
+fn has_copy_width(
+    b: &Builder<'_, '_>,
+    v: ValueId,
+    access: &Layout,
+    fast: usize,
+    elem_bytes: u64,
+) -> bool {
+    let Some((_, l)) = b.resolve_quiet(v, access) else {
+        return false;
+    };
+    [16, 8, 4]
+        .map(|bytes| bytes / elem_bytes as i64)
+        .into_iter()
+        .any(|w| {
+            w > 0
+                && vector_layout(&l, fast, w).is_some_and(|vl| {
+                    kir::is_vector_operand(&vl, w, access.rank())
+                        && Layout::concat(&vl.modes()[1..]).is_ok()
+                })
+        })
+}
+
 impl Builder<'_, '_> {
     /// A matmul on tensor cores, storing `root` as `matmul` does: f16/bf16 in by
     /// `mma.m16n8k16`, or f32 in by three `mma.m16n8k8.tf32` per atom (`tf32.rs`), f32
@@ -111,6 +134,32 @@ impl Builder<'_, '_> {
         };
         let dt = p.dtype;
         let tf32 = dt == DType::F32;
+        // The heuristic's point, refined: both operands K-major and read element by element
+        // (rows not 4-byte aligned) spill at 4 stages of 128x128 tiles once the ring wraps
+        // (ptxas, sm_80 and sm_90a: 80 bytes for A·Bᵀ from K = 129 on), not at 3.
+        let heuristic = match self.config {
+            Some(super::super::Config::Mma(_)) => self.heuristic,
+            _ => self.l.options.mma.is_none(),
+        };
+        let wraps = p.k.div_ceil(cfg.bk) > cfg.stages;
+        let cfg = if heuristic && wraps && cfg.stages > 3 && !tf32 && {
+            let a = p.prologue.as_ref().map_or(inst.operands[0], |q| q.x);
+            let by_element = |s: &mut Self, v, access: &Layout, fast| {
+                !has_copy_width(s, v, access, fast, dt.size_bytes())
+            };
+            p.a_k_fast
+                && !p.b_n_fast
+                && by_element(self, a, &p.access_a, 1)
+                && by_element(self, inst.operands[1], &p.access_b, 0)
+        } {
+            let c = MmaConfig { stages: 3, ..cfg };
+            if matches!(self.config, Some(super::super::Config::Mma(_))) {
+                self.config = Some(super::super::Config::Mma(c));
+            }
+            c
+        } else {
+            cfg
+        };
         cfg.check_for(&self.l.options.target, dt.size_bytes())
             .map_err(|why| {
                 Retry::Fail(LowerError::Unsupported {
