@@ -316,3 +316,53 @@ fn the_verifier_checks_async_copies() {
         assert!(e.to_string().contains(want), "expected {want:?}, got: {e}");
     }
 }
+
+#[test]
+fn misaligned_operands_of_large_products_are_realigned_for_tma() {
+    // tests/gpu/matmul_realign.ir: 16-bit operands whose rows are not 16-byte aligned. The four
+    // large products copy each such operand into an aligned temp before their Hopper kernel
+    // (both of the first two, the batched product's A alone: its B rows are 400 bytes; the
+    // split-K product's A alone); the small product reads its operands in place with mma.sync.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/gpu/matmul_realign.ir");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let g = &irc_frontend::parse_module(&text).unwrap().graphs[0];
+    let options = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let m = irc_lower::plan_and_lower_with(g, SourceInfo::default(), &options)
+        .unwrap()
+        .kernels;
+    let names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
+    let copies: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| n.ends_with("_realign_a") || n.ends_with("_realign_b"))
+        .collect();
+    assert_eq!(copies.len(), 6, "{names:?}");
+    assert!(
+        names.iter().any(|n| n.ends_with("_partial")),
+        "no split K: {names:?}"
+    );
+    // Each copy runs before the kernel whose operand it realigns, and that kernel reads the temp
+    // through a tensor map.
+    for c in &copies {
+        let (owner, _) = c.rsplit_once("_realign_").unwrap();
+        let at = |n: &str| names.iter().position(|k| *k == n);
+        assert!(at(c) < at(owner), "{c} after {owner}: {names:?}");
+        let temp = m.buffers.iter().find(|b| b.name == *c).unwrap();
+        assert_eq!(temp.shape.last().unwrap() % 64, 0, "{temp:?}");
+        assert!(
+            m.buffers
+                .iter()
+                .any(|b| b.tensor_map.as_ref().is_some_and(|t| t.of == *c)),
+            "no tensor map reads {c}"
+        );
+    }
+    let text = kir::print_module(&m);
+    assert!(text.contains("wgmma"), "no Hopper kernel");
+    assert!(
+        text.contains("mma.m16n8k16"),
+        "the small product is not mma.sync's"
+    );
+}

@@ -9,14 +9,14 @@
 //! `kext / 64` boxes `64 x rows` when K-major, `rows / 64` boxes `64 x kext` when MN-major.
 
 use crate::lower::*;
-use irc_ir::{DType, ValueId};
+use irc_ir::DType;
 use irc_kir::{self as kir, Arg, Expr, IdxOp, Intrinsic, Space, Stmt};
 use irc_layout::{Layout, coalesce};
 
 /// How one operand is read: its tensor map and where its tile sits in shared memory.
 pub(crate) struct Operand {
-    /// The buffer the map is over.
-    pub(crate) buffer: ValueId,
+    /// The buffer the map is over (a graph value's, or a temp's: `realign`).
+    pub(crate) buffer: String,
     /// Extents and byte strides of the map, innermost first (inner, outer, batch dims...).
     pub(crate) dims: Vec<u64>,
     pub(crate) strides: Vec<u64>,
@@ -173,7 +173,7 @@ impl Operand {
 /// operand's row count, `k` its K extent; a stage's tile is `rows x kext`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn operand(
-    buffer: ValueId,
+    buffer: String,
     layout: &Layout,
     rows: u64,
     kext: u64,
@@ -274,7 +274,7 @@ impl Builder<'_, '_> {
 
     /// A temp buffer holding the tensor map of `o`, and the kernel's `i64` tensor over it.
     pub(crate) fn tensor_map(&mut self, o: &Operand, dt: DType) -> R<String> {
-        let of = self.l.buffer_of[&o.buffer].clone();
+        let of = o.buffer.clone();
         let name = format!("{}_tma{}", self.kernel.name, self.temps.len());
         let decl = kir::BufferDecl {
             name: name.clone(),
@@ -330,7 +330,7 @@ mod tests {
             for rows in [64, 128, 256] {
                 for kext in [64, 128] {
                     let o = Operand {
-                        buffer: ValueId(0),
+                        buffer: String::new(),
                         dims: vec![],
                         strides: vec![],
                         batch: vec![],

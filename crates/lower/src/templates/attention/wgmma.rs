@@ -85,7 +85,16 @@ impl Builder<'_, '_> {
                     k: u64,
                     extent: u64| {
             let (buf, l) = s.resolve(v, access)?;
-            operand(buf, &l, rows, kext, k, extent, elems(s, buf), 2)
+            operand(
+                s.l.buffer_of[&buf].clone(),
+                &l,
+                rows,
+                kext,
+                k,
+                extent,
+                elems(s, buf),
+                2,
+            )
         };
         let Some(oq) = read(self, q, &p.qk.access_a, bq, d, d, p.sq) else {
             return Ok(false);

@@ -68,10 +68,44 @@ impl Builder<'_, '_> {
             return Ok(false);
         };
         let (ae, be) = (elems(self, abuf), elems(self, bbuf));
-        let Some(oa) = operand(abuf, &al, BM, BK, p.k, p.m, ae, esize) else {
-            return Ok(false);
+        // An operand TMA cannot read in place (rows not 16-byte aligned) is copied into an
+        // aligned temp first where the product is large enough to pay for it (`realign`).
+        let big = p
+            .batch
+            .saturating_mul(p.m)
+            .saturating_mul(p.n)
+            .saturating_mul(p.k)
+            >= super::realign::REALIGN_MIN_MACS;
+        let index = self.inst_index(inst)?;
+        let read = |s: &mut Self,
+                    buf: ValueId,
+                    l: &Layout,
+                    rows: u64,
+                    ext: u64,
+                    n: u64,
+                    what: &str|
+         -> R<Option<Operand>> {
+            let name = s.l.buffer_of[&buf].clone();
+            if let Some(o) = operand(name, l, rows, BK, p.k, ext, n, esize) {
+                return Ok(Some(o));
+            }
+            if !big || p.prologue.is_some() {
+                return Ok(None);
+            }
+            let Some((temp, tl)) = s.realigned(index, buf, l, what)? else {
+                return Ok(None);
+            };
+            let size = tl.cosize().map_err(internal)? as u64;
+            Ok(operand(temp, &tl, rows, BK, p.k, ext, size, esize))
         };
-        let Some(ob) = operand(bbuf, &bl, bn, BK, p.k, p.n, be, esize) else {
+        let (pre, temps) = (self.pre.len(), self.temps.len());
+        let (Some(oa), Some(ob)) = (
+            read(self, abuf, &al, BM, p.m, ae, "a")?,
+            read(self, bbuf, &bl, bn, p.n, be, "b")?,
+        ) else {
+            // Neither operand's copy is kept for the mma.sync template.
+            self.pre.truncate(pre);
+            self.temps.truncate(temps);
             return Ok(false);
         };
         // The prologue walks K-major A tiles' 16-byte chunks along K.
@@ -86,6 +120,8 @@ impl Builder<'_, '_> {
         let budget = target.max_dynamic_shared_bytes.saturating_sub(fixed);
         let stages = (budget / stage_bytes).min(6);
         if stages < 2 {
+            self.pre.truncate(pre);
+            self.temps.truncate(temps);
             return Ok(false);
         }
         let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(bn));

@@ -1,0 +1,175 @@
+//! Operands that TMA cannot read where they lie, realigned by a copy kernel first.
+//!
+//! A tensor map's row strides must be multiples of 16 bytes, so a 16-bit matrix whose
+//! contiguous extent is odd (`[8205, 5921]` f16: rows 11842 bytes apart) cannot feed the Hopper
+//! templates in place, and the mma.sync template then reads it element by element (its
+//! 16-byte copies need the same alignment) at a fifth of wgmma's rate. For large products the
+//! operand is instead copied once into a temp whose rows are padded to 128 bytes — one read
+//! and one write of the operand at memory bandwidth, a few percent of the product's time — and
+//! the tensor map reads the temp. The padding is never read: the map's extents are the
+//! operand's own, so tiles past the end are TMA's zero fill as before.
+//!
+//! The copy keeps the operand's majorness (its contiguous mode stays contiguous), so both its
+//! reads and its writes are coalesced: a block of 256 threads copies 2048 consecutive elements
+//! of the operand (in its own order, rows one after the other), eight a thread, the eight
+//! loads issued before any store (a load past the end reads the last element instead, and its
+//! store is skipped).
+
+use crate::lower::*;
+use irc_ir::ValueId;
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Space, Stmt, Ty};
+use irc_layout::{Layout, coalesce};
+
+/// Products of at least this many multiply-adds realign their misaligned operands (below, the
+/// copy's launch and its pass over the operand outweigh what wgmma saves).
+pub(crate) const REALIGN_MIN_MACS: u64 = 1 << 27;
+/// Elements a thread copies, and threads a block.
+const PER_THREAD: u64 = 8;
+const COPY_THREADS: u64 = 256;
+/// The temp's rows are padded to this many elements (128 bytes of a 16-bit type).
+const ROW_PAD: u64 = 64;
+
+/// One mode of an access layout as a single `(extent, stride)`, if it is one after coalescing.
+fn single(m: &Layout) -> Option<(u64, i64)> {
+    match coalesce(m).ok()?.leaves().as_slice() {
+        [(s, d)] => Some((*s as u64, *d)),
+        [] => Some((1, 0)),
+        _ => None,
+    }
+}
+
+impl Builder<'_, '_> {
+    /// Copies `buf`, read through `access` (`(rows, k[, batch])` → element), into a new temp
+    /// with rows padded to [`ROW_PAD`] elements, by a kernel launched before this one; returns
+    /// the temp's name and the same `(rows, k[, batch])` access over it. `None` (nothing
+    /// emitted) where the access is not a matrix with one contiguous mode and a dense batch. The
+    /// copy kernel's origin is statement `inst_index` (the matmul).
+    pub(crate) fn realigned(
+        &mut self,
+        inst_index: usize,
+        buf: ValueId,
+        access: &Layout,
+        what: &str,
+    ) -> R<Option<(String, Layout)>> {
+        let modes = access.modes();
+        let (Some(rows), Some(k)) = (
+            modes.first().and_then(single),
+            modes.get(1).and_then(single),
+        ) else {
+            return Ok(None);
+        };
+        let batch = match modes.get(2) {
+            Some(b) => match single(b) {
+                Some(x) => Some(x),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        // A batch broadcast (stride 0: a matrix shared by every batch entry) is copied once and
+        // read as broadcast from the temp.
+        let (nb_all, sb) = batch.unwrap_or((1, 0));
+        let nb = if sb == 0 { 1 } else { nb_all };
+        // The contiguous mode (`c`) and the other (`o`): K-major or MN-major.
+        let k_contiguous = k.1 == 1 && k.0 > 1;
+        let (c, o) = if k_contiguous {
+            (k, rows)
+        } else if rows.1 == 1 && rows.0 > 1 {
+            (rows, k)
+        } else {
+            return Ok(None);
+        };
+        let (ec, eo) = (c.0, o.0);
+        let pc = ec.next_multiple_of(ROW_PAD);
+        let name = format!("{}_realign_{what}", self.kernel.name);
+        let dtype = self.ty(buf).dtype;
+        let decl = kir::BufferDecl {
+            name: name.clone(),
+            dtype,
+            shape: vec![nb, eo, pc],
+            kind: kir::BufferKind::Temp,
+            tensor_map: None,
+        };
+        self.temps.push(decl.clone());
+
+        // The copy: source and temp both indexed (contiguous, other, batch).
+        let mut cp = Builder::new(
+            self.l,
+            format!("{}_realign_{what}", self.kernel.name),
+            inst_index,
+        );
+        cp.temps.push(decl);
+        let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        let batch_mode = |s: i64| li(nb, s);
+        let src_layout = concat(&[li(ec, c.1)?, li(eo, o.1)?, batch_mode(sb)?])?;
+        let src = cp.global(buf, src_layout);
+        let pp = cp.param(&name);
+        let dst = cp.tensor(
+            Space::Global(pp),
+            dtype,
+            concat(&[
+                li(ec, 1)?,
+                li(eo, pc as i64)?,
+                batch_mode((eo * pc) as i64)?,
+            ])?,
+        );
+        // The operand's elements in order (contiguous mode first), 2048 a block: element `g` is
+        // `(g % ec, g / ec % eo, g / (ec · eo))`, so a warp's loads and stores are contiguous
+        // but where a row ends, whatever the row's length.
+        let total = nb * eo * ec;
+        let span = PER_THREAD * COPY_THREADS;
+        let units = total.div_ceil(span);
+        cp.kernel.block = [COPY_THREADS as u32, 1, 1];
+        cp.kernel.grid = [units.clamp(1, MAX_BLOCKS) as u32, 1, 1];
+        cp.for_(
+            "u",
+            bx(Builtin::BidX),
+            int(units),
+            bx(Builtin::NctaidX),
+            false,
+            |b, u| {
+                let g0 = b.let_("g", Ty::Idx, add(mul(u, int(span)), bx(Builtin::TidX)));
+                let mut held = vec![];
+                for j in 0..PER_THREAD {
+                    let g = add(g0.clone(), int(j * COPY_THREADS));
+                    let inside = lt(g.clone(), int(total));
+                    let at = Expr::call(Func::Select, vec![inside.clone(), g, int(total - 1)]);
+                    let at = b.let_("at", Ty::Idx, at);
+                    let e = b.let_("e", Ty::Idx, Expr::idx(IdxOp::Rem, at.clone(), int(ec)));
+                    let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, at, int(ec)));
+                    let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
+                    let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
+                    let coord = vec![e, r, bi];
+                    let v = b.let_("v", Ty::Elem(dtype), Expr::load(&src, coord.clone()));
+                    held.push((coord, inside, v));
+                }
+                for (coord, inside, v) in held {
+                    let store = Stmt::Store {
+                        tensor: dst.clone(),
+                        coord,
+                        value: v,
+                    };
+                    b.out.push(Stmt::If {
+                        cond: inside,
+                        body: vec![store],
+                        orelse: vec![],
+                    });
+                }
+                Ok(())
+            },
+        )?;
+        self.pre.push(cp.finish());
+
+        // The access over the temp, in the operand's mode order.
+        let (r_st, k_st) = if k_contiguous {
+            (pc as i64, 1)
+        } else {
+            (1, pc as i64)
+        };
+        let mut out = vec![li(rows.0, r_st)?, li(k.0, k_st)?];
+        if batch.is_some() {
+            let stride = if sb == 0 { 0 } else { (eo * pc) as i64 };
+            out.push(li(nb_all, stride)?);
+        }
+        Ok(Some((name, concat(&out)?)))
+    }
+}
