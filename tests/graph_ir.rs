@@ -311,19 +311,24 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     /// Every random graph lowers to a kernel IR module that verifies, prints, re-parses to
-    /// itself, and emits CUDA with a valid launch manifest.
+    /// itself, and emits CUDA with a valid launch manifest: for sm_80 (mma.sync) and with the
+    /// Hopper templates (sm_90a, the CLI's default).
     #[test]
     fn random_graphs_lower_to_verified_kernels(m in arb_module()) {
         let g = &m.graphs[0];
-        let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default())
-            .map_err(|e| TestCaseError::fail(format!("{e}\n{}", irc_ir::print_module(&m))))?;
-        irc_kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let text = irc_kir::print_module(&k);
-        let back = irc_kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-        prop_assert_eq!(&back, &k);
-        let cu = irc_emit_cuda::emit(&k);
-        cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
+        for wgmma in [false, true] {
+            let options = irc_lower::LowerOptions { wgmma, ..Default::default() };
+            let k = irc_lower::plan_and_lower_with(g, irc_lower::SourceInfo::default(), &options)
+                .map_err(|e| TestCaseError::fail(format!("wgmma {wgmma}: {e}\n{}", irc_ir::print_module(&m))))?
+                .kernels;
+            irc_kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let text = irc_kir::print_module(&k);
+            let back = irc_kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            prop_assert_eq!(&back, &k);
+            let cu = irc_emit_cuda::emit(&k);
+            cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
+        }
         irc_tests::check_fusion_agrees(g).map_err(TestCaseError::fail)?;
     }
 }

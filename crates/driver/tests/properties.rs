@@ -1,7 +1,7 @@
 //! Properties of the whole pipeline on random graphs: every random graph that verifies (shapes
 //! with 1s and primes, constant arrays holding NaN, ±inf and values beyond the dtype's range,
 //! matmuls, reductions, views with negative axes) runs through `-O`, lowers to a kernel IR
-//! module that verifies (through `irc_pipeline`, as `irc` does), emits CUDA that NVRTC compiles (when the CUDA wheels are found: see
+//! module that verifies (through `irc_pipeline`, as `irc` does), emits CUDA that NVRTC compiles for sm_90a and sm_80 (when the CUDA wheels are found: see
 //! `scripts/test.sh`), and, with the `mlir` feature, emits an MLIR module that verifies.
 //!
 //! The failures these properties found inside `crates/lower` (16-bit matmuls with N = 1 or
@@ -175,18 +175,26 @@ fn pipeline_with(text: &str, mlir: bool) -> Result<(), String> {
     let g = &module.graphs[0];
     for optimize in [false, true] {
         let label = if optimize { "-O" } else { "as written" };
-        let p = Pipeline {
-            passes: optimize.then(irc_passes::manager::PassManager::default_pipeline),
-            arch: Some("sm_80".into()),
-            ..Default::default()
-        };
         let until = if nvrtc_found() {
             Stage::Ptx
         } else {
             Stage::Cuda
         };
-        p.compile(g, Default::default(), until)
-            .map_err(|e| format!("{label}: {e}"))?;
+        // sm_90a, the CLI's default, has the Hopper templates (TMA, wgmma) besides sm_80's.
+        for arch in ["sm_90a", "sm_80"] {
+            let p = Pipeline {
+                passes: optimize.then(irc_passes::manager::PassManager::default_pipeline),
+                arch: Some(arch.into()),
+                ..Default::default()
+            };
+            p.compile(g, Default::default(), until)
+                .map_err(|e| format!("{label}, {arch}: {e}"))?;
+        }
+        let p = Pipeline {
+            passes: optimize.then(irc_passes::manager::PassManager::default_pipeline),
+            arch: Some("sm_80".into()),
+            ..Default::default()
+        };
         if mlir && cfg!(feature = "mlir") {
             p.compile(g, Default::default(), Stage::Mlir)
                 .map_err(|e| format!("{label}: MLIR: {e}"))?;
