@@ -402,7 +402,7 @@ pub(crate) fn round_to(d: DType, x: f64) -> f64 {
     }
 }
 
-impl Builder<'_, '_> {
+impl<'g> Builder<'_, 'g> {
     /// A view's layout: a coordinate of the view (its row-major index) to the source's index.
     pub(crate) fn view_layout(&self, inst: &Inst) -> Result<Layout, LayoutError> {
         let src_shape = &self.ty(inst.operands[0]).shape;
@@ -432,28 +432,30 @@ impl Builder<'_, '_> {
 
     /// [`Builder::resolve`] without recording the views as the kernel's origins: a question
     /// a template asks before it decides what to build.
-    pub(crate) fn resolve_quiet(
-        &self,
-        mut v: ValueId,
-        access: &Layout,
-    ) -> Option<(ValueId, Layout)> {
-        let mut access = access.clone();
-        loop {
-            if self.l.buffer_of.contains_key(&v) {
-                return Some((v, access));
-            }
-            let inst = self.def(v)?;
-            if !is_view(inst.op) || inst.op == OpKind::Slice {
-                return None;
-            }
-            access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
-            v = inst.operands[0];
-        }
+    pub(crate) fn resolve_quiet(&self, v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+        self.walk_views(v, access, &mut |_| {})
     }
 
     /// The buffer `v` is read from at `access`, following views, if `v` is a buffer or views
-    /// of one (not a computed value).
-    pub(crate) fn resolve(&mut self, mut v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+    /// of one (not a computed value); the views walked become origins of the kernel.
+    pub(crate) fn resolve(&mut self, v: ValueId, access: &Layout) -> Option<(ValueId, Layout)> {
+        let mut seen = vec![];
+        let found = self.walk_views(v, access, &mut |inst| seen.push(inst));
+        for inst in seen {
+            let origin = self.l.origin(inst);
+            self.add_origin(origin);
+        }
+        found
+    }
+
+    /// Follows `v`'s views down to a buffer, composing `access` through each, `on_view` given
+    /// each view passed.
+    fn walk_views(
+        &self,
+        mut v: ValueId,
+        access: &Layout,
+        on_view: &mut dyn FnMut(&'g Inst),
+    ) -> Option<(ValueId, Layout)> {
         let mut access = access.clone();
         loop {
             if self.l.buffer_of.contains_key(&v) {
@@ -465,8 +467,7 @@ impl Builder<'_, '_> {
                 return None;
             }
             access = composition(&self.view_layout(inst).ok()?, &access).ok()?;
-            let origin = self.l.origin(inst);
-            self.add_origin(origin);
+            on_view(inst);
             v = inst.operands[0];
         }
     }

@@ -402,7 +402,16 @@ impl<'g> Lowering<'g> {
         let mut b = Builder::new(self, grp.name.clone(), i);
         b.roots = roots.clone();
         b.config = config;
-        b.heuristic = matches!(source, ConfigSource::Heuristic);
+        // The heuristic's point, whether chosen by default or given (a tuner's baseline, a
+        // cache entry holding that point), but not a flag's: a template may refine it
+        // (`Builder::heuristic`).
+        let point = crate::templates::config::space_of(problem.template)
+            .map(|s| s.heuristic(&problem, &self.options.target));
+        b.heuristic = match source {
+            ConfigSource::Heuristic => true,
+            ConfigSource::Flag => false,
+            _ => config.is_some() && config == point,
+        };
         if let Some(ops) = &attention {
             b.attention(ops, &roots)?;
         } else {
@@ -510,8 +519,9 @@ pub(crate) struct Builder<'l, 'g> {
     /// result would get when stored ([`Builder::wide_of`]): an attention prologue, whose
     /// scores are f32 accumulators and never exist in memory.
     pub(crate) wide: bool,
-    /// Whether `config` is the template's heuristic point (no tuning cache entry, no flag): a
-    /// template may then refine it from what only lowering sees (operand alignment).
+    /// Whether `config` is the template's heuristic point (by default, or given as that very
+    /// point): a template may then refine it from what only lowering sees (operand alignment),
+    /// and the refined point is what the group reports.
     pub(crate) heuristic: bool,
     /// Values known to be this expression at every coordinate (an attention prologue's
     /// causal condition on a tile it keeps whole, a scaled score read raw).

@@ -366,3 +366,31 @@ fn misaligned_operands_of_large_products_are_realigned_for_tma() {
         "the small product is not mma.sync's"
     );
 }
+
+#[test]
+fn a_realigned_temp_past_32_bit_indices_gets_a_64_bit_copy() {
+    // Rows of 9 padded to 64: the temp (2.56e9 elements) is seven times A, past the 32-bit
+    // index range the module's own buffers stay within.
+    let text = "graph @m(%a: tensor<40000000x9xf16>, %b: tensor<9x16xf16>) -> tensor<40000000x16xf16> {\n  %c = matmul %a, %b\n  return %c\n}\n";
+    let g = &irc_frontend::parse_module(text).unwrap().graphs[0];
+    let options = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let m = irc_lower::plan_and_lower_with(g, SourceInfo::default(), &options)
+        .unwrap()
+        .kernels;
+    let copy = m
+        .kernels
+        .iter()
+        .find(|k| k.name.ends_with("_realign_a"))
+        .expect("A is realigned");
+    assert_eq!(copy.index, kir::IndexWidth::I64);
+    let mm = m
+        .kernels
+        .iter()
+        .find(|k| k.name.ends_with("_matmul"))
+        .unwrap();
+    assert_eq!(mm.index, kir::IndexWidth::I32);
+    kir::verify_module(&m).unwrap();
+}

@@ -97,6 +97,11 @@ impl Builder<'_, '_> {
             format!("{}_realign_{what}", self.kernel.name),
             inst_index,
         );
+        // The module's index width counts the graph's buffers, not this temp, whose padding can
+        // make it several times the operand (rows of 9 padded to 64).
+        if nb * eo * pc >= I32_LIMIT {
+            cp.kernel.index = kir::IndexWidth::I64;
+        }
         cp.temps.push(decl);
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let batch_mode = |s: i64| li(nb, s);
@@ -119,44 +124,36 @@ impl Builder<'_, '_> {
         let span = PER_THREAD * COPY_THREADS;
         let units = total.div_ceil(span);
         cp.kernel.block = [COPY_THREADS as u32, 1, 1];
-        cp.kernel.grid = [units.clamp(1, MAX_BLOCKS) as u32, 1, 1];
-        cp.for_(
-            "u",
-            bx(Builtin::BidX),
-            int(units),
-            bx(Builtin::NctaidX),
-            false,
-            |b, u| {
-                let g0 = b.let_("g", Ty::Idx, add(mul(u, int(span)), bx(Builtin::TidX)));
-                let mut held = vec![];
-                for j in 0..PER_THREAD {
-                    let g = add(g0.clone(), int(j * COPY_THREADS));
-                    let inside = lt(g.clone(), int(total));
-                    let at = Expr::call(Func::Select, vec![inside.clone(), g, int(total - 1)]);
-                    let at = b.let_("at", Ty::Idx, at);
-                    let e = b.let_("e", Ty::Idx, Expr::idx(IdxOp::Rem, at.clone(), int(ec)));
-                    let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, at, int(ec)));
-                    let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
-                    let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
-                    let coord = vec![e, r, bi];
-                    let v = b.let_("v", Ty::Elem(dtype), Expr::load(&src, coord.clone()));
-                    held.push((coord, inside, v));
-                }
-                for (coord, inside, v) in held {
-                    let store = Stmt::Store {
-                        tensor: dst.clone(),
-                        coord,
-                        value: v,
-                    };
-                    b.out.push(Stmt::If {
-                        cond: inside,
-                        body: vec![store],
-                        orelse: vec![],
-                    });
-                }
-                Ok(())
-            },
-        )?;
+        cp.rows(units, |b, u| {
+            let g0 = b.let_("g", Ty::Idx, add(mul(u, int(span)), bx(Builtin::TidX)));
+            let mut held = vec![];
+            for j in 0..PER_THREAD {
+                let g = add(g0.clone(), int(j * COPY_THREADS));
+                let inside = lt(g.clone(), int(total));
+                let at = Expr::call(Func::Select, vec![inside.clone(), g, int(total - 1)]);
+                let at = b.let_("at", Ty::Idx, at);
+                let e = b.let_("e", Ty::Idx, Expr::idx(IdxOp::Rem, at.clone(), int(ec)));
+                let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, at, int(ec)));
+                let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
+                let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
+                let coord = vec![e, r, bi];
+                let v = b.let_("v", Ty::Elem(dtype), Expr::load(&src, coord.clone()));
+                held.push((coord, inside, v));
+            }
+            for (coord, inside, v) in held {
+                let store = Stmt::Store {
+                    tensor: dst.clone(),
+                    coord,
+                    value: v,
+                };
+                b.out.push(Stmt::If {
+                    cond: inside,
+                    body: vec![store],
+                    orelse: vec![],
+                });
+            }
+            Ok(())
+        })?;
         self.pre.push(cp.finish());
 
         // The access over the temp, in the operand's mode order.

@@ -99,18 +99,21 @@ impl Builder<'_, '_> {
             Ok(operand(temp, &tl, rows, BK, p.k, ext, size, esize))
         };
         let (pre, temps) = (self.pre.len(), self.temps.len());
-        let (Some(oa), Some(ob)) = (
-            read(self, abuf, &al, BM, p.m, ae, "a")?,
-            read(self, bbuf, &bl, bn, p.n, be, "b")?,
-        ) else {
-            // Neither operand's copy is kept for the mma.sync template.
-            self.pre.truncate(pre);
-            self.temps.truncate(temps);
-            return Ok(false);
+        // Where the template declines after all, no operand's copy is kept for mma.sync.
+        let decline = |s: &mut Self| {
+            s.pre.truncate(pre);
+            s.temps.truncate(temps);
+            Ok(false)
+        };
+        let Some(oa) = read(self, abuf, &al, BM, p.m, ae, "a")? else {
+            return decline(self);
+        };
+        let Some(ob) = read(self, bbuf, &bl, bn, p.n, be, "b")? else {
+            return decline(self);
         };
         // The prologue walks K-major A tiles' 16-byte chunks along K.
         if p.prologue.is_some() && !oa.k_major {
-            return Ok(false);
+            return decline(self);
         }
         // The epilogue's staging tiles: per consumer 64 rows x 64 columns, 8 of padding (the
         // rows of a warp's stores fall in distinct banks).
@@ -120,9 +123,7 @@ impl Builder<'_, '_> {
         let budget = target.max_dynamic_shared_bytes.saturating_sub(fixed);
         let stages = (budget / stage_bytes).min(6);
         if stages < 2 {
-            self.pre.truncate(pre);
-            self.temps.truncate(temps);
-            return Ok(false);
+            return decline(self);
         }
         let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(bn));
         let per_batch = tiles_m * tiles_n;
