@@ -332,3 +332,25 @@ proptest! {
         irc_tests::check_fusion_agrees(g).map_err(TestCaseError::fail)?;
     }
 }
+
+#[path = "emulate.rs"]
+mod emulate;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every random graph's kernels (sm_80's templates, run by the kernel-IR emulator) compute
+    /// what the interpreter computes, within each result dtype's tolerance.
+    #[test]
+    #[ignore = "finds a wrong bf16 result not yet diagnosed (the seed saved in proptest-regressions/graph_ir.txt; bench/gpu/NOTES.md, session 13): run with --run-ignored"]
+    fn random_graphs_compute_what_the_interpreter_does(m in arb_module()) {
+        let g = &m.graphs[0];
+        let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{}", irc_ir::print_module(&m))))?;
+        for (i, (got, want)) in emulate::against_interpreter_all(g, &k, 17).into_iter().enumerate() {
+            let cmp = irc_interp::compare::compare(&got, &want)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(cmp.passed(), "result {}: {:?}\n{}", i, cmp, irc_ir::print_module(&m));
+        }
+    }
+}
