@@ -342,7 +342,6 @@ proptest! {
     /// Every random graph's kernels (sm_80's templates, run by the kernel-IR emulator) compute
     /// what the interpreter computes, within each result dtype's tolerance.
     #[test]
-    #[ignore = "finds a wrong bf16 result not yet diagnosed (the seed saved in proptest-regressions/graph_ir.txt; bench/gpu/NOTES.md, session 13): run with --run-ignored"]
     fn random_graphs_compute_what_the_interpreter_does(m in arb_module()) {
         let g = &m.graphs[0];
         let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default())
@@ -352,5 +351,23 @@ proptest! {
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(cmp.passed(), "result {}: {:?}\n{}", i, cmp, irc_ir::print_module(&m));
         }
+    }
+}
+
+/// A softmax stored beside a reshape of it that has a buffer of its own (read by a broadcast
+/// in another kernel): the row kernel stores both (it stored only the softmax, leaving the
+/// view's buffer unwritten; found by `random_graphs_compute_what_the_interpreter_does`).
+#[test]
+fn a_composite_stores_its_views_that_have_buffers() {
+    let text = "graph @g(%x: tensor<3x2xbf16>) -> (tensor<3x2xbf16>, tensor<2x6xbf16>) {\n  %s = softmax %x {axis = -1}\n  %t = softmax %s {axis = -1}\n  %r = reshape %s {shape = [-1]}\n  %b = broadcast %r {shape = [2, 6]}\n  return %t, %b\n}\n";
+    let m = irc_frontend::parse_module(text).unwrap();
+    let g = &m.graphs[0];
+    let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default()).unwrap();
+    for (i, (got, want)) in emulate::against_interpreter_all(g, &k, 17)
+        .into_iter()
+        .enumerate()
+    {
+        let cmp = irc_interp::compare::compare(&got, &want).unwrap();
+        assert!(cmp.passed(), "result {i}: {cmp:?}");
     }
 }

@@ -51,11 +51,15 @@ impl Builder<'_, '_> {
         let mut pre = None;
         let mut epilogue = vec![];
         let mut direct = false;
+        let mut view_roots = vec![];
         for root in self.roots.clone() {
             if root == x && root != inst.result {
                 pre = Some(self.global(x, access.clone()));
             } else if self.is_view_of(root, inst.result) {
                 direct = true;
+                if root != inst.result {
+                    view_roots.push(root);
+                }
             } else {
                 epilogue.push((root, self.global(root, access.clone())));
             }
@@ -65,6 +69,15 @@ impl Builder<'_, '_> {
         } else {
             None
         };
+        // Views of the composite stored in buffers of their own, beside its own store (which,
+        // where the composite has no buffer, is the first of them: `output`).
+        let mut views = vec![];
+        let own = self.l.buffer_of.contains_key(&inst.result);
+        for (i, root) in view_roots.into_iter().enumerate() {
+            if own || i > 0 {
+                views.extend(self.view_store(root, inst.result, &access)?);
+            }
+        }
         let (w, bias) = (inst.operands.get(1).copied(), inst.operands.get(2).copied());
         let spec = RowSpec {
             x,
@@ -76,6 +89,7 @@ impl Builder<'_, '_> {
             dtype,
             eps,
             out,
+            views,
             result: inst.result,
             pre,
             epilogue,
@@ -244,7 +258,7 @@ impl Builder<'_, '_> {
     /// as a matmul's epilogue is given its accumulator).
     pub(crate) fn row_store(&mut self, r: &RowSpec, coord: Vec<Expr>, y: Expr) -> R<()> {
         let y = cast_to(r.dtype, r.math, y);
-        if r.epilogue.is_empty() {
+        if r.epilogue.is_empty() && r.views.is_empty() {
             let out = r.out.as_deref().ok_or_else(|| {
                 Retry::Fail(LowerError::Internal(
                     "a row kernel that stores nothing".into(),
@@ -253,6 +267,15 @@ impl Builder<'_, '_> {
             return self.store_elem(out, coord, y);
         }
         let y = self.let_("y", Ty::Elem(r.dtype), y);
+        for view in &r.views {
+            self.store_elem(view, coord.clone(), y.clone())?;
+        }
+        if r.epilogue.is_empty() {
+            if let Some(out) = &r.out {
+                self.store_elem(out, coord, y)?;
+            }
+            return Ok(());
+        }
         if let Some(out) = &r.out {
             self.store_elem(out, coord.clone(), y.clone())?;
         }
@@ -312,6 +335,9 @@ pub(crate) struct RowSpec {
     pub(crate) eps: f64,
     /// The composite's own store (its buffer, or a result view of it), if it has one.
     pub(crate) out: Option<String>,
+    /// Further views of the composite stored in buffers of their own, through the views'
+    /// inverse layouts (the same value at the row's coordinate).
+    pub(crate) views: Vec<String>,
     /// The composite's value.
     pub(crate) result: ValueId,
     /// The row's input `x`, stored by this kernel where it is first computed (rule 9).
