@@ -317,6 +317,17 @@ fn the_verifier_checks_async_copies() {
     }
 }
 
+/// `g` lowered with the Hopper templates (sm_90a).
+fn lower_for_hopper(g: &irc_ir::Graph) -> kir::Module {
+    let options = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    irc_lower::plan_and_lower_with(g, SourceInfo::default(), &options)
+        .unwrap()
+        .kernels
+}
+
 #[test]
 fn misaligned_operands_of_large_products_are_realigned_for_tma() {
     // tests/gpu/matmul_realign.ir: 16-bit operands whose rows are not 16-byte aligned. The four
@@ -326,13 +337,7 @@ fn misaligned_operands_of_large_products_are_realigned_for_tma() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/gpu/matmul_realign.ir");
     let text = std::fs::read_to_string(&path).unwrap();
     let g = &irc_frontend::parse_module(&text).unwrap().graphs[0];
-    let options = irc_lower::LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let m = irc_lower::plan_and_lower_with(g, SourceInfo::default(), &options)
-        .unwrap()
-        .kernels;
+    let m = lower_for_hopper(g);
     let names: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
     let copies: Vec<&str> = names
         .iter()
@@ -373,13 +378,7 @@ fn a_realigned_temp_past_32_bit_indices_gets_a_64_bit_copy() {
     // index range the module's own buffers stay within.
     let text = "graph @m(%a: tensor<40000000x9xf16>, %b: tensor<9x16xf16>) -> tensor<40000000x16xf16> {\n  %c = matmul %a, %b\n  return %c\n}\n";
     let g = &irc_frontend::parse_module(text).unwrap().graphs[0];
-    let options = irc_lower::LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let m = irc_lower::plan_and_lower_with(g, SourceInfo::default(), &options)
-        .unwrap()
-        .kernels;
+    let m = lower_for_hopper(g);
     let copy = m
         .kernels
         .iter()
