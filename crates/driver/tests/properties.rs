@@ -182,21 +182,18 @@ fn pipeline_with(text: &str, mlir: bool, archs: &[&str]) -> Result<(), String> {
         } else {
             Stage::Cuda
         };
-        // sm_90a, the CLI's default, has the Hopper templates (TMA, wgmma) besides sm_80's.
-        for &arch in archs {
-            let p = Pipeline {
-                passes: optimize.then(irc_passes::manager::PassManager::default_pipeline),
-                arch: Some(arch.into()),
-                ..Default::default()
-            };
-            p.compile(g, Default::default(), until)
-                .map_err(|e| format!("{label}, {arch}: {e}"))?;
-        }
-        let p = Pipeline {
+        let pipe = |arch: &str| Pipeline {
             passes: optimize.then(irc_passes::manager::PassManager::default_pipeline),
-            arch: Some("sm_80".into()),
+            arch: Some(arch.into()),
             ..Default::default()
         };
+        // sm_90a, the CLI's default, has the Hopper templates (TMA, wgmma) besides sm_80's.
+        for &arch in archs {
+            pipe(arch)
+                .compile(g, Default::default(), until)
+                .map_err(|e| format!("{label}, {arch}: {e}"))?;
+        }
+        let p = pipe("sm_80");
         if mlir && cfg!(feature = "mlir") {
             p.compile(g, Default::default(), Stage::Mlir)
                 .map_err(|e| format!("{label}: MLIR: {e}"))?;

@@ -267,17 +267,11 @@ impl Builder<'_, '_> {
             return self.store_elem(out, coord, y);
         }
         let y = self.let_("y", Ty::Elem(r.dtype), y);
-        for view in &r.views {
-            self.store_elem(view, coord.clone(), y.clone())?;
+        for out in r.out.iter().chain(&r.views) {
+            self.store_elem(out, coord.clone(), y.clone())?;
         }
         if r.epilogue.is_empty() {
-            if let Some(out) = &r.out {
-                self.store_elem(out, coord, y)?;
-            }
             return Ok(());
-        }
-        if let Some(out) = &r.out {
-            self.store_elem(out, coord.clone(), y.clone())?;
         }
         self.coord = coord.clone();
         let yw = self.widen(r.dtype, y);

@@ -76,46 +76,33 @@ fn copy_width(
     fast: usize,
     elem_bytes: u64,
 ) -> Option<(u64, String)> {
-    let (buf, l) = b.resolve(v, access)?;
-    for w in [16, 8, 4].map(|bytes| bytes / elem_bytes as i64) {
-        if w == 0 {
-            continue;
-        }
-        let Some(vl) = vector_layout(&l, fast, w) else {
-            continue;
-        };
-        if !kir::is_vector_operand(&vl, w, access.rank()) {
-            continue;
-        }
-        let modes = vl.modes();
-        let Ok(full) = Layout::concat(&modes[1..]) else {
-            continue;
-        };
-        return Some((w as u64, b.global(buf, full)));
-    }
-    None
+    let found = vector_copy(b, v, access, fast, elem_bytes);
+    // The views walked are the kernel's origins whether or not a width is found.
+    b.resolve(v, access)?;
+    found.map(|(w, buf, full)| (w, b.global(buf, full)))
 }
 
-/// Whether [`copy_width`] finds a width for the operand, asked without adding to the kernel.
-fn has_copy_width(
+/// [`copy_width`]'s question, asked without adding to the kernel: the width, the buffer and
+/// its layout split into the vectors.
+fn vector_copy(
     b: &Builder<'_, '_>,
     v: ValueId,
     access: &Layout,
     fast: usize,
     elem_bytes: u64,
-) -> bool {
-    let Some((_, l)) = b.resolve_quiet(v, access) else {
-        return false;
-    };
+) -> Option<(u64, ValueId, Layout)> {
+    let (buf, l) = b.resolve_quiet(v, access)?;
     [16, 8, 4]
         .map(|bytes| bytes / elem_bytes as i64)
         .into_iter()
-        .any(|w| {
-            w > 0
-                && vector_layout(&l, fast, w).is_some_and(|vl| {
-                    kir::is_vector_operand(&vl, w, access.rank())
-                        && Layout::concat(&vl.modes()[1..]).is_ok()
-                })
+        .filter(|&w| w > 0)
+        .find_map(|w| {
+            let vl = vector_layout(&l, fast, w)?;
+            if !kir::is_vector_operand(&vl, w, access.rank()) {
+                return None;
+            }
+            let full = Layout::concat(&vl.modes()[1..]).ok()?;
+            Some((w as u64, buf, full))
         })
 }
 
@@ -145,7 +132,7 @@ impl Builder<'_, '_> {
         let cfg = if heuristic && wraps && cfg.stages > 3 && !tf32 && {
             let a = p.prologue.as_ref().map_or(inst.operands[0], |q| q.x);
             let by_element = |s: &mut Self, v, access: &Layout, fast| {
-                !has_copy_width(s, v, access, fast, dt.size_bytes())
+                vector_copy(s, v, access, fast, dt.size_bytes()).is_none()
             };
             p.a_k_fast
                 && !p.b_n_fast
