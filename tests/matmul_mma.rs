@@ -314,7 +314,7 @@ fn several_outputs_of_one_kernel_by_16_byte_copies() {
 /// `tests/gpu/matmul_realign.ir` on the GPU.)
 #[test]
 fn realigning_copies_put_every_element_in_its_padded_row() {
-    let src = "graph @g(%a: tensor<2049x9xf16>, %b: tensor<9x7283xf16>,\n               %a2: tensor<3x260x999xbf16>, %b2: tensor<200x999xbf16>)\n    -> (tensor<2049x7283xf16>, tensor<3x260x200xbf16>) {\n  %c = matmul %a, %b\n  %c2 = matmul %a2, %b2 {transpose_b = true}\n  return %c, %c2\n}\n";
+    let src = "graph @g(%a: tensor<2049x9xf16>, %b: tensor<9x7283xf16>,\n               %a2: tensor<3x260x1031xbf16>, %b2: tensor<200x1031xbf16>)\n    -> (tensor<2049x7283xf16>, tensor<3x260x200xbf16>) {\n  %c = matmul %a, %b\n  %c2 = matmul %a2, %b2 {transpose_b = true}\n  return %c, %c2\n}\n";
     let m = irc_frontend::parse_module(src).expect("parses");
     let g = &m.graphs[0];
     let options = LowerOptions {

@@ -117,26 +117,56 @@ impl Builder<'_, '_> {
                 batch_mode((eo * pc) as i64)?,
             ])?,
         );
-        // The operand's elements in order (contiguous mode first), 2048 a block: element `g` is
-        // `(g % ec, g / ec % eo, g / (ec · eo))`, so a warp's loads and stores are contiguous
-        // but where a row ends, whatever the row's length.
-        let total = nb * eo * ec;
+        // The operand's elements in order (contiguous mode first), 2048 a unit, so a warp's
+        // loads and stores are contiguous. Rows of at least 1024 elements: a unit is a chunk
+        // of one row (`ceil(ec / 2048)` units a row), its row found once per thread and its
+        // elements by an add each. Shorter rows: a unit spans rows, element `g` being
+        // `(g % ec, g / ec % eo, g / (ec · eo))`.
         let span = PER_THREAD * COPY_THREADS;
-        let units = total.div_ceil(span);
+        let chunks = (ec >= span / 2).then(|| ec.div_ceil(span));
+        let total = nb * eo * ec;
+        let units = match chunks {
+            Some(n) => nb * eo * n,
+            None => total.div_ceil(span),
+        };
         cp.kernel.block = [COPY_THREADS as u32, 1, 1];
         cp.rows(units, |b, u| {
-            let g0 = b.let_("g", Ty::Idx, add(mul(u, int(span)), bx(Builtin::TidX)));
+            let tid = bx(Builtin::TidX);
             let mut held = vec![];
+            // Row chunks: (first element, row, batch); spans: the first element's index.
+            let (by_row, g0) = match chunks {
+                Some(n) => {
+                    let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, u.clone(), int(n)));
+                    let e0 = add(mul(Expr::idx(IdxOp::Rem, u, int(n)), int(span)), tid);
+                    let e0 = b.let_("e", Ty::Idx, e0);
+                    let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
+                    let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
+                    (Some((e0, r, bi)), None)
+                }
+                None => (None, Some(b.let_("g", Ty::Idx, add(mul(u, int(span)), tid)))),
+            };
             for j in 0..PER_THREAD {
-                let g = add(g0.clone(), int(j * COPY_THREADS));
-                let inside = lt(g.clone(), int(total));
-                let at = Expr::call(Func::Select, vec![inside.clone(), g, int(total - 1)]);
-                let at = b.let_("at", Ty::Idx, at);
-                let e = b.let_("e", Ty::Idx, Expr::idx(IdxOp::Rem, at.clone(), int(ec)));
-                let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, at, int(ec)));
-                let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
-                let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
-                let coord = vec![e, r, bi];
+                let (coord, inside) = match (&by_row, &g0) {
+                    (Some((e0, r, bi)), _) => {
+                        let e = add(e0.clone(), int(j * COPY_THREADS));
+                        let inside = lt(e.clone(), int(ec));
+                        let at = Expr::call(Func::Select, vec![inside.clone(), e, int(ec - 1)]);
+                        let at = b.let_("at", Ty::Idx, at);
+                        (vec![at, r.clone(), bi.clone()], inside)
+                    }
+                    (None, Some(g0)) => {
+                        let g = add(g0.clone(), int(j * COPY_THREADS));
+                        let inside = lt(g.clone(), int(total));
+                        let at = Expr::call(Func::Select, vec![inside.clone(), g, int(total - 1)]);
+                        let at = b.let_("at", Ty::Idx, at);
+                        let e = b.let_("e", Ty::Idx, Expr::idx(IdxOp::Rem, at.clone(), int(ec)));
+                        let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, at, int(ec)));
+                        let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
+                        let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
+                        (vec![e, r, bi], inside)
+                    }
+                    (None, None) => unreachable!("one of the two mappings is chosen above"),
+                };
                 let v = b.let_("v", Ty::Elem(dtype), Expr::load(&src, coord.clone()));
                 held.push((coord, inside, v));
             }

@@ -4,6 +4,7 @@
 use super::*;
 use crate::LowerError;
 use crate::templates::epilogue_reduce::ReduceTiles;
+use irc_layout::coalesce;
 
 /// The epilogue's outputs: the vector path's tensors, or one tensor per root for element
 /// stores.
@@ -14,6 +15,11 @@ pub(super) struct Epilogue {
     pub(super) outs: Vec<String>,
     /// Columns per staging pass.
     pub(super) cw: u64,
+    /// The roots cannot take 16-byte copies but the output is N-contiguous (`N` odd, say):
+    /// the values still go through the staging tile, and a warp then stores 32 consecutive
+    /// elements of a row per instruction instead of each thread its fragment's scattered
+    /// pairs.
+    pub(super) scalar_staged: bool,
     /// A norm prologue's row scales, `[row, consumer]` in shared memory: each accumulator is
     /// multiplied by its row's before it is rounded.
     pub(super) row_scale: Option<String>,
@@ -148,7 +154,13 @@ impl Builder<'_, '_> {
             }
             _ => None,
         };
-        let vector = match g.is_some() || staged {
+        // Element stores through the staging tile where the output's N mode is contiguous.
+        let scalar_staged = g.is_none()
+            && !roots.is_empty()
+            && p.access_c.modes().get(1).is_some_and(|m| {
+                coalesce(m).is_ok_and(|m| matches!(m.leaves().as_slice(), [(_, 1)]))
+            });
+        let vector = match g.is_some() || staged || scalar_staged {
             true => {
                 let g = g.unwrap_or_default();
                 let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
@@ -195,6 +207,7 @@ impl Builder<'_, '_> {
             vector,
             outs,
             cw,
+            scalar_staged,
             row_scale: None,
         })
     }
@@ -296,7 +309,7 @@ impl Builder<'_, '_> {
             }
         };
         let vector_roots = epi.vector.as_ref().is_some_and(|v| !v.0.is_empty());
-        if !vector_roots && !roots.is_empty() {
+        if !vector_roots && !roots.is_empty() && !epi.scalar_staged {
             self.unrolled_chunks("v", bn / 2, &mut |s, v| {
                 let (row, col) = place(s, &v)?;
                 let value = cast_to(dt, DType::F32, scaled(v.clone()));
@@ -318,7 +331,7 @@ impl Builder<'_, '_> {
         let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
             return Ok(());
         };
-        if g.is_empty() && cols.is_none() {
+        if g.is_empty() && cols.is_none() && !epi.scalar_staged {
             return Ok(());
         }
         // Several roots: each one's 8 values go through registers of its own (the staged
@@ -378,11 +391,40 @@ impl Builder<'_, '_> {
                     (&row0, &gn0, bi),
                     &block,
                 )?;
-                if g.is_empty() {
+                if g.is_empty() && !epi.scalar_staged {
                     s.out.push(named_barrier());
                     return Ok(());
                 }
                 s.out.push(named_barrier());
+            }
+            if epi.scalar_staged {
+                // 64 rows x cw columns over the warpgroup's 128 threads, row by row: each
+                // value through the chain to every root, one element store each.
+                s.unrolled("l", 64 * epi.cw / 128, &mut |s, l| {
+                    let e = s.let_("e", Ty::Idx, add(mul(l, Expr::Int(128)), t.clone()));
+                    let r = s.let_("rr", Ty::Idx, div(e.clone(), Expr::Int(cw)));
+                    let col = s.let_("cc", Ty::Idx, rem(e, Expr::Int(cw)));
+                    let gm = s.let_("gm", Ty::Idx, add(row0.clone(), r.clone()));
+                    let gn = s.let_(
+                        "gn",
+                        Ty::Idx,
+                        add(add(n0.clone(), mul(q.clone(), Expr::Int(cw))), col.clone()),
+                    );
+                    let value = Expr::load(stage, vec![r, col, c.clone()]);
+                    s.if_(in_range(&gm, &gn), |s| {
+                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                        s.epilogue_stores(
+                            mm,
+                            value.clone(),
+                            &p.access_c,
+                            roots,
+                            &epi.outs,
+                            vec![gm.clone(), gn.clone(), bi.clone()],
+                        )
+                    })
+                })?;
+                s.out.push(named_barrier());
+                return Ok(());
             }
             // 64 rows x cw/8 vectors of 8 over the warpgroup's 128 threads: the chain on each
             // of the 8 in place, then one 16-byte copy.
