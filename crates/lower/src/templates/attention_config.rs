@@ -5,12 +5,12 @@
 //! each (block rows `64 * consumers`), key tiles of 128. Two consumers may use 240 registers a
 //! thread, three 160 ([`consumer_regs`]): three overlap one's softmax with two others'
 //! products, two waste fewer rows where the sequence does not divide the block and mask fewer
-//! scores on a causal diagonal. `pipelined` issues a tile's `Q·Kᵀ` beside the last tile's
-//! `P·V` and runs the softmax while the latter computes (the last tile's P packed into 32
-//! registers of its own: three consumers pipeline head dim 64 only). `pingpong` makes the
-//! consumers take turns issuing `Q·Kᵀ` (pipelined: and the last tile's `P·V` beside it)
-//! through named barriers, so that one's softmax runs while the others' products hold the
-//! tensor cores; measured on an H100 it wins at most 2% (short sequences, grouped-query attention) and loses
+//! scores on a causal diagonal. `pipelined` (two consumers, head dims up to 64: two score
+//! buffers) issues a tile's `Q·Kᵀ` beside the last tile's `P·V` and runs the softmax while the
+//! latter computes. `pingpong` makes the consumers take turns issuing `Q·Kᵀ` (pipelined: and
+//! the last tile's `P·V` beside it) through named barriers, so that one's softmax runs while
+//! the others' products hold the tensor cores;
+//! measured on an H100 it wins at most 2% (short sequences, grouped-query attention) and loses
 //! up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80), so only the tuner picks it.
 
 use super::config::{Config, TemplateSpace};
@@ -87,7 +87,7 @@ impl AttentionConfig {
         } else {
             2
         };
-        let pipelined = consumers == 2 && dv <= 128 && !causal && whole && sk >= 8 * BKV;
+        let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 8 * BKV;
         AttentionConfig {
             consumers,
             pipelined,
@@ -115,7 +115,7 @@ impl TemplateSpace for AttentionSpace {
         "attention_wgmma"
     }
     fn version(&self) -> u32 {
-        4
+        3
     }
     fn heuristic(&self, p: &Problem, _: &Target) -> Config {
         let (sq, sk, dv, causal) = match p.shape {
@@ -127,7 +127,7 @@ impl TemplateSpace for AttentionSpace {
         Config::Attention(AttentionConfig::heuristic(sq, sk, dv, causal))
     }
     fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
-        [(2, false), (3, false), (2, true), (3, true)]
+        [(2, false), (3, false), (2, true)]
             .into_iter()
             .flat_map(|(consumers, pipelined)| {
                 [false, true].map(|pingpong| {
@@ -148,21 +148,19 @@ impl TemplateSpace for AttentionSpace {
         if !matches!(c.consumers, 2 | 3) {
             return Err(format!("{} consumer warpgroups (2 or 3)", c.consumers));
         }
-        // The S and O accumulators, 64 + dv/2 registers a thread, and when pipelined the
-        // last tile's P packed (32), beside about 24 more (addresses, row state): ptxas fits
-        // head dim 128 in 160 without spilling; a causal mask's two prologue paths (masked
-        // and whole tiles), or the guards of keys that do not fill the last tile, about 16
-        // more.
+        // The S and O accumulators, 64 + dv/2 registers a thread, beside about 24 more
+        // (addresses, row state): ptxas fits head dim 128 in 160 without spilling; a causal
+        // mask's two prologue paths (masked and whole tiles), or the guards of keys that do
+        // not fill the last tile, about 16 more.
         let extra = if *causal || sk % BKV != 0 { 16 } else { 0 };
-        let packed = if c.pipelined { BKV / 4 } else { 0 };
-        let need = BKV / 2 + packed + dv / 2 + 24 + extra;
-        // Measured by ptxas (`every_space_config_compiles_without_spills`): pipelined head
-        // dim 128 spills with a causal mask's two prologue paths.
-        if c.pipelined && *dv > 64 && extra > 0 {
+        if c.pipelined && (c.consumers != 2 || *dv > 64) {
             return Err(format!(
-                "a pipelined kernel of head dim {dv} with a causal mask or a partial last key tile spills"
+                "a pipelined kernel has two consumers and head dim at most 64 (two score buffers); {} consumers, head dim {dv}",
+                c.consumers
             ));
         }
+        let buffers = if c.pipelined { 2 } else { 1 };
+        let need = buffers * BKV / 2 + dv / 2 + 24 + extra;
         if need > consumer_regs(c.consumers) {
             return Err(format!(
                 "{need} registers a consumer thread; {} consumers have {}",

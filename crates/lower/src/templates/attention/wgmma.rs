@@ -18,12 +18,11 @@
 //!    the inputs' type pairwise as the instruction's registers are packed), and releases the
 //!    stage.
 //!
-//! With `AttentionConfig::pipelined` a consumer issues tile `j`'s `Q·Kᵀ` beside tile
-//! `j - 1`'s `P·V`, waiting for the first alone (`wgmma.wait 1`) to run tile `j`'s softmax
-//! while the second computes; O is rescaled once it is done. Tile `j - 1`'s P is rounded and
-//! packed into 32 registers of its own (the emitters' prepacking of `wgmma.rs` operands)
-//! before the fence that issues tile `j`'s `Q·Kᵀ` over the score registers, so one score
-//! buffer serves: 64 + 32 registers beside O, which fits head dim 128 too. The consumers interleave on the SM's schedulers, so one's softmax also
+//! With `AttentionConfig::pipelined` a consumer keeps two score buffers and issues tile
+//! `j`'s `Q·Kᵀ` beside tile `j - 1`'s `P·V`, waiting for the first alone (`wgmma.wait 1`) to
+//! run tile `j`'s softmax while the second computes; O is rescaled once it is done (ptxas
+//! places that wait early in the softmax, so the overlap is partial: `bench/gpu/NOTES.md`,
+//! session 11). The consumers interleave on the SM's schedulers, so one's softmax also
 //! overlaps the others' products; with `AttentionConfig::pingpong` they issue them in turn
 //! (named barriers). Tiles are the canonical 128-byte-swizzled wgmma layouts as TMA lays its
 //! boxes (the
@@ -40,8 +39,8 @@ use irc_ir::{DType, ValueId};
 use irc_kir::{Arg, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt, Ty};
 use irc_layout::Layout;
 
-/// The scores: the flat accumulator (`wgmma`), its `[4, atoms]` view (the per-score code)
-/// and its view as the A fragments of `P·V`.
+/// One buffer of scores: the flat accumulator (`wgmma`), its `[4, atoms]` view (the
+/// per-score code) and its view as the A fragments of `P·V`.
 struct ScoreBuf {
     acc: String,
     acc4: String,
@@ -154,9 +153,11 @@ impl Builder<'_, '_> {
             let l = Layout::flat(&[4, (n / 4) as i64], &[1, 4]).map_err(internal)?;
             Ok(s.tensor(Space::View(t.to_string()), dtype, l))
         };
-        // Accumulators flat for wgmma, `[4, atoms]` for the per-score code.
+        // Accumulators flat for wgmma, `[4, atoms]` for the per-score code; S twice when
+        // pipelined (tile j + 1's scores beside tile j's P).
         let pipelined = cfg.pipelined;
-        let score = {
+        let mut score_bufs = vec![];
+        for _ in 0..if pipelined { 2 } else { 1 } {
             let acc = regs(self, DType::F32, BKV / 2)?;
             let acc4 = view4(self, &acc, DType::F32, BKV / 2)?;
             // P is the scores' registers, rounded to the inputs' type pairwise as the RS
@@ -166,8 +167,8 @@ impl Builder<'_, '_> {
                 DType::F32,
                 Layout::flat(&[8, (BKV / 16) as i64], &[1, 8]).map_err(internal)?,
             );
-            ScoreBuf { acc, acc4, pa }
-        };
+            score_bufs.push(ScoreBuf { acc, acc4, pa });
+        }
         let acc_o = regs(self, DType::F32, dv / 2)?;
         let acc_o4 = view4(self, &acc_o, DType::F32, dv / 2)?;
         let tid = bx(Builtin::TidX);
@@ -502,7 +503,9 @@ impl Builder<'_, '_> {
                 orelse: vec![],
             };
             // (The first tile's S overwrites the accumulator; it starts defined all the same.)
-            s.zero(&score.acc4, BKV / 8)?;
+            for buf in &score_bufs {
+                s.zero(&buf.acc4, BKV / 8)?;
+            }
             // The prologue and the online softmax of the scores in `buf` (key tile `kt`): the
             // probabilities left in `buf`, the rows' rescaling factors returned.
             let softmax = |s: &mut Self,
@@ -553,7 +556,7 @@ impl Builder<'_, '_> {
                 if !pipelined {
                     // Per key tile: S, the softmax, then P·V (P is S's registers, so the next
                     // tile's S waits for it).
-                    let buf = &score;
+                    let buf = &score_bufs[0];
                     s.for_("kt", Expr::Int(0), nk, Expr::Int(1), false, |s, kt| {
                         let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
                         let (st, ph) = ring(s, &it);
@@ -570,37 +573,58 @@ impl Builder<'_, '_> {
                 } else {
                     // Tile 0's scores and softmax, then per tile kt: its S issued beside tile
                     // kt - 1's P·V, its softmax while that product runs (`wgmma.wait 1`
-                    // waits for S only), O rescaled once the product is done. One score
-                    // buffer: tile kt - 1's P, still in it when tile kt's step begins, is
-                    // rounded and packed into registers of its own before the fence that
-                    // issues tile kt's S over it (the emitters' prepacking of `wgmma.rs`
-                    // operands: 64 + 32 registers, not two buffers of 64).
-                    let a = &score;
+                    // waits for S only), O rescaled once the product is done. The two score
+                    // buffers alternate, so the loop takes tiles in pairs.
+                    let (a, b) = (&score_bufs[0], &score_bufs[1]);
                     let (st, ph) = ring(s, &it0);
                     scores(s, a, &q_at, &st, &ph)?;
                     turn_give(s);
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     let scale = softmax(s, a, &Expr::Int(0), &q0, &bi, &m, &l)?;
                     s.att_rescale(&acc_o4, &scale, dv)?;
-                    s.for_("kt", Expr::Int(1), nk.clone(), Expr::Int(1), false, |s, kt| {
-                        let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
-                        let (st, ph) = ring(s, &it);
-                        let pit = s.let_("pit", Ty::Idx, Expr::idx(IdxOp::Sub, it, Expr::Int(1)));
-                        let (pst, pph) = ring(s, &pit);
-                        scores(s, a, &q_at, &st, &ph)?;
-                        values(s, a, &pst, &pph, false)?;
-                        turn_give(s);
-                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
-                        let scale = softmax(s, a, &kt, &q0, &bi, &m, &l)?;
-                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                        s.out.push(release(add(pst, int(empty))));
-                        s.att_rescale(&acc_o4, &scale, dv)
-                    })?;
-                    // The last tile's P·V.
+                    let step =
+                        |s: &mut Self, kt: &Expr, cur: &ScoreBuf, prev: &ScoreBuf| -> R<()> {
+                            let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
+                            let (st, ph) = ring(s, &it);
+                            let pit =
+                                s.let_("pit", Ty::Idx, Expr::idx(IdxOp::Sub, it, Expr::Int(1)));
+                            let (pst, pph) = ring(s, &pit);
+                            scores(s, cur, &q_at, &st, &ph)?;
+                            values(s, prev, &pst, &pph, false)?;
+                            turn_give(s);
+                            s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
+                            let scale = softmax(s, cur, kt, &q0, &bi, &m, &l)?;
+                            s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                            s.out.push(release(add(pst, int(empty))));
+                            s.att_rescale(&acc_o4, &scale, dv)
+                        };
+                    s.for_(
+                        "kt",
+                        Expr::Int(1),
+                        nk.clone(),
+                        Expr::Int(2),
+                        false,
+                        |s, kt| {
+                            step(s, &kt, b, a)?;
+                            let kt2 = s.let_("kt", Ty::Idx, add(kt, Expr::Int(1)));
+                            s.if_(lt(kt2.clone(), nk.clone()), |s| step(s, &kt2, a, b))
+                        },
+                    )?;
+                    // The last tile's P·V: its P is in `a` when the tile count is odd.
                     let last = Expr::idx(IdxOp::Sub, nk.clone(), Expr::Int(1));
-                    let lit_ = s.let_("lit", Ty::Idx, add(it0.clone(), last));
+                    let lit_ = s.let_("lit", Ty::Idx, add(it0.clone(), last.clone()));
                     let (lst, lph) = ring(s, &lit_);
-                    values(s, a, &lst, &lph, true)?;
+                    let in_a = s.block(|s| values(s, a, &lst, &lph, true))?;
+                    let in_b = s.block(|s| values(s, b, &lst, &lph, true))?;
+                    s.out.push(Stmt::If {
+                        cond: Expr::idx(
+                            IdxOp::Eq,
+                            Expr::idx(IdxOp::Rem, last, Expr::Int(2)),
+                            Expr::Int(0),
+                        ),
+                        body: in_a,
+                        orelse: in_b,
+                    });
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     s.out.push(release(add(lst, int(empty))));
                 }
