@@ -373,6 +373,25 @@ fn misaligned_operands_of_large_products_are_realigned_for_tma() {
 }
 
 #[test]
+fn rows_off_32_byte_sectors_are_realigned_only_under_products_much_larger_than_them() {
+    // B's rows of 2952 f16 (5904 bytes: 16-byte aligned, so TMA reads them in place, but each
+    // 128-byte box row then touches five 32-byte sectors). Under 8200 rows of A the product has
+    // 8200 multiply-adds per element of B, and B is copied into 128-byte rows; under 2048 rows
+    // the copy would cost too large a share and B is read in place; A's rows (5920 f16, 11840
+    // bytes) are 32-byte aligned and stay.
+    let kernels = |m: u64| {
+        let src = format!(
+            "graph @g(%a: tensor<{m}x5920xf16>, %b: tensor<5920x2952xf16>) -> tensor<{m}x2952xf16> {{\n  %c = matmul %a, %b\n  return %c\n}}\n"
+        );
+        let g = &irc_frontend::parse_module(&src).unwrap().graphs[0];
+        let m = lower_for_hopper(g);
+        m.kernels.iter().map(|k| k.name.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(kernels(8200), ["g_k0_matmul_realign_b", "g_k0_matmul"]);
+    assert_eq!(kernels(2048), ["g_k0_matmul"]);
+}
+
+#[test]
 fn a_realigned_temp_past_32_bit_indices_gets_a_64_bit_copy() {
     // Rows of 9 padded to 64: the temp (2.56e9 elements) is seven times A, past the 32-bit
     // index range the module's own buffers stay within.

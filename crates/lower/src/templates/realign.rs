@@ -29,6 +29,35 @@ const COPY_THREADS: u64 = 256;
 /// The temp's rows are padded to this many elements (128 bytes of a 16-bit type).
 const ROW_PAD: u64 = 64;
 
+/// A product must have this many multiply-adds per element of an operand TMA can read in
+/// place, but whose rows are not 32-byte aligned, for that operand to be realigned: the copy
+/// (a read and a write of the operand at memory bandwidth) then costs at most ~8% of the
+/// product at the H100's and H200's ratio of tensor-core rate to bandwidth, against the
+/// 13-30% the misaligned rows cost (each 128-byte box row touching five 32-byte sectors:
+/// `bench/results/2026-11-28-h200-run100-probe.md`).
+pub(crate) const REALIGN_MACS_PER_ELEMENT: u64 = 4096;
+
+/// Whether an operand TMA can read in place (`access`: `(rows, k[, batch])`, `elems` its
+/// buffer's elements) has rows whose byte stride is not a multiple of 32 and a product of
+/// `macs` large enough to pay for copying it ([`REALIGN_MACS_PER_ELEMENT`]).
+pub(crate) fn sector_misaligned(access: &Layout, esize: u64, elems: u64, macs: u64) -> bool {
+    let modes = access.modes();
+    let (Some(rows), Some(k)) = (
+        modes.first().and_then(single),
+        modes.get(1).and_then(single),
+    ) else {
+        return false;
+    };
+    // The stride between rows of the contiguous mode.
+    let stride = match (rows.1, k.1) {
+        (_, 1) if rows.0 > 1 => rows.1,
+        (1, _) if k.0 > 1 => k.1,
+        _ => return false,
+    };
+    (stride.unsigned_abs() * esize) % 32 != 0
+        && macs / REALIGN_MACS_PER_ELEMENT.max(1) >= elems
+}
+
 /// One mode of an access layout as a single `(extent, stride)`, if it is one after coalescing.
 fn single(m: &Layout) -> Option<(u64, i64)> {
     match coalesce(m).ok()?.leaves().as_slice() {

@@ -68,14 +68,16 @@ impl Builder<'_, '_> {
             return Ok(false);
         };
         let (ae, be) = (elems(self, abuf), elems(self, bbuf));
-        // An operand TMA cannot read in place (rows not 16-byte aligned) is copied into an
-        // aligned temp first where the product is large enough to pay for it (`realign`).
-        let big = p
+        // An operand TMA cannot read in place (rows not 16-byte aligned), or reads at a cost
+        // (rows not 32-byte aligned, of a product much larger than the operand), is copied
+        // into an aligned temp first where the product is large enough to pay for it
+        // (`realign`).
+        let macs = p
             .batch
             .saturating_mul(p.m)
             .saturating_mul(p.n)
-            .saturating_mul(p.k)
-            >= super::realign::REALIGN_MIN_MACS;
+            .saturating_mul(p.k);
+        let big = macs >= super::realign::REALIGN_MIN_MACS;
         let index = self.inst_index(inst)?;
         let read = |s: &mut Self,
                     buf: ValueId,
@@ -86,14 +88,18 @@ impl Builder<'_, '_> {
                     what: &str|
          -> R<Option<Operand>> {
             let name = s.l.buffer_of[&buf].clone();
-            if let Some(o) = operand(name, l, rows, BK, p.k, ext, n, esize) {
-                return Ok(Some(o));
-            }
-            if !big || p.prologue.is_some() {
-                return Ok(None);
+            let in_place = operand(name, l, rows, BK, p.k, ext, n, esize);
+            let realign = big
+                && p.prologue.is_none()
+                && match &in_place {
+                    None => true,
+                    Some(_) => super::realign::sector_misaligned(l, esize, n, macs),
+                };
+            if !realign {
+                return Ok(in_place);
             }
             let Some((temp, tl)) = s.realigned(index, buf, l, what)? else {
-                return Ok(None);
+                return Ok(in_place);
             };
             let size = tl.cosize().map_err(internal)? as u64;
             Ok(operand(temp, &tl, rows, BK, p.k, ext, size, esize))
