@@ -420,7 +420,7 @@ impl TemplateSpace for ReductionSpace {
             out.push(Config::Reduction(ReductionConfig::Row { threads }));
             out.push(Config::Reduction(ReductionConfig::Column { threads }));
         }
-        for warps in [2, 4, 8, 16] {
+        for warps in [1, 2, 4, 8, 16] {
             out.push(Config::Reduction(ReductionConfig::Warp { warps }));
         }
         out.push(Config::Reduction(ReductionConfig::ColumnSplit));
@@ -559,8 +559,13 @@ impl fmt::Display for ReductionConfig {
 /// space.
 pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConfig {
     match RowSchedule::choose(rows, k, passes, sms) {
+        // Rows longer than 512: two warps a block, so a block's slot frees as soon as its two
+        // rows are done (262144 rows of 1024 f16, softmax on an H200, `irc tune`: 8 warps
+        // 0.2604 ms, 4 0.2608, 2 0.2563, 1 0.2558; one warp a block caps an SM at 32 warps).
+        // Shorter rows, several to a warp, keep eight (rows of 128: two warps 1.08-1.24x
+        // torch.compile, eight 1.00-1.04x; `bench/gpu/NOTES.md`, run 105).
         RowSchedule::WarpCached => RowConfig::Warp {
-            warps: u64::from(THREADS) / 32,
+            warps: if k > 512 { 2 } else { u64::from(THREADS) / 32 },
         },
         RowSchedule::BlockCached { threads } => RowConfig::Block { threads },
         RowSchedule::Split { chunk, .. } => RowConfig::Split { chunk },
@@ -587,7 +592,7 @@ impl TemplateSpace for RowSpace {
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
-        for warps in [2, 4, 8, 16] {
+        for warps in [1, 2, 4, 8, 16] {
             out.push(RowConfig::Warp { warps });
         }
         for threads in [128, 256, 512, 1024] {

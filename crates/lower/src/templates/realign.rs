@@ -54,8 +54,7 @@ pub(crate) fn sector_misaligned(access: &Layout, esize: u64, elems: u64, macs: u
         (1, _) if k.0 > 1 => k.1,
         _ => return false,
     };
-    (stride.unsigned_abs() * esize) % 32 != 0
-        && macs / REALIGN_MACS_PER_ELEMENT.max(1) >= elems
+    (stride.unsigned_abs() * esize) % 32 != 0 && macs / REALIGN_MACS_PER_ELEMENT.max(1) >= elems
 }
 
 /// One mode of an access layout as a single `(extent, stride)`, if it is one after coalescing.
@@ -172,7 +171,10 @@ impl Builder<'_, '_> {
                     let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
                     (Some((e0, r, bi)), None)
                 }
-                None => (None, Some(b.let_("g", Ty::Idx, add(mul(u, int(span)), tid)))),
+                None => (
+                    None,
+                    Some(b.let_("g", Ty::Idx, add(mul(u, int(span)), tid))),
+                ),
             };
             for j in 0..PER_THREAD {
                 let (coord, inside) = match (&by_row, &g0) {

@@ -38,6 +38,10 @@ pub(crate) const STEP: u64 = 4 * THREADS as u64;
 /// threads each; the emitters bound registers to 64 a thread so that 4 fit).
 pub(crate) const COOPERATIVE_PER_SM: u64 = irc_kir::COOPERATIVE_BLOCKS_PER_SM as u64;
 
+/// Vector loads a thread has in flight per step in a composite's chunk (its registers are
+/// bounded so that [`COOPERATIVE_PER_SM`] blocks fit).
+pub(crate) const COMPOSITE_UNROLL: u64 = 4;
+
 /// The identity of `max` in the math dtype.
 pub(crate) fn lowest(math: irc_ir::DType) -> f64 {
     if math == irc_ir::DType::F64 {
@@ -119,14 +123,14 @@ impl RowSchedule {
 
 impl Builder<'_, '_> {
     /// The chunk's elements `[start, start + chunk)` of row `row` (clipped to `k`) over the
-    /// block: vectors of `width` elements (`templates/vector.rs`), four per thread in flight
-    /// per step of `4 · 256` vectors; `f` gets the element index.
+    /// block: vectors of `width` elements (`templates/vector.rs`), `unroll` per thread in
+    /// flight per step of `unroll · 256` vectors; `f` gets the element index.
     pub(crate) fn chunk_loop(
         &mut self,
         start: &Expr,
         (chunk, k): (u64, u64),
         row: &Expr,
-        width: u64,
+        (width, unroll): (u64, u64),
         reverse: bool,
         f: impl Fn(&mut Self, Expr) -> R<()>,
     ) -> R<()> {
@@ -138,11 +142,11 @@ impl Builder<'_, '_> {
         );
         let row = row.clone();
         let lanes = u64::from(THREADS);
-        let step = 4 * lanes;
-        // A step whose vectors all exist loads without guards, so its four loads issue before
-        // the first is used (a load under its own branch waits for the previous one's use).
+        let step = unroll * lanes;
+        // A step whose vectors all exist loads without guards, so its loads issue before the
+        // first is used (a load under its own branch waits for the previous one's use).
         let u_loop = |b: &mut Self, base: &Expr, guard: bool| -> R<()> {
-            b.for_("u", int(0), int(4), int(1), true, |b, u| {
+            b.for_("u", int(0), int(unroll), int(1), true, |b, u| {
                 let off = b.let_(
                     "o",
                     Ty::Idx,
@@ -211,25 +215,39 @@ impl Builder<'_, '_> {
                 // The chunk's (max, sum of exp(x - max)) in one pass (`row::OnlineSoftmax`).
                 let o = super::row::OnlineSoftmax::new(self, math);
                 let o2 = o.clone();
-                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
-                    let x = load_x(b, r, kx, Read::Store)?;
-                    o2.add(b, x);
-                    Ok(())
-                })?;
+                self.chunk_loop(
+                    &start,
+                    (chunk, r.k),
+                    &row,
+                    (width, COMPOSITE_UNROLL),
+                    false,
+                    |b, kx| {
+                        let x = load_x(b, r, kx, Read::Store)?;
+                        o2.add(b, x);
+                        Ok(())
+                    },
+                )?;
                 let (mx, sum) = o.merge(self)?;
                 [mx, sum, lit(math, 0.0)]
             }
             OpKind::Rmsnorm => {
                 let s = self.var("s", mt, lit(math, 0.0));
-                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
-                    let x = load_x(b, r, kx, Read::Store)?;
-                    let v = call(
-                        Func::Add,
-                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
-                    );
-                    b.assign(&s, v);
-                    Ok(())
-                })?;
+                self.chunk_loop(
+                    &start,
+                    (chunk, r.k),
+                    &row,
+                    (width, COMPOSITE_UNROLL),
+                    false,
+                    |b, kx| {
+                        let x = load_x(b, r, kx, Read::Store)?;
+                        let v = call(
+                            Func::Add,
+                            vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
+                        );
+                        b.assign(&s, v);
+                        Ok(())
+                    },
+                )?;
                 let sum = self.block_reduce(mt, ReduceOp::Sum, s);
                 [sum, lit(math, 0.0), lit(math, 0.0)]
             }
@@ -237,11 +255,18 @@ impl Builder<'_, '_> {
                 // The chunk's (mean, M2, n) in one pass (`row::Moments`).
                 let m = super::row::Moments::new(self, math, None);
                 let m2 = m.clone();
-                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
-                    let x = load_x(b, r, kx, Read::Store)?;
-                    m2.add(b, x);
-                    Ok(())
-                })?;
+                self.chunk_loop(
+                    &start,
+                    (chunk, r.k),
+                    &row,
+                    (width, COMPOSITE_UNROLL),
+                    false,
+                    |b, kx| {
+                        let x = load_x(b, r, kx, Read::Store)?;
+                        m2.add(b, x);
+                        Ok(())
+                    },
+                )?;
                 let (mean, m2, n) = m.merge(self, None)?;
                 [mean, m2, n]
             }
@@ -445,37 +470,44 @@ impl Builder<'_, '_> {
             self.row_depart(barrier, &tid)?;
         }
         // In one launch, the chunk backwards: its last steps are still in L2.
-        self.chunk_loop(&start, (chunk, r.k), &row, width, one, |b, kx| {
-            let x = load_x(b, &r, kx.clone(), Read::Load)?;
-            let mut y = match op {
-                // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
-                OpKind::LogSoftmax => call(
-                    Func::Sub,
-                    vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
-                ),
-                OpKind::Softmax => call(
-                    Func::Div,
-                    vec![
-                        call(Func::Exp, vec![call(Func::Sub, vec![x, center.clone()])]),
-                        scale.clone(),
-                    ],
-                ),
-                OpKind::Rmsnorm => call(Func::Mul, vec![x, scale.clone()]),
-                _ => call(
-                    Func::Mul,
-                    vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
-                ),
-            };
-            if let Some(w) = r.w {
-                let wv = b.value_at(w, &r.param_access)?;
-                y = call(Func::Mul, vec![y, cast_to(math, b.ty(w).dtype, wv)]);
-            }
-            if let Some(bias) = r.bias {
-                let bv = b.value_at(bias, &r.param_access)?;
-                y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
-            }
-            b.row_store(&r, vec![kx, row.clone()], y)
-        })
+        self.chunk_loop(
+            &start,
+            (chunk, r.k),
+            &row,
+            (width, COMPOSITE_UNROLL),
+            one,
+            |b, kx| {
+                let x = load_x(b, &r, kx.clone(), Read::Load)?;
+                let mut y = match op {
+                    // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
+                    OpKind::LogSoftmax => call(
+                        Func::Sub,
+                        vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
+                    ),
+                    OpKind::Softmax => call(
+                        Func::Div,
+                        vec![
+                            call(Func::Exp, vec![call(Func::Sub, vec![x, center.clone()])]),
+                            scale.clone(),
+                        ],
+                    ),
+                    OpKind::Rmsnorm => call(Func::Mul, vec![x, scale.clone()]),
+                    _ => call(
+                        Func::Mul,
+                        vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
+                    ),
+                };
+                if let Some(w) = r.w {
+                    let wv = b.value_at(w, &r.param_access)?;
+                    y = call(Func::Mul, vec![y, cast_to(math, b.ty(w).dtype, wv)]);
+                }
+                if let Some(bias) = r.bias {
+                    let bv = b.value_at(bias, &r.param_access)?;
+                    y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
+                }
+                b.row_store(&r, vec![kx, row.clone()], y)
+            },
+        )
     }
 }
 
