@@ -358,6 +358,42 @@ proptest! {
 /// in another kernel): the row kernel stores both (it stored only the softmax, leaving the
 /// view's buffer unwritten; found by `random_graphs_compute_what_the_interpreter_does`).
 #[test]
+fn result_views_of_a_row_composite_read_elsewhere_are_stored_by_its_kernel() {
+    // A result that is a view of a row composite the graph also reads elsewhere (rule 2): the
+    // composite's kernel stores the view beside its own value and its epilogue, through the
+    // inverse of the views' layout: one kernel, no copy. A reduction's kernel stores one
+    // value, so a view beside a reduction read elsewhere stays a copy kernel. Each graph's
+    // kernels run in the emulator against the interpreter.
+    let graphs = [
+        (
+            "graph @sm(%x: tensor<16x32xf16>) -> (tensor<16x32xf16>, tensor<512xf16>) {\n  %s = softmax %x {axis = -1}\n  %t = exp %s\n  %v = reshape %s {shape = [-1]}\n  return %t, %v\n}\n",
+            1,
+        ),
+        (
+            "graph @ln(%x: tensor<4x6x40xf32>) -> (tensor<4x6x40xf32>, tensor<40x6x4xf32>, tensor<960xf32>) {\n  %s = layernorm %x {axis = -1}\n  %v = transpose %s {perm = [2, 1, 0]}\n  %w = reshape %s {shape = [-1]}\n  return %s, %v, %w\n}\n",
+            1,
+        ),
+        (
+            "graph @red(%x: tensor<6x40xf32>) -> (tensor<6xf32>, tensor<1x6xf32>) {\n  %s = reduce_sum %x {axes = [1]}\n  %t = exp %s\n  %v = reshape %s {shape = [1, 6]}\n  return %t, %v\n}\n",
+            3,
+        ),
+    ];
+    for (text, kernels) in graphs {
+        let m = irc_frontend::parse_module(text).unwrap();
+        let g = &m.graphs[0];
+        let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default()).unwrap();
+        assert_eq!(k.kernels.len(), kernels, "@{}: {:?}", g.name, k.launches);
+        for (i, (got, want)) in emulate::against_interpreter_all(g, &k, 17)
+            .into_iter()
+            .enumerate()
+        {
+            let cmp = irc_interp::compare::compare(&got, &want).unwrap();
+            assert!(cmp.passed(), "@{} result {i}: {cmp:?}", g.name);
+        }
+    }
+}
+
+#[test]
 fn a_composite_stores_its_views_that_have_buffers() {
     let text = "graph @g(%x: tensor<3x2xbf16>) -> (tensor<3x2xbf16>, tensor<2x6xbf16>) {\n  %s = softmax %x {axis = -1}\n  %t = softmax %s {axis = -1}\n  %r = reshape %s {shape = [-1]}\n  %b = broadcast %r {shape = [2, 6]}\n  return %t, %b\n}\n";
     let m = irc_frontend::parse_module(text).unwrap();

@@ -11,7 +11,8 @@
 //!    view whose chain of views (each read only by the next, none of them a broadcast that adds
 //!    elements) reaches a reduction or row composite read by nothing else: that anchor's kernel
 //!    stores its value into the result's buffer through the inverse of the views' layout, and
-//!    the anchor gets no buffer of its own ([`Home::Epilogue`]). No copy kernel, no temp.
+//!    the anchor gets no buffer of its own ([`Home::Epilogue`]). No copy kernel, no temp. A row
+//!    composite read elsewhere too keeps its buffer, and its kernel stores the view beside it.
 //! 3. An anchor (matmul, reduction, row composite) is stored: its consumers start new kernels.
 //! 4. An elementwise value read by two or more statements is stored (no recomputation).
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
@@ -252,9 +253,10 @@ pub fn kernels(d: &impl Dag, home: &[Home]) -> Vec<(usize, Vec<usize>)> {
 }
 
 /// The reduction or row composite that the result view `r` shows, when its kernel can store
-/// `r` itself (rule 2): every view on the way is read only by the next, the anchor only by the
-/// chain, none of them is a result or forced, and the element count never changes (a
-/// broadcast that adds elements has no inverse).
+/// `r` itself (rule 2): every view on the way is read only by the next, none of them is a
+/// result or forced, and the element count never changes (a broadcast that adds elements has
+/// no inverse). With it, whether the chain is the anchor's only reader (else the anchor keeps
+/// its buffer and its kernel stores both).
 fn viewed_anchor(
     d: &impl Dag,
     r: usize,
@@ -262,21 +264,20 @@ fn viewed_anchor(
     is_result: &[bool],
     forced_at: &impl Fn(usize) -> bool,
     anchor_ok: &impl Fn(usize, OpKind) -> bool,
-) -> Option<usize> {
+) -> Option<(usize, bool)> {
     let numel = |i: usize| d.shape(i).iter().product::<u64>();
     if d.kind(r) != NodeKind::View || forced_at(r) {
         return None;
     }
     let mut v = *d.operands(r).first()?;
     loop {
-        if is_result[v] || uses[v] != 1 || forced_at(v) || numel(v) != numel(r) {
+        if forced_at(v) || numel(v) != numel(r) {
             return None;
         }
+        let alone = !is_result[v] && uses[v] == 1;
         match d.kind(v) {
-            NodeKind::View => v = *d.operands(v).first()?,
-            NodeKind::Anchor(op) if anchor_ok(v, op) => {
-                return Some(v);
-            }
+            NodeKind::View if alone => v = *d.operands(v).first()?,
+            NodeKind::Anchor(op) if anchor_ok(v, op) => return Some((v, alone)),
             _ => return None,
         }
     }
@@ -338,9 +339,19 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     let reduction_or_row =
         |_: usize, op: OpKind| matches!(op.category(), Category::Reduction | Category::Composite);
     for &r in d.results() {
-        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at, &reduction_or_row) {
-            home[r] = stored(Why::Result, a);
-            home[a] = Home::Epilogue;
+        if let Some((a, alone)) =
+            viewed_anchor(d, r, &uses, &is_result, &forced_at, &reduction_or_row)
+        {
+            // A reduction kernel stores one value: a view beside a reduction read elsewhere
+            // stays a copy.
+            let row =
+                matches!(d.kind(a), NodeKind::Anchor(op) if op.category() == Category::Composite);
+            if alone {
+                home[r] = stored(Why::Result, a);
+                home[a] = Home::Epilogue;
+            } else if row {
+                home[r] = stored(Why::Result, a);
+            }
         }
     }
     // Rule 5: computed matmul operands.
@@ -382,7 +393,9 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
                 .any(|a| a.output == v && a.declined.is_none())
     };
     for &r in d.results() {
-        if let Some(a) = viewed_anchor(d, r, &uses, &is_result, &forced_at, &attention_output) {
+        if let Some((a, true)) =
+            viewed_anchor(d, r, &uses, &is_result, &forced_at, &attention_output)
+        {
             home[r] = stored(Why::Result, a);
             home[a] = Home::Epilogue;
         }
