@@ -184,17 +184,9 @@ impl Builder<'_, '_> {
             })?;
             let r1 = reduce(s, first_op, Expr::var(&acc1));
             let store = |s: &mut Self, kv: Expr, y: Expr| s.row_store(&r, vec![kv, row.clone()], y);
-            let scale = |s: &mut Self, kv: &Expr, mut y: Expr| -> R<Expr> {
+            let scale = |s: &mut Self, kv: &Expr, y: Expr| -> R<Expr> {
                 s.coord = vec![kv.clone(), row.clone()];
-                if let Some(w) = r.w {
-                    let wv = s.value_at(w, &r.param_access)?;
-                    y = call(Func::Mul, vec![y, cast_to(math, s.ty(w).dtype, wv)]);
-                }
-                if let Some(b) = r.bias {
-                    let bv = s.value_at(b, &r.param_access)?;
-                    y = call(Func::Add, vec![y, cast_to(math, s.ty(b).dtype, bv)]);
-                }
-                Ok(y)
+                s.row_affine(&r, y)
             };
             match op {
                 OpKind::Softmax | OpKind::LogSoftmax => {

@@ -188,6 +188,34 @@ impl Builder<'_, '_> {
         })
     }
 
+    /// `y · w + bias` at the current coordinate, for the norms' optional weight and bias
+    /// (`RowSpec::w`, `RowSpec::bias`), in the row's math type.
+    pub(crate) fn row_affine(&mut self, r: &RowSpec, mut y: Expr) -> R<Expr> {
+        let call = Expr::call;
+        if let Some(w) = r.w {
+            let wv = self.value_at(w, &r.param_access)?;
+            y = call(Func::Mul, vec![y, cast_to(r.math, self.ty(w).dtype, wv)]);
+        }
+        if let Some(bias) = r.bias {
+            let bv = self.value_at(bias, &r.param_access)?;
+            y = call(Func::Add, vec![y, cast_to(r.math, self.ty(bias).dtype, bv)]);
+        }
+        Ok(y)
+    }
+
+    /// [`Builder::chunk_loop`] forwards over a composite's chunk ([`COMPOSITE_UNROLL`] loads a
+    /// thread in flight).
+    fn chunk_pass(
+        &mut self,
+        start: &Expr,
+        span: (u64, u64),
+        row: &Expr,
+        width: u64,
+        f: impl Fn(&mut Self, Expr) -> R<()>,
+    ) -> R<()> {
+        self.chunk_loop(start, span, row, (width, COMPOSITE_UNROLL), false, f)
+    }
+
     /// The split schedule's partial of the block's chunk, stored by thread 0 to
     /// `part[at(row, split, 0..3)]` (module docs).
     #[allow(clippy::too_many_arguments)]
@@ -215,39 +243,25 @@ impl Builder<'_, '_> {
                 // The chunk's (max, sum of exp(x - max)) in one pass (`row::OnlineSoftmax`).
                 let o = super::row::OnlineSoftmax::new(self, math);
                 let o2 = o.clone();
-                self.chunk_loop(
-                    &start,
-                    (chunk, r.k),
-                    &row,
-                    (width, COMPOSITE_UNROLL),
-                    false,
-                    |b, kx| {
-                        let x = load_x(b, r, kx, Read::Store)?;
-                        o2.add(b, x);
-                        Ok(())
-                    },
-                )?;
+                self.chunk_pass(&start, (chunk, r.k), &row, width, |b, kx| {
+                    let x = load_x(b, r, kx, Read::Store)?;
+                    o2.add(b, x);
+                    Ok(())
+                })?;
                 let (mx, sum) = o.merge(self)?;
                 [mx, sum, lit(math, 0.0)]
             }
             OpKind::Rmsnorm => {
                 let s = self.var("s", mt, lit(math, 0.0));
-                self.chunk_loop(
-                    &start,
-                    (chunk, r.k),
-                    &row,
-                    (width, COMPOSITE_UNROLL),
-                    false,
-                    |b, kx| {
-                        let x = load_x(b, r, kx, Read::Store)?;
-                        let v = call(
-                            Func::Add,
-                            vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
-                        );
-                        b.assign(&s, v);
-                        Ok(())
-                    },
-                )?;
+                self.chunk_pass(&start, (chunk, r.k), &row, width, |b, kx| {
+                    let x = load_x(b, r, kx, Read::Store)?;
+                    let v = call(
+                        Func::Add,
+                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
+                    );
+                    b.assign(&s, v);
+                    Ok(())
+                })?;
                 let sum = self.block_reduce(mt, ReduceOp::Sum, s);
                 [sum, lit(math, 0.0), lit(math, 0.0)]
             }
@@ -255,18 +269,11 @@ impl Builder<'_, '_> {
                 // The chunk's (mean, M2, n) in one pass (`row::Moments`).
                 let m = super::row::Moments::new(self, math, None);
                 let m2 = m.clone();
-                self.chunk_loop(
-                    &start,
-                    (chunk, r.k),
-                    &row,
-                    (width, COMPOSITE_UNROLL),
-                    false,
-                    |b, kx| {
-                        let x = load_x(b, r, kx, Read::Store)?;
-                        m2.add(b, x);
-                        Ok(())
-                    },
-                )?;
+                self.chunk_pass(&start, (chunk, r.k), &row, width, |b, kx| {
+                    let x = load_x(b, r, kx, Read::Store)?;
+                    m2.add(b, x);
+                    Ok(())
+                })?;
                 let (mean, m2, n) = m.merge(self, None)?;
                 [mean, m2, n]
             }
@@ -478,7 +485,7 @@ impl Builder<'_, '_> {
             one,
             |b, kx| {
                 let x = load_x(b, &r, kx.clone(), Read::Load)?;
-                let mut y = match op {
+                let y = match op {
                     // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
                     OpKind::LogSoftmax => call(
                         Func::Sub,
@@ -497,14 +504,7 @@ impl Builder<'_, '_> {
                         vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
                     ),
                 };
-                if let Some(w) = r.w {
-                    let wv = b.value_at(w, &r.param_access)?;
-                    y = call(Func::Mul, vec![y, cast_to(math, b.ty(w).dtype, wv)]);
-                }
-                if let Some(bias) = r.bias {
-                    let bv = b.value_at(bias, &r.param_access)?;
-                    y = call(Func::Add, vec![y, cast_to(math, b.ty(bias).dtype, bv)]);
-                }
+                let y = b.row_affine(&r, y)?;
                 b.row_store(&r, vec![kx, row.clone()], y)
             },
         )
