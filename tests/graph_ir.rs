@@ -360,8 +360,9 @@ proptest! {
 #[test]
 fn result_views_of_a_row_composite_read_elsewhere_are_stored_by_its_kernel() {
     // A result that is a view of a row composite the graph also reads elsewhere (rule 2): the
-    // composite's kernel stores the view beside its own value and its epilogue, through the
-    // inverse of the views' layout: one kernel, no copy. A reduction's kernel stores one
+    // composite's kernel stores the view beside its epilogue (the composite itself not stored
+    // when only its epilogue reads it) or beside its own value (read by another kernel),
+    // through the inverse of the views' layout: no copy kernel. A reduction's kernel stores one
     // value, so a view beside a reduction read elsewhere stays a copy kernel. Each graph's
     // kernels run in the emulator against the interpreter.
     let graphs = [
@@ -372,6 +373,10 @@ fn result_views_of_a_row_composite_read_elsewhere_are_stored_by_its_kernel() {
         (
             "graph @ln(%x: tensor<4x6x40xf32>) -> (tensor<4x6x40xf32>, tensor<40x6x4xf32>, tensor<960xf32>) {\n  %s = layernorm %x {axis = -1}\n  %v = transpose %s {perm = [2, 1, 0]}\n  %w = reshape %s {shape = [-1]}\n  return %s, %v, %w\n}\n",
             1,
+        ),
+        (
+            "graph @rd(%x: tensor<16x64xf32>) -> (tensor<64x16xf32>, tensor<16xf32>) {\n  %s = softmax %x {axis = -1}\n  %t = transpose %s {perm = [1, 0]}\n  %m = reduce_max %s {axes = [1]}\n  return %t, %m\n}\n",
+            2,
         ),
         (
             "graph @red(%x: tensor<6x40xf32>) -> (tensor<6xf32>, tensor<1x6xf32>) {\n  %s = reduce_sum %x {axes = [1]}\n  %t = exp %s\n  %v = reshape %s {shape = [1, 6]}\n  return %t, %v\n}\n",

@@ -328,7 +328,18 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 Category::Composite => !views_only,
                 _ => false,
             };
-            let text = if epilogue {
+            let some_views = stores.iter().any(|&v| {
+                inst_of(v).is_some_and(|i| {
+                    matches!(g.insts[i].op.category(), Category::View | Category::Slice)
+                })
+            });
+            let text = if epilogue && some_views {
+                format!(
+                    "the {} %{} is not stored: only its kernel reads it (its epilogue, and the result views it stores)",
+                    op.name(),
+                    names[leader]
+                )
+            } else if epilogue {
                 format!(
                     "the {} %{} is not stored: only its epilogue reads it",
                     op.name(),

@@ -12,7 +12,9 @@
 //!    elements) reaches a reduction or row composite read by nothing else: that anchor's kernel
 //!    stores its value into the result's buffer through the inverse of the views' layout, and
 //!    the anchor gets no buffer of its own ([`Home::Epilogue`]). No copy kernel, no temp. A row
-//!    composite read elsewhere too keeps its buffer, and its kernel stores the view beside it.
+//!    composite read elsewhere too has its kernel store the view beside its epilogue (rule 6:
+//!    no buffer for the composite when only the epilogue and such views read it) or beside its
+//!    own value (read by another kernel).
 //! 3. An anchor (matmul, reduction, row composite) is stored: its consumers start new kernels.
 //! 4. An elementwise value read by two or more statements is stored (no recomputation).
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
@@ -514,7 +516,13 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
         }
         for &x in &closure {
             claimed[x] = true;
-            let outside = readers[x].iter().any(|&r| member[r] != m);
+            // A result view that this kernel stores (rule 2, beside a row composite read
+            // elsewhere) is not a reader outside.
+            let outside = readers[x].iter().any(|&r| {
+                member[r] != m
+                    && !(d.kind(r) == NodeKind::View
+                        && matches!(home[r], Home::Stored { kernel, .. } if kernel == m))
+            });
             home[x] = if is_result[x] {
                 stored(Why::Result, m)
             } else if outside {
