@@ -318,22 +318,18 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
         if home[leader] == Home::Epilogue {
             let op = g.insts[lead_inst].op;
             // An attention output is stored through a result view (rule 2) or by its epilogue.
-            let views_only = stores.iter().all(|&v| {
+            let is_view = |v: usize| {
                 inst_of(v).is_some_and(|i| {
                     matches!(g.insts[i].op.category(), Category::View | Category::Slice)
                 })
-            });
+            };
+            let views_only = stores.iter().all(|&v| is_view(v));
             let epilogue = match op.category() {
                 Category::Matmul => att.is_none() || !views_only,
                 Category::Composite => !views_only,
                 _ => false,
             };
-            let some_views = stores.iter().any(|&v| {
-                inst_of(v).is_some_and(|i| {
-                    matches!(g.insts[i].op.category(), Category::View | Category::Slice)
-                })
-            });
-            let text = if epilogue && some_views {
+            let text = if epilogue && stores.iter().any(|&v| is_view(v)) {
                 format!(
                     "the {} %{} is not stored: only its kernel reads it (its epilogue, and the result views it stores)",
                     op.name(),

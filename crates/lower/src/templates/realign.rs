@@ -161,42 +161,40 @@ impl Builder<'_, '_> {
         cp.rows(units, |b, u| {
             let tid = bx(Builtin::TidX);
             let mut held = vec![];
-            // Row chunks: (first element, row, batch); spans: the first element's index.
-            let (by_row, g0) = match chunks {
+            // Row chunks: the row (and batch) once, then `(e0 + j·256, r, bi)`; spans across
+            // rows: element `g0 + j·256`, split into its coordinates.
+            let by_row = match chunks {
                 Some(n) => {
                     let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, u.clone(), int(n)));
                     let e0 = add(mul(Expr::idx(IdxOp::Rem, u, int(n)), int(span)), tid);
                     let e0 = b.let_("e", Ty::Idx, e0);
                     let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
                     let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
-                    (Some((e0, r, bi)), None)
+                    Ok((e0, r, bi))
                 }
-                None => (
-                    None,
-                    Some(b.let_("g", Ty::Idx, add(mul(u, int(span)), tid))),
-                ),
+                None => Err(b.let_("g", Ty::Idx, add(mul(u, int(span)), tid))),
             };
             for j in 0..PER_THREAD {
-                let (coord, inside) = match (&by_row, &g0) {
-                    (Some((e0, r, bi)), _) => {
-                        let e = add(e0.clone(), int(j * COPY_THREADS));
-                        let inside = lt(e.clone(), int(ec));
-                        let at = Expr::call(Func::Select, vec![inside.clone(), e, int(ec - 1)]);
-                        let at = b.let_("at", Ty::Idx, at);
+                let step = int(j * COPY_THREADS);
+                // The element's index where it is inside the operand, else the last one's.
+                let clamp = |b: &mut Self, i: Expr, end: u64| {
+                    let inside = lt(i.clone(), int(end));
+                    let at = Expr::call(Func::Select, vec![inside.clone(), i, int(end - 1)]);
+                    (b.let_("at", Ty::Idx, at), inside)
+                };
+                let (coord, inside) = match &by_row {
+                    Ok((e0, r, bi)) => {
+                        let (at, inside) = clamp(b, add(e0.clone(), step), ec);
                         (vec![at, r.clone(), bi.clone()], inside)
                     }
-                    (None, Some(g0)) => {
-                        let g = add(g0.clone(), int(j * COPY_THREADS));
-                        let inside = lt(g.clone(), int(total));
-                        let at = Expr::call(Func::Select, vec![inside.clone(), g, int(total - 1)]);
-                        let at = b.let_("at", Ty::Idx, at);
+                    Err(g0) => {
+                        let (at, inside) = clamp(b, add(g0.clone(), step), total);
                         let e = b.let_("e", Ty::Idx, Expr::idx(IdxOp::Rem, at.clone(), int(ec)));
                         let row = b.let_("row", Ty::Idx, Expr::idx(IdxOp::Div, at, int(ec)));
                         let r = b.let_("r", Ty::Idx, Expr::idx(IdxOp::Rem, row.clone(), int(eo)));
                         let bi = b.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, row, int(eo)));
                         (vec![e, r, bi], inside)
                     }
-                    (None, None) => unreachable!("one of the two mappings is chosen above"),
                 };
                 let v = b.let_("v", Ty::Elem(dtype), Expr::load(&src, coord.clone()));
                 held.push((coord, inside, v));

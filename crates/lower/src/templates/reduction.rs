@@ -10,10 +10,6 @@ use irc_ir::infer::reduction_axes;
 use irc_ir::{DType, Inst, OpKind};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Stmt, Ty};
 
-/// Vector loads a thread of a split reduction has in flight per step (its registers hold
-/// little else).
-pub(crate) const SPLIT_UNROLL: u64 = 4;
-
 impl Builder<'_, '_> {
     /// `for %row = bid.x to rows step nctaid.x { ... }`: one block per row.
     pub(crate) fn rows(&mut self, rows: u64, f: impl FnOnce(&mut Self, Expr) -> R<()>) -> R<()> {
@@ -387,7 +383,7 @@ struct RowsSplit {
 
 impl Builder<'_, '_> {
     /// Few long rows (`split,chunk=N`): `(splits, rows)` blocks, each reducing its chunk
-    /// (`chunk_loop`: vectors, [`SPLIT_UNROLL`] per thread in flight) with a block reduction into the
+    /// (`chunk_loop`: vectors, four per thread in flight) with a block reduction into the
     /// partials `[rows, splits]`; then each row's partials added in a fixed order. Up to
     /// [`ONE_LAUNCH_PARTS`] splits, by the last block of the row to arrive (`arrival`): its
     /// first warp's lanes add every 32nd partial, then the warp's tree — one launch; beyond, by
@@ -424,19 +420,12 @@ impl Builder<'_, '_> {
         let start = b.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
         let acc = b.accumulator(r.acc_t, r.init);
         let (a, rw, xd) = (acc.clone(), row.clone(), b.ty(x).dtype);
-        b.chunk_loop(
-            &start,
-            (r.chunk, r.k),
-            &row,
-            (r.width, SPLIT_UNROLL),
-            false,
-            |b, kx| {
-                b.coord = vec![kx, rw.clone()];
-                let e = b.value_at(x, access)?;
-                b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
-                Ok(())
-            },
-        )?;
+        b.chunk_loop(&start, (r.chunk, r.k), &row, r.width, false, |b, kx| {
+            b.coord = vec![kx, rw.clone()];
+            let e = b.value_at(x, access)?;
+            b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
+            Ok(())
+        })?;
         let red = b.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
         let tid = bx(Builtin::TidX);
         b.if_(Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)), |b| {

@@ -38,10 +38,6 @@ pub(crate) const STEP: u64 = 4 * THREADS as u64;
 /// threads each; the emitters bound registers to 64 a thread so that 4 fit).
 pub(crate) const COOPERATIVE_PER_SM: u64 = irc_kir::COOPERATIVE_BLOCKS_PER_SM as u64;
 
-/// Vector loads a thread has in flight per step in a composite's chunk (its registers are
-/// bounded so that [`COOPERATIVE_PER_SM`] blocks fit).
-pub(crate) const COMPOSITE_UNROLL: u64 = 4;
-
 /// The identity of `max` in the math dtype.
 pub(crate) fn lowest(math: irc_ir::DType) -> f64 {
     if math == irc_ir::DType::F64 {
@@ -123,14 +119,14 @@ impl RowSchedule {
 
 impl Builder<'_, '_> {
     /// The chunk's elements `[start, start + chunk)` of row `row` (clipped to `k`) over the
-    /// block: vectors of `width` elements (`templates/vector.rs`), `unroll` per thread in
-    /// flight per step of `unroll · 256` vectors; `f` gets the element index.
+    /// block: vectors of `width` elements (`templates/vector.rs`), four per thread in flight
+    /// per step of `4 · 256` vectors; `f` gets the element index.
     pub(crate) fn chunk_loop(
         &mut self,
         start: &Expr,
         (chunk, k): (u64, u64),
         row: &Expr,
-        (width, unroll): (u64, u64),
+        width: u64,
         reverse: bool,
         f: impl Fn(&mut Self, Expr) -> R<()>,
     ) -> R<()> {
@@ -142,11 +138,11 @@ impl Builder<'_, '_> {
         );
         let row = row.clone();
         let lanes = u64::from(THREADS);
-        let step = unroll * lanes;
-        // A step whose vectors all exist loads without guards, so its loads issue before the
-        // first is used (a load under its own branch waits for the previous one's use).
+        let step = 4 * lanes;
+        // A step whose vectors all exist loads without guards, so its four loads issue before
+        // the first is used (a load under its own branch waits for the previous one's use).
         let u_loop = |b: &mut Self, base: &Expr, guard: bool| -> R<()> {
-            b.for_("u", int(0), int(unroll), int(1), true, |b, u| {
+            b.for_("u", int(0), int(4), int(1), true, |b, u| {
                 let off = b.let_(
                     "o",
                     Ty::Idx,
@@ -203,19 +199,6 @@ impl Builder<'_, '_> {
         Ok(y)
     }
 
-    /// [`Builder::chunk_loop`] forwards over a composite's chunk ([`COMPOSITE_UNROLL`] loads a
-    /// thread in flight).
-    fn chunk_pass(
-        &mut self,
-        start: &Expr,
-        span: (u64, u64),
-        row: &Expr,
-        width: u64,
-        f: impl Fn(&mut Self, Expr) -> R<()>,
-    ) -> R<()> {
-        self.chunk_loop(start, span, row, (width, COMPOSITE_UNROLL), false, f)
-    }
-
     /// The split schedule's partial of the block's chunk, stored by thread 0 to
     /// `part[at(row, split, 0..3)]` (module docs).
     #[allow(clippy::too_many_arguments)]
@@ -243,7 +226,7 @@ impl Builder<'_, '_> {
                 // The chunk's (max, sum of exp(x - max)) in one pass (`row::OnlineSoftmax`).
                 let o = super::row::OnlineSoftmax::new(self, math);
                 let o2 = o.clone();
-                self.chunk_pass(&start, (chunk, r.k), &row, width, |b, kx| {
+                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
                     let x = load_x(b, r, kx, Read::Store)?;
                     o2.add(b, x);
                     Ok(())
@@ -253,7 +236,7 @@ impl Builder<'_, '_> {
             }
             OpKind::Rmsnorm => {
                 let s = self.var("s", mt, lit(math, 0.0));
-                self.chunk_pass(&start, (chunk, r.k), &row, width, |b, kx| {
+                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
                     let x = load_x(b, r, kx, Read::Store)?;
                     let v = call(
                         Func::Add,
@@ -269,7 +252,7 @@ impl Builder<'_, '_> {
                 // The chunk's (mean, M2, n) in one pass (`row::Moments`).
                 let m = super::row::Moments::new(self, math, None);
                 let m2 = m.clone();
-                self.chunk_pass(&start, (chunk, r.k), &row, width, |b, kx| {
+                self.chunk_loop(&start, (chunk, r.k), &row, width, false, |b, kx| {
                     let x = load_x(b, r, kx, Read::Store)?;
                     m2.add(b, x);
                     Ok(())
@@ -477,37 +460,30 @@ impl Builder<'_, '_> {
             self.row_depart(barrier, &tid)?;
         }
         // In one launch, the chunk backwards: its last steps are still in L2.
-        self.chunk_loop(
-            &start,
-            (chunk, r.k),
-            &row,
-            (width, COMPOSITE_UNROLL),
-            one,
-            |b, kx| {
-                let x = load_x(b, &r, kx.clone(), Read::Load)?;
-                let y = match op {
-                    // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
-                    OpKind::LogSoftmax => call(
-                        Func::Sub,
-                        vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
-                    ),
-                    OpKind::Softmax => call(
-                        Func::Div,
-                        vec![
-                            call(Func::Exp, vec![call(Func::Sub, vec![x, center.clone()])]),
-                            scale.clone(),
-                        ],
-                    ),
-                    OpKind::Rmsnorm => call(Func::Mul, vec![x, scale.clone()]),
-                    _ => call(
-                        Func::Mul,
-                        vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
-                    ),
-                };
-                let y = b.row_affine(&r, y)?;
-                b.row_store(&r, vec![kx, row.clone()], y)
-            },
-        )
+        self.chunk_loop(&start, (chunk, r.k), &row, width, one, |b, kx| {
+            let x = load_x(b, &r, kx.clone(), Read::Load)?;
+            let y = match op {
+                // scale is log(sum) for log_softmax ([`Builder::composite_split`] above).
+                OpKind::LogSoftmax => call(
+                    Func::Sub,
+                    vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
+                ),
+                OpKind::Softmax => call(
+                    Func::Div,
+                    vec![
+                        call(Func::Exp, vec![call(Func::Sub, vec![x, center.clone()])]),
+                        scale.clone(),
+                    ],
+                ),
+                OpKind::Rmsnorm => call(Func::Mul, vec![x, scale.clone()]),
+                _ => call(
+                    Func::Mul,
+                    vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
+                ),
+            };
+            let y = b.row_affine(&r, y)?;
+            b.row_store(&r, vec![kx, row.clone()], y)
+        })
     }
 }
 

@@ -286,6 +286,21 @@ impl Builder<'_, '_> {
                 lt(gn.clone(), int(p.n)),
             )
         };
+        // One value of output element (gm, gn) through the chain to every root, where it is
+        // inside the output.
+        let store_at = |s: &mut Self, gm: Expr, gn: Expr, value: Expr| -> R<()> {
+            s.if_(in_range(&gm, &gn), |s| {
+                s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                s.epilogue_stores(
+                    mm,
+                    value,
+                    &p.access_c,
+                    roots,
+                    &epi.outs,
+                    vec![gm, gn, bi.clone()],
+                )
+            })
+        };
         // Value v's (row, column) in the consumer's tile.
         let place = |s: &mut Self, v: &Expr| -> R<(Expr, Expr)> {
             let idx = kir::offset_expr(&dl, &[t.clone(), v.clone()]).map_err(internal)?;
@@ -315,17 +330,7 @@ impl Builder<'_, '_> {
                 let value = cast_to(dt, DType::F32, scaled(v.clone()));
                 let gm = s.let_("gm", Ty::Idx, add(row0.clone(), row));
                 let gn = s.let_("gn", Ty::Idx, add(n0.clone(), col));
-                s.if_(in_range(&gm, &gn), |s| {
-                    s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                    s.epilogue_stores(
-                        mm,
-                        value,
-                        &p.access_c,
-                        roots,
-                        &epi.outs,
-                        vec![gm, gn, bi.clone()],
-                    )
-                })
+                store_at(s, gm, gn, value)
             })?;
         }
         let Some((g, stage, stage_v, stage_tv)) = &epi.vector else {
@@ -410,18 +415,7 @@ impl Builder<'_, '_> {
                         Ty::Idx,
                         add(add(n0.clone(), mul(q.clone(), Expr::Int(cw))), col.clone()),
                     );
-                    let value = Expr::load(stage, vec![r, col, c.clone()]);
-                    s.if_(in_range(&gm, &gn), |s| {
-                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                        s.epilogue_stores(
-                            mm,
-                            value.clone(),
-                            &p.access_c,
-                            roots,
-                            &epi.outs,
-                            vec![gm.clone(), gn.clone(), bi.clone()],
-                        )
-                    })
+                    store_at(s, gm, gn, Expr::load(stage, vec![r, col, c.clone()]))
                 })?;
                 s.out.push(named_barrier());
                 return Ok(());
