@@ -780,6 +780,26 @@ impl KernelEmitter<'_> {
                 }
                 let _ = writeln!(self.out, "{pad}}}");
             }
+            Intrinsic::Mul2 => {
+                // One packed instruction; the packs and halves are register moves ptxas folds.
+                let (d, a, b) = (frag(0), frag(1), frag(2));
+                let td = self.tensors[d.tensor.as_str()];
+                let dt = td.dtype.name();
+                let pair = |e: &mut Self, f: &kir::Frag| {
+                    let t = e.tensors[f.tensor.as_str()];
+                    format!(
+                        "irc_pack({}, {})",
+                        e.place(t, &f.coord(0)),
+                        e.place(t, &f.coord(1))
+                    )
+                };
+                let (pa, pb) = (pair(self, &a), pair(self, &b));
+                let (lo, hi) = (self.place(td, &d.coord(0)), self.place(td, &d.coord(1)));
+                let _ = writeln!(
+                    self.out,
+                    "{pad}{{ unsigned r; asm(\"fma.rn.{dt}x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"({pa}), \"r\"({pb}), \"r\"(0x80008000u)); {lo} = irc_lo_{dt}(r); {hi} = irc_hi_{dt}(r); }}"
+                );
+            }
             Intrinsic::MbarrierInit
             | Intrinsic::MbarrierExpectTx
             | Intrinsic::MbarrierArrive

@@ -21,16 +21,16 @@
 //! **Why N is bounded.** Unfused, the rmsnorm costs one more pass over x (a read and a write,
 //! `4·M·K` bytes) and a launch. Fused, every block transforms the A tiles it reads, so each
 //! A tile is transformed once per column tile of the output: the cost grows with N, and the
-//! matmul's own time with it. Measured on an H100 (`bench/results/2026-11-25-norm-prologue.md`,
-//! M = K = 4096): fused/unfused 0.82 at N = 512, 1.05 at 1024, 1.06 at 2048, 1.15 at 4096 on
-//! the CUDA backend (0.70, 0.97, 0.92, 1.02 on MLIR); at M = 16384, K = 2048, N = 1024, 0.80
-//! on both. Beyond N = 1024 the fused kernel is the slower one.
+//! matmul's own time with it (about 4% of it, since the transform runs beside the products).
+//! Measured on an H200 (`bench/results/2026-11-28-norm-prologue-run112.md`, runs 113-114; M =
+//! K = 4096): fused/unfused 0.66 at N = 512, 0.63 at 1024 (M = 16384, K = 2048: 0.70), 0.88 at
+//! 2048, 0.96 at 4096, 1.01 at 8192. Beyond N = 4096 the fused kernel is the slower one.
 
 use crate::policy::{Dag, Home, NodeKind};
 use irc_ir::{Attr, DType, OpKind};
 
 /// The largest N the norm prologue is taken for (the module doc says why).
-pub const MAX_N: u64 = 1024;
+pub const MAX_N: u64 = 4096;
 
 /// One `matmul(rmsnorm(..), ..)` the policy looked at.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -139,6 +139,8 @@ pub enum Intrinsic {
     /// Spins until a global counter (`ld.acquire.gpu`) reaches a value: the blocks of a
     /// cooperative launch waiting for each other.
     CounterWait,
+    /// A packed multiply of two 16-bit pairs (`fma.rn.{f16,bf16}x2` with a `-0` addend).
+    Mul2,
 }
 
 /// One row of the table.
@@ -346,6 +348,17 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         summary: WGMMA_RS_SUMMARY,
         args: &wgmma_rs_args(128),
         check: check_wgmma_rs,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::Mul2,
+        name: "mul.x2",
+        summary: "`fma.rn.{f16,bf16}x2` with a `-0` addend: `dst`'s two values are `a`'s times `b`'s, each product rounded once to the 16-bit dtype (one instruction for a pair of register values). Per thread.",
+        args: &[
+            ("dst", ArgKind::RegOut(2)),
+            ("a", ArgKind::RegIn(2)),
+            ("b", ArgKind::RegIn(2)),
+        ],
+        check: check_mul2,
     },
     IntrinsicInfo {
         op: Intrinsic::SetMaxNregInc,
@@ -658,6 +671,14 @@ fn check_wgmma(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     Ok(())
 }
 
+fn check_mul2(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
+    let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
+    if a != d || b != d || !matches!(d, Some(DType::F16 | DType::BF16)) {
+        return Err("mul.x2 multiplies f16 or bf16 pairs of one dtype".into());
+    }
+    Ok(())
+}
+
 fn check_wgmma_rs(ts: &[Option<&TensorDecl>]) -> Result<(), String> {
     let (d, a, b) = (dtype(ts[0]), dtype(ts[1]), dtype(ts[2]));
     if !matches!(b, Some(DType::F16 | DType::BF16)) || !(a == b || a == Some(DType::F32)) {
@@ -725,6 +746,7 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
         | Intrinsic::MmaM16n8k16
         | Intrinsic::MmaM16n8k8Tf32
         | Intrinsic::Wgmma(_)
-        | Intrinsic::WgmmaRs(_) => return None,
+        | Intrinsic::WgmmaRs(_)
+        | Intrinsic::Mul2 => return None,
     })
 }

@@ -173,6 +173,39 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         self.push(op, "vector.from_elements")
     }
 
+    /// `mul.x2`: the two values of `a` times those of `b` as one `vector<2xT>` multiply (one
+    /// `fma.rn.{f16,bf16}x2` in PTX), stored to `dst`'s two values.
+    pub(super) fn mul2(&mut self, dst: &kir::Frag, a: &kir::Frag, b: &kir::Frag) -> R<()> {
+        let mut pair = |s: &mut Self, f: &kir::Frag| -> R<MlirValue> {
+            let x = s.load_at(&f.tensor, f.coord(0))?;
+            let y = s.load_at(&f.tensor, f.coord(1))?;
+            let ty = s.type_of(x);
+            let vty = s.vector_type(&[2], ty);
+            s.vector_from_elements(&[x, y], vty)
+        };
+        let (va, vb) = (pair(self, a)?, pair(self, b)?);
+        let r = self.bin("arith.mulf", va, vb)?;
+        for v in 0..2 {
+            let et = {
+                let (_, _, d) = self.place(&dst.tensor, &dst.coord(v))?;
+                self.e.elem_type(d.dtype)
+            };
+            let op = OperationBuilder::new("vector.extract", self.loc)
+                .add_operands(&[self.v(r)])
+                .add_attributes(&[(
+                    self.e.id("static_position"),
+                    DenseI64ArrayAttribute::new(self.ctx(), &[v]).into(),
+                )])
+                .add_results(&[et])
+                .build();
+            let x = self.push(op, "vector.extract")?;
+            let (memref, index, _) = self.place(&dst.tensor, &dst.coord(v))?;
+            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+            self.push0(Ok(op), "memref.store")?;
+        }
+        Ok(())
+    }
+
     /// `irc_pack(lo, hi)` of two 16-bit values (f16 or bf16): `lo` in the low 16 bits of an `i32`.
     pub(super) fn pack16(&mut self, lo: MlirValue, hi: MlirValue) -> R<MlirValue> {
         let i16t: Type = IntegerType::new(self.ctx(), 16).into();

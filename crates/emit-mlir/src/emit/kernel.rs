@@ -448,6 +448,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                     Intrinsic::LdmatrixX4Trans => self.ldmatrix(true, f(0)?, f(1)?)?,
                     Intrinsic::MmaM16n8k16 => self.mma(f(0)?, f(1)?, f(2)?)?,
                     Intrinsic::MmaM16n8k8Tf32 => self.mma_tf32(f(0)?, f(1)?, f(2)?)?,
+                    Intrinsic::Mul2 => self.mul2(f(0)?, f(1)?, f(2)?)?,
                     Intrinsic::WgmmaWait => {
                         // The work on accumulators no product has in flight stays before the
                         // wait; those it completes are read only after it.

@@ -363,9 +363,12 @@ impl Builder<'_, '_> {
             None => None,
         };
         // wgmma groups a consumer leaves in flight past a k-tile (each keeps its stage until
-        // it completes): one, except where A is in registers, which must not change until the
-        // group that reads them is done (the next k-tile's fragments are the same registers).
-        let inflight: u64 = if prologue.is_some() { 0 } else { 1 };
+        // it completes): one. Where A is in registers (the norm prologue), the emitters pack
+        // each k-tile's fragments into registers of their own ahead of its fence, and the
+        // k-loop is unrolled by two, so the packed fragments the group in flight reads are
+        // not the ones the next k-tile writes: the next k-tile's fragments are read, squared
+        // and scaled while the tensor cores run the previous k-tile's products.
+        let inflight: u64 = 1;
         let consumer = self.block(|s| {
             s.out.push(intr(Intrinsic::SetMaxNregInc, vec![imm(232)]));
             let c = s.let_(
@@ -389,97 +392,105 @@ impl Builder<'_, '_> {
                     let k0 = s.let_("gk0", Ty::Idx, mul(sk.clone(), int(walk.kps * BK)));
                     s.rs_prologue_g(rp, &k0, p.k)?;
                 }
-                s.for_(
-                    "kt",
-                    Expr::Int(0),
-                    int(ktiles),
-                    Expr::Int(1),
-                    false,
-                    |s, kt| {
-                        let (it, st, ph) = s.ring(walk, &j, &kt);
-                        s.out.push(intr(
-                            Intrinsic::MbarrierWait,
-                            vec![bar(&bars, st.clone()), Arg::Expr(ph)],
-                        ));
-                        if let Some(rp) = &prologue {
-                            // The stage's fragments, then their products. (Splitting the k-steps
-                            // so one part's products run beside the next part's fragments
-                            // measured no faster: the consumers' issue slots bound it.)
-                            let k0 = mul(add(mul(sk.clone(), int(walk.kps)), kt.clone()), int(BK));
-                            let k0 = s.let_("pk0", Ty::Idx, k0);
-                            s.rs_prologue_stage(rp, oa, &st, &c, &k0, p.k, dt)?;
-                            s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                            // One statement per k-step (not a loop), so that the emitters pack
-                            // every register A operand ahead of the fence.
-                            for ks in 0..(BK / 16) as i64 {
-                                s.out.push(intr(
-                                    Intrinsic::WgmmaRs(bn as u16),
-                                    vec![
-                                        Arg::at(&acc, vec![]),
-                                        Arg::at(&rp.pa, vec![Expr::Int(ks)]),
-                                        Arg::at(&wb, vec![st.clone(), Expr::Int(ks)]),
-                                        imm(i64::from(!ob.k_major)),
-                                        imm(b_lbo),
-                                        imm(b_sbo),
-                                        imm(1),
-                                    ],
-                                ));
-                            }
-                        } else {
-                            s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
-                            s.unrolled("ks", BK / 16, &mut |s, ks| {
-                                s.out.push(intr(
-                                    Intrinsic::Wgmma(bn as u16),
-                                    vec![
-                                        Arg::at(&acc, vec![]),
-                                        Arg::at(&wa, vec![st.clone(), c.clone(), ks.clone()]),
-                                        Arg::at(&wb, vec![st.clone(), ks]),
-                                        imm(i64::from(!oa.k_major)),
-                                        imm(i64::from(!ob.k_major)),
-                                        imm(a_lbo),
-                                        imm(a_sbo),
-                                        imm(b_lbo),
-                                        imm(b_sbo),
-                                        imm(1),
-                                    ],
-                                ));
-                                Ok(())
-                            })?;
+                let step = |s: &mut Self, kt: Expr| -> R<()> {
+                    let (it, st, ph) = s.ring(walk, &j, &kt);
+                    s.out.push(intr(
+                        Intrinsic::MbarrierWait,
+                        vec![bar(&bars, st.clone()), Arg::Expr(ph)],
+                    ));
+                    if let Some(rp) = &prologue {
+                        // The stage's fragments, then their products. (Splitting the k-steps
+                        // so one part's products run beside the next part's fragments
+                        // measured no faster: the consumers' issue slots bound it.)
+                        let k0 = mul(add(mul(sk.clone(), int(walk.kps)), kt.clone()), int(BK));
+                        let k0 = s.let_("pk0", Ty::Idx, k0);
+                        s.rs_prologue_stage(rp, oa, &st, &c, &k0, p.k, dt)?;
+                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                        // One statement per k-step (not a loop), so that the emitters pack
+                        // every register A operand ahead of the fence.
+                        for ks in 0..(BK / 16) as i64 {
+                            s.out.push(intr(
+                                Intrinsic::WgmmaRs(bn as u16),
+                                vec![
+                                    Arg::at(&acc, vec![]),
+                                    Arg::at(&rp.pa, vec![Expr::Int(ks)]),
+                                    Arg::at(&wb, vec![st.clone(), Expr::Int(ks)]),
+                                    imm(i64::from(!ob.k_major)),
+                                    imm(b_lbo),
+                                    imm(b_sbo),
+                                    imm(1),
+                                ],
+                            ));
                         }
-                        s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
-                        if let Some(rp) = &prologue {
-                            // The next k-tile's g, under this one's products.
-                            let next = add(kt.clone(), Expr::Int(1));
-                            let k0 =
-                                mul(add(mul(sk.clone(), int(walk.kps)), next.clone()), int(BK));
-                            let body = s.block(|s| {
-                                let k0 = s.let_("gk1", Ty::Idx, k0);
-                                s.rs_prologue_g(rp, &k0, p.k)
-                            })?;
-                            s.out.push(Stmt::If {
-                                cond: lt(next, int(ktiles)),
-                                body,
-                                orelse: vec![],
-                            });
-                        }
-                        s.out
-                            .push(intr(Intrinsic::WgmmaWait, vec![imm(inflight as i64)]));
-                        let prev = rem(add(it, int(stages - inflight)), int(stages));
+                    } else {
+                        s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
+                        s.unrolled("ks", BK / 16, &mut |s, ks| {
+                            s.out.push(intr(
+                                Intrinsic::Wgmma(bn as u16),
+                                vec![
+                                    Arg::at(&acc, vec![]),
+                                    Arg::at(&wa, vec![st.clone(), c.clone(), ks.clone()]),
+                                    Arg::at(&wb, vec![st.clone(), ks]),
+                                    imm(i64::from(!oa.k_major)),
+                                    imm(i64::from(!ob.k_major)),
+                                    imm(a_lbo),
+                                    imm(a_sbo),
+                                    imm(b_lbo),
+                                    imm(b_sbo),
+                                    imm(1),
+                                ],
+                            ));
+                            Ok(())
+                        })?;
+                    }
+                    s.out.push(intr(Intrinsic::WgmmaCommit, vec![]));
+                    if let Some(rp) = &prologue {
+                        // The next k-tile's g, under this one's products.
+                        let next = add(kt.clone(), Expr::Int(1));
+                        let k0 = mul(add(mul(sk.clone(), int(walk.kps)), next.clone()), int(BK));
+                        let body = s.block(|s| {
+                            let k0 = s.let_("gk1", Ty::Idx, k0);
+                            s.rs_prologue_g(rp, &k0, p.k)
+                        })?;
                         s.out.push(Stmt::If {
-                            cond: Expr::idx(
-                                IdxOp::And,
-                                Expr::idx(IdxOp::Lt, Expr::Int(inflight as i64 - 1), kt),
-                                leader.clone(),
-                            ),
-                            body: vec![intr(
-                                Intrinsic::MbarrierArrive,
-                                vec![bar(&bars, add(prev, int(stages)))],
-                            )],
+                            cond: lt(next, int(ktiles)),
+                            body,
                             orelse: vec![],
                         });
-                        Ok(())
-                    },
-                )?;
+                    }
+                    s.out
+                        .push(intr(Intrinsic::WgmmaWait, vec![imm(inflight as i64)]));
+                    let prev = rem(add(it, int(stages - inflight)), int(stages));
+                    s.out.push(Stmt::If {
+                        cond: Expr::idx(
+                            IdxOp::And,
+                            Expr::idx(IdxOp::Lt, Expr::Int(inflight as i64 - 1), kt),
+                            leader.clone(),
+                        ),
+                        body: vec![intr(
+                            Intrinsic::MbarrierArrive,
+                            vec![bar(&bars, add(prev, int(stages)))],
+                        )],
+                        orelse: vec![],
+                    });
+                    Ok(())
+                };
+                if prologue.is_some() && ktiles >= 2 {
+                    // Two k-tiles an iteration (the packed fragments alternate; see above).
+                    let pairs = int(ktiles / 2 * 2);
+                    s.for_("kt", Expr::Int(0), pairs, Expr::Int(2), false, |s, kt| {
+                        step(s, kt.clone())?;
+                        step(s, add(kt, Expr::Int(1)))
+                    })?;
+                    if ktiles % 2 == 1 {
+                        // The last k-tile alone writes the registers of the pair's first one,
+                        // which the group in flight may still read: that group first.
+                        s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
+                        step(s, int(ktiles - 1))?;
+                    }
+                } else {
+                    s.for_("kt", Expr::Int(0), int(ktiles), Expr::Int(1), false, step)?;
+                }
                 s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                 // The stages of the k-tiles still in flight at the loop's end.
                 for kt in ktiles.saturating_sub(inflight)..ktiles {

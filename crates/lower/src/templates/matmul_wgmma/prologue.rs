@@ -10,6 +10,15 @@
 //! atom's value leaves along rows give each thread its row slots (two rows of a warp: the
 //! lane's row and 8 below), its thread leaves along K the lanes sharing a row (a quad), whose
 //! sums a warp reduction adds after the mainloop.
+//!
+//! The consumers issue the prologue's instructions between their products, one k-tile ahead
+//! (the k-loop keeps one wgmma group in flight, `mod.rs`), so its instruction count is what
+//! bounds the kernel where N is large (`bench/results/2026-11-28-norm-prologue-run112.md`):
+//! where each fragment register (two adjacent K of one row) meets one register of `g`, `g`
+//! multiplies whole registers (`mul.x2`, one packed instruction for two values, each product
+//! rounded once as the f32 product is at the pack); without `g`, `wgmma` reads the fragments as
+//! loaded; the squares go to [`PARTIALS`] partial sums a row slot in turn, so no chain of
+//! dependent additions is long.
 
 use super::super::matmul_mma::ldmatrix_x4_rows;
 use super::super::norm_prologue::{NormPrologue, split_rows};
@@ -18,14 +27,22 @@ use super::*;
 use crate::LowerError;
 use irc_kir::{Func, ReduceOp};
 
+/// Partial sums per row slot: a k-tile's squares go to several accumulators in turn, so that
+/// no chain of dependent additions is longer than a few (the consumers issue the prologue's
+/// instructions between their products, and a long chain stalls the warp that issues them).
+const PARTIALS: i64 = 4;
+
 /// The consumer-side state of the norm prologue.
 pub(super) struct RsPrologue {
     pub(super) pro: NormPrologue,
     /// The fragments as `ldmatrix` writes them, `(value, k-step)`, 16-bit.
     xa: String,
-    /// The scaled fragments, f32 `(value, k-step)`: `wgmma.rs`'s A (rounded as packed).
+    /// The scaled fragments, `(value, k-step)`: `wgmma.rs`'s A. 16-bit where `g` is scaled in
+    /// pairs (`pairs`), or is absent (then `xa` itself); else f32, rounded as packed.
     pub(super) pa: String,
-    /// The thread's row sums, one per row slot.
+    /// `xa` and `pa` as `(2, value pair, k-step)`, where `g` multiplies pairs (`mul.x2`).
+    pairs: Option<(String, String)>,
+    /// The thread's row sums, [`PARTIALS`] per row slot (`slot + slots * partial`).
     sums: String,
     /// A's stage ring in 8-element rows (what `ldmatrix` addresses).
     rows8: String,
@@ -54,6 +71,24 @@ struct GPairs {
     of_value: Vec<(usize, i64)>,
 }
 
+impl RsPrologue {
+    /// Where fragment value `z`'s square is added: its row slot's partial sum, the values of a
+    /// slot taking the partials in turn.
+    fn sum_at(&self, z: i64) -> R<Expr> {
+        let slot = |v: i64| {
+            self.slot_of
+                .crd2idx(&irc_layout::IntTuple::Int(v))
+                .map_err(internal)
+        };
+        let (s, slots) = (slot(z)?, self.slot_rows.size().map_err(internal)?);
+        let mut turn = 0;
+        for v in 0..z {
+            turn += i64::from(slot(v)? == s);
+        }
+        Ok(Expr::Int(s + slots * (turn % PARTIALS)))
+    }
+}
+
 impl Builder<'_, '_> {
     /// Registers and shared tensors of the prologue over A's `stages` ring `sa`.
     pub(super) fn rs_prologue(
@@ -71,7 +106,6 @@ impl Builder<'_, '_> {
             Ok(s.tensor(Space::Registers, t, l))
         };
         let xa = frag(self, dt)?;
-        let pa = frag(self, DType::F32)?;
         let atom = irc_layout::mma_m16n8k16_a()
             .map_err(internal)?
             .layout()
@@ -82,7 +116,7 @@ impl Builder<'_, '_> {
             )))
         })?;
         let slots = slot_rows.size().map_err(internal)?;
-        let sums = self.tensor(Space::Registers, DType::F32, li(slots, 1)?);
+        let sums = self.tensor(Space::Registers, DType::F32, li(slots * PARTIALS, 1)?);
         let rows8 = self.tensor(
             Space::View(sa.to_string()),
             dt,
@@ -97,10 +131,33 @@ impl Builder<'_, '_> {
             Some(g) if self.ty(g).dtype == dt => self.g_pairs(g, &atom, dt)?,
             _ => None,
         };
+        // `g` multiplies whole registers where each pair of fragment values (a register:
+        // adjacent K of one row) meets one pair of `g`: one packed instruction a register, the
+        // product rounded once, as the f32 product (exact for 16-bit inputs) rounded at the
+        // pack is. Without `g`, wgmma reads the fragments as loaded.
+        let in_pairs = g_pairs.as_ref().is_some_and(|gp| {
+            gp.of_value
+                .chunks(2)
+                .all(|c| c.len() == 2 && c[0].0 == c[1].0 && (c[0].1, c[1].1) == (0, 1))
+        });
+        let (pa, pairs) = if in_pairs {
+            let pa = frag(self, dt)?;
+            let view = |s: &mut Self, t: &str| -> R<String> {
+                let l = Layout::flat(&[2, 4, ks], &[1, 2, 8]).map_err(internal)?;
+                Ok(s.tensor(Space::View(t.to_string()), dt, l))
+            };
+            let pairs = (view(self, &xa)?, view(self, &pa)?);
+            (pa, Some(pairs))
+        } else if pro.g.is_none() {
+            (xa.clone(), None)
+        } else {
+            (frag(self, DType::F32)?, None)
+        };
         Ok(RsPrologue {
             pro: pro.clone(),
             xa,
             pa,
+            pairs,
             sums,
             rows8,
             scales,
@@ -167,6 +224,9 @@ impl Builder<'_, '_> {
         let lane = rem(bx(Builtin::TidX), Expr::Int(32));
         let first = kir::offset_expr(&rp.atom, &[lane, Expr::Int(0)]).map_err(internal)?;
         let kb = self.let_("gb", Ty::Idx, add(k0.clone(), div(first, Expr::Int(16))));
+        // The lane's first pair, once: each load is then that plus a constant (`kb` and every
+        // start are even), which the compiler folds into the load's address.
+        let pb = self.let_("gp", Ty::Idx, div(kb.clone(), Expr::Int(2)));
         for ks in 0..(BK / 16) as i64 {
             for (p, &start) in gp.starts.iter().enumerate() {
                 let k = self.let_("gq", Ty::Idx, add(kb.clone(), Expr::Int(ks * 16 + start)));
@@ -178,7 +238,7 @@ impl Builder<'_, '_> {
                     },
                     src: Frag {
                         tensor: gp.view.clone(),
-                        at: vec![div(k.clone(), Expr::Int(2))],
+                        at: vec![add(pb.clone(), Expr::Int((ks * 16 + start) / 2))],
                     },
                 };
                 let reg = Expr::Int(ks * gp.starts.len() as i64 + p as i64);
@@ -207,7 +267,7 @@ impl Builder<'_, '_> {
 
     /// Zeroes the row sums (each output tile).
     pub(super) fn rs_prologue_zero(&mut self, rp: &RsPrologue) -> R<()> {
-        let n = rp.slot_rows.size().map_err(internal)? as u64;
+        let n = (rp.slot_rows.size().map_err(internal)? * PARTIALS) as u64;
         let sums = rp.sums.clone();
         self.unrolled("ps", n, &mut |s, i| {
             s.out.push(Stmt::Store {
@@ -273,14 +333,41 @@ impl Builder<'_, '_> {
                         Arg::at(&rp.rows8, vec![at]),
                     ],
                 ));
+                if rp.pa == rp.xa || rp.pairs.is_some() {
+                    // The squares only; `g`, if any, a register (two values) at a time.
+                    for z in 0..8i64 {
+                        s.prologue_value(
+                            Expr::load(&rp.xa, vec![Expr::Int(z), ks.clone()]),
+                            dt,
+                            (&rp.sums, rp.sum_at(z)?),
+                        );
+                    }
+                    if let (Some((xv, pv)), Some(gp)) = (&rp.pairs, &rp.g_pairs) {
+                        for (j, c) in gp.of_value.chunks(2).enumerate() {
+                            let reg = add(
+                                mul(ks.clone(), Expr::Int(gp.starts.len() as i64)),
+                                Expr::Int(c[0].0 as i64),
+                            );
+                            let j = Expr::Int(j as i64);
+                            s.out.push(intr(
+                                Intrinsic::Mul2,
+                                vec![
+                                    Arg::at(pv, vec![j.clone(), ks.clone()]),
+                                    Arg::at(xv, vec![j, ks.clone()]),
+                                    Arg::at(&gp.regs, vec![reg]),
+                                ],
+                            ));
+                        }
+                    }
+                    return Ok(());
+                }
                 for z in 0..8i64 {
                     let idx = kir::offset_expr(&rp.atom, &[lane.clone(), Expr::Int(z)])
                         .map_err(internal)?;
-                    let slot = kir::offset_expr(&rp.slot_of, &[Expr::Int(z)]).map_err(internal)?;
                     let x = s.prologue_value(
                         Expr::load(&rp.xa, vec![Expr::Int(z), ks.clone()]),
                         dt,
-                        (&rp.sums, slot),
+                        (&rp.sums, rp.sum_at(z)?),
                     );
                     let scaled = match (&rp.g_pairs, &g) {
                         (Some(gp), _) => {
@@ -352,7 +439,12 @@ impl Builder<'_, '_> {
         );
         let n = rp.slot_rows.size().map_err(internal)?;
         for slot in 0..n {
-            let value = Expr::load(&rp.sums, vec![Expr::Int(slot)]);
+            let value = (1..PARTIALS).fold(Expr::load(&rp.sums, vec![Expr::Int(slot)]), |v, p| {
+                Expr::call(
+                    Func::Add,
+                    vec![v, Expr::load(&rp.sums, vec![Expr::Int(slot + n * p)])],
+                )
+            });
             let total = if rp.quad > 1 {
                 let var = self.fresh("rsum");
                 self.out.push(Stmt::WarpReduce {
