@@ -144,20 +144,33 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             .build();
         let r = self.push(op, "nvgpu.ldmatrix")?;
         for v in 0..8 {
-            let op = OperationBuilder::new("vector.extract", self.loc)
-                .add_operands(&[self.v(r)])
-                .add_attributes(&[(
-                    self.e.id("static_position"),
-                    DenseI64ArrayAttribute::new(self.ctx(), &[v / 2, v % 2]).into(),
-                )])
-                .add_results(&[et])
-                .build();
-            let x = self.push(op, "vector.extract")?;
-            let (memref, index, _) = self.place(&dst.tensor, &dst.coord(v))?;
-            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
-            self.push0(Ok(op), "memref.store")?;
+            self.extract_to(r, &[v / 2, v % 2], et, dst, v)?;
         }
         Ok(())
+    }
+
+    /// `vector.extract` of `r` at `at` (of element type `et`), stored to value `v` of the
+    /// fragment `dst`.
+    fn extract_to(
+        &mut self,
+        r: MlirValue,
+        at: &[i64],
+        et: Type<'c>,
+        dst: &kir::Frag,
+        v: i64,
+    ) -> R<()> {
+        let op = OperationBuilder::new("vector.extract", self.loc)
+            .add_operands(&[self.v(r)])
+            .add_attributes(&[(
+                self.e.id("static_position"),
+                DenseI64ArrayAttribute::new(self.ctx(), at).into(),
+            )])
+            .add_results(&[et])
+            .build();
+        let x = self.push(op, "vector.extract")?;
+        let (memref, index, _) = self.place(&dst.tensor, &dst.coord(v))?;
+        let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
+        self.push0(Ok(op), "memref.store")
     }
 
     pub(super) fn vector_from_elements(
@@ -176,7 +189,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
     /// `mul.x2`: the two values of `a` times those of `b` as one `vector<2xT>` multiply (one
     /// `fma.rn.{f16,bf16}x2` in PTX), stored to `dst`'s two values.
     pub(super) fn mul2(&mut self, dst: &kir::Frag, a: &kir::Frag, b: &kir::Frag) -> R<()> {
-        let mut pair = |s: &mut Self, f: &kir::Frag| -> R<MlirValue> {
+        let pair = |s: &mut Self, f: &kir::Frag| -> R<MlirValue> {
             let x = s.load_at(&f.tensor, f.coord(0))?;
             let y = s.load_at(&f.tensor, f.coord(1))?;
             let ty = s.type_of(x);
@@ -185,23 +198,12 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         };
         let (va, vb) = (pair(self, a)?, pair(self, b)?);
         let r = self.bin("arith.mulf", va, vb)?;
+        let et = {
+            let (_, _, d) = self.place(&dst.tensor, &dst.coord(0))?;
+            self.e.elem_type(d.dtype)
+        };
         for v in 0..2 {
-            let et = {
-                let (_, _, d) = self.place(&dst.tensor, &dst.coord(v))?;
-                self.e.elem_type(d.dtype)
-            };
-            let op = OperationBuilder::new("vector.extract", self.loc)
-                .add_operands(&[self.v(r)])
-                .add_attributes(&[(
-                    self.e.id("static_position"),
-                    DenseI64ArrayAttribute::new(self.ctx(), &[v]).into(),
-                )])
-                .add_results(&[et])
-                .build();
-            let x = self.push(op, "vector.extract")?;
-            let (memref, index, _) = self.place(&dst.tensor, &dst.coord(v))?;
-            let op = memref::store(self.v(x), self.v(memref), &[self.v(index)], self.loc);
-            self.push0(Ok(op), "memref.store")?;
+            self.extract_to(r, &[v], et, dst, v)?;
         }
         Ok(())
     }
