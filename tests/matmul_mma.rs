@@ -173,6 +173,34 @@ fn rmsnorm_as_the_a_prologue_in_one_kernel() {
     }
 }
 
+/// The Hopper template's norm prologue (sm_90a: the emulator does not run `wgmma`, so this
+/// checks the kernel IR and what the CUDA emitter makes of it; the GPU graph
+/// `tests/gpu/norm_prologue.ir` checks the numbers): with `g`, each fragment register is
+/// scaled by a register of `g` with one `mul.x2` (an odd number of k-tiles included); without
+/// `g`, `wgmma` reads the fragments as `ldmatrix` loaded them, and nothing is multiplied.
+#[test]
+fn the_hopper_norm_prologue_scales_register_pairs() {
+    for (k, g) in [(320, true), (256, true), (320, false)] {
+        let src = norm_gemm(130, k, 96, g);
+        let m = irc_frontend::parse_module(&src).expect("parses");
+        let options = LowerOptions {
+            wgmma: true,
+            ..Default::default()
+        };
+        let kernels = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &options)
+            .expect("lowers")
+            .kernels;
+        irc_kir::verify_module(&kernels).expect("verifies");
+        let text = irc_kir::print_module(&kernels);
+        assert_eq!(irc_kir::parse_module(&text).expect("re-parses"), kernels);
+        assert_eq!(text.matches("kernel @").count(), 1, "{text}");
+        assert!(text.contains("wgmma.rs.m64n"), "{text}");
+        assert_eq!(text.contains("mul.x2"), g, "{text}");
+        let cuda = irc_emit_cuda::emit(&kernels).source;
+        assert_eq!(cuda.contains("fma.rn.bf16x2"), g);
+    }
+}
+
 /// A reduction of the matmul's epilogue (the policy's rule 6): `reduce(relu(A @ B))` over the
 /// last axis (`rows`) or the one before it, with the matmul itself stored too.
 fn reduce_gemm(batch: &str, (m, k, n): (u64, u64, u64), dt: &str, red: &str, rows: bool) -> String {
