@@ -363,10 +363,11 @@ impl Builder<'_, '_> {
             None => None,
         };
         // wgmma groups a consumer leaves in flight past a k-tile (each keeps its stage until
-        // it completes): one. Where A is in registers (the norm prologue), the emitters pack
-        // each k-tile's fragments into registers of their own ahead of its fence, and the
-        // k-loop is unrolled by two, so the packed fragments the group in flight reads are
-        // not the ones the next k-tile writes: the next k-tile's fragments are read, squared
+        // it completes): one. Where A is in registers (the norm prologue), the k-loop is
+        // unrolled by two, so that the registers the group in flight reads are not the ones
+        // the next k-tile writes (f32 fragments are packed into registers of their own ahead
+        // of each fence; 16-bit ones alternate between the two halves as ptxas allocates
+        // them, the SASS showing two sets): the next k-tile's fragments are read, squared
         // and scaled while the tensor cores run the previous k-tile's products.
         let inflight: u64 = 1;
         let consumer = self.block(|s| {
