@@ -36,14 +36,8 @@ impl KernelEmitter<'_> {
             for p in 0..4 {
                 let name = format!("pk{}", self.packs);
                 self.packs += 1;
-                let (lo, hi) = (
-                    self.place(ta, &a.coord(2 * p)),
-                    self.place(ta, &a.coord(2 * p + 1)),
-                );
-                let _ = writeln!(
-                    self.out,
-                    "{pad}const unsigned {name} = irc_pack_{ab}({lo}, {hi});"
-                );
+                let packed = self.pair(&format!("irc_pack_{ab}"), a, p);
+                let _ = writeln!(self.out, "{pad}const unsigned {name} = {packed};");
                 names.push(name);
             }
             self.prepacked.push_back(names);
@@ -93,15 +87,7 @@ impl KernelEmitter<'_> {
                     } else {
                         "irc_pack".to_string()
                     };
-                    (0..4)
-                        .map(|p| {
-                            format!(
-                                "{pack}({}, {})",
-                                self.place(ta, &a.coord(2 * p)),
-                                self.place(ta, &a.coord(2 * p + 1))
-                            )
-                        })
-                        .collect()
+                    (0..4).map(|p| self.pair(&pack, a, p)).collect()
                 }
             };
             let text: Vec<String> = (0..4).map(|i| format!("%{}", values + i)).collect();
