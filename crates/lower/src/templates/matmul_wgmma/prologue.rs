@@ -67,8 +67,8 @@ struct GPairs {
     /// `g` in pairs of elements.
     view: String,
     starts: Vec<i64>,
-    /// Each fragment value's (pair, element).
-    of_value: Vec<(usize, i64)>,
+    /// Each fragment register's (values `2j`, `2j + 1`) pair of `g` among `starts`.
+    of_register: Vec<usize>,
 }
 
 impl RsPrologue {
@@ -131,16 +131,11 @@ impl Builder<'_, '_> {
             Some(g) if self.ty(g).dtype == dt => self.g_pairs(g, &atom, dt)?,
             _ => None,
         };
-        // `g` multiplies whole registers where each pair of fragment values (a register:
-        // adjacent K of one row) meets one pair of `g`: one packed instruction a register, the
+        // `g` in pairs multiplies whole registers: one packed instruction a register, the
         // product rounded once, as the f32 product (exact for 16-bit inputs) rounded at the
-        // pack is. Without `g`, wgmma reads the fragments as loaded.
-        let in_pairs = g_pairs.as_ref().is_some_and(|gp| {
-            gp.of_value
-                .chunks(2)
-                .all(|c| c.len() == 2 && c[0].0 == c[1].0 && (c[0].1, c[1].1) == (0, 1))
-        });
-        let (pa, pairs) = if in_pairs {
+        // pack is. Without `g`, wgmma reads the fragments as loaded; `g` read element by
+        // element scales f32 values, rounded as they are packed.
+        let (pa, pairs) = if g_pairs.is_some() {
             let pa = frag(self, dt)?;
             let view = |s: &mut Self, t: &str| -> R<String> {
                 let l = Layout::flat(&[2, 4, ks], &[1, 2, 8]).map_err(internal)?;
@@ -170,7 +165,9 @@ impl Builder<'_, '_> {
     }
 
     /// `g`'s pairs for the fragment `atom` (`(lane, value)` → `row + 16 k`), if every lane's
-    /// first K is even and its values' K offsets from it are pairs (`k`, `k + 1`).
+    /// first K is even and each register of the fragment (values `2j`, `2j + 1`) holds one
+    /// pair of adjacent K (`k`, `k + 1`, `k` even), which `mul.x2` scales by one register of
+    /// `g`.
     fn g_pairs(&mut self, g: ValueId, atom: &Layout, dt: DType) -> R<Option<GPairs>> {
         let at = |c: &[i64]| {
             atom.crd2idx(&irc_layout::IntTuple::ints(c))
@@ -196,6 +193,12 @@ impl Builder<'_, '_> {
             };
             of_value.push((pair, k % 2));
         }
+        let registers = of_value
+            .chunks(2)
+            .all(|c| c.len() == 2 && c[0].0 == c[1].0 && (c[0].1, c[1].1) == (0, 1));
+        if !registers {
+            return Ok(None);
+        }
         let kdim = self.ty(g).shape.iter().product::<u64>() as i64;
         if kdim % 2 != 0 {
             return Ok(None);
@@ -211,7 +214,7 @@ impl Builder<'_, '_> {
             regs,
             view,
             starts,
-            of_value,
+            of_register: of_value.chunks(2).map(|c| c[0].0).collect(),
         }))
     }
 
@@ -343,10 +346,10 @@ impl Builder<'_, '_> {
                         );
                     }
                     if let (Some((xv, pv)), Some(gp)) = (&rp.pairs, &rp.g_pairs) {
-                        for (j, c) in gp.of_value.chunks(2).enumerate() {
+                        for (j, &pair) in gp.of_register.iter().enumerate() {
                             let reg = add(
                                 mul(ks.clone(), Expr::Int(gp.starts.len() as i64)),
-                                Expr::Int(c[0].0 as i64),
+                                Expr::Int(pair as i64),
                             );
                             let j = Expr::Int(j as i64);
                             s.out.push(intr(
@@ -369,21 +372,8 @@ impl Builder<'_, '_> {
                         dt,
                         (&rp.sums, rp.sum_at(z)?),
                     );
-                    let scaled = match (&rp.g_pairs, &g) {
-                        (Some(gp), _) => {
-                            let (pair, e) = gp.of_value[z as usize];
-                            let reg = add(
-                                mul(ks.clone(), Expr::Int(gp.starts.len() as i64)),
-                                Expr::Int(pair as i64),
-                            );
-                            let gv = cast_to(
-                                DType::F32,
-                                dt,
-                                Expr::load(&gp.regs, vec![Expr::Int(e), reg]),
-                            );
-                            Expr::call(Func::Mul, vec![x, gv])
-                        }
-                        (None, Some((gt, gdt))) => {
+                    let scaled = match &g {
+                        Some((gt, gdt)) => {
                             let kk = s.let_(
                                 "gk",
                                 Ty::Idx,
@@ -412,7 +402,7 @@ impl Builder<'_, '_> {
                             };
                             Expr::call(Func::Mul, vec![x, gv])
                         }
-                        (None, None) => x,
+                        None => x,
                     };
                     s.out.push(Stmt::Store {
                         tensor: rp.pa.clone(),
