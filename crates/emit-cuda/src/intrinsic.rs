@@ -78,6 +78,7 @@ impl KernelEmitter<'_> {
             | Intrinsic::CpAsyncWait
             | Intrinsic::AtomicArrive
             | Intrinsic::FenceGpu
+            | Intrinsic::FenceProxyAsync
             | Intrinsic::CounterWait => {
                 let Some(ptx) = kir::intrinsic::ptx(op) else {
                     return;

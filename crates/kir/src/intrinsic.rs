@@ -136,6 +136,8 @@ pub enum Intrinsic {
     AtomicArrive,
     /// `fence.acq_rel.gpu`.
     FenceGpu,
+    /// `fence.proxy.async.shared::cta`.
+    FenceProxyAsync,
     /// Spins until a global counter (`ld.acquire.gpu`) reaches a value: the blocks of a
     /// cooperative launch waiting for each other.
     CounterWait,
@@ -442,6 +444,13 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         check: check_none,
     },
     IntrinsicInfo {
+        op: Intrinsic::FenceProxyAsync,
+        name: "fence.proxy_async",
+        summary: "`fence.proxy.async.shared::cta`: the thread's shared-memory accesses so far are ordered with later ones of the async proxy (TMA, wgmma): a tile written or read by threads may then be refilled by TMA or read by wgmma.",
+        args: &[],
+        check: check_none,
+    },
+    IntrinsicInfo {
         op: Intrinsic::CounterWait,
         name: "counter.wait",
         summary: "Spins until the u32 (an i32 tensor's element) `counter` in global memory, read with `ld.acquire.gpu`, is at least `value`. One thread waits for its block on the other blocks' `atom.arrive`s; a kernel that contains it is launched cooperatively (all its blocks resident at once, or the launch fails), so the arrivals it waits for are made.",
@@ -738,6 +747,7 @@ pub fn ptx(op: Intrinsic) -> Option<&'static str> {
             "{\n.reg .u32 R1;\natom.add.u32 R1, [%0], %1;\nst.shared.u32 [%2], R1;\n}"
         }
         Intrinsic::FenceGpu => "fence.acq_rel.gpu;",
+        Intrinsic::FenceProxyAsync => "fence.proxy.async.shared::cta;",
         Intrinsic::CounterWait => {
             "{\n.reg .pred P1;\n.reg .u32 R1;\nIRC_SPIN:\nld.acquire.gpu.u32 R1, [%0];\nsetp.lt.u32 P1, R1, %1;\n@P1 bra IRC_SPIN;\n}"
         }

@@ -9,9 +9,10 @@
 //! buffers) issues a tile's `Q·Kᵀ` beside the last tile's `P·V` and runs the softmax while the
 //! latter computes. `pingpong` makes the consumers take turns issuing `Q·Kᵀ` (pipelined: and
 //! the last tile's `P·V` beside it) through named barriers, so that one's softmax runs while
-//! the others' products hold the tensor cores;
-//! measured on an H100 it wins at most 2% (short sequences, grouped-query attention) and loses
-//! up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80), so only the tuner picks it.
+//! the others' products hold the tensor cores. Measured on an H100 before the kernel staged its
+//! output it won at most 2% and lost up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80); on
+//! the H200 since (runs 122-123) it wins 2-5% without a causal mask where a consumer pipelines
+//! or the head dim is 128, and loses 3-4% elsewhere, which is what the heuristic follows.
 
 use super::config::{Config, TemplateSpace};
 use super::problem::{Problem, ProblemShape};
@@ -74,15 +75,33 @@ impl std::str::FromStr for AttentionConfig {
 }
 
 impl AttentionConfig {
-    /// The heuristic: three consumers for head dims of 128 without a causal mask over
-    /// sequences long enough that the rows a 192-row block wastes are few (at most 1/16 of
-    /// them) and keys that fill their tiles (no guards: the registers fit), else two;
-    /// pipelined for head dims of 64 without a causal mask over at least 8 whole key tiles
-    /// (measured faster there, slower on short, causal or head-dim-128 problems); no ping-pong.
-    pub fn heuristic(sq: u64, sk: u64, dv: u64, causal: bool) -> AttentionConfig {
-        let waste = sq.div_ceil(192) * 192 - sq;
+    /// The heuristic, for `batch` batch entries on `sms` SMs: three consumers for head dims
+    /// of 128 without a causal mask over keys that fill their tiles (no guards: the
+    /// registers fit), where the share of the GPU a 192-row block keeps busy — its rows
+    /// inside the sequence times its last wave's fill — is at least 95% of a 128-row
+    /// block's (run 122 on the H200: three consumers 8% faster on 8k keys, two 5% faster on
+    /// grouped-query attention over 2k keys, where 704 units fill their sixth wave a third),
+    /// else two; pipelined for head dims of 64 and below without a causal mask over at least
+    /// 8 whole key tiles (measured faster there, slower on short, causal or head-dim-128
+    /// problems); ping-pong without a causal mask where a consumer pipelines or the head dim
+    /// is 128 (runs 122-123: 2-5% faster there, 3% slower on causal rows and 4% on the
+    /// serial schedule at head dim 64 over 512 keys).
+    pub fn heuristic(
+        sq: u64,
+        sk: u64,
+        dv: u64,
+        causal: bool,
+        batch: u64,
+        sms: u64,
+    ) -> AttentionConfig {
+        let busy = |rows: u64| {
+            let units = batch.max(1) * sq.div_ceil(rows);
+            let waves = units.div_ceil(sms.max(1));
+            (sq as f64 / (sq.div_ceil(rows) * rows) as f64)
+                * (units as f64 / (waves * sms.max(1)) as f64)
+        };
         let whole = sk % BKV == 0;
-        let consumers = if dv > 64 && !causal && whole && waste * 16 <= sq {
+        let consumers = if dv > 64 && !causal && whole && busy(192) >= 0.95 * busy(128) {
             3
         } else {
             2
@@ -91,7 +110,7 @@ impl AttentionConfig {
         AttentionConfig {
             consumers,
             pipelined,
-            pingpong: false,
+            pingpong: !causal && (pipelined || dv > 64),
         }
     }
 
@@ -115,16 +134,27 @@ impl TemplateSpace for AttentionSpace {
         "attention_wgmma"
     }
     fn version(&self) -> u32 {
-        3
+        4
     }
-    fn heuristic(&self, p: &Problem, _: &Target) -> Config {
-        let (sq, sk, dv, causal) = match p.shape {
+    fn heuristic(&self, p: &Problem, t: &Target) -> Config {
+        let (sq, sk, dv, causal, batch) = match p.shape {
             ProblemShape::Attention {
-                sq, sk, dv, causal, ..
-            } => (sq, sk, dv, causal),
-            _ => (0, 0, 64, false),
+                sq,
+                sk,
+                dv,
+                causal,
+                batch,
+            } => (sq, sk, dv, causal, batch),
+            _ => (0, 0, 64, false, 1),
         };
-        Config::Attention(AttentionConfig::heuristic(sq, sk, dv, causal))
+        Config::Attention(AttentionConfig::heuristic(
+            sq,
+            sk,
+            dv,
+            causal,
+            batch,
+            u64::from(t.sms),
+        ))
     }
     fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
         [(2, false), (3, false), (2, true)]
@@ -230,5 +260,25 @@ mod tests {
                 .parse::<AttentionConfig>()
                 .is_err()
         );
+    }
+
+    /// The heuristic's choices on the H200's 132 SMs for the attention set's shapes (runs
+    /// 122-123): three consumers only where their last wave is about as full as two's.
+    #[test]
+    fn the_heuristic_follows_the_measurements() {
+        let h = |sq, dv, causal, batch| AttentionConfig::heuristic(sq, sq, dv, causal, batch, 132);
+        // Grouped-query attention over 2k keys: 704 units of 192 rows fill their sixth wave a
+        // third; 1024 of 128 rows fill their eighth three quarters.
+        assert_eq!(h(2048, 128, false, 64).to_string(), "consumers=2,pingpong");
+        assert_eq!(h(8192, 128, false, 32).to_string(), "consumers=3,pingpong");
+        assert_eq!(h(4096, 128, false, 64).to_string(), "consumers=3,pingpong");
+        assert_eq!(h(1024, 128, false, 256).to_string(), "consumers=2,pingpong");
+        assert_eq!(
+            h(4096, 64, false, 64).to_string(),
+            "consumers=2,pipelined,pingpong"
+        );
+        assert_eq!(h(512, 64, false, 512).to_string(), "consumers=2");
+        assert_eq!(h(2048, 64, true, 128).to_string(), "consumers=2");
+        assert_eq!(h(4096, 128, true, 64).to_string(), "consumers=2");
     }
 }

@@ -37,6 +37,7 @@
 //! prologue itself.
 
 mod mma;
+mod staged;
 mod wgmma;
 
 use super::matmul_simt::MatmulAccess;
@@ -48,6 +49,14 @@ use irc_layout::{Layout, coalesce, mma_m16n8k16_c};
 
 /// `log2(e)`: `exp(x) = 2^(x·log2(e))`.
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
+
+/// How far (in log2 units) a row's max may pass the one its probabilities are taken against
+/// before O and l are rescaled, where the rescale is lazy (FlashAttention-4's conditional
+/// rescaling; the Hopper kernel's serial schedule at head dim 128): the probabilities are then
+/// at most `2^8`, which f16, bf16 and the f32 sums hold with their full precision, and on most
+/// key tiles past the first few no row moves, so the O accumulators' rescale (one multiply
+/// each) is skipped. The result is the same: O and l share the stale max.
+const RESCALE_MARGIN: f64 = 8.0;
 
 /// `f` over `xs` as a balanced tree (a row's max or sum in `log2(n)` dependent steps, not
 /// `n`: the consumers have few warps to hide latency with); `0` for none.
@@ -474,8 +483,8 @@ impl Builder<'_, '_> {
         dv: u64,
         dt: DType,
     ) -> R<()> {
-        let scale = self.att_online(p, acc_s, (m, l), bkv)?;
-        self.att_rescale(acc_o, &scale, dv)?;
+        let scale = self.att_online(p, acc_s, (m, l), bkv, false)?;
+        self.att_rescale(acc_o, &scale, dv, false)?;
         for j in 0..bkv / 8 {
             for val in 0..4u64 {
                 let at = vec![int(val), int(j)];
@@ -490,13 +499,15 @@ impl Builder<'_, '_> {
     }
 
     /// The first half of [`Builder::att_softmax`]: updates `m` and `l` and leaves
-    /// `exp(S - m)` in `acc_s` (f32); the factors of the two rows' rescaling.
+    /// `exp(S - m)` in `acc_s` (f32); the factors of the two rows' rescaling. `lazy`: `m`
+    /// moves only past [`RESCALE_MARGIN`], and a factor is exactly 1 where it stays.
     fn att_online(
         &mut self,
         p: &AttPlan,
         acc_s: &str,
         (m, l): (&[String], &[String]),
         bkv: u64,
+        lazy: bool,
     ) -> R<Vec<Expr>> {
         // exp(c·x) = 2^(x·c·log2(e)), c the folded scale (1 when none).
         let k = p.prologue.scale.unwrap_or(1.0) * LOG2_E;
@@ -521,10 +532,38 @@ impl Builder<'_, '_> {
                 value: mx,
             });
             let old = Expr::var(&m[h as usize]);
+            // The max the probabilities are taken against moves only when the row's grows by
+            // more than `RESCALE_MARGIN` (log2 units): then O and l are rescaled; else the
+            // stale max stays and the scores' exponentials are at most 2^RESCALE_MARGIN.
+            let grow = self.let_(
+                "mg",
+                Ty::Elem(DType::I1),
+                call(
+                    Func::Gt,
+                    vec![
+                        call(
+                            Func::Mul,
+                            vec![call(Func::Sub, vec![Expr::var(&red), old.clone()]), f32v(k)],
+                        ),
+                        f32v(RESCALE_MARGIN),
+                    ],
+                ),
+            );
             let mnew = self.let_(
                 "mn",
                 Ty::Elem(DType::F32),
-                call(Func::Max, vec![old.clone(), Expr::var(&red)]),
+                if !lazy {
+                    call(Func::Max, vec![old.clone(), Expr::var(&red)])
+                } else {
+                    call(
+                        Func::Select,
+                        vec![
+                            grow.clone(),
+                            call(Func::Max, vec![old.clone(), Expr::var(&red)]),
+                            old.clone(),
+                        ],
+                    )
+                },
             );
             // A row with no finite score yet subtracts 0, not -inf (no NaN).
             let is_inf = call(Func::Eq, vec![mnew.clone(), f32v(f64::NEG_INFINITY)]);
@@ -533,16 +572,34 @@ impl Builder<'_, '_> {
                 Ty::Elem(DType::F32),
                 call(Func::Select, vec![is_inf, f32v(0.0), mnew.clone()]),
             );
+            // Exactly 1 where the max stays (the rescale is skipped).
             let sc = self.let_(
                 "sc",
                 Ty::Elem(DType::F32),
-                call(
-                    Func::Exp2,
-                    vec![call(
-                        Func::Mul,
-                        vec![call(Func::Sub, vec![old, r.clone()]), f32v(k)],
-                    )],
-                ),
+                if !lazy {
+                    call(
+                        Func::Exp2,
+                        vec![call(
+                            Func::Mul,
+                            vec![call(Func::Sub, vec![old.clone(), r.clone()]), f32v(k)],
+                        )],
+                    )
+                } else {
+                    call(
+                        Func::Select,
+                        vec![
+                            grow,
+                            call(
+                                Func::Exp2,
+                                vec![call(
+                                    Func::Mul,
+                                    vec![call(Func::Sub, vec![old, r.clone()]), f32v(k)],
+                                )],
+                            ),
+                            f32v(1.0),
+                        ],
+                    )
+                },
             );
             self.out.push(Stmt::Assign {
                 var: m[h as usize].clone(),
@@ -601,26 +658,41 @@ impl Builder<'_, '_> {
     }
 
     /// The second half of [`Builder::att_softmax`]: `acc_o *= scale` per row (`P` is
-    /// `acc_s`, rounded to the inputs' type as the `P·V` product reads it).
-    fn att_rescale(&mut self, acc_o: &str, scale: &[Expr], dv: u64) -> R<()> {
-        for j in 0..dv / 8 {
-            for val in 0..4u64 {
-                let at = vec![int(val), int(j)];
-                self.out.push(Stmt::Store {
-                    tensor: acc_o.to_string(),
-                    coord: at.clone(),
-                    value: Expr::call(
-                        Func::Mul,
-                        vec![Expr::load(acc_o, at), scale[(val / 2) as usize].clone()],
-                    ),
-                });
+    /// `acc_s`, rounded to the inputs' type as the `P·V` product reads it); `lazy` (with a
+    /// lazy [`Builder::att_online`]), only where a factor is below 1.
+    fn att_rescale(&mut self, acc_o: &str, scale: &[Expr], dv: u64, lazy: bool) -> R<()> {
+        let rescale = |s: &mut Self| -> R<()> {
+            for j in 0..dv / 8 {
+                for val in 0..4u64 {
+                    let at = vec![int(val), int(j)];
+                    s.out.push(Stmt::Store {
+                        tensor: acc_o.to_string(),
+                        coord: at.clone(),
+                        value: Expr::call(
+                            Func::Mul,
+                            vec![Expr::load(acc_o, at), scale[(val / 2) as usize].clone()],
+                        ),
+                    });
+                }
             }
+            Ok(())
+        };
+        if !lazy {
+            return rescale(self);
         }
-        Ok(())
+        // Skipped unless a row's max moved (`att_online`): a factor below 1.
+        let moved = Expr::call(
+            Func::Lt,
+            vec![
+                Expr::call(Func::Min, scale.to_vec()),
+                Expr::lit(DType::F32, 1.0),
+            ],
+        );
+        self.if_(moved, rescale)
     }
 
-    /// `O / l` through the group's epilogue, stored where the row exists (`bq`: the block's
-    /// query rows, from `q0`).
+    /// `O / l` (as `O` times `1 / l`, one division a row) through the group's epilogue,
+    /// stored where the row exists (`bq`: the block's query rows, from `q0`).
     fn att_store(
         &mut self,
         p: &AttPlan,
@@ -630,27 +702,16 @@ impl Builder<'_, '_> {
         (q0, bi): (&Expr, &Expr),
         bq: u64,
     ) -> R<()> {
-        let mut total = vec![];
-        for lv in l {
-            let red = self.fresh("l");
-            self.out.push(Stmt::WarpReduce {
-                var: red.clone(),
-                ty: Ty::Elem(DType::F32),
-                op: ReduceOp::Sum,
-                width: 4,
-                value: Expr::var(lv),
-            });
-            total.push(Expr::var(&red));
-        }
+        let inv = staged::inverse_sums(self, l);
         for j in 0..p.dv / 8 {
             for (val, (row, col)) in rc.iter().enumerate() {
                 let gq = self.let_("oq", Ty::Idx, add(q0.clone(), row.clone()));
                 let gd = self.let_("od", Ty::Idx, add(int(8 * j), col.clone()));
                 let o = Expr::call(
-                    Func::Div,
+                    Func::Mul,
                     vec![
                         Expr::load(acc_o, vec![int(val as u64), int(j)]),
-                        total[val / 2].clone(),
+                        inv[val / 2].clone(),
                     ],
                 );
                 let o = Expr::cast(p.dt, o);

@@ -28,7 +28,13 @@
 //! boxes (the
 //! `tma` module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors'
 //! transpose flags). Rows and keys past the sequence's end are TMA's zero fill and the
-//! prologue's `-inf`; a causal mask stops the key loop at the block's last row.
+//! prologue's `-inf`; a causal mask stops the key loop at the block's last row. A head dim
+//! of 32 is a 64-wide tile whose upper half TMA fills with zeros (`Q·Kᵀ` takes the real
+//! k-steps only; `P·V` is 64 wide and the zero columns are not stored).
+//!
+//! At the end of a unit each consumer stores `O / l` through its rows of the unit's Q tile
+//! (the `staged` module: 16-byte copies instead of scattered 2-byte stores) and only then
+//! releases the tile to the producer.
 
 use super::super::attention_config::{AttentionConfig, BKV, PRODUCER_REGS, consumer_regs};
 use super::super::config::Config;
@@ -52,13 +58,28 @@ impl Builder<'_, '_> {
     /// (nothing emitted) otherwise, and the caller uses the mma.sync schedule.
     pub(super) fn attention_wgmma(&mut self, ops: &AttentionOps<'_>, p: &AttPlan) -> R<bool> {
         let (d, dv, dt) = (p.d, p.dv, p.dt);
-        if !matches!(d, 64 | 128) || !matches!(dv, 64 | 128) || p.batch > 65535 || p.sq == 0 {
+        if !matches!(d, 32 | 64 | 128)
+            || !matches!(dv, 32 | 64 | 128)
+            || p.batch > 65535
+            || p.sq == 0
+        {
             return Ok(false);
         }
+        // A head dim of 32 is a 64-wide tile (the 128-byte swizzle's span) whose upper half
+        // TMA fills with zeros: `Q·Kᵀ` takes only the real k-steps, `P·V` is computed 64 wide
+        // (wgmma's MN-major atoms are 64 wide) and the zero columns are not stored.
+        let (dk, dvp) = (d.max(64), dv.max(64));
         // The point: the tuning cache's, else the heuristic.
         let cfg = match self.config {
             Some(Config::Attention(c)) => c,
-            _ => AttentionConfig::heuristic(p.sq, p.sk, dv, p.causal),
+            _ => AttentionConfig::heuristic(
+                p.sq,
+                p.sk,
+                dv,
+                p.causal,
+                p.batch,
+                u64::from(self.l.options.target.sms),
+            ),
         };
         let (nc, bq) = (cfg.consumers, cfg.rows());
         let tiles_q = p.sq.div_ceil(bq);
@@ -96,13 +117,13 @@ impl Builder<'_, '_> {
                 2,
             )
         };
-        let Some(oq) = read(self, q, &p.qk.access_a, bq, d, d, p.sq) else {
+        let Some(oq) = read(self, q, &p.qk.access_a, bq, dk, d, p.sq) else {
             return Ok(false);
         };
-        let Some(ok) = read(self, kt, &k_rows, BKV, d, d, p.sk) else {
+        let Some(ok) = read(self, kt, &k_rows, BKV, dk, d, p.sk) else {
             return Ok(false);
         };
-        let Some(ov) = read(self, v, &v_rows, dv, BKV, p.sk, dv) else {
+        let Some(ov) = read(self, v, &v_rows, dvp, BKV, p.sk, dv) else {
             return Ok(false);
         };
         let target = self.l.options.target.clone();
@@ -156,6 +177,11 @@ impl Builder<'_, '_> {
         // Accumulators flat for wgmma, `[4, atoms]` for the per-score code; S twice when
         // pipelined (tile j + 1's scores beside tile j's P).
         let pipelined = cfg.pipelined;
+        // Lazy rescaling (`att_online`) where it was measured faster: the serial schedule at
+        // head dim 128 (run 120: 3-4% on att_d128_s8k and att_causal_d128_s4k, even
+        // elsewhere). At head dim 64 the extra selects cost the causal kernel 15%, and in the
+        // pipelined schedule ptxas waits for `P·V` before the conditional rescale.
+        let lazy = !pipelined && dv > 64;
         let mut score_bufs = vec![];
         for _ in 0..if pipelined { 2 } else { 1 } {
             let acc = regs(self, DType::F32, BKV / 2)?;
@@ -169,8 +195,8 @@ impl Builder<'_, '_> {
             );
             score_bufs.push(ScoreBuf { acc, acc4, pa });
         }
-        let acc_o = regs(self, DType::F32, dv / 2)?;
-        let acc_o4 = view4(self, &acc_o, DType::F32, dv / 2)?;
+        let acc_o = regs(self, DType::F32, dvp / 2)?;
+        let acc_o4 = view4(self, &acc_o, DType::F32, dvp / 2)?;
         let tid = bx(Builtin::TidX);
         let bar = |i: Expr| Arg::at(&bars, vec![i]);
         let imm = |v: i64| Arg::Expr(Expr::Int(v));
@@ -369,6 +395,7 @@ impl Builder<'_, '_> {
         })?;
 
         // The consumers.
+        let staged = self.att_staged_plan(p, &oq, &sq_t, 2)?;
         let (q_lbo, q_sbo) = oq.lbo_sbo().map_err(internal)?;
         let (k_lbo, k_sbo) = ok.lbo_sbo().map_err(internal)?;
         let (v_lbo, v_sbo) = ov.lbo_sbo().map_err(internal)?;
@@ -481,7 +508,7 @@ impl Builder<'_, '_> {
                     for kk in 0..BKV / 16 {
                         let vb = add(v_base.clone(), int(step_at(&v_steps, kk)? as u64));
                         s.out.push(intr(
-                            Intrinsic::WgmmaRs(dv as u16),
+                            Intrinsic::WgmmaRs(dvp as u16),
                             vec![
                                 Arg::at(&acc_o, vec![]),
                                 Arg::at(&buf.pa, vec![int(kk)]),
@@ -541,11 +568,11 @@ impl Builder<'_, '_> {
                 } else {
                     s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, false)?;
                 }
-                s.att_online(p, &buf.acc4, (m, l), BKV)
+                s.att_online(p, &buf.acc4, (m, l), BKV, lazy)
             };
             walk(s, &mut |s, j, q0, bi, nk, it0| {
                 let (m, l) = s.att_state();
-                s.zero(&acc_o4, dv / 8)?;
+                s.zero(&acc_o4, dvp / 8)?;
                 let (qb, qph) = q_ring(s, &j);
                 s.out.push(intr(
                     Intrinsic::MbarrierWait,
@@ -564,7 +591,7 @@ impl Builder<'_, '_> {
                         turn_give(s);
                         s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                         let scale = softmax(s, buf, &kt, &q0, &bi, &m, &l)?;
-                        s.att_rescale(&acc_o4, &scale, dv)?;
+                        s.att_rescale(&acc_o4, &scale, dv, lazy)?;
                         values(s, buf, &st, &ph, true)?;
                         s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                         s.out.push(release(add(st, int(empty))));
@@ -581,7 +608,7 @@ impl Builder<'_, '_> {
                     turn_give(s);
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     let scale = softmax(s, a, &Expr::Int(0), &q0, &bi, &m, &l)?;
-                    s.att_rescale(&acc_o4, &scale, dv)?;
+                    s.att_rescale(&acc_o4, &scale, dv, lazy)?;
                     let step =
                         |s: &mut Self, kt: &Expr, cur: &ScoreBuf, prev: &ScoreBuf| -> R<()> {
                             let it = s.let_("it", Ty::Idx, add(it0.clone(), kt.clone()));
@@ -596,7 +623,7 @@ impl Builder<'_, '_> {
                             let scale = softmax(s, cur, kt, &q0, &bi, &m, &l)?;
                             s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                             s.out.push(release(add(pst, int(empty))));
-                            s.att_rescale(&acc_o4, &scale, dv)
+                            s.att_rescale(&acc_o4, &scale, dv, lazy)
                         };
                     s.for_(
                         "kt",
@@ -628,10 +655,19 @@ impl Builder<'_, '_> {
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                     s.out.push(release(add(lst, int(empty))));
                 }
-                // The unit's Q is no longer read: the producer may load the next one there.
-                s.out.push(release(add(qb, int(q_empty))));
                 let rc = s.att_coords(&lane, &slab)?;
-                s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq)
+                let Some(st) = &staged else {
+                    // The unit's Q is no longer read: the producer may load the next one there.
+                    s.out.push(release(add(qb, int(q_empty))));
+                    return s.att_store(p, &acc_o4, &l, &rc, (&q0, &bi), bq);
+                };
+                // The output through the consumer's rows of the Q tile (named barrier
+                // `1 + nc + c`: ping-pong's are 1 ..= nc), then the tile is the producer's.
+                let inv = super::staged::inverse_sums(s, &l);
+                let named = add(c.clone(), int(1 + nc));
+                s.att_store_staged(p, st, &acc_o4, &inv, &rc, (&qb, &c, &named), (&q0, &bi), bq)?;
+                s.out.push(release(add(qb, int(q_empty))));
+                Ok(())
             })
         })?;
         self.out.push(Stmt::If {
