@@ -31,6 +31,21 @@ pub(crate) struct Operand {
 }
 
 impl Operand {
+    /// An operand with only its tile's shape (no tensor map): for the tests of the tile's
+    /// layouts.
+    #[cfg(test)]
+    pub(crate) fn tile_only(rows: u64, kext: u64, k_major: bool) -> Operand {
+        Operand {
+            buffer: String::new(),
+            dims: vec![],
+            strides: vec![],
+            batch: vec![],
+            k_major,
+            rows,
+            kext,
+        }
+    }
+
     pub(crate) fn boxes(&self) -> u64 {
         if self.k_major {
             self.kext / 64
@@ -329,15 +344,7 @@ mod tests {
         for k_major in [true, false] {
             for rows in [64, 128, 256] {
                 for kext in [64, 128] {
-                    let o = Operand {
-                        buffer: String::new(),
-                        dims: vec![],
-                        strides: vec![],
-                        batch: vec![],
-                        k_major,
-                        rows,
-                        kext,
-                    };
+                    let o = Operand::tile_only(rows, kext, k_major);
                     for r in 0..rows as i64 {
                         for k in 0..kext as i64 {
                             let e = sw.apply(o.at(r, k).unwrap());

@@ -421,17 +421,7 @@ mod tests {
     use super::*;
 
     fn q_tile(rows: u64, kext: u64, k_major: bool) -> Layout {
-        Operand {
-            buffer: String::new(),
-            dims: vec![],
-            strides: vec![],
-            batch: vec![],
-            k_major,
-            rows,
-            kext,
-        }
-        .smem_tile()
-        .unwrap()
+        Operand::tile_only(rows, kext, k_major).smem_tile().unwrap()
     }
 
     /// The staged output's offset decompositions hold for every Q tile the Hopper kernel
