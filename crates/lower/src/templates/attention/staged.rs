@@ -10,9 +10,10 @@
 //! quarter-warp's 16-byte reads each touch 32 distinct banks, and the 8 elements of an
 //! aligned chunk of a row stay together under the swizzle.
 //!
-//! The write reuses registers the kernel holds anyway, and no extra shared memory: the
-//! consumer's Q rows hold `64 x d` elements and the output tile `64 x dv`, so it is taken
-//! where `dv <= d` and Q is K-major (a row's elements contiguous).
+//! It takes no extra shared memory: the consumer's Q rows hold `64 x d` elements and the
+//! output tile `64 x dv`, so it is taken where `dv <= d` and Q is K-major (a row's elements
+//! contiguous), and not where the prologue reads a tensor per score (there the MLIR
+//! backend's kernel had no registers to spare for it).
 
 use super::super::tma::Operand;
 use super::AttPlan;
@@ -155,10 +156,9 @@ impl Builder<'_, '_> {
     }
 
     /// Consumer `c`'s output of the unit from query row `q0` of batch entry `bi` (`bq` rows a
-    /// unit): `acc_o`
-    /// (`[4, dv / 8]`) times each row's `1 / l` into its rows of Q tile `qb`, a barrier of
-    /// the consumer's warpgroup (named barrier `bar`), the epilogue and 16-byte copies, a
-    /// barrier, and a proxy fence so TMA may refill the tile.
+    /// unit): `acc_o` (`[4, dv / 8]`) times each row's `1 / l` into its rows of Q tile `qb`,
+    /// a barrier of the consumer's warpgroup (named barrier `bar`), the epilogue and 16-byte
+    /// copies, a barrier, and a proxy fence so TMA may refill the tile.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn att_store_staged(
         &mut self,
