@@ -94,12 +94,7 @@ impl AttentionConfig {
         batch: u64,
         sms: u64,
     ) -> AttentionConfig {
-        let busy = |rows: u64| {
-            let units = batch.max(1) * sq.div_ceil(rows);
-            let waves = units.div_ceil(sms.max(1));
-            (sq as f64 / (sq.div_ceil(rows) * rows) as f64)
-                * (units as f64 / (waves * sms.max(1)) as f64)
-        };
+        let busy = |rows: u64| busy_share(sq, batch, rows, sms);
         let whole = sk % BKV == 0;
         let consumers = if dv > 64 && !causal && whole && busy(192) >= 0.95 * busy(128) {
             3
@@ -125,6 +120,16 @@ impl AttentionConfig {
 /// three).
 pub(crate) fn consumer_regs(consumers: u64) -> u64 {
     ((65536 - 128 * PRODUCER_REGS) / (128 * consumers.max(1)) / 8 * 8).min(240)
+}
+
+/// The share of the GPU that blocks of `rows` query rows keep busy over `batch` batch entries
+/// of `sq` rows on `sms` SMs: the rows inside the sequence (the tail block's padding is
+/// wasted) times the last wave's fill.
+fn busy_share(sq: u64, batch: u64, rows: u64, sms: u64) -> f64 {
+    let tiles = sq.div_ceil(rows.max(1));
+    let units = batch.max(1) * tiles;
+    let waves = units.div_ceil(sms.max(1));
+    (sq as f64 / (tiles * rows.max(1)) as f64) * (units as f64 / (waves * sms.max(1)) as f64)
 }
 
 pub struct AttentionSpace;
@@ -210,14 +215,11 @@ impl TemplateSpace for AttentionSpace {
         else {
             return f64::INFINITY;
         };
-        // The products of every row a block computes, the tail block's padding included, at
-        // the peak; a block's waves over the SMs.
-        let rows = sq.div_ceil(c.rows()) * c.rows();
-        let flops = 4.0 * (batch * rows * sk * dv) as f64;
-        let blocks = batch * sq.div_ceil(c.rows());
-        let sms = u64::from(t.sms);
-        let fill = blocks as f64 / (blocks.div_ceil(sms) * sms) as f64;
-        flops / (t.peak_tflops * 1e6) / fill + t.launch_us
+        // The products of the sequence's rows at the peak, over the share of the GPU the
+        // blocks keep busy (the tail block's padding, the last wave's fill).
+        let flops = 4.0 * (batch * sq * sk * dv) as f64;
+        flops / (t.peak_tflops * 1e6) / busy_share(*sq, *batch, c.rows(), u64::from(t.sms))
+            + t.launch_us
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
         text.parse().map(Config::Attention)

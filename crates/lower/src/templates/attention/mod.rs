@@ -702,7 +702,7 @@ impl Builder<'_, '_> {
         (q0, bi): (&Expr, &Expr),
         bq: u64,
     ) -> R<()> {
-        let inv = staged::inverse_sums(self, l);
+        let inv = self.att_inverse_sums(l);
         for j in 0..p.dv / 8 {
             for (val, (row, col)) in rc.iter().enumerate() {
                 let gq = self.let_("oq", Ty::Idx, add(q0.clone(), row.clone()));
@@ -737,6 +737,24 @@ impl Builder<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// `1 / l` of each of the thread's two rows, `l` summed over the quad first.
+    fn att_inverse_sums(&mut self, l: &[String]) -> Vec<Expr> {
+        l.iter()
+            .map(|lv| {
+                let red = self.fresh("l");
+                self.out.push(Stmt::WarpReduce {
+                    var: red.clone(),
+                    ty: Ty::Elem(DType::F32),
+                    op: ReduceOp::Sum,
+                    width: 4,
+                    value: Expr::var(lv),
+                });
+                let inv = Expr::call(Func::Div, vec![Expr::lit(DType::F32, 1.0), Expr::var(&red)]);
+                self.let_("il", Ty::Elem(DType::F32), inv)
+            })
+            .collect()
     }
 
     /// Stores f32 zero to every value of a `[4, atoms]` accumulator.

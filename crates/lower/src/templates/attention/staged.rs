@@ -19,7 +19,7 @@ use super::super::tma::Operand;
 use super::AttPlan;
 use crate::lower::*;
 use crate::templates::matmul_mma::vector_layout;
-use irc_ir::{DType, ValueId};
+use irc_ir::ValueId;
 use irc_kir::{self as kir, Arg, Expr, Frag, Func, IdxOp, Intrinsic, Space, Stmt, Ty};
 use irc_layout::{Layout, Swizzle};
 
@@ -101,6 +101,7 @@ impl Builder<'_, '_> {
             }
         }
         let regs = match p.roots.len() {
+            _ if p.viewed => vec![],
             1 => vec![],
             n => (0..n)
                 .map(|_| {
@@ -141,18 +142,23 @@ impl Builder<'_, '_> {
     }
 
     /// Whether computing `v` from the scores `s` loads anything from memory: a graph input, or
-    /// a value another kernel stored.
+    /// a value another kernel stored (each value of the prologue's DAG visited once).
     fn reads_memory(&self, v: ValueId, s: ValueId) -> bool {
-        if v == s {
-            return false;
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![v];
+        while let Some(x) = stack.pop() {
+            if x == s || !seen.insert(x) {
+                continue;
+            }
+            if self.l.buffer_of.contains_key(&x) {
+                return true;
+            }
+            match self.def(x) {
+                None => return true,
+                Some(i) => stack.extend(i.operands.iter().copied()),
+            }
         }
-        if self.l.buffer_of.contains_key(&v) {
-            return true;
-        }
-        match self.def(v) {
-            None => true,
-            Some(i) => i.operands.iter().any(|&o| self.reads_memory(o, s)),
-        }
+        false
     }
 
     /// Consumer `c`'s output of the unit from query row `q0` of batch entry `bi` (`bq` rows a
@@ -183,10 +189,8 @@ impl Builder<'_, '_> {
         // first: consumer c's are 64 c ..); value v of chunk j is at that offset xor `lo_j`,
         // plus `hi_j` and `delta_v` (`Staged::chunks`), one xor a store.
         let (row, col) = &rc[0];
-        let first = kir::swizzled_offset_expr(&sw, &st.tile, &[row.clone(), col.clone()])
-            .map_err(internal)?;
-        let first = self.let_("oo", Ty::Idx, add(base.clone(), first));
-        for (j, (lo, hi)) in st.chunks.iter().enumerate().take((dv / 8) as usize) {
+        let first = at(self, row.clone(), col.clone())?;
+        for (j, (lo, hi)) in st.chunks.iter().enumerate() {
             let x = self.let_(
                 "ox",
                 Ty::Idx,
@@ -308,24 +312,6 @@ impl Builder<'_, '_> {
         }
         Ok(())
     }
-}
-
-/// `1 / l` of each of the thread's two rows, `l` summed over the quad first.
-pub(super) fn inverse_sums(b: &mut Builder<'_, '_>, l: &[String]) -> Vec<Expr> {
-    l.iter()
-        .map(|lv| {
-            let red = b.fresh("l");
-            b.out.push(Stmt::WarpReduce {
-                var: red.clone(),
-                ty: Ty::Elem(DType::F32),
-                op: irc_kir::ReduceOp::Sum,
-                width: 4,
-                value: Expr::var(lv),
-            });
-            let inv = Expr::call(Func::Div, vec![Expr::lit(DType::F32, 1.0), Expr::var(&red)]);
-            b.let_("il", Ty::Elem(DType::F32), inv)
-        })
-        .collect()
 }
 
 /// Where each accumulator value of a thread lands in the swizzled tile, from its value 0 in

@@ -663,7 +663,7 @@ impl Builder<'_, '_> {
                 };
                 // The output through the consumer's rows of the Q tile (named barrier
                 // `1 + nc + c`: ping-pong's are 1 ..= nc), then the tile is the producer's.
-                let inv = super::staged::inverse_sums(s, &l);
+                let inv = s.att_inverse_sums(&l);
                 let named = add(c.clone(), int(1 + nc));
                 s.att_store_staged(p, st, &acc_o4, &inv, &rc, (&qb, &c, &named), (&q0, &bi), bq)?;
                 s.out.push(release(add(qb, int(q_empty))));
