@@ -76,6 +76,31 @@ fn softmax_short_rows_share_a_warp() {
 }
 
 #[test]
+fn rows_of_one_vector_a_thread_ask_for_a_full_sm() {
+    // 128 f16 a row on 16 lanes: a thread holds one vector, so the kernel asks for 8 blocks of
+    // 256 threads an SM (32 registers a thread); the attribute prints and re-parses.
+    let ln = |k: u64| {
+        format!(
+            "graph @ln(%x: tensor<64x{k}xf16>, %w: tensor<{k}xf16>, %b: tensor<{k}xf16>) -> tensor<64x{k}xf16> {{
+              %y = layernorm %x, %w, %b {{axis = -1, eps = 1e-5}}
+              return %y
+            }}"
+        )
+    };
+    let (kir, _) = check(&ln(128));
+    assert!(
+        kir.contains("block(256, 1, 1) index(i32) occupancy(8) {"),
+        "{kir}"
+    );
+    let back = irc_kir::parse_module(&kir).expect("re-parses");
+    assert_eq!(irc_kir::print_module(&back), kir);
+    irc_kir::verify_module(&back).expect("verifies");
+    // Rows of 1024 hold four vectors a thread: the assembler keeps its registers.
+    let (kir, _) = check(&ln(1024));
+    assert!(!kir.contains("occupancy("), "{kir}");
+}
+
+#[test]
 fn rmsnorm_fused_residual_reads_vectors() {
     // The pre-norm pattern: x + r normalized; x, r and the weight are each one vector load.
     let (kir, _) = check(

@@ -439,8 +439,9 @@ fn emit_kernel<'k>(
     // Tensor-core kernels hold large fragments: with no occupancy target ptxas may use every
     // register it needs rather than spill to fit two blocks. Other kernels keep the default,
     // which favours occupancy (they are memory-bound).
-    // A cooperative kernel's blocks must all be resident: registers for its blocks per SM.
-    let bounds = if kir::cooperative(k) {
+    // A cooperative kernel's blocks must all be resident, and a kernel may ask for an
+    // occupancy: registers for its blocks per SM.
+    let bounds = if kir::min_blocks_per_sm(k) > 1 {
         format!("{threads}, {}", kir::min_blocks_per_sm(k))
     } else if has_mma(&k.body) {
         format!("{threads}, 1")

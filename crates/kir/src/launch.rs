@@ -9,13 +9,13 @@ use crate::{Intrinsic, Kernel, Stmt, walk};
 /// (`__launch_bounds__(threads, N)`, `.minnctapersm N`).
 pub const COOPERATIVE_BLOCKS_PER_SM: u32 = 4;
 
-/// The blocks per SM a kernel must fit at least (its registers bounded to allow them): 1,
-/// or [`COOPERATIVE_BLOCKS_PER_SM`] for a cooperative kernel.
+/// The blocks per SM a kernel must fit at least (its registers bounded to allow them): its
+/// [`Kernel::occupancy`], and at least [`COOPERATIVE_BLOCKS_PER_SM`] for a cooperative kernel.
 pub fn min_blocks_per_sm(k: &Kernel) -> u32 {
     if cooperative(k) {
-        COOPERATIVE_BLOCKS_PER_SM
+        COOPERATIVE_BLOCKS_PER_SM.max(k.occupancy)
     } else {
-        1
+        k.occupancy.max(1)
     }
 }
 

@@ -148,6 +148,12 @@ pub struct Kernel {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub index: IndexWidth,
+    /// Blocks per SM the template asks the assembler to fit (`occupancy(N)` in the text form,
+    /// `__launch_bounds__(threads, N)`, `.minnctapersm N`): 1 leaves the register count to
+    /// the assembler; a memory-bound kernel whose threads hold one vector each asks for a full
+    /// SM, since its bytes in flight grow with its resident threads
+    /// ([`min_blocks_per_sm`]).
+    pub occupancy: u32,
     /// The graph ops this kernel computes, with their source locations.
     pub origins: Vec<Origin>,
     pub params: Vec<Param>,

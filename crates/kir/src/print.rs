@@ -68,9 +68,13 @@ fn print_kernel(out: &mut String, k: &Kernel) {
     };
     let [gx, gy, gz] = k.grid;
     let [bx, by, bz] = k.block;
+    let occupancy = match k.occupancy {
+        1 => String::new(),
+        n => format!(" occupancy({n})"),
+    };
     let _ = writeln!(
         out,
-        "  kernel @{} grid({gx}, {gy}, {gz}) block({bx}, {by}, {bz}) index({index}) {{",
+        "  kernel @{} grid({gx}, {gy}, {gz}) block({bx}, {by}, {bz}) index({index}){occupancy} {{",
         k.name
     );
     for o in &k.origins {

@@ -243,8 +243,15 @@ fn verify_kernel(
     if k.grid[1] > 65535 || k.grid[2] > 65535 {
         return Err(err("grid y and z are at most 65535".into()));
     }
-    if k.block.iter().map(|&b| u64::from(b)).product::<u64>() > 1024 {
+    let threads = k.block.iter().map(|&b| u64::from(b)).product::<u64>();
+    if threads > 1024 {
         return Err(err("a block has at most 1024 threads".into()));
+    }
+    if k.occupancy == 0 || u64::from(k.occupancy) * threads > u64::from(target.max_threads_per_sm) {
+        return Err(err(format!(
+            "occupancy({}) of {threads}-thread blocks: an SM holds 1 to {} threads",
+            k.occupancy, target.max_threads_per_sm
+        )));
     }
     let mut params = HashMap::new();
     for p in &k.params {

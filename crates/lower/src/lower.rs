@@ -537,6 +537,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             grid: [1, 1, 1],
             block: [THREADS, 1, 1],
             index: l.index,
+            occupancy: 1,
             origins: vec![l.origin(&l.g.insts[inst_index])],
             params: vec![],
             tensors: vec![],

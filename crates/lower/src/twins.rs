@@ -147,6 +147,7 @@ impl Rename<'_> {
             grid: k.grid,
             block: k.block,
             index: k.index,
+            occupancy: k.occupancy,
             origins,
             params: k.params.clone(),
             tensors,

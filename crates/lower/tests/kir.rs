@@ -274,6 +274,15 @@ fn the_verifier_rejects_broken_modules() {
             text.replacen("block(256, 1, 1)", "block(2048, 1, 1)", 1),
             "1024 threads",
         ),
+        // More blocks of 256 threads than an SM holds.
+        (
+            text.replacen(
+                "block(256, 1, 1) index(i32)",
+                "block(256, 1, 1) index(i32) occupancy(9)",
+                1,
+            ),
+            "an SM holds 1 to 2048 threads",
+        ),
     ];
     for (bad, want) in cases {
         assert_ne!(bad, text, "the mutation for {want:?} did not apply");

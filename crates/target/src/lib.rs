@@ -27,6 +27,8 @@ pub struct Target {
     pub max_dynamic_shared_bytes: u64,
     /// Elements a thread's register tensors may hold in total (the rest would spill).
     pub max_register_elems: u64,
+    /// Threads resident on one SM at most.
+    pub max_threads_per_sm: u32,
 }
 
 impl Target {
@@ -44,6 +46,7 @@ impl Target {
             max_shared_bytes: 48 * 1024,
             max_dynamic_shared_bytes: 227 * 1024,
             max_register_elems: 256,
+            max_threads_per_sm: 2048,
         }
     }
 
@@ -60,12 +63,13 @@ impl Target {
             max_shared_bytes: 48 * 1024,
             max_dynamic_shared_bytes: 163 * 1024,
             max_register_elems: 256,
+            max_threads_per_sm: 2048,
         }
     }
 
     /// The target code for `arch` (`sm_90a`, `sm_80`, ...) is built for: the H100 for sm_90
     /// and later; the A100 for sm_80 to sm_89, with the smaller opt-in shared memory of sm_86
-    /// and sm_89 (99 KiB a block), so that no template picks tiles those GPUs cannot launch;
+    /// and sm_89 (99 KiB a block, 1536 threads an SM), so that no template picks tiles those GPUs cannot launch;
     /// the H100 for a name that is not `sm_` and a number.
     pub fn for_arch(arch: &str) -> Target {
         let digits: String = arch
@@ -80,6 +84,7 @@ impl Target {
                 if matches!(v, 86 | 89) {
                     t.name = format!("{arch}-class");
                     t.max_dynamic_shared_bytes = 99 * 1024;
+                    t.max_threads_per_sm = 1536;
                 }
                 t
             }

@@ -151,7 +151,8 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 (e.id("gpu.kernel"), Attribute::unit(ctx)),
                 // `.minnctapersm 1`: ptxas may use registers up to the block's share of the
                 // register file rather than spill to reach a higher occupancy; a cooperative
-                // kernel's blocks must all be resident (`kir::min_blocks_per_sm`).
+                // kernel's blocks must all be resident, and a kernel may ask for an occupancy
+                // (`kir::min_blocks_per_sm`).
                 (
                     e.id("nvvm.minctasm"),
                     IntegerAttribute::new(

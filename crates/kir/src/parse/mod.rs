@@ -243,6 +243,14 @@ impl<'a> Parser<'a> {
             other => return Err(c.err(format!("index width must be i32 or i64, found `{other}`"))),
         };
         c.punct(")")?;
+        let mut occupancy = 1;
+        if c.try_keyword("occupancy") {
+            c.punct("(")?;
+            let n = c.uint()?;
+            occupancy =
+                u32::try_from(n).map_err(|_| c.err(format!("{n} does not fit in 32 bits")))?;
+            c.punct(")")?;
+        }
         c.punct("{")?;
         c.end()?;
         let mut k = Kernel {
@@ -250,6 +258,7 @@ impl<'a> Parser<'a> {
             grid,
             block,
             index,
+            occupancy,
             origins: vec![],
             params: vec![],
             tensors: vec![],

@@ -420,12 +420,20 @@ impl Builder<'_, '_> {
         let start = b.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
         let acc = b.accumulator(r.acc_t, r.init);
         let (a, rw, xd) = (acc.clone(), row.clone(), b.ty(x).dtype);
-        b.chunk_loop(&start, (r.chunk, r.k), &row, r.width, false, |b, kx| {
-            b.coord = vec![kx, rw.clone()];
-            let e = b.value_at(x, access)?;
-            b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
-            Ok(())
-        })?;
+        b.chunk_loop(
+            &start,
+            (r.chunk, r.k),
+            &row,
+            r.width,
+            false,
+            0,
+            |b, kx, _| {
+                b.coord = vec![kx, rw.clone()];
+                let e = b.value_at(x, access)?;
+                b.combine(&a, r.op, cast_to(r.acc_t, xd, e));
+                Ok(())
+            },
+        )?;
         let red = b.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
         let tid = bx(Builtin::TidX);
         b.if_(Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)), |b| {

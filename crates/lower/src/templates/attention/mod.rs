@@ -37,6 +37,7 @@
 //! prologue itself.
 
 mod mma;
+mod schedule;
 mod staged;
 mod wgmma;
 

@@ -39,7 +39,7 @@
 use super::super::attention_config::{AttentionConfig, BKV, PRODUCER_REGS, consumer_regs};
 use super::super::config::Config;
 use super::super::tma::{Operand, operand};
-use super::{AttPlan, AttentionOps};
+use super::{AttPlan, AttentionOps, schedule};
 use crate::lower::*;
 use irc_ir::{DType, ValueId};
 use irc_kir::{Arg, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt, Ty};
@@ -255,6 +255,28 @@ impl Builder<'_, '_> {
             );
             (st, ph)
         };
+        // With a causal mask the units differ in length: where a block has more than one, the
+        // blocks take them in the order `schedule::balanced_order` finds, from a table.
+        // Measured on the H200 (run 125): att_causal_d64_s2k 0.2258 -> 0.1920 ms,
+        // att_causal_d128_s4k 0.5209 -> 0.4826.
+        let keys = |t: u64| (t * bq + bq).div_ceil(BKV).min(ktiles);
+        let blocks = u64::from(self.kernel.grid[0]);
+        let order = match p.causal && units > blocks && units <= schedule::MAX_UNITS {
+            true => {
+                let kv_bytes = p.sk * (d + dv) * 2;
+                let table =
+                    schedule::balanced_order(tiles_q, p.batch.max(1), blocks, kv_bytes, keys);
+                let name = format!("{}_c{}", self.kernel.name, self.constants.len());
+                let len = table.len() as i64;
+                self.constants.push(irc_kir::ConstDecl {
+                    name: name.clone(),
+                    dtype: DType::I32,
+                    values: table.into_iter().map(|v| v as f64).collect(),
+                });
+                Some(self.tensor(Space::Const(name), DType::I32, li(len as u64, 1)?))
+            }
+            false => None,
+        };
         // The block's walk over work units, the same in the producer and the consumers:
         // `f(unit count j, q0, batch, key tiles nk, key tiles before this unit)`. Query tiles
         // go last to first within a batch entry (a causal mask's longest rows first); blocks
@@ -268,45 +290,60 @@ impl Builder<'_, '_> {
                 ty: Ty::Idx,
                 init: Expr::Int(0),
             });
-            s.for_(
-                "unit",
-                bx(Builtin::BidX),
-                int(units),
-                bx(Builtin::NctaidX),
-                false,
-                |s, unit| {
-                    let j = Expr::idx(
-                        IdxOp::Div,
-                        Expr::idx(IdxOp::Sub, unit.clone(), bx(Builtin::BidX)),
-                        bx(Builtin::NctaidX),
-                    );
-                    let j = s.let_("j", Ty::Idx, j);
-                    let qt = Expr::idx(
-                        IdxOp::Sub,
-                        int(tiles_q - 1),
-                        Expr::idx(IdxOp::Rem, unit.clone(), int(tiles_q)),
-                    );
-                    let q0 = s.let_("q0", Ty::Idx, mul(qt, int(bq)));
-                    let bi = s.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, unit, int(tiles_q)));
-                    // With a causal mask, no key tile starting past the unit's last row.
-                    let nk = if p.causal {
-                        let upto =
-                            Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + BKV - 1)), int(BKV));
-                        let upto = s.let_("upto", Ty::Idx, upto);
-                        let fewer = lt(upto.clone(), int(ktiles));
-                        let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
-                        s.let_("nk", Ty::Idx, nk)
-                    } else {
-                        int(ktiles)
-                    };
-                    f(s, j, q0, bi, nk.clone(), Expr::var(&it0))?;
-                    s.out.push(Stmt::Assign {
-                        var: it0.clone(),
-                        value: add(Expr::var(&it0), nk),
-                    });
-                    Ok(())
-                },
-            )
+            // Round-robin (`unit = block + j · blocks`), or the table's positions.
+            let idx = |e: Expr| Expr::call(irc_kir::Func::Index, vec![e]);
+            let (first, end, step) = match &order {
+                None => (bx(Builtin::BidX), int(units), bx(Builtin::NctaidX)),
+                Some(t) => {
+                    let at = |e: Expr| idx(Expr::load(t, vec![e]));
+                    let lo = s.let_("lo", Ty::Idx, at(bx(Builtin::BidX)));
+                    let hi = s.let_("hi", Ty::Idx, at(add(bx(Builtin::BidX), Expr::Int(1))));
+                    (lo, hi, Expr::Int(1))
+                }
+            };
+            s.for_("unit", first.clone(), end, step, false, |s, pos| {
+                let (j, unit) = match &order {
+                    None => {
+                        let j = Expr::idx(
+                            IdxOp::Div,
+                            Expr::idx(IdxOp::Sub, pos.clone(), bx(Builtin::BidX)),
+                            bx(Builtin::NctaidX),
+                        );
+                        (j, pos)
+                    }
+                    Some(t) => {
+                        let u = idx(Expr::load(t, vec![add(pos.clone(), int(blocks + 1))]));
+                        (
+                            Expr::idx(IdxOp::Sub, pos, first.clone()),
+                            s.let_("u", Ty::Idx, u),
+                        )
+                    }
+                };
+                let j = s.let_("j", Ty::Idx, j);
+                let qt = Expr::idx(
+                    IdxOp::Sub,
+                    int(tiles_q - 1),
+                    Expr::idx(IdxOp::Rem, unit.clone(), int(tiles_q)),
+                );
+                let q0 = s.let_("q0", Ty::Idx, mul(qt, int(bq)));
+                let bi = s.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, unit, int(tiles_q)));
+                // With a causal mask, no key tile starting past the unit's last row.
+                let nk = if p.causal {
+                    let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + BKV - 1)), int(BKV));
+                    let upto = s.let_("upto", Ty::Idx, upto);
+                    let fewer = lt(upto.clone(), int(ktiles));
+                    let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
+                    s.let_("nk", Ty::Idx, nk)
+                } else {
+                    int(ktiles)
+                };
+                f(s, j, q0, bi, nk.clone(), Expr::var(&it0))?;
+                s.out.push(Stmt::Assign {
+                    var: it0.clone(),
+                    value: add(Expr::var(&it0), nk),
+                });
+                Ok(())
+            })
         };
         // Q buffer and its phase parity of the block's `j`-th unit.
         let q_ring = |s: &mut Self, j: &Expr| -> (Expr, Expr) {
