@@ -89,7 +89,7 @@ fn list_ranks_candidates_without_a_gpu() {
         "{s}"
     );
     assert!(
-        s.contains("128x128x32/2x4/4") && s.contains("(default)"),
+        s.contains("128x128x32/2x2/3") && s.contains("(default)"),
         "{s}"
     );
     assert_eq!(s.matches(" estimate ").count(), 5, "{s}");

@@ -701,6 +701,7 @@ pub fn shares_code(a: &Kernel, b: &Kernel) -> bool {
         && a.grid == b.grid
         && a.block == b.block
         && a.index == b.index
+        && a.occupancy == b.occupancy
         && a.params == b.params
         && a.tensors == b.tensors
 }
@@ -711,6 +712,7 @@ pub fn same_code(a: &Kernel, b: &Kernel) -> bool {
     a.grid == b.grid
         && a.block == b.block
         && a.index == b.index
+        && a.occupancy == b.occupancy
         && a.params == b.params
         && a.tensors == b.tensors
         && a.body == b.body

@@ -309,12 +309,16 @@ fn the_verifier_checks_async_copies() {
         ),
         // The wait count is an immediate.
         (
-            text.replacen("cp.async.wait 2", "cp.async.wait %b4", 1),
+            text.replacen("cp.async.wait 1", "cp.async.wait %lane0", 1),
             "integer literal",
         ),
         // The source of a copy is global memory.
         (
-            text.replacen("%t12[%gr11, (%gk12 / 8), %b4], 16", "%t4[%so13, 0], 16", 1),
+            text.replacen(
+                "%t12[%gr10, (%gk11 / 8), bid.z], 16",
+                "%t4[%so12, 0], 16",
+                1,
+            ),
             "global tensor",
         ),
     ];

@@ -101,6 +101,7 @@ fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut failures = vec![];
     let mut refined = 0;
+    let mut wide_refined = 0;
     // Lowered for sm_80 and for sm_90a (the Hopper matmul's space).
     let archs = [
         LowerOptions::default(),
@@ -124,10 +125,29 @@ fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
             };
             let heuristic = s.heuristic(p, &target);
             // The heuristic's point, or that point refined by the template from what only
-            // lowering sees (mma.sync: fewer stages where both operands are K-major and read
-            // element by element, `@mm_bt_unaligned`).
+            // lowering sees (mma.sync: the 64x32 warps of `MmaConfig::DEFAULT` for f16/bf16
+            // where an operand or the output cannot take 16-byte copies; fewer stages where
+            // both operands are K-major and read element by element, `@mm_bt_unaligned`).
             let built = choice.config.expect("a point");
-            match (built, heuristic) {
+            let heuristic_built = match (built, heuristic) {
+                (Config::Mma(b), Config::Mma(h))
+                    if h == irc_lower::MmaConfig::F16 && b.warps_n != h.warps_n =>
+                {
+                    assert_eq!(
+                        irc_lower::MmaConfig {
+                            stages: irc_lower::MmaConfig::DEFAULT.stages,
+                            ..b
+                        },
+                        irc_lower::MmaConfig::DEFAULT,
+                        "@{}: {b}",
+                        g.name
+                    );
+                    wide_refined += 1;
+                    Config::Mma(irc_lower::MmaConfig::DEFAULT)
+                }
+                _ => heuristic,
+            };
+            match (built, heuristic_built) {
                 (Config::Mma(b), Config::Mma(h)) if b != h => {
                     assert_eq!(
                         irc_lower::MmaConfig {
@@ -177,6 +197,7 @@ fn every_checked_point_of_every_space_lowers_to_verified_kernel_ir() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(refined > 0, "no refined heuristic point was exercised");
+    assert!(wide_refined > 0, "no f16 point gave way to the 64x32 warps");
     // Every declared space was exercised, with more than one point.
     for s in SPACES {
         let n = seen.get(s.template()).copied().unwrap_or(0);

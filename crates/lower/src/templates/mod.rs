@@ -91,7 +91,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "matmul_mma",
         anchor: Anchor::Matmul,
         applies: "f16/bf16 matmuls (sm_80+ tensor cores)",
-        config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps, cp.async stages (MmaConfig::space; default 128x128x32/2x4/4)",
+        config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps, cp.async stages (MmaConfig::space; default 128x128x32/2x2/3 for f16/bf16)",
     },
     TemplateInfo {
         name: "attention_wgmma",

@@ -128,6 +128,20 @@ impl Builder<'_, '_> {
             Some(super::super::Config::Mma(_)) => self.heuristic,
             _ => self.l.options.mma.is_none(),
         };
+        // The f16/bf16 point's 64x64 warps hold 128 accumulators a thread. Where an operand
+        // is read in pieces narrower than 16 bytes, the output cannot take 16-byte stores, or a
+        // norm prologue or the epilogue's reductions add registers, ptxas spilled (sm_80: 4-48
+        // bytes on tests/gpu/matmul_realign.ir and wgmma_odd_n.ir): those take the 64x32
+        // warps of `MmaConfig::DEFAULT`, refined below like any heuristic point.
+        let cfg = if heuristic && cfg == MmaConfig::F16 && !self.f16_fits(inst, roots, &p) {
+            let c = MmaConfig::DEFAULT;
+            if matches!(self.config, Some(super::super::Config::Mma(_))) {
+                self.config = Some(super::super::Config::Mma(c));
+            }
+            c
+        } else {
+            cfg
+        };
         let wraps = p.k.div_ceil(cfg.bk) > cfg.stages;
         let cfg = if heuristic && wraps && cfg.stages > 3 && !tf32 && {
             let a = p.prologue.as_ref().map_or(inst.operands[0], |q| q.x);
@@ -407,214 +421,223 @@ impl Builder<'_, '_> {
             op: Intrinsic::CpAsyncWait,
             args: vec![kir::Arg::Expr(Expr::Int(n))],
         };
-        self.for_(
-            "b",
-            bx(Builtin::BidZ),
-            int(p.batch),
-            bx(Builtin::NctaidZ),
-            false,
-            |s, bi| {
-                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(cfg.bm)));
-                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(cfg.bn)));
-                // A block with more than one batch (beyond 65535 of them) must not refill A's
-                // ring while slower threads still read the last epilogue's staging tile in it.
-                if p.batch > u64::from(s.kernel.grid[2]) {
-                    s.out.push(Stmt::Sync);
-                }
-                loads[0].row0 = m0.clone();
-                loads[1].row0 = n0.clone();
-                for (t, atoms) in [(Some(&acc), mt_acc), (total.as_ref(), cfg.mt())] {
-                    let Some(t) = t else { continue };
-                    s.unrolled("v", 4, &mut |s, v| {
-                        s.unrolled("i", atoms, &mut |s, i| {
-                            let v = v.clone();
-                            s.unrolled("j", cfg.nt(), &mut |s, j| {
-                                s.out.push(Stmt::Store {
-                                    tensor: t.clone(),
-                                    coord: vec![v.clone(), i.clone(), j],
-                                    value: lit(DType::F32, 0.0),
-                                });
-                                Ok(())
-                            })
-                        })
-                    })?;
-                }
-                if let Some((_, _, _, pt)) = &prologue {
-                    s.prologue_zero(pt)?;
-                }
-                // Prologue: k-tiles 0..S-1 into stages 0..S-1 (a commit for each, loaded or
-                // not).
-                for st in 0..(stages as u64 - 1) {
-                    if st < ktiles {
-                        for l in &loads {
-                            s.ring_load(l, &int(st * cfg.bk), &int(st), &bi, p.k, dt)?;
-                        }
-                    }
-                    s.out.push(commit());
-                }
-                s.for_(
-                    "kt",
-                    Expr::Int(0),
-                    int(ktiles),
-                    Expr::Int(1),
-                    false,
-                    |s, kt| {
-                        // A norm prologue's g for this k-tile, loaded before the wait.
-                        let mut g_regs = None;
-                        if let Some((pro, _, _, pt)) = &prologue {
-                            let k0 = s.let_("pk0", Ty::Idx, mul(kt.clone(), int(cfg.bk)));
-                            g_regs = s.prologue_g(pro, pt, &k0, p.k)?;
-                        }
-                        s.out.push(wait(stages - 2));
-                        s.out.push(Stmt::Sync);
-                        if let Some((pro, sa8, _, pt)) = &prologue {
-                            let k0 = s.let_("pk0", Ty::Idx, mul(kt.clone(), int(cfg.bk)));
-                            let st = s.let_(
-                                "ps",
-                                Ty::Idx,
-                                Expr::idx(IdxOp::Rem, kt.clone(), int(stages as u64)),
-                            );
-                            s.prologue_stage(
-                                pro,
-                                pt,
-                                &k0,
-                                p.k,
-                                g_regs.as_deref(),
-                                &mut |s, row, c| {
-                                    let off = kir::swizzled_offset_expr(
-                                        &tile_a.swizzle,
-                                        &tile_a.layout,
-                                        &[row, mul(c, Expr::Int(8))],
-                                    )
-                                    .map_err(internal)?;
-                                    let at = s.let_(
-                                        "pa",
-                                        Ty::Idx,
-                                        Expr::idx(IdxOp::Div, off, Expr::Int(8)),
-                                    );
-                                    Ok(kir::Frag {
-                                        tensor: sa8.clone(),
-                                        at: vec![at, st.clone()],
-                                    })
-                                },
-                            )?;
-                            s.out.push(Stmt::Sync);
-                        }
-                        let next = s.let_("kn", Ty::Idx, add(kt.clone(), int(stages as u64 - 1)));
-                        let body = s.block(|s| {
-                            let k0 = s.let_("k0", Ty::Idx, mul(next.clone(), int(cfg.bk)));
-                            let st = s.let_(
-                                "sn",
-                                Ty::Idx,
-                                Expr::idx(IdxOp::Rem, next.clone(), int(stages as u64)),
-                            );
-                            for (l, regs) in loads.iter().zip(&deferred) {
-                                match regs {
-                                    Some(regs) => {
-                                        s.ring_to_registers(l, &k0, &bi, p.k, dt, regs)?
-                                    }
-                                    None => s.ring_load(l, &k0, &st, &bi, p.k, dt)?,
-                                }
-                            }
+        self.batch_loop(p.batch, |s, bi| {
+            let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(cfg.bm)));
+            let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(cfg.bn)));
+            // A block with more than one batch (beyond 65535 of them) must not refill A's
+            // ring while slower threads still read the last epilogue's staging tile in it.
+            if p.batch > u64::from(s.kernel.grid[2]) {
+                s.out.push(Stmt::Sync);
+            }
+            loads[0].row0 = m0.clone();
+            loads[1].row0 = n0.clone();
+            for (t, atoms) in [(Some(&acc), mt_acc), (total.as_ref(), cfg.mt())] {
+                let Some(t) = t else { continue };
+                s.unrolled("v", 4, &mut |s, v| {
+                    s.unrolled("i", atoms, &mut |s, i| {
+                        let v = v.clone();
+                        s.unrolled("j", cfg.nt(), &mut |s, j| {
+                            s.out.push(Stmt::Store {
+                                tensor: t.clone(),
+                                coord: vec![v.clone(), i.clone(), j],
+                                value: lit(DType::F32, 0.0),
+                            });
                             Ok(())
-                        })?;
-                        s.out.push(Stmt::If {
-                            cond: lt(next.clone(), int(ktiles)),
-                            body,
-                            orelse: vec![],
-                        });
-                        s.out.push(commit());
-                        let cur =
-                            s.let_("sc", Ty::Idx, Expr::idx(IdxOp::Rem, kt, int(stages as u64)));
-                        if let (Some(tf), Some(total)) = (&tf, &total) {
-                            s.tf32_tile(tf, cfg, (&acc, total), (&lane, &wm, &wn, &cur))?;
-                            return s.ring_from_registers(&loads, &deferred, &next, ktiles, stages);
-                        }
-                        let Some(Ldmatrix {
-                            sa8,
-                            sb8,
-                            rows_a,
-                            rows_b,
-                            fa,
-                            fb,
-                            fb_pairs,
-                        }) = &ldm
-                        else {
-                            return Err(Retry::Fail(LowerError::Internal(
-                                "no ldmatrix fragments for 16-bit operands".into(),
-                            )));
-                        };
-                        // The k-steps of a tile are unrolled, so that ptxas can load the next
-                        // k-step's fragments under this one's mmas: about 30 more registers
-                        // (199 for the default on sm_80; one block per SM either way).
-                        s.for_(
-                            "ks",
-                            Expr::Int(0),
-                            int(cfg.bk / 16),
-                            Expr::Int(1),
-                            true,
-                            |s, ks| {
-                                // B's fragments first, then per A atom its fragment and
-                                // its row of mmas: one A fragment live at a time.
-                                s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
-                                    let at = s.swizzled_chunk(
-                                        &tile_b,
-                                        rows_b,
-                                        vec![lane.clone(), j.clone(), ks.clone(), wn.clone()],
-                                        8,
-                                    )?;
-                                    s.out.push(Stmt::Intrinsic {
-                                        op: Intrinsic::ldmatrix_x4(trans_b),
-                                        args: vec![
-                                            kir::Arg::at(fb_pairs, vec![j]),
-                                            kir::Arg::at(sb8, vec![at, cur.clone()]),
-                                        ],
-                                    });
-                                    Ok(())
-                                })?;
-                                s.unrolled("i", cfg.mt(), &mut |s, i| {
-                                    let at = s.swizzled_chunk(
-                                        &tile_a,
-                                        rows_a,
-                                        vec![lane.clone(), i.clone(), ks.clone(), wm.clone()],
-                                        8,
-                                    )?;
-                                    s.out.push(Stmt::Intrinsic {
-                                        op: Intrinsic::ldmatrix_x4(trans_a),
-                                        args: vec![
-                                            kir::Arg::at(fa, vec![i.clone()]),
-                                            kir::Arg::at(sa8, vec![at, cur.clone()]),
-                                        ],
-                                    });
-                                    s.unrolled("j", cfg.nt(), &mut |s, j| {
-                                        s.out.push(Stmt::Intrinsic {
-                                            op: Intrinsic::MmaM16n8k16,
-                                            args: vec![
-                                                kir::Arg::at(&acc, vec![i.clone(), j.clone()]),
-                                                kir::Arg::at(fa, vec![i.clone()]),
-                                                kir::Arg::at(fb, vec![j]),
-                                            ],
-                                        });
-                                        Ok(())
-                                    })
+                        })
+                    })
+                })?;
+            }
+            if let Some((_, _, _, pt)) = &prologue {
+                s.prologue_zero(pt)?;
+            }
+            // Prologue: k-tiles 0..S-1 into stages 0..S-1 (a commit for each, loaded or
+            // not).
+            for st in 0..(stages as u64 - 1) {
+                if st < ktiles {
+                    for l in &loads {
+                        s.ring_load(l, &int(st * cfg.bk), &int(st), &bi, p.k, dt)?;
+                    }
+                }
+                s.out.push(commit());
+            }
+            s.for_(
+                "kt",
+                Expr::Int(0),
+                int(ktiles),
+                Expr::Int(1),
+                false,
+                |s, kt| {
+                    // A norm prologue's g for this k-tile, loaded before the wait.
+                    let mut g_regs = None;
+                    if let Some((pro, _, _, pt)) = &prologue {
+                        let k0 = s.let_("pk0", Ty::Idx, mul(kt.clone(), int(cfg.bk)));
+                        g_regs = s.prologue_g(pro, pt, &k0, p.k)?;
+                    }
+                    s.out.push(wait(stages - 2));
+                    s.out.push(Stmt::Sync);
+                    if let Some((pro, sa8, _, pt)) = &prologue {
+                        let k0 = s.let_("pk0", Ty::Idx, mul(kt.clone(), int(cfg.bk)));
+                        let st = s.let_(
+                            "ps",
+                            Ty::Idx,
+                            Expr::idx(IdxOp::Rem, kt.clone(), int(stages as u64)),
+                        );
+                        s.prologue_stage(
+                            pro,
+                            pt,
+                            &k0,
+                            p.k,
+                            g_regs.as_deref(),
+                            &mut |s, row, c| {
+                                let off = kir::swizzled_offset_expr(
+                                    &tile_a.swizzle,
+                                    &tile_a.layout,
+                                    &[row, mul(c, Expr::Int(8))],
+                                )
+                                .map_err(internal)?;
+                                let at =
+                                    s.let_("pa", Ty::Idx, Expr::idx(IdxOp::Div, off, Expr::Int(8)));
+                                Ok(kir::Frag {
+                                    tensor: sa8.clone(),
+                                    at: vec![at, st.clone()],
                                 })
                             },
                         )?;
-                        s.ring_from_registers(&loads, &deferred, &next, ktiles, stages)
-                    },
-                )?;
-                // Every copy has landed before the epilogue reuses A's ring (its first step
-                // is a barrier).
-                s.out.push(wait(0));
-                if let Some((pro, _, scales, pt)) = &prologue {
-                    s.prologue_scales(pro, pt, p.k, &|row| kir::Frag {
-                        tensor: scales.clone(),
-                        at: vec![row],
+                        s.out.push(Stmt::Sync);
+                    }
+                    let next = s.let_("kn", Ty::Idx, add(kt.clone(), int(stages as u64 - 1)));
+                    let body = s.block(|s| {
+                        let k0 = s.let_("k0", Ty::Idx, mul(next.clone(), int(cfg.bk)));
+                        let st = s.let_(
+                            "sn",
+                            Ty::Idx,
+                            Expr::idx(IdxOp::Rem, next.clone(), int(stages as u64)),
+                        );
+                        for (l, regs) in loads.iter().zip(&deferred) {
+                            match regs {
+                                Some(regs) => s.ring_to_registers(l, &k0, &bi, p.k, dt, regs)?,
+                                None => s.ring_load(l, &k0, &st, &bi, p.k, dt)?,
+                            }
+                        }
+                        Ok(())
                     })?;
-                }
-                s.tc_epilogue(&epi, &m0, &n0, &bi)
-            },
-        )
+                    s.out.push(Stmt::If {
+                        cond: lt(next.clone(), int(ktiles)),
+                        body,
+                        orelse: vec![],
+                    });
+                    s.out.push(commit());
+                    let cur = s.let_("sc", Ty::Idx, Expr::idx(IdxOp::Rem, kt, int(stages as u64)));
+                    if let (Some(tf), Some(total)) = (&tf, &total) {
+                        s.tf32_tile(tf, cfg, (&acc, total), (&lane, &wm, &wn, &cur))?;
+                        return s.ring_from_registers(&loads, &deferred, &next, ktiles, stages);
+                    }
+                    let Some(Ldmatrix {
+                        sa8,
+                        sb8,
+                        rows_a,
+                        rows_b,
+                        fa,
+                        fb,
+                        fb_pairs,
+                    }) = &ldm
+                    else {
+                        return Err(Retry::Fail(LowerError::Internal(
+                            "no ldmatrix fragments for 16-bit operands".into(),
+                        )));
+                    };
+                    // The k-steps of a tile are unrolled, so that ptxas can load the next
+                    // k-step's fragments under this one's mmas: about 30 more registers
+                    // (199 for the default on sm_80; one block per SM either way).
+                    s.for_(
+                        "ks",
+                        Expr::Int(0),
+                        int(cfg.bk / 16),
+                        Expr::Int(1),
+                        true,
+                        |s, ks| {
+                            // B's fragments first, then per A atom its fragment and
+                            // its row of mmas: one A fragment live at a time.
+                            s.unrolled("j", cfg.nt() / 2, &mut |s, j| {
+                                let at = s.swizzled_chunk(
+                                    &tile_b,
+                                    rows_b,
+                                    vec![lane.clone(), j.clone(), ks.clone(), wn.clone()],
+                                    8,
+                                )?;
+                                s.out.push(Stmt::Intrinsic {
+                                    op: Intrinsic::ldmatrix_x4(trans_b),
+                                    args: vec![
+                                        kir::Arg::at(fb_pairs, vec![j]),
+                                        kir::Arg::at(sb8, vec![at, cur.clone()]),
+                                    ],
+                                });
+                                Ok(())
+                            })?;
+                            s.unrolled("i", cfg.mt(), &mut |s, i| {
+                                let at = s.swizzled_chunk(
+                                    &tile_a,
+                                    rows_a,
+                                    vec![lane.clone(), i.clone(), ks.clone(), wm.clone()],
+                                    8,
+                                )?;
+                                s.out.push(Stmt::Intrinsic {
+                                    op: Intrinsic::ldmatrix_x4(trans_a),
+                                    args: vec![
+                                        kir::Arg::at(fa, vec![i.clone()]),
+                                        kir::Arg::at(sa8, vec![at, cur.clone()]),
+                                    ],
+                                });
+                                s.unrolled("j", cfg.nt(), &mut |s, j| {
+                                    s.out.push(Stmt::Intrinsic {
+                                        op: Intrinsic::MmaM16n8k16,
+                                        args: vec![
+                                            kir::Arg::at(&acc, vec![i.clone(), j.clone()]),
+                                            kir::Arg::at(fa, vec![i.clone()]),
+                                            kir::Arg::at(fb, vec![j]),
+                                        ],
+                                    });
+                                    Ok(())
+                                })
+                            })
+                        },
+                    )?;
+                    s.ring_from_registers(&loads, &deferred, &next, ktiles, stages)
+                },
+            )?;
+            // Every copy has landed before the epilogue reuses A's ring (its first step
+            // is a barrier).
+            s.out.push(wait(0));
+            if let Some((pro, _, scales, pt)) = &prologue {
+                s.prologue_scales(pro, pt, p.k, &|row| kir::Frag {
+                    tensor: scales.clone(),
+                    at: vec![row],
+                })?;
+            }
+            s.tc_epilogue(&epi, &m0, &n0, &bi)
+        })
+    }
+
+    /// Whether [`MmaConfig::F16`]'s 128 accumulators a thread leave room for the rest: both
+    /// operands read by 16-byte copies, every root stored by 16-byte copies in the matmul's
+    /// dtype, no norm prologue and no reductions in the epilogue.
+    fn f16_fits(&self, inst: &Inst, roots: &[ValueId], p: &TcPlan) -> bool {
+        let dt = p.dtype;
+        let w16 = 16 / dt.size_bytes();
+        let wide = |v, access: &Layout, fast| {
+            vector_copy(self, v, access, fast, dt.size_bytes()).is_some_and(|(w, ..)| w == w16)
+        };
+        let a_fast = if p.a_k_fast { 1 } else { 0 };
+        let b_fast = if p.b_n_fast { 1 } else { 0 };
+        let c_vec = vector_layout(&p.access_c, 1, w16 as i64)
+            .is_some_and(|l| kir::is_vector_operand(&l, w16 as i64, p.access_c.rank()));
+        p.prologue.is_none()
+            && p.reductions.is_empty()
+            && wide(inst.operands[0], &p.access_a, a_fast)
+            && wide(inst.operands[1], &p.access_b, b_fast)
+            && c_vec
+            && !roots.is_empty()
+            && roots.iter().all(|&r| self.ty(r).dtype == dt)
     }
 
     /// `sw(L(coord)) / w`: the swizzled offset in `tile` of the coordinate layout `l` at
