@@ -247,10 +247,13 @@ fn verify_kernel(
     if threads > 1024 {
         return Err(err("a block has at most 1024 threads".into()));
     }
-    if k.occupancy == 0 || u64::from(k.occupancy) * threads > u64::from(target.max_threads_per_sm) {
+    if k.occupancy == 0
+        || u64::from(k.occupancy) * threads > u64::from(target.max_threads_per_sm)
+        || k.occupancy > target.max_blocks_per_sm
+    {
         return Err(err(format!(
-            "occupancy({}) of {threads}-thread blocks: an SM holds 1 to {} threads",
-            k.occupancy, target.max_threads_per_sm
+            "occupancy({}) of {threads}-thread blocks: an SM holds 1 to {} threads in at most {} blocks",
+            k.occupancy, target.max_threads_per_sm, target.max_blocks_per_sm
         )));
     }
     let mut params = HashMap::new();

@@ -281,7 +281,7 @@ fn the_verifier_rejects_broken_modules() {
                 "block(256, 1, 1) index(i32) occupancy(9)",
                 1,
             ),
-            "an SM holds 1 to 2048 threads",
+            "an SM holds 1 to 2048 threads in at most 32 blocks",
         ),
     ];
     for (bad, want) in cases {

@@ -29,6 +29,8 @@ pub struct Target {
     pub max_register_elems: u64,
     /// Threads resident on one SM at most.
     pub max_threads_per_sm: u32,
+    /// Blocks resident on one SM at most.
+    pub max_blocks_per_sm: u32,
 }
 
 impl Target {
@@ -47,6 +49,7 @@ impl Target {
             max_dynamic_shared_bytes: 227 * 1024,
             max_register_elems: 256,
             max_threads_per_sm: 2048,
+            max_blocks_per_sm: 32,
         }
     }
 
@@ -64,12 +67,13 @@ impl Target {
             max_dynamic_shared_bytes: 163 * 1024,
             max_register_elems: 256,
             max_threads_per_sm: 2048,
+            max_blocks_per_sm: 32,
         }
     }
 
     /// The target code for `arch` (`sm_90a`, `sm_80`, ...) is built for: the H100 for sm_90
     /// and later; the A100 for sm_80 to sm_89, with the smaller opt-in shared memory of sm_86
-    /// and sm_89 (99 KiB a block, 1536 threads an SM), so that no template picks tiles those GPUs cannot launch;
+    /// and sm_89 (99 KiB a block), and the 1536 threads an SM of sm_86 to sm_89, so that no template picks tiles those GPUs cannot launch;
     /// the H100 for a name that is not `sm_` and a number.
     pub fn for_arch(arch: &str) -> Target {
         let digits: String = arch
@@ -84,7 +88,11 @@ impl Target {
                 if matches!(v, 86 | 89) {
                     t.name = format!("{arch}-class");
                     t.max_dynamic_shared_bytes = 99 * 1024;
+                }
+                // sm_86, sm_87 and sm_89 run 1536 threads an SM, in 16 (24 on sm_89) blocks.
+                if matches!(v, 86 | 87 | 89) {
                     t.max_threads_per_sm = 1536;
+                    t.max_blocks_per_sm = if v == 89 { 24 } else { 16 };
                 }
                 t
             }

@@ -282,9 +282,11 @@ impl Builder<'_, '_> {
             // flight are the resident threads': the kernel asks for a full SM (32 registers a
             // thread). Measured on the H200 (run 125): layernorm over rows of 128 f16 took
             // 40 registers, 6 blocks of 256 an SM. Not where an epilogue adds its values.
-            if sh.per_thread == 1 && r.epilogue.is_empty() {
-                let max = u64::from(self.l.options.target.max_threads_per_sm);
-                self.kernel.occupancy = (max / sh.threads).max(1) as u32;
+            if sh.per_thread == 1 && r.epilogue.is_empty() && r.pre.is_none() {
+                let t = &self.l.options.target;
+                let blocks = (u64::from(t.max_threads_per_sm) / sh.threads)
+                    .min(u64::from(t.max_blocks_per_sm));
+                self.kernel.occupancy = blocks.max(1) as u32;
             }
             self.lane_group_rows(r.rows, sh.lanes, n, body)
         } else {

@@ -22,8 +22,10 @@
 //! `bench/gpu/NOTES.md` run 90: 4 × 16M f16 layernorm 0.202 ms in two launches, 0.178 in one,
 //! 0.176 backwards). Otherwise step 1 is a kernel of its own, `…_partial`.
 //!
-//! `x` is read twice and the output written once, as by the streamed one-block schedule. Each
-//! thread handles four vectors per step of a 1024-vector stride so four loads are in flight.
+//! `x` is read twice and the output written once, as by the streamed one-block schedule, but
+//! for a norm's one launch, whose blocks keep their chunk's first steps in shared memory for
+//! step 2 ([`Builder::x_cache`]). Each thread handles four vectors per step of a 1024-vector
+//! stride so four loads are in flight.
 
 use super::row::{Read, RowSpec, rstd_of};
 use crate::lower::*;
@@ -126,16 +128,31 @@ pub(crate) struct XCache {
     vecs: u64,
 }
 
-/// Shared memory a block of a cooperative split launch may fill with its chunk: the 48 KiB a
-/// block may hold statically, so that the four blocks an SM runs fit (4 x 48 KiB of 228).
+/// Shared memory a block of a cooperative split launch may fill with its chunk at most: the
+/// 48 KiB a block may hold statically ([`cache_bytes`] makes it less where the SM has less).
 const CACHE_BYTES: u64 = 48 * 1024;
+
+/// Shared memory a block of a cooperative split launch leaves for the rest (its barrier word
+/// and reduction scratch) and the driver reserves per block (1 KiB).
+const CACHE_SLACK: u64 = 2 * 1024;
+
+/// The cache a block of a cooperative split launch may hold on `target`: the SM's shared
+/// memory (a block's opt-in maximum plus the 1 KiB the driver reserves) over the blocks an SM
+/// runs, less [`CACHE_SLACK`]: 48 KiB on the H100 (228 KiB an SM), 39 KiB on the A100 (164),
+/// 23 KiB on sm_86/89 (100).
+fn cache_bytes(target: &irc_target::Target) -> u64 {
+    let per_sm = target.max_dynamic_shared_bytes + 1024;
+    let per_block = per_sm / COOPERATIVE_PER_SM;
+    per_block.saturating_sub(CACHE_SLACK).min(CACHE_BYTES)
+}
 
 impl Builder<'_, '_> {
     /// The shared tensor holding the first whole steps of the block's chunk that fit
-    /// [`CACHE_BYTES`], if any step fits and the chunk has a step beyond them.
+    /// [`cache_bytes`], if any step fits and the chunk has a step beyond them.
     fn x_cache(&mut self, math: irc_ir::DType, (chunk, width): (u64, u64)) -> Option<XCache> {
         let step = STEP * width;
-        let steps = (CACHE_BYTES / (step * math.size_bytes())).min(chunk.div_ceil(step) - 1);
+        let bytes = cache_bytes(&self.l.options.target);
+        let steps = (bytes / (step * math.size_bytes())).min(chunk.div_ceil(step) - 1);
         if steps == 0 {
             return None;
         }
@@ -281,66 +298,46 @@ impl Builder<'_, '_> {
             }
             Ok(x)
         };
+        // `f(x)` for each of the chunk's elements, in one pass.
+        let each_x = |s: &mut Self, f: &dyn Fn(&mut Self, Expr)| -> R<()> {
+            s.chunk_loop(
+                &start,
+                (chunk, r.k),
+                &row,
+                width,
+                false,
+                held,
+                |b, kx, keep| {
+                    let x = load_x(b, r, kx, Read::Store, keep)?;
+                    f(b, x);
+                    Ok(())
+                },
+            )
+        };
         let values: [Expr; 3] = match op {
             OpKind::Softmax | OpKind::LogSoftmax => {
                 // The chunk's (max, sum of exp(x - max)) in one pass (`row::OnlineSoftmax`).
                 let o = super::row::OnlineSoftmax::new(self, math);
-                let o2 = o.clone();
-                self.chunk_loop(
-                    &start,
-                    (chunk, r.k),
-                    &row,
-                    width,
-                    false,
-                    held,
-                    |b, kx, keep| {
-                        let x = load_x(b, r, kx, Read::Store, keep)?;
-                        o2.add(b, x);
-                        Ok(())
-                    },
-                )?;
+                each_x(self, &|b, x| o.add(b, x))?;
                 let (mx, sum) = o.merge(self)?;
                 [mx, sum, lit(math, 0.0)]
             }
             OpKind::Rmsnorm => {
                 let s = self.var("s", mt, lit(math, 0.0));
-                self.chunk_loop(
-                    &start,
-                    (chunk, r.k),
-                    &row,
-                    width,
-                    false,
-                    held,
-                    |b, kx, keep| {
-                        let x = load_x(b, r, kx, Read::Store, keep)?;
-                        let v = call(
-                            Func::Add,
-                            vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
-                        );
-                        b.assign(&s, v);
-                        Ok(())
-                    },
-                )?;
+                each_x(self, &|b, x| {
+                    let v = call(
+                        Func::Add,
+                        vec![s.clone(), call(Func::Mul, vec![x.clone(), x])],
+                    );
+                    b.assign(&s, v);
+                })?;
                 let sum = self.block_reduce(mt, ReduceOp::Sum, s);
                 [sum, lit(math, 0.0), lit(math, 0.0)]
             }
             _ => {
                 // The chunk's (mean, M2, n) in one pass (`row::Moments`).
                 let m = super::row::Moments::new(self, math, None);
-                let m2 = m.clone();
-                self.chunk_loop(
-                    &start,
-                    (chunk, r.k),
-                    &row,
-                    width,
-                    false,
-                    held,
-                    |b, kx, keep| {
-                        let x = load_x(b, r, kx, Read::Store, keep)?;
-                        m2.add(b, x);
-                        Ok(())
-                    },
-                )?;
+                each_x(self, &|b, x| m.add(b, x))?;
                 let (mean, m2, n) = m.merge(self, None)?;
                 [mean, m2, n]
             }
@@ -640,5 +637,20 @@ mod tests {
             RowSchedule::BlockCached { threads: 256 }
         );
         assert_eq!(choose(16384, 1000, 3), RowSchedule::WarpCached);
+    }
+
+    #[test]
+    fn the_x_cache_fits_four_blocks_on_every_target() {
+        // 48 KiB on the H100; four blocks' share of the A100's 164 KiB and sm_86's 100 KiB.
+        for (arch, want) in [("sm_90a", 48), ("sm_80", 39), ("sm_86", 23)] {
+            let t = irc_target::Target::for_arch(arch);
+            let bytes = cache_bytes(&t);
+            assert_eq!(bytes / 1024, want, "{arch}");
+            let per_sm = t.max_dynamic_shared_bytes + 1024;
+            assert!(
+                COOPERATIVE_PER_SM * (bytes + CACHE_SLACK) <= per_sm,
+                "{arch}"
+            );
+        }
     }
 }

@@ -17,7 +17,8 @@
 /// 50 MB L2.
 const L2_BYTES: u64 = 16 << 20;
 
-/// The most units the table is built for (a 256 KiB constant); more fall back to round-robin.
+/// The most units the table is built for (the table has `blocks + 1` entries more); more fall
+/// back to round-robin.
 pub(crate) const MAX_UNITS: u64 = 1 << 16;
 
 /// A unit's cost beyond its key tiles, in key tiles: its Q tile's load and its output.
