@@ -705,33 +705,6 @@ impl<'l, 'g> Builder<'l, 'g> {
         Ok(())
     }
 
-    /// `f(batch entry)` for each of the `batch` entries of this block: `bid.z` where the grid
-    /// has a z for each (no loop: one around a matmul's main loop let the compiler hoist the
-    /// epilogue's addresses out of it, to be held across the main loop — 64x64 warp tiles then
-    /// spilled), else a loop striding by the grid's z.
-    pub(crate) fn batch_loop(
-        &mut self,
-        batch: u64,
-        f: impl FnOnce(&mut Self, Expr) -> R<()>,
-    ) -> R<()> {
-        if batch <= u64::from(self.kernel.grid[2]) {
-            let body = self.block(|s| {
-                let b = s.let_("b", Ty::Idx, bx(kir::Builtin::BidZ));
-                f(s, b)
-            })?;
-            self.out.extend(body);
-            return Ok(());
-        }
-        self.for_(
-            "b",
-            bx(kir::Builtin::BidZ),
-            int(batch),
-            bx(kir::Builtin::NctaidZ),
-            false,
-            f,
-        )
-    }
-
     pub(crate) fn if_(&mut self, cond: Expr, f: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
         let body = self.block(f)?;
         self.out.push(Stmt::If {
