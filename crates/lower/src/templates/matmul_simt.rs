@@ -212,157 +212,144 @@ impl Builder<'_, '_> {
         let per_thread = (BM * BK) / u64::from(THREADS);
         let a_k_fast = ak_st == 1;
         let b_n_fast = bn_st == 1;
-        self.for_(
-            "b",
-            bx(Builtin::BidZ),
-            int(batch),
-            bx(Builtin::NctaidZ),
-            false,
-            |s, bi| {
-                let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(BM)));
-                let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(BN)));
-                let zero = lit(acc_t, 0.0);
-                let acc2 = acc.clone();
-                s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
-                    s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
-                        s.out.push(Stmt::Store {
-                            tensor: acc2,
-                            coord: vec![i, j],
-                            value: zero,
-                        });
-                        Ok(())
+        self.batch_loop(batch, |s, bi| {
+            let m0 = s.let_("m0", Ty::Idx, mul(bx(Builtin::BidY), int(BM)));
+            let n0 = s.let_("n0", Ty::Idx, mul(bx(Builtin::BidX), int(BN)));
+            let zero = lit(acc_t, 0.0);
+            let acc2 = acc.clone();
+            s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
+                s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
+                    s.out.push(Stmt::Store {
+                        tensor: acc2,
+                        coord: vec![i, j],
+                        value: zero,
+                    });
+                    Ok(())
+                })
+            })?;
+            let (sa_t2, sb_t2, acc3) = (sa_t.clone(), sb_t.clone(), acc.clone());
+            let (tx2, ty2, bi2, m02, n02) =
+                (tx.clone(), ty.clone(), bi.clone(), m0.clone(), n0.clone());
+            s.for_("k0", Expr::Int(0), int(k), int(BK), false, |s, k0| {
+                s.for_(
+                    "l",
+                    Expr::Int(0),
+                    int(per_thread),
+                    Expr::Int(1),
+                    true,
+                    |s, l| {
+                        let e = s.let_(
+                            "e",
+                            Ty::Idx,
+                            add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
+                        );
+                        // Thread-to-tile coordinates: consecutive threads walk the operand's
+                        // contiguous dimension, so global loads coalesce.
+                        let split = |s: &mut Self, fast: u64| -> (Expr, Expr) {
+                            let lo =
+                                s.let_("lo", Ty::Idx, Expr::idx(IdxOp::Rem, e.clone(), int(fast)));
+                            let hi =
+                                s.let_("hi", Ty::Idx, Expr::idx(IdxOp::Div, e.clone(), int(fast)));
+                            (lo, hi)
+                        };
+                        let (ak, am) = if a_k_fast {
+                            split(s, BK)
+                        } else {
+                            let (mm, kk) = split(s, BM);
+                            (kk, mm)
+                        };
+                        let gm = s.let_("gm", Ty::Idx, add(m02.clone(), am.clone()));
+                        let gk = s.let_("gk", Ty::Idx, add(k0.clone(), ak.clone()));
+                        s.guarded_tile_load(
+                            a,
+                            &access_a,
+                            vec![gm.clone(), gk.clone(), bi2.clone()],
+                            Expr::idx(IdxOp::And, lt(gm, int(m)), lt(gk, int(k))),
+                            a_dtype,
+                            acc_t,
+                            &sa_t2,
+                            vec![ak, am],
+                        )?;
+                        let (bn, bk) = if b_n_fast {
+                            split(s, BN)
+                        } else {
+                            let (kk, nn) = split(s, BK);
+                            (nn, kk)
+                        };
+                        let gk2 = s.let_("gk", Ty::Idx, add(k0.clone(), bk.clone()));
+                        let gn = s.let_("gn", Ty::Idx, add(n02.clone(), bn.clone()));
+                        s.guarded_tile_load(
+                            bv,
+                            &access_b,
+                            vec![gk2.clone(), gn.clone(), bi2.clone()],
+                            Expr::idx(IdxOp::And, lt(gk2, int(k)), lt(gn, int(n))),
+                            b_dtype,
+                            acc_t,
+                            &sb_t2,
+                            vec![bk, bn],
+                        )
+                    },
+                )?;
+                s.out.push(Stmt::Sync);
+                let (sa_t3, sb_t3, acc4, tx3, ty3) = (
+                    sa_t2.clone(),
+                    sb_t2.clone(),
+                    acc3.clone(),
+                    tx2.clone(),
+                    ty2.clone(),
+                );
+                s.for_("kk", Expr::Int(0), int(BK), Expr::Int(1), true, |s, kk| {
+                    s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
+                        let a_row = add(ty3.clone(), mul(i.clone(), int(BM / TM)));
+                        let av = s.let_(
+                            "a",
+                            Ty::Elem(acc_t),
+                            Expr::load(&sa_t3, vec![kk.clone(), a_row]),
+                        );
+                        s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
+                            let b_col = add(tx3.clone(), mul(j.clone(), int(BN / TN)));
+                            let bval = Expr::load(&sb_t3, vec![kk.clone(), b_col]);
+                            let cur = Expr::load(&acc4, vec![i.clone(), j.clone()]);
+                            let value = Expr::call(
+                                Func::Add,
+                                vec![cur, Expr::call(Func::Mul, vec![av, bval])],
+                            );
+                            s.out.push(Stmt::Store {
+                                tensor: acc4.clone(),
+                                coord: vec![i, j],
+                                value,
+                            });
+                            Ok(())
+                        })
                     })
                 })?;
-                let (sa_t2, sb_t2, acc3) = (sa_t.clone(), sb_t.clone(), acc.clone());
-                let (tx2, ty2, bi2, m02, n02) =
-                    (tx.clone(), ty.clone(), bi.clone(), m0.clone(), n0.clone());
-                s.for_("k0", Expr::Int(0), int(k), int(BK), false, |s, k0| {
-                    s.for_(
-                        "l",
-                        Expr::Int(0),
-                        int(per_thread),
-                        Expr::Int(1),
-                        true,
-                        |s, l| {
-                            let e = s.let_(
-                                "e",
-                                Ty::Idx,
-                                add(mul(l, int(u64::from(THREADS))), bx(Builtin::TidX)),
-                            );
-                            // Thread-to-tile coordinates: consecutive threads walk the operand's
-                            // contiguous dimension, so global loads coalesce.
-                            let split = |s: &mut Self, fast: u64| -> (Expr, Expr) {
-                                let lo = s.let_(
-                                    "lo",
-                                    Ty::Idx,
-                                    Expr::idx(IdxOp::Rem, e.clone(), int(fast)),
-                                );
-                                let hi = s.let_(
-                                    "hi",
-                                    Ty::Idx,
-                                    Expr::idx(IdxOp::Div, e.clone(), int(fast)),
-                                );
-                                (lo, hi)
-                            };
-                            let (ak, am) = if a_k_fast {
-                                split(s, BK)
-                            } else {
-                                let (mm, kk) = split(s, BM);
-                                (kk, mm)
-                            };
-                            let gm = s.let_("gm", Ty::Idx, add(m02.clone(), am.clone()));
-                            let gk = s.let_("gk", Ty::Idx, add(k0.clone(), ak.clone()));
-                            s.guarded_tile_load(
-                                a,
-                                &access_a,
-                                vec![gm.clone(), gk.clone(), bi2.clone()],
-                                Expr::idx(IdxOp::And, lt(gm, int(m)), lt(gk, int(k))),
-                                a_dtype,
-                                acc_t,
-                                &sa_t2,
-                                vec![ak, am],
-                            )?;
-                            let (bn, bk) = if b_n_fast {
-                                split(s, BN)
-                            } else {
-                                let (kk, nn) = split(s, BK);
-                                (nn, kk)
-                            };
-                            let gk2 = s.let_("gk", Ty::Idx, add(k0.clone(), bk.clone()));
-                            let gn = s.let_("gn", Ty::Idx, add(n02.clone(), bn.clone()));
-                            s.guarded_tile_load(
-                                bv,
-                                &access_b,
-                                vec![gk2.clone(), gn.clone(), bi2.clone()],
-                                Expr::idx(IdxOp::And, lt(gk2, int(k)), lt(gn, int(n))),
-                                b_dtype,
-                                acc_t,
-                                &sb_t2,
-                                vec![bk, bn],
-                            )
-                        },
-                    )?;
-                    s.out.push(Stmt::Sync);
-                    let (sa_t3, sb_t3, acc4, tx3, ty3) = (
-                        sa_t2.clone(),
-                        sb_t2.clone(),
-                        acc3.clone(),
-                        tx2.clone(),
-                        ty2.clone(),
+                s.out.push(Stmt::Sync);
+                Ok(())
+            })?;
+            let acc5 = acc.clone();
+            let (tx4, ty4) = (tx.clone(), ty.clone());
+            s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
+                s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
+                    let gm = s.let_(
+                        "cm",
+                        Ty::Idx,
+                        add(m0, add(ty4, mul(i.clone(), int(BM / TM)))),
                     );
-                    s.for_("kk", Expr::Int(0), int(BK), Expr::Int(1), true, |s, kk| {
-                        s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
-                            let a_row = add(ty3.clone(), mul(i.clone(), int(BM / TM)));
-                            let av = s.let_(
-                                "a",
-                                Ty::Elem(acc_t),
-                                Expr::load(&sa_t3, vec![kk.clone(), a_row]),
-                            );
-                            s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
-                                let b_col = add(tx3.clone(), mul(j.clone(), int(BN / TN)));
-                                let bval = Expr::load(&sb_t3, vec![kk.clone(), b_col]);
-                                let cur = Expr::load(&acc4, vec![i.clone(), j.clone()]);
-                                let value = Expr::call(
-                                    Func::Add,
-                                    vec![cur, Expr::call(Func::Mul, vec![av, bval])],
-                                );
-                                s.out.push(Stmt::Store {
-                                    tensor: acc4.clone(),
-                                    coord: vec![i, j],
-                                    value,
-                                });
-                                Ok(())
-                            })
-                        })
-                    })?;
-                    s.out.push(Stmt::Sync);
-                    Ok(())
-                })?;
-                let acc5 = acc.clone();
-                let (tx4, ty4) = (tx.clone(), ty.clone());
-                s.for_("i", Expr::Int(0), int(TM), Expr::Int(1), true, |s, i| {
-                    s.for_("j", Expr::Int(0), int(TN), Expr::Int(1), true, |s, j| {
-                        let gm = s.let_(
-                            "cm",
-                            Ty::Idx,
-                            add(m0, add(ty4, mul(i.clone(), int(BM / TM)))),
-                        );
-                        let gn = s.let_(
-                            "cn",
-                            Ty::Idx,
-                            add(n0, add(tx4, mul(j.clone(), int(BN / TN)))),
-                        );
-                        let cond =
-                            Expr::idx(IdxOp::And, lt(gm.clone(), int(m)), lt(gn.clone(), int(n)));
-                        s.if_(cond, |s| {
-                            let acc_v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
-                            s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
-                            s.epilogue_stores(mm, acc_v, &access_c, roots, &cs, vec![gm, gn, bi])
-                        })
+                    let gn = s.let_(
+                        "cn",
+                        Ty::Idx,
+                        add(n0, add(tx4, mul(j.clone(), int(BN / TN)))),
+                    );
+                    let cond =
+                        Expr::idx(IdxOp::And, lt(gm.clone(), int(m)), lt(gn.clone(), int(n)));
+                    s.if_(cond, |s| {
+                        let acc_v = cast_to(dtype, acc_t, Expr::load(&acc5, vec![i, j]));
+                        s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
+                        s.epilogue_stores(mm, acc_v, &access_c, roots, &cs, vec![gm, gn, bi])
                     })
                 })
-            },
-        )
+            })
+        })
     }
 
     /// `var %x = 0; if cond { %x <- value } ; store smem[tile_coord], %x`.

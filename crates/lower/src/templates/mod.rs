@@ -156,3 +156,34 @@ impl Lowering<'_> {
         }
     }
 }
+
+impl crate::lower::Builder<'_, '_> {
+    /// `f(batch entry)` for each of the `batch` entries of this block: `bid.z` where the grid
+    /// has a z for each (no loop: one around a matmul's main loop let the compiler hoist the
+    /// epilogue's addresses out of it, to be held across the main loop — 64x64 warp tiles then
+    /// spilled), else a loop striding by the grid's z.
+    pub(crate) fn batch_loop(
+        &mut self,
+        batch: u64,
+        f: impl FnOnce(&mut Self, irc_kir::Expr) -> R<()>,
+    ) -> R<()> {
+        use crate::lower::{bx, int};
+        use irc_kir::{Builtin, Ty};
+        if batch <= u64::from(self.kernel.grid[2]) {
+            let body = self.block(|s| {
+                let b = s.let_("b", Ty::Idx, bx(Builtin::BidZ));
+                f(s, b)
+            })?;
+            self.out.extend(body);
+            return Ok(());
+        }
+        self.for_(
+            "b",
+            bx(Builtin::BidZ),
+            int(batch),
+            bx(Builtin::NctaidZ),
+            false,
+            f,
+        )
+    }
+}
