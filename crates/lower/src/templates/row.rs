@@ -125,16 +125,23 @@ impl Builder<'_, '_> {
             let n = lit(math, k as f64);
             if matches!(op, OpKind::Softmax | OpKind::LogSoftmax) {
                 let (mx, sum) = b.online_softmax(r, k, &row, width)?;
-                let lse = (op == OpKind::LogSoftmax)
-                    .then(|| b.let_("lse", Ty::Elem(math), call(Func::Log, vec![sum.clone()])));
+                // log_softmax subtracts log(sum); softmax multiplies by 1 / sum.
+                let log = op == OpKind::LogSoftmax;
+                let (name, f) = if log {
+                    ("lse", Func::Log)
+                } else {
+                    ("inv", Func::Recip)
+                };
+                let stat = b.let_(name, Ty::Elem(math), call(f, vec![sum]));
                 let row2 = row.clone();
                 return b.row_loop(k, &row2.clone(), width, |b, kv| {
                     b.coord = vec![kv.clone(), row2.clone()];
                     let e = xf(b, Read::Load)?;
                     let d = call(Func::Sub, vec![e, mx]);
-                    let y = match lse {
-                        Some(lse) => call(Func::Sub, vec![d, lse]),
-                        None => call(Func::Div, vec![call(Func::Exp, vec![d]), sum]),
+                    let y = if log {
+                        call(Func::Sub, vec![d, stat])
+                    } else {
+                        call(Func::Mul, vec![exp_of(math, d), stat])
                     };
                     b.row_store(r, vec![kv, row2], y)
                 });
@@ -455,8 +462,26 @@ impl Moments {
     }
 }
 
+/// `log2(e)`: softmax's `exp(x - max)` is `exp2((x - max)·log2e)` on `ex2`.
+pub(crate) const LOG2E: f64 = std::f64::consts::LOG2_E;
+
+/// `exp(d)` in the math dtype: in f32, `exp2(d·log2e)` (PTX `ex2.approx`, one MUFU
+/// instruction, where `expf` takes about eight); the exact exponential otherwise. Callers take
+/// the difference `d = x − max` first: with a row masked by the type's lowest value,
+/// `x·log2e − max·log2e` would be `inf − inf`.
+pub(crate) fn exp_of(math: DType, d: Expr) -> Expr {
+    if math == DType::F32 {
+        Expr::call(
+            Func::Exp2,
+            vec![Expr::call(Func::Mul, vec![d, lit(math, LOG2E)])],
+        )
+    } else {
+        Expr::call(Func::Exp, vec![d])
+    }
+}
+
 /// A thread's running softmax statistics of the values it is given: the max `m` and the sum
-/// `s` of `exp(x − m)`, rescaled when `m` grows (two exponentials a value); then the block's
+/// `s` of `exp(x − m)`, rescaled when `m` grows (one exponential a value); then the block's
 /// max `M` and `Σ s·exp(m − M)`. `m` starts at the math type's lowest finite value, so a
 /// thread without values adds 0 and a row of that value is uniform.
 #[derive(Clone)]
@@ -476,22 +501,28 @@ impl OnlineSoftmax {
         }
     }
 
-    /// One value `x` (in the math dtype).
+    /// One value `x` (in the math dtype), with one exponential: of `m` and `x` one is the new
+    /// max, so one of the two factors is `exp(0) = 1` and the other is `e = exp(-|x − m|)`.
+    /// When `x` grows the max, `s ← s·e + 1`; else `s ← s + e`. A NaN `x` makes `s` and `m`
+    /// NaN (as two exponentials did); an `x` of `-inf` adds 0.
     pub(crate) fn add(&self, b: &mut Builder<'_, '_>, x: Expr) {
         let (mt, call) = (Ty::Elem(self.math), Expr::call);
         let x = b.let_("xv", mt, x);
-        let mn = b.let_("mn", mt, call(Func::Max, vec![self.m.clone(), x.clone()]));
-        let rescale = call(
-            Func::Exp,
-            vec![call(Func::Sub, vec![self.m.clone(), mn.clone()])],
+        let d = call(Func::Sub, vec![x.clone(), self.m.clone()]);
+        let e = b.let_(
+            "e",
+            mt,
+            exp_of(self.math, call(Func::Neg, vec![call(Func::Abs, vec![d])])),
         );
-        let ex = call(Func::Exp, vec![call(Func::Sub, vec![x, mn.clone()])]);
-        let v = call(
+        let one = lit(self.math, 1.0);
+        let grown = call(
             Func::Add,
-            vec![call(Func::Mul, vec![self.s.clone(), rescale]), ex],
+            vec![call(Func::Mul, vec![self.s.clone(), e.clone()]), one],
         );
-        b.assign(&self.s, v);
-        b.assign(&self.m, mn);
+        let kept = call(Func::Add, vec![self.s.clone(), e]);
+        let grows = call(Func::Gt, vec![x.clone(), self.m.clone()]);
+        b.assign(&self.s, call(Func::Select, vec![grows, grown, kept]));
+        b.assign(&self.m, call(Func::Max, vec![self.m.clone(), x]));
     }
 
     /// The block's `(max, sum)` (every thread of the block).
@@ -503,7 +534,7 @@ impl OnlineSoftmax {
             Func::Mul,
             vec![
                 self.s,
-                call(Func::Exp, vec![call(Func::Sub, vec![self.m, mx.clone()])]),
+                exp_of(self.math, call(Func::Sub, vec![self.m, mx.clone()])),
             ],
         );
         let sum = b.block_reduce(mt, ReduceOp::Sum, mine);

@@ -7,15 +7,12 @@
 //! so a warp holds `32 / lanes` rows), or a block (longer rows). Each thread caches at most 32
 //! values. Reductions are over the group: `warp_reduce.OP.lanes` or `block_reduce`.
 
-use super::row::{Read, RowSpec, rstd_of};
+use super::row::{LOG2E, Read, RowSpec, rstd_of};
 use super::vector::{vector_layout, vector_width};
 use crate::lower::*;
 use irc_ir::{DType, OpKind};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
 use irc_layout::Layout;
-
-/// `log2(e)`: softmax's `exp(x - max)` is `exp2((x - max)·log2e)` on `ex2`.
-const LOG2E: f64 = std::f64::consts::LOG2_E;
 
 /// How the threads of a cached schedule split the rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

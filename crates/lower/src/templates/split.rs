@@ -504,19 +504,17 @@ impl Builder<'_, '_> {
                 let mx = over(self, lowest, &|i| get(i, 0), ReduceOp::Max)?;
                 let m2 = mx.clone();
                 let rescaled = move |i: &Expr| {
-                    let w = call(
-                        Func::Exp,
-                        vec![call(Func::Sub, vec![get(i, 0), m2.clone()])],
-                    );
+                    let w = super::row::exp_of(math, call(Func::Sub, vec![get(i, 0), m2.clone()]));
                     call(Func::Mul, vec![get(i, 1), w])
                 };
                 let sum = over(self, 0.0, &rescaled, ReduceOp::Sum)?;
-                if op == OpKind::LogSoftmax {
-                    let lse = self.let_("lse", mt, call(Func::Log, vec![sum]));
-                    (mx, lse)
+                // log_softmax subtracts log(sum); softmax multiplies by 1 / sum.
+                let f = if op == OpKind::LogSoftmax {
+                    Func::Log
                 } else {
-                    (mx, sum)
-                }
+                    Func::Recip
+                };
+                (mx, self.let_("stat", mt, call(f, vec![sum])))
             }
             OpKind::Rmsnorm => {
                 let sum = over(self, 0.0, &|i| get(i, 0), ReduceOp::Sum)?;
@@ -575,10 +573,11 @@ impl Builder<'_, '_> {
                         Func::Sub,
                         vec![call(Func::Sub, vec![x, center.clone()]), scale.clone()],
                     ),
+                    // scale is 1 / sum for softmax.
                     OpKind::Softmax => call(
-                        Func::Div,
+                        Func::Mul,
                         vec![
-                            call(Func::Exp, vec![call(Func::Sub, vec![x, center.clone()])]),
+                            super::row::exp_of(math, call(Func::Sub, vec![x, center.clone()])),
                             scale.clone(),
                         ],
                     ),
