@@ -111,9 +111,13 @@ pub fn run(args: &TuneArgs) -> Result<bool> {
     }
     .compile(graph, Default::default(), irc_pipeline::Stage::Layout)
     .with_context(|| format!("cannot compile @{}", graph.name))?;
-    let problems = unique_problems(&base.planned.map(|p| p.choices).unwrap_or_default());
+    let choices = base.planned.map(|p| p.choices).unwrap_or_default();
+    let problems = unique_problems(&choices);
     if args.list {
-        print!("{}", list(&problems, &target, args.top_k));
+        print!(
+            "{}",
+            list(&problems, &built_points(&choices), &target, args.top_k)
+        );
         return Ok(true);
     }
     let gpu = Gpu::new(0).map_err(|e| {
@@ -137,7 +141,22 @@ fn unique_problems(choices: &[Choice]) -> Vec<(Problem, Vec<String>)> {
     out
 }
 
-fn list(problems: &[(Problem, Vec<String>)], target: &irc_runtime::Target, k: usize) -> String {
+/// The point each problem's kernels were built with where the lowering refined its heuristic's
+/// point for the operands (the tensor-core matmul's narrower warps where wide ones would spill).
+fn built_points(choices: &[Choice]) -> BTreeMap<String, Config> {
+    choices
+        .iter()
+        .filter(|c| c.source == irc_lower::ConfigSource::Heuristic)
+        .filter_map(|c| Some((c.problem.key(), c.config?)))
+        .collect()
+}
+
+fn list(
+    problems: &[(Problem, Vec<String>)],
+    built: &BTreeMap<String, Config>,
+    target: &irc_runtime::Target,
+    k: usize,
+) -> String {
     let mut out = String::new();
     for (i, (p, groups)) in problems.iter().enumerate() {
         let space = irc_lower::templates::space(p, target).len();
@@ -157,8 +176,13 @@ fn list(problems: &[(Problem, Vec<String>)], target: &irc_runtime::Target, k: us
             .max()
             .unwrap_or(0)
             .max(28);
+        let refined = built.get(&p.key()).copied();
         for c in candidates {
-            let tag = if c.default { "  (default)" } else { "" };
+            let tag = match refined {
+                Some(b) if c.default && b != c.config => format!("  (default, built as {b})"),
+                _ if c.default => "  (default)".to_string(),
+                _ => String::new(),
+            };
             out.push_str(&format!(
                 "  {:<width$} estimate {:>10.2} us{tag}\n",
                 c.config.to_string(),
@@ -595,6 +619,31 @@ mod tests {
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].1.len(), 2);
         assert_eq!(p[0].0.template, "row");
+    }
+
+    /// Where the lowering refines the heuristic's point (an f16 matmul whose operands cannot
+    /// take 16-byte copies gets the narrower warps), `--list` says what the kernel is built
+    /// with beside the default it lists.
+    #[test]
+    fn the_list_names_a_refined_default() {
+        let text = "graph @g(%a: tensor<517x1001xf16>, %b: tensor<1001x263xf16>) -> tensor<517x263xf16> {\n  %c = matmul %a, %b\n  return %c\n}\n";
+        let m = irc_frontend::parse_module(text).unwrap();
+        let all = kernels_of(&m.graphs[0], "sm_80", LowerOptions::default(), None).unwrap();
+        let problems = unique_problems(&all.choices);
+        let built = built_points(&all.choices);
+        let target = irc_runtime::Target::h100();
+        let out = list(&problems, &built, &target, 3);
+        let mma = irc_lower::MmaConfig::DEFAULT;
+        assert!(out.contains(&format!("(default, built as {mma})")), "{out}");
+        // A problem built with its heuristic's point is listed as plainly the default.
+        let plain = choices(
+            "graph @g(%a: tensor<32x300xf16>) -> tensor<32x300xf16> {\n  %x = softmax %a {axis = -1}\n  return %x\n}\n",
+        );
+        let out = list(&unique_problems(&plain), &built_points(&plain), &target, 3);
+        assert!(
+            out.contains("  (default)\n") && !out.contains("built as"),
+            "{out}"
+        );
     }
 
     #[test]
