@@ -209,6 +209,8 @@ struct Block<'k> {
     bid: [u32; 3],
     places: HashMap<String, Place>,
     vars: Vec<HashMap<String, Val>>,
+    /// The element type of each scalar declared with one.
+    types: HashMap<String, DType>,
     regs: Vec<HashMap<String, Vec<f64>>>,
     shared: HashMap<String, Vec<f64>>,
     atoms: [Vec<(i64, i64)>; 5],
@@ -280,6 +282,7 @@ impl<'k> Block<'k> {
             bid,
             places,
             vars: vec![HashMap::new(); n],
+            types: HashMap::new(),
             regs,
             shared,
             atoms,
@@ -471,23 +474,47 @@ impl<'k> Block<'k> {
         }
     }
 
+    /// `var = value` in each thread of `mask`, a float rounded to the variable's float type.
+    fn set(&mut self, var: &str, value: &Expr, mask: &[bool], mem: &mut HashMap<String, Vec<f64>>) {
+        let d = self.types.get(var).copied().filter(|d| d.is_float());
+        for th in self.each(mask) {
+            let mut v = self.eval(value, th, mem);
+            if let (Some(d), Val::F(x)) = (d, v) {
+                v = Val::F(round(d, x));
+            }
+            self.vars[th].insert(var.to_string(), v);
+        }
+    }
+
     fn each(&self, mask: &[bool]) -> Vec<usize> {
         (0..mask.len()).filter(|&t| mask[t]).collect()
     }
 
     fn stmt(&mut self, s: &Stmt, mask: &[bool], mem: &mut HashMap<String, Vec<f64>>) {
         match s {
-            Stmt::Let { var, value, .. } | Stmt::Assign { var, value } => {
-                for th in self.each(mask) {
-                    let v = self.eval(value, th, mem);
-                    self.vars[th].insert(var.clone(), v);
-                }
+            // A scalar of an element type holds a value of that type, as on the GPU: a value
+            // kept in f64 here and rounded where it is stored would differ from itself (a
+            // softmax's max of exp(22.25) against the row's cached copy of it).
+            Stmt::Let { var, value, ty } => {
+                match ty {
+                    kir::Ty::Elem(d) => self.types.insert(var.clone(), *d),
+                    _ => self.types.remove(var),
+                };
+                self.set(var, value, mask, mem);
             }
+            Stmt::Assign { var, value } => self.set(var, value, mask, mem),
             Stmt::Var { var, init, ty } => {
+                let d = match ty {
+                    kir::Ty::Elem(d) => Some(*d),
+                    _ => None,
+                };
+                if let Some(d) = d {
+                    self.types.insert(var.clone(), d);
+                }
                 for th in self.each(mask) {
                     let mut v = self.eval(init, th, mem);
-                    if let kir::Ty::Elem(d) = ty {
-                        v = Val::F(round(*d, v.f()));
+                    if let Some(d) = d {
+                        v = Val::F(round(d, v.f()));
                     }
                     self.vars[th].insert(var.clone(), v);
                 }

@@ -412,3 +412,22 @@ fn a_composite_stores_its_views_that_have_buffers() {
         assert!(cmp.passed(), "result {i}: {cmp:?}");
     }
 }
+
+/// The emulator keeps a scalar of an element type in that type, as the GPU does: a softmax
+/// over one value, exp(22.25), whose max (a scalar) and cached copy (a register tensor) must
+/// be equal (found by `random_graphs_compute_what_the_interpreter_does`: the max in f64 against
+/// the copy in f32 differed by 309, and exp(309) overflowed).
+#[test]
+fn the_emulator_rounds_scalars_to_their_type() {
+    let text = "graph @g(%x: tensor<1xf32>) -> tensor<2x1xf32> {\n  %c = constant {value = 22.25} : tensor<1xf32>\n  %e = exp %c\n  %s = softmax %e {axis = -1}\n  %b = broadcast %x {shape = [2, 1]}\n  %m = max %b, %s\n  return %m\n}\n";
+    let m = irc_frontend::parse_module(text).unwrap();
+    let g = &m.graphs[0];
+    let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default()).unwrap();
+    for (i, (got, want)) in emulate::against_interpreter_all(g, &k, 17)
+        .into_iter()
+        .enumerate()
+    {
+        let cmp = irc_interp::compare::compare(&got, &want).unwrap();
+        assert!(cmp.passed(), "result {i}: {cmp:?}");
+    }
+}

@@ -10,15 +10,17 @@
 //! gives every other group a copy of the representative's kernels, renamed:
 //!
 //! - kernel, temp-buffer and constant names start with the group's name (`@g`, `@g_partial`,
-//!   `%g_tma0`, `@g_c0`): the representative's prefix becomes the group's;
+//!   `%g_tma0`, `@g_c0`): the representative's prefix becomes the group's (a copy's constants
+//!   are then merged into its representative's, below);
 //! - a launch argument or tensor map naming one of the representative's buffers names the
 //!   group's buffer at the same position;
 //! - each origin (a kernel's `from:` line) is the group's own statement at the position of the
 //!   representative's.
 //!
-//! Where a name cannot be mapped that way the group is lowered on its own. A copied kernel that
-//! reads no constant array is its representative's kernel but for its name and origins: it is
-//! reported as a twin ([`crate::Planned::twins`]), which the kernel IR verifier
+//! Where a name cannot be mapped that way the group is lowered on its own. Equal constant arrays
+//! of the module are then merged into one (a copy's tables are its representative's), so a
+//! copied kernel is its representative's kernel but for its name and origins: it is reported as
+//! a twin ([`crate::Planned::twins`]), which the kernel IR verifier
 //! ([`irc_kir::verify_module_with_twins`]) and the CUDA emitter (`irc_emit_cuda::emit_with_twins`)
 //! use to check and write the shared body once.
 
@@ -317,11 +319,7 @@ impl Lowering<'_> {
             self.module.buffers.append(&mut temps);
             choices.push(choice);
             for (n, (kernel, args, constants)) in kernels.into_iter().enumerate() {
-                let reads_constants = kernel
-                    .tensors
-                    .iter()
-                    .any(|t| matches!(t.space, kir::Space::Const(_)));
-                twins.push((copied && !reads_constants).then(|| first_kernel[rep[i]] + n));
+                twins.push(copied.then(|| first_kernel[rep[i]] + n));
                 self.module.constants.extend(constants);
                 self.module.launches.push(kir::LaunchStmt {
                     kernel: kernel.name.clone(),
@@ -330,6 +328,130 @@ impl Lowering<'_> {
                 self.module.kernels.push(kernel);
             }
         }
+        // Equal constant arrays are one (a copy's table is its representative's): then a copy
+        // that reads constants shares its representative's code too.
+        dedup_constants(&mut self.module);
+        debug_assert!(twins.iter().enumerate().all(|(i, t)| t.is_none_or(|j| {
+            kir::shares_code(&self.module.kernels[i], &self.module.kernels[j])
+        })));
         Ok((self.module, choices, twins))
+    }
+}
+
+/// Merges the module's constant arrays of equal dtype and values (to the bit) into the first of
+/// them, and points every kernel's constant tensors at the one kept.
+fn dedup_constants(m: &mut kir::Module) {
+    let mut kept: HashMap<(irc_ir::DType, Vec<u64>), String> = HashMap::new();
+    let mut to: HashMap<String, String> = HashMap::new();
+    m.constants.retain(|c| {
+        let bits = (c.dtype, c.values.iter().map(|v| v.to_bits()).collect());
+        match kept.get(&bits) {
+            Some(first) => {
+                to.insert(c.name.clone(), first.clone());
+                false
+            }
+            None => {
+                kept.insert(bits, c.name.clone());
+                true
+            }
+        }
+    });
+    if to.is_empty() {
+        return;
+    }
+    for k in &mut m.kernels {
+        for t in &mut k.tensors {
+            if let kir::Space::Const(c) = &mut t.space
+                && let Some(first) = to.get(c.as_str())
+            {
+                *c = first.clone();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use irc_ir::DType;
+    use irc_layout::Layout;
+
+    fn constant(name: &str, dtype: DType, values: &[f64]) -> kir::ConstDecl {
+        kir::ConstDecl {
+            name: name.into(),
+            dtype,
+            values: values.to_vec(),
+        }
+    }
+
+    /// Arrays merge only where dtype and every value's bits agree (`-0.0` is not `0.0`; a NaN
+    /// merges with the same NaN), and each constant tensor reads the same values after.
+    #[test]
+    fn only_equal_arrays_merge() {
+        let nan = f64::NAN;
+        let consts = vec![
+            constant("a", DType::F32, &[0.0, 1.0]),
+            constant("b", DType::F32, &[-0.0, 1.0]),
+            constant("c", DType::F16, &[0.0, 1.0]),
+            constant("d", DType::I32, &[0.0, 1.0]),
+            constant("e", DType::F32, &[0.0, 1.0]),
+            constant("f", DType::F32, &[nan, 2.0]),
+            constant("g", DType::F32, &[nan, 2.0]),
+        ];
+        let tensor = |name: &str, of: &str, offset: i64| kir::TensorDecl {
+            name: name.into(),
+            dtype: consts
+                .iter()
+                .find(|c| c.name == of)
+                .map_or(DType::F32, |c| c.dtype),
+            space: kir::Space::Const(of.into()),
+            offset,
+            layout: Layout::int(1, 1).expect("layout"),
+        };
+        let kernel = kir::Kernel {
+            name: "k".into(),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            index: kir::IndexWidth::I32,
+            occupancy: 0,
+            origins: vec![],
+            params: vec![],
+            tensors: ["a", "b", "c", "d", "e", "f", "g"]
+                .iter()
+                .enumerate()
+                .map(|(i, c)| tensor(&format!("t{i}"), c, 0))
+                .chain([tensor("t7", "e", 1)])
+                .collect(),
+            body: Default::default(),
+        };
+        let mut m = kir::Module {
+            name: "m".into(),
+            flops: 0,
+            min_bytes: 0,
+            buffers: vec![],
+            constants: consts.clone(),
+            kernels: vec![kernel],
+            launches: vec![],
+            results: vec![],
+        };
+        // What each constant tensor of the module reads: its array's dtype and values' bits.
+        let reads = |m: &kir::Module| -> Vec<(DType, Vec<u64>)> {
+            m.kernels[0]
+                .tensors
+                .iter()
+                .filter_map(|t| match &t.space {
+                    kir::Space::Const(c) => m.constants.iter().find(|x| &x.name == c),
+                    _ => None,
+                })
+                .map(|d| (d.dtype, d.values.iter().map(|v| v.to_bits()).collect()))
+                .collect()
+        };
+        let before = reads(&m);
+        assert_eq!(before.len(), 8);
+        dedup_constants(&mut m);
+        let names: Vec<&str> = m.constants.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "f"]);
+        assert_eq!(before, reads(&m));
+        assert_eq!(m.kernels[0].tensors[7].offset, 1);
     }
 }

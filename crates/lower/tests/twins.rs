@@ -141,3 +141,58 @@ fn copies_name_their_own_statements() {
         "a copy names its representative's statements"
     );
 }
+
+/// Two causal attention heads of the same shapes: each kernel reads the order of its work units
+/// from a constant table (`attention/schedule.rs`). The tables are equal, so the module keeps
+/// one and the second kernel is a twin of the first.
+#[test]
+fn copies_that_read_constants_share_them() {
+    let layer = |o: &str, q: &str| {
+        format!(
+            "  %s{o} = matmul %{q}, %k {{transpose_b = true}}
+  %c{o} = constant {{value = 0.125}} : tensor<f16>
+  %ss{o} = mul %s{o}, %c{o}
+  %row{o} = iota {{axis = 0}} : tensor<512x512xi32>
+  %col{o} = iota {{axis = 1}} : tensor<512x512xi32>
+  %keep{o} = ge %row{o}, %col{o}
+  %ninf{o} = constant {{value = -inf}} : tensor<f16>
+  %m{o} = select %keep{o}, %ss{o}, %ninf{o}
+  %p{o} = softmax %m{o} {{axis = -1}}
+  %o{o} = matmul %p{o}, %v
+"
+        )
+    };
+    let t = "tensor<4x16x512x64xf16>";
+    let text = format!(
+        "graph @layers(%q0: {t}, %q1: {t}, %k: {t}, %v: {t}) -> ({t}, {t}) {{\n{}{}  return %o0, %o1\n}}\n",
+        layer("0", "q0"),
+        layer("1", "q1")
+    );
+    let g = &irc_frontend::parse_module(&text).expect("parses").graphs[0];
+    let src = SourceInfo {
+        name: "layers.ir",
+        text: &text,
+    };
+    // sm_90a: the Hopper attention kernel, whose causal form reads the table.
+    let hopper = LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let p = plan_and_lower_with(g, src, &hopper).expect("lowers");
+    let reads = |k: &irc_kir::Kernel| {
+        k.tensors
+            .iter()
+            .filter_map(|t| match &t.space {
+                irc_kir::Space::Const(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let ks = &p.kernels.kernels;
+    assert_eq!(ks.len(), 2, "{}", irc_kir::print_module(&p.kernels));
+    assert!(!reads(&ks[0]).is_empty(), "no unit table: {}", ks[0].name);
+    assert_eq!(reads(&ks[0]), reads(&ks[1]));
+    assert_eq!(p.kernels.constants.len(), 1);
+    assert_eq!(p.twins, vec![None, Some(0)]);
+    irc_kir::verify_module_with_twins(&p.kernels, &p.twins).expect("verifies");
+}

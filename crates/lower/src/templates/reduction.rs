@@ -27,7 +27,8 @@ impl Builder<'_, '_> {
     /// A block-strided loop over the `k` elements of row `row`: vectors of `width` elements
     /// (`templates/vector.rs`), eight per thread in flight where the row is whole steps of
     /// them, else four (measured on the H200, run 132: softmax over rows of 64k f16 7% faster
-    /// with eight, the norms' streamed rows the same); `f` gets the element index.
+    /// with eight, the norms' streamed rows the same; the reduction template's block-per-row
+    /// schedule takes the same loop, not measured apart); `f` gets the element index.
     pub(crate) fn row_loop(
         &mut self,
         k: u64,
