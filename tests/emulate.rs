@@ -495,30 +495,19 @@ impl<'k> Block<'k> {
             // A scalar of an element type holds a value of that type, as on the GPU: a value
             // kept in f64 here and rounded where it is stored would differ from itself (a
             // softmax's max of exp(22.25) against the row's cached copy of it).
-            Stmt::Let { var, value, ty } => {
+            Stmt::Let {
+                var,
+                value: init,
+                ty,
+            }
+            | Stmt::Var { var, init, ty } => {
                 match ty {
                     kir::Ty::Elem(d) => self.types.insert(var.clone(), *d),
                     _ => self.types.remove(var),
                 };
-                self.set(var, value, mask, mem);
+                self.set(var, init, mask, mem);
             }
             Stmt::Assign { var, value } => self.set(var, value, mask, mem),
-            Stmt::Var { var, init, ty } => {
-                let d = match ty {
-                    kir::Ty::Elem(d) => Some(*d),
-                    _ => None,
-                };
-                if let Some(d) = d {
-                    self.types.insert(var.clone(), d);
-                }
-                for th in self.each(mask) {
-                    let mut v = self.eval(init, th, mem);
-                    if let Some(d) = d {
-                        v = Val::F(round(d, v.f()));
-                    }
-                    self.vars[th].insert(var.clone(), v);
-                }
-            }
             Stmt::Store {
                 tensor,
                 coord,

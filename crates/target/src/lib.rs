@@ -73,8 +73,9 @@ impl Target {
 
     /// The target code for `arch` (`sm_90a`, `sm_80`, ...) is built for: the H100 for sm_90
     /// and later; the A100 for sm_80 to sm_89, with the smaller opt-in shared memory of sm_86
-    /// and sm_89 (99 KiB a block), and the 1536 threads an SM of sm_86 to sm_89, so that no template picks tiles those GPUs cannot launch;
-    /// the H100 for a name that is not `sm_` and a number.
+    /// and sm_89 (99 KiB a block), and the 1536 threads an SM of sm_86 to sm_89, so that no
+    /// template picks tiles those GPUs cannot launch; the H100 for a name that is not `sm_` and
+    /// a number.
     pub fn for_arch(arch: &str) -> Target {
         let digits: String = arch
             .strip_prefix("sm_")

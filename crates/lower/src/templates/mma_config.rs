@@ -25,8 +25,9 @@ const F32_MID_RATE: f64 = 0.927;
 impl MmaConfig {
     /// The fallback where the heuristic's point does not fit the target or, for f16/bf16, where
     /// an operand or the output cannot take 16-byte copies (the lowering's refinement of
-    /// [`MmaConfig::F16`]), and the stage count of a configuration written without one: 128 x 128 x 32, 8 warps (2 x 4), each warp
-    /// 64 x 32 outputs in 4 x 4 atoms, 4 stages (64 KiB of shared memory).
+    /// [`MmaConfig::F16`]), and the stage count of a configuration written without one:
+    /// 128 x 128 x 32, 8 warps (2 x 4), each warp 64 x 32 outputs in 4 x 4 atoms, 4 stages
+    /// (64 KiB of shared memory).
     pub const DEFAULT: MmaConfig = MmaConfig {
         bm: 128,
         bn: 128,

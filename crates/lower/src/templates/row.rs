@@ -463,7 +463,7 @@ impl Moments {
 }
 
 /// `log2(e)`: softmax's `exp(x - max)` is `exp2((x - max)·log2e)` on `ex2`.
-pub(crate) const LOG2E: f64 = std::f64::consts::LOG2_E;
+const LOG2E: f64 = std::f64::consts::LOG2_E;
 
 /// `exp(d)` in the math dtype: in f32, `exp2(d·log2e)` (PTX `ex2.approx`, one MUFU
 /// instruction, where `expf` takes about eight); the exact exponential otherwise. Callers take

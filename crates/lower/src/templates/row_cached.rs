@@ -7,7 +7,7 @@
 //! so a warp holds `32 / lanes` rows), or a block (longer rows). Each thread caches at most 32
 //! values. Reductions are over the group: `warp_reduce.OP.lanes` or `block_reduce`.
 
-use super::row::{LOG2E, Read, RowSpec, rstd_of};
+use super::row::{Read, RowSpec, exp_of, rstd_of};
 use super::vector::{vector_layout, vector_width};
 use crate::lower::*;
 use irc_ir::{DType, OpKind};
@@ -187,10 +187,7 @@ impl Builder<'_, '_> {
             };
             match op {
                 OpKind::Softmax | OpKind::LogSoftmax => {
-                    // In f32, exp(x - max) = exp2((x - max)·log2e), on `ex2`. The difference
-                    // is taken first: a row masked with the type's lowest value (as PyTorch
-                    // masks) has max·log2e = -inf, and x·log2e - max·log2e would be NaN.
-                    let fast = math == DType::F32;
+                    // exp(x - max) by `row::exp_of` (exp2 in f32), the difference taken first.
                     let mx = s.let_("max", Ty::Elem(math), r1);
                     let acc2 = accumulate(s, 0.0);
                     // The cache keeps exp(x - max) for softmax, x - max for log_softmax.
@@ -201,15 +198,7 @@ impl Builder<'_, '_> {
                             Ty::Elem(math),
                             call(Func::Sub, vec![cached(&c), mx.clone()]),
                         );
-                        let e = if fast {
-                            call(
-                                Func::Exp2,
-                                vec![call(Func::Mul, vec![d.clone(), lit(math, LOG2E)])],
-                            )
-                        } else {
-                            call(Func::Exp, vec![d.clone()])
-                        };
-                        let e = s.let_("ex", Ty::Elem(math), e);
+                        let e = s.let_("ex", Ty::Elem(math), exp_of(math, d.clone()));
                         s.out.push(Stmt::Store {
                             tensor: cache.clone(),
                             coord: vec![c],
