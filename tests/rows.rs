@@ -77,8 +77,8 @@ fn softmax_short_rows_share_a_warp() {
 
 #[test]
 fn rows_of_one_vector_a_thread_ask_for_a_full_sm() {
-    // 128 f16 a row on 16 lanes: a thread holds one vector, so the kernel asks for 8 blocks of
-    // 256 threads an SM (32 registers a thread); the attribute prints and re-parses.
+    // 128 f16 a row on 16 lanes: a thread holds one vector, so the kernel asks for 16 blocks
+    // of 128 threads an SM (32 registers a thread); the attribute prints and re-parses.
     let ln = |k: u64| {
         format!(
             "graph @ln(%x: tensor<64x{k}xf16>, %w: tensor<{k}xf16>, %b: tensor<{k}xf16>) -> tensor<64x{k}xf16> {{
@@ -89,7 +89,7 @@ fn rows_of_one_vector_a_thread_ask_for_a_full_sm() {
     };
     let (kir, _) = check(&ln(128));
     assert!(
-        kir.contains("block(256, 1, 1) index(i32) occupancy(8) {"),
+        kir.contains("block(128, 1, 1) index(i32) occupancy(16) {"),
         "{kir}"
     );
     let back = irc_kir::parse_module(&kir).expect("re-parses");

@@ -748,7 +748,7 @@ mod tests {
         assert!(lines[0].starts_with("kernel") && lines[0].contains("speedup"));
         for cell in [
             "row",
-            "warp,warps=8",
+            "warp,warps=4",
             "0.0200",
             "block,threads=128",
             "0.0100",

@@ -220,7 +220,7 @@ fn show_and_clear() {
     let s = out(&o);
     assert!(s.contains(": 1 entries"), "{s}");
     assert!(
-        s.contains("row (v2) softmax f16 rows64 k3000") && s.contains("block,threads=512"),
+        s.contains("row (v3) softmax f16 rows64 k3000") && s.contains("block,threads=512"),
         "{s}"
     );
     let o = irc_with(&none, &["tune", "--clear", "--tune-cache", c]);

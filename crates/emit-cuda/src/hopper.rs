@@ -98,13 +98,8 @@ impl KernelEmitter<'_> {
                 imm(3).to_string(),
             )
         } else {
-            let pa = self.place(ta, &a.at);
-            let _ = writeln!(
-                self.out,
-                "{pad}  const unsigned long long da = irc_wgmma_desc(&{pa}, {}, {});",
-                imm(5),
-                imm(6)
-            );
+            let da = self.descriptor(ta, &a.at, imm(5), imm(6));
+            let _ = writeln!(self.out, "{pad}  const unsigned long long da = {da};");
             (
                 format!("%{values}"),
                 vec!["\"l\"(da)".to_string()],
@@ -112,12 +107,8 @@ impl KernelEmitter<'_> {
                 format!("{}, {}", imm(3), imm(4)),
             )
         };
-        let pb = self.place(tb, &b.at);
-        let _ = writeln!(
-            self.out,
-            "{pad}  const unsigned long long db = irc_wgmma_desc(&{pb}, {}, {});",
-            b_offsets.0, b_offsets.1
-        );
+        let db = self.descriptor(tb, &b.at, b_offsets.0, b_offsets.1);
+        let _ = writeln!(self.out, "{pad}  const unsigned long long db = {db};");
         let db_at = values + a_ins.len() as i64;
         let _ = writeln!(
             self.out,
@@ -128,6 +119,44 @@ impl KernelEmitter<'_> {
             a_ins.join(", "),
         );
         let _ = writeln!(self.out, "{pad}}}");
+    }
+}
+
+impl KernelEmitter<'_> {
+    /// The matrix descriptor of `t` at `at`. A constant part of the offset that is whole
+    /// 16-byte units is added to the descriptor of the rest (`irc_wgmma_desc_add`), so the
+    /// k-steps of one tile share one descriptor computation and each adds an immediate: built
+    /// whole for each instruction, the descriptors' dependent integer operations delayed every
+    /// `wgmma`'s issue (`bench/gpu/NOTES.md`, run 138).
+    fn descriptor(&self, t: &kir::TensorDecl, at: &[Expr], lbo: i64, sbo: i64) -> String {
+        let off = self.offset(t, at);
+        let (rest, c) = split_constant(&off);
+        let bytes = c * t.dtype.size_bytes() as i64;
+        if c > 0 && bytes % 16 == 0 {
+            let base = self.element(t, &rest);
+            return format!(
+                "irc_wgmma_desc_add(irc_wgmma_desc(&{base}, {lbo}, {sbo}), {}u)",
+                bytes / 16
+            );
+        }
+        let at = self.element(t, &off);
+        format!("irc_wgmma_desc(&{at}, {lbo}, {sbo})")
+    }
+}
+
+/// `e` as `rest + c` with `c` the sum of its top-level constant terms.
+fn split_constant(e: &Expr) -> (Expr, i64) {
+    match e {
+        Expr::Int(v) => (Expr::Int(0), *v),
+        Expr::Idx(irc_kir::IdxOp::Add, a, b) => {
+            let ((ra, ca), (rb, cb)) = (split_constant(a), split_constant(b));
+            let rest = match (ra, rb) {
+                (Expr::Int(0), r) | (r, Expr::Int(0)) => r,
+                (ra, rb) => Expr::Idx(irc_kir::IdxOp::Add, Box::new(ra), Box::new(rb)),
+            };
+            (rest, ca + cb)
+        }
+        _ => (e.clone(), 0),
     }
 }
 

@@ -279,6 +279,12 @@ __device__ __forceinline__ unsigned long long irc_wgmma_desc(const void* p, unsi
   return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
        | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
+// A descriptor `units` 16-byte units further on: the start address (bits 0-13, a shared address
+// over 16) plus `units` in the low word alone, which ptxas folds into one add. No carry leaves
+// the field: the sum is the descriptor of an address inside shared memory (< 256 KiB).
+__device__ __forceinline__ unsigned long long irc_wgmma_desc_add(unsigned long long d, unsigned units) {
+  return (d & 0xFFFFFFFF00000000ull) | (unsigned long long)((unsigned)d + units);
+}
 
 // The low and high 16-bit halves of a 32-bit register (ldmatrix results).
 __device__ __forceinline__ __half irc_lo_f16(unsigned r) { return __ushort_as_half((unsigned short)(r & 0xffffu)); }
@@ -650,6 +656,12 @@ impl KernelEmitter<'_> {
     /// `base[offset]` of a tensor at a coordinate, the offset from the tensor's layout (plus
     /// its base offset).
     fn place(&self, t: &kir::TensorDecl, coord: &[Expr]) -> String {
+        let off = self.offset(t, coord);
+        self.element(t, &off)
+    }
+
+    /// The element offset of `coord` in `t`.
+    fn offset(&self, t: &kir::TensorDecl, coord: &[Expr]) -> Expr {
         // A tensor's offset terms depend on its layout and the coordinate's rank only: computed
         // once per kernel (unrolled tensor-core code reads one tensor hundreds of times).
         let key = (std::ptr::from_ref(t) as usize, coord.len());
@@ -667,7 +679,12 @@ impl KernelEmitter<'_> {
             }
         };
         drop(terms);
-        let off = self.expr(&off);
+        off
+    }
+
+    /// The element of `t` at offset `off`, as an lvalue.
+    fn element(&self, t: &kir::TensorDecl, off: &Expr) -> String {
+        let off = self.expr(off);
         match &t.space {
             Space::Global(p) => format!("p_{p}[{off}]"),
             Space::Const(c) => match self.bits.get(c.as_str()) {

@@ -228,6 +228,32 @@ fn a_rejected_point_falls_back_to_the_heuristic_with_the_reason() {
 }
 
 #[test]
+fn short_rows_offer_fewer_lanes_a_row() {
+    let g = &graphs()[2]; // @sm_short: rows of 100
+    let p = plan_and_lower(g, Default::default()).unwrap().choices[0]
+        .problem
+        .clone();
+    let texts: Vec<String> = space(&p, &Target::default())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    // 100 f16 are 13 vectors of 8: 16 lanes a row by default, 8 or 4 lanes with two or four
+    // vectors each.
+    for t in ["warp,warps=4,lanes=8", "warp,warps=8,lanes=4"] {
+        assert!(texts.contains(&t.to_string()), "{t}: {texts:?}");
+    }
+    // A group that is not a power of two is refused; a point without warps does not parse.
+    let odd = Config::parse("row", "warp,warps=4,lanes=3").unwrap();
+    let why = space_of("row")
+        .unwrap()
+        .check(&odd, &p, &Target::default())
+        .unwrap_err();
+    assert!(why.contains("power of two"), "{why}");
+    assert!(Config::parse("row", "warp,lanes=4").is_err());
+    assert!(Config::parse("row", "warp,warps=4,lanes=4,lanes=8").is_err());
+}
+
+#[test]
 fn spaces_prune_what_the_target_cannot_run() {
     let g = &graphs()[3]; // @sm_mid: rows of 3000
     let p = plan_and_lower(g, Default::default()).unwrap().choices[0]
@@ -305,7 +331,7 @@ fn signatures_are_stable_and_change_with_the_problem() {
         "graph @other(%y: tensor<8x16xf16>) -> tensor<8x16xf16> {\n  %out = softmax %y {axis = -1}\n  return %out\n}\n",
     );
     assert_eq!(a, renamed);
-    assert!(a.starts_with("row@v2:softmax f16 rows8 k16"), "{a}");
+    assert!(a.starts_with("row@v3:softmax f16 rows8 k16"), "{a}");
     for changed in [
         "graph @a(%x: tensor<8x32xf16>) -> tensor<8x32xf16> {\n  %r = softmax %x {axis = -1}\n  return %r\n}\n",
         "graph @a(%x: tensor<8x16xbf16>) -> tensor<8x16xbf16> {\n  %r = softmax %x {axis = -1}\n  return %r\n}\n",

@@ -125,8 +125,9 @@ pub enum ReductionConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RowConfig {
     /// `warps` warps per block, each row on a warp or (rows of fewer than 32 vectors) part of
-    /// one, the row cached in registers.
-    Warp { warps: u64 },
+    /// one, the row cached in registers. `lanes`: threads per row (a power of two up to 32),
+    /// each then caching more of its row; `None` takes one lane per vector, up to 32.
+    Warp { warps: u64, lanes: Option<u64> },
     /// A block of `threads` per row, the row cached in registers.
     Block { threads: u64 },
     /// Each row over `ceil(k / chunk)` blocks of 256 threads: one cooperative launch where
@@ -562,10 +563,13 @@ pub(crate) fn row_heuristic(rows: u64, k: u64, passes: u64, sms: u64) -> RowConf
         // Rows longer than 512: two warps a block, so a block's slot frees as soon as its two
         // rows are done (262144 rows of 1024 f16, softmax on an H200, `irc tune`: 8 warps
         // 0.2604 ms, 4 0.2608, 2 0.2563, 1 0.2558; one warp a block caps an SM at 32 warps).
-        // Shorter rows, several to a warp, keep eight (rows of 128: two warps 1.08-1.24x
-        // torch.compile, eight 1.00-1.04x; `bench/gpu/NOTES.md`, run 105).
+        // Shorter rows, several to a warp, take four (rows of 128: two warps 1.08-1.24x
+        // torch.compile, eight 1.00-1.04x, run 105; four against eight on rows of 128 to 512,
+        // run 139: layernorm 2.5-3% faster, softmax and rmsnorm equal or up to 2.5% faster;
+        // `bench/gpu/NOTES.md`).
         RowSchedule::WarpCached => RowConfig::Warp {
-            warps: if k > 512 { 2 } else { u64::from(THREADS) / 32 },
+            warps: if k > 512 { 2 } else { 4 },
+            lanes: None,
         },
         RowSchedule::BlockCached { threads } => RowConfig::Block { threads },
         RowSchedule::Split { chunk, .. } => RowConfig::Split { chunk },
@@ -581,8 +585,9 @@ impl TemplateSpace for RowSpace {
     fn template(&self) -> &'static str {
         "row"
     }
+    /// 3: `warp,warps=N,lanes=N`.
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let ProblemShape::Row { rows, k, passes } = p.shape else {
@@ -593,7 +598,22 @@ impl TemplateSpace for RowSpace {
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
         let mut out = vec![];
         for warps in [1, 2, 4, 8, 16] {
-            out.push(RowConfig::Warp { warps });
+            out.push(RowConfig::Warp { warps, lanes: None });
+        }
+        // Rows of fewer than 32 vectors also on half or a quarter of their lanes, each lane
+        // caching two or four vectors: more loads in flight a thread, shorter reductions.
+        if let ProblemShape::Row { k, .. } = p.shape {
+            let natural = k.div_ceil(8).next_power_of_two().min(32);
+            for lanes in [natural / 2, natural / 4] {
+                if lanes >= 1 && natural < 32 {
+                    for warps in [4, 8] {
+                        out.push(RowConfig::Warp {
+                            warps,
+                            lanes: Some(lanes),
+                        });
+                    }
+                }
+            }
         }
         for threads in [128, 256, 512, 1024] {
             out.push(RowConfig::Block { threads });
@@ -615,12 +635,17 @@ impl TemplateSpace for RowSpace {
         let (rows, k) = (*rows, *k);
         let threads_ok = |t: u64| (32..=1024).contains(&t) && t.is_power_of_two();
         match *c {
-            RowConfig::Warp { warps } if warps == 0 || 32 * warps > 1024 => {
+            RowConfig::Warp { warps, .. } if warps == 0 || 32 * warps > 1024 => {
                 Err(format!("{c}: 1..=32 warps per block"))
             }
-            RowConfig::Warp { .. } if k.div_ceil(32) > MAX_CACHED => Err(format!(
-                "{c}: a row of {k} is more than {MAX_CACHED} values per lane"
-            )),
+            RowConfig::Warp {
+                lanes: Some(lanes), ..
+            } if lanes == 0 || lanes > 32 || !lanes.is_power_of_two() => {
+                Err(format!("{c}: lanes must be a power of two in 1..=32"))
+            }
+            RowConfig::Warp { lanes, .. } if k.div_ceil(lanes.unwrap_or(32)) > MAX_CACHED => Err(
+                format!("{c}: a row of {k} is more than {MAX_CACHED} values per lane"),
+            ),
             RowConfig::Block { threads } | RowConfig::Streamed { threads }
                 if !threads_ok(threads) =>
             {
@@ -649,9 +674,9 @@ impl TemplateSpace for RowSpace {
         // Bytes of one read of the row data (of the group's bytes, about half is x).
         let read = p.bytes as f64 / 2.0;
         match *c {
-            RowConfig::Warp { warps } => {
+            RowConfig::Warp { warps, lanes } => {
                 // A row on `lanes` lanes of 8-element vectors, idle lanes past the row's end.
-                let lanes = k.div_ceil(8).next_power_of_two().min(32);
+                let lanes = lanes.unwrap_or(k.div_ceil(8).next_power_of_two().min(32));
                 let blocks = rows.div_ceil(warps * (32 / lanes)).clamp(1, MAX_BLOCKS);
                 let per_lane = k.div_ceil(lanes);
                 let used = k as f64 / (per_lane * lanes) as f64;
@@ -687,9 +712,21 @@ impl TemplateSpace for RowSpace {
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
         let c = match fields(text).0 {
-            Some("warp") => RowConfig::Warp {
-                warps: one_field(text, "warp", "warps")?,
-            },
+            Some("warp") => {
+                let bad = || format!("`{text}` is not `warp,warps=N[,lanes=N]`");
+                let (mut warps, mut lanes) = (None, None);
+                for (k, v) in fields(text).1 {
+                    match k {
+                        "warps" if warps.is_none() => warps = Some(v?),
+                        "lanes" if lanes.is_none() => lanes = Some(v?),
+                        _ => return Err(bad()),
+                    }
+                }
+                RowConfig::Warp {
+                    warps: warps.ok_or_else(bad)?,
+                    lanes,
+                }
+            }
             Some("block") => RowConfig::Block {
                 threads: one_field(text, "block", "threads")?,
             },
@@ -701,7 +738,7 @@ impl TemplateSpace for RowSpace {
             },
             _ => {
                 return Err(format!(
-                    "`{text}` is not `warp,warps=N`, `block,threads=N`, `split,chunk=N` or \
+                    "`{text}` is not `warp,warps=N[,lanes=N]`, `block,threads=N`, `split,chunk=N` or \
                      `streamed,threads=N`"
                 ));
             }
@@ -713,7 +750,13 @@ impl TemplateSpace for RowSpace {
 impl fmt::Display for RowConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RowConfig::Warp { warps } => write!(f, "warp,warps={warps}"),
+            RowConfig::Warp { warps, lanes } => {
+                write!(f, "warp,warps={warps}")?;
+                match lanes {
+                    Some(l) => write!(f, ",lanes={l}"),
+                    None => Ok(()),
+                }
+            }
             RowConfig::Block { threads } => write!(f, "block,threads={threads}"),
             RowConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),
             RowConfig::Streamed { threads } => write!(f, "streamed,threads={threads}"),

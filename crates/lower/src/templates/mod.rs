@@ -73,7 +73,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "row",
         anchor: Anchor::Row,
         applies: "softmax, rmsnorm, layernorm over any axis",
-        config: "RowConfig: warp,warps=N (N warps per block, a row on a warp or a lane group, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024: partials, merge and apply in one cooperative launch where the blocks fit, else two launches) | streamed,threads=N; default split::RowSchedule::choose",
+        config: "RowConfig: warp,warps=N[,lanes=L] (N warps per block, a row on a warp or a lane group of one lane a vector or L lanes, cached; rows <= 1024) | block,threads=N (cached; <= 32 values per thread) | split,chunk=N (chunks of a multiple of 1024: partials, merge and apply in one cooperative launch where the blocks fit, else two launches) | streamed,threads=N; default split::RowSchedule::choose",
     },
     TemplateInfo {
         name: "matmul_gemv",

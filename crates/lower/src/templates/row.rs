@@ -109,9 +109,11 @@ impl Builder<'_, '_> {
             RowConfig::Split { chunk } => {
                 return self.composite_split(inst, spec, k.div_ceil(chunk), chunk);
             }
-            RowConfig::Warp { warps } => return self.composite_cached(inst.op, spec, true, warps),
+            RowConfig::Warp { warps, lanes } => {
+                return self.composite_cached(inst.op, spec, (true, lanes), warps);
+            }
             RowConfig::Block { threads } => {
-                return self.composite_cached(inst.op, spec, false, threads);
+                return self.composite_cached(inst.op, spec, (false, None), threads);
             }
             RowConfig::Streamed { threads } => threads,
         };

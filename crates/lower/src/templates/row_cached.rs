@@ -30,12 +30,19 @@ pub(crate) struct CachedShape {
 }
 
 impl CachedShape {
-    /// `warp_mode`: `n` warps per block, each row on `lanes` <= 32 lanes; else `n` threads
-    /// per row. `width` is 1 unless the row's access reads vectors.
-    pub(crate) fn new(k: u64, width: u64, warp_mode: bool, n: u64) -> CachedShape {
+    /// `warp_mode`: `n` warps per block, each row on `lanes` <= 32 lanes (by default one a
+    /// vector, up to 32); else `n` threads per row. `width` is 1 unless the row's access reads
+    /// vectors.
+    pub(crate) fn new(
+        k: u64,
+        width: u64,
+        (warp_mode, lanes): (bool, Option<u64>),
+        n: u64,
+    ) -> CachedShape {
         let vecs = k.div_ceil(width).max(1);
         let (lanes, rows_per_block, threads) = if warp_mode {
-            let lanes = vecs.next_power_of_two().min(32);
+            let natural = vecs.next_power_of_two().min(32);
+            let lanes = lanes.map_or(natural, |l| l.min(natural));
             (lanes, n * (32 / lanes), 32 * n)
         } else {
             (n, 1, n)
@@ -62,17 +69,18 @@ pub(crate) fn row_width(dtype: DType, k: u64, access: &Layout) -> u64 {
 
 impl Builder<'_, '_> {
     /// softmax / rmsnorm / layernorm with the row held in registers (module docs).
-    /// `warp_mode`: `n` warps per block, a row on a warp or part of one; else a block of `n`
-    /// threads per row.
+    /// `mode.0`: `n` warps per block, a row on a warp or part of one (`mode.1` lanes, by
+    /// default one a vector up to 32); else a block of `n` threads per row.
     pub(crate) fn composite_cached(
         &mut self,
         op: OpKind,
         r: RowSpec,
-        warp_mode: bool,
+        mode: (bool, Option<u64>),
         n: u64,
     ) -> R<()> {
+        let warp_mode = mode.0;
         let width = row_width(r.dtype, r.k, &r.access);
-        let sh = CachedShape::new(r.k, width, warp_mode, n);
+        let sh = CachedShape::new(r.k, width, mode, n);
         let vecs = r.k.div_ceil(width);
         self.kernel.block = [sh.threads as u32, 1, 1];
         self.kernel.grid = [r.rows.clamp(1, MAX_BLOCKS) as u32, 1, 1];
