@@ -16,7 +16,8 @@
 //!    no buffer for the composite when only the epilogue and such views read it) or beside its
 //!    own value (read by another kernel).
 //! 3. An anchor (matmul, reduction, row composite) is stored: its consumers start new kernels.
-//! 4. An elementwise value read by two or more statements is stored (no recomputation).
+//! 4. An elementwise value read by two or more statements is stored (no recomputation; but
+//!    see rule 11).
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
 //!    tile would otherwise recompute it.
 //! 6. A matmul's **epilogue** is the closure of its same-shape elementwise readers whose other
@@ -52,6 +53,9 @@
 //!     rmsnorm read only there is one kernel, the matmul's: it scales the A tiles of `x` by
 //!     `g` as they arrive, sums each row's squares from them and applies the row scale to the
 //!     accumulator ([`Home::Prologue`]; [`crate::prologue`] says when it declines and why).
+//! 11. **Shared within one kernel** (last): a value rule 4 stored is computed inline instead
+//!     when all its readers are same-shape elementwise ops whose values end in one pointwise
+//!     kernel of its shape: that kernel computes it once (`y = h · sigmoid(h)`).
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
@@ -584,11 +588,83 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
         home[x] = stored(why, c);
         claimed[x] = true;
     }
+    // Rule 11: a value read by several statements that all end in one pointwise kernel is
+    // computed once in that kernel (`h = a + b; y = h * sigmoid(h)`), not stored by its own.
+    shared_within_one_kernel(d, &mut home, &claimed, &is_result, &forced_at);
     Decisions {
         home,
         attention,
         prologues,
         reductions,
+    }
+}
+
+/// Rule 11 (module docs), from the last node back, so that each reader's home is final when
+/// its operand is looked at: `dest[i]` is the one kernel node `i`'s value ends in (itself if
+/// it is stored, the common kernel of its readers if it is inline), `None` for several or for
+/// a kernel that is not pointwise.
+fn shared_within_one_kernel(
+    d: &impl Dag,
+    home: &mut [Home],
+    claimed: &[bool],
+    is_result: &[bool],
+    forced_at: &impl Fn(usize) -> bool,
+) {
+    let n = d.len();
+    let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
+    for i in 0..n {
+        for &o in d.operands(i) {
+            if readers[o].last() != Some(&i) {
+                readers[o].push(i);
+            }
+        }
+    }
+    let pointwise = |k: usize, home: &[Home]| {
+        d.kind(k) == NodeKind::Elementwise
+            && matches!(home[k], Home::Stored { kernel, .. } if kernel == k)
+    };
+    let mut dest: Vec<Option<usize>> = vec![None; n];
+    for i in (0..n).rev() {
+        // The one pointwise kernel every reader of `i` ends in, reading `i` at its own
+        // coordinate (same-shape elementwise readers only).
+        let common = || -> Option<usize> {
+            let mut k = None;
+            for &r in &readers[i] {
+                if d.kind(r) != NodeKind::Elementwise || d.shape(r) != d.shape(i) {
+                    return None;
+                }
+                let kr = dest[r]?;
+                if k.is_some_and(|k| k != kr) {
+                    return None;
+                }
+                k = Some(kr);
+            }
+            k
+        };
+        match home[i] {
+            Home::Stored {
+                why: Why::SharedBy(_),
+                kernel,
+            } if kernel == i
+                && d.kind(i) == NodeKind::Elementwise
+                && !claimed[i]
+                && !is_result[i]
+                && !forced_at(i) =>
+            {
+                match common() {
+                    Some(k) if pointwise(k, home) && d.shape(k) == d.shape(i) => {
+                        home[i] = Home::Inline;
+                        dest[i] = Some(k);
+                    }
+                    _ => dest[i] = Some(i),
+                }
+            }
+            Home::Stored { kernel, .. } => {
+                dest[i] = pointwise(kernel, home).then_some(kernel);
+            }
+            Home::Inline if d.kind(i) == NodeKind::Elementwise => dest[i] = common(),
+            _ => {}
+        }
     }
 }
 
