@@ -250,12 +250,12 @@ fn the_verifier_rejects_broken_modules() {
     let cases = [
         // A use of an undefined variable.
         (
-            text.replacen("store %t0[%i0], %v2", "store %t0[%i0], %v99", 1),
+            text.replacen("store %t3[%v1], %v4", "store %t3[%v1], %v99", 1),
             "not defined",
         ),
         // A type error: f16 math without converting to f32.
         (
-            text.replacen("f16(exp(f32(%v1)))", "exp(%v1)", 1),
+            text.replacen("f16(exp(f32(%v3)))", "exp(%v3)", 1),
             "not defined on f16",
         ),
         // A layout reaching past the end of the bound buffer.

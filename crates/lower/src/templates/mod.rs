@@ -61,7 +61,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "pointwise",
         anchor: Anchor::Pointwise,
         applies: "every pointwise group",
-        config: "PointwiseConfig: threads 64..1024, a thread per element or blocks_per_sm blocks per SM (grid-stride); default threads=256",
+        config: "PointwiseConfig: threads 64..1024, a thread per 16-byte vector of the output (an element where the count or a 1-byte type does not allow one) or blocks_per_sm blocks per SM (grid-stride); default threads=256",
     },
     TemplateInfo {
         name: "reduction",

@@ -1,10 +1,14 @@
-//! The pointwise template: one thread per output element, a grid-stride loop; the whole
-//! elementwise chain (views as layouts) computed in registers and stored once.
+//! The pointwise template: one thread per vector of output elements (16 bytes of the output's
+//! type where the element count allows, else one element; 1-byte types one element), a
+//! grid-stride loop; the whole elementwise chain (views as layouts) computed in registers and
+//! stored once. Inside each vector the output and every operand whose layout reads the same
+//! elements contiguously and aligned are one copy (`vector.rs`); broadcast or transposed
+//! operands are read element by element.
 
 use super::config::{Config, PointwiseConfig, pointwise_grid};
 use crate::lower::*;
 use irc_ir::ValueId;
-use irc_kir::{Builtin, Stmt};
+use irc_kir::Builtin;
 
 impl Builder<'_, '_> {
     /// `for %i = global thread index to n step (threads in grid)`: out[i] = v[i].
@@ -17,9 +21,16 @@ impl Builder<'_, '_> {
                 blocks_per_sm: None,
             },
         };
+        let dtype = self.ty(v).dtype;
+        let width = if dtype.size_bytes() >= 2 {
+            super::vector::vector_width(dtype, n)
+        } else {
+            1
+        };
+        let vecs = n / width;
         self.kernel.block = [cfg.threads as u32, 1, 1];
         self.kernel.grid = [
-            pointwise_grid(cfg, n, u64::from(self.l.options.target.sms)) as u32,
+            pointwise_grid(cfg, vecs, u64::from(self.l.options.target.sms)) as u32,
             1,
             1,
         ];
@@ -30,15 +41,12 @@ impl Builder<'_, '_> {
             bx(Builtin::TidX),
         );
         let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
-        self.for_("i", start, int(n), step, false, |b, i| {
-            b.coord = vec![i.clone()];
-            let e = b.compute_at(v, &access, false)?;
-            b.out.push(Stmt::Store {
-                tensor: out,
-                coord: vec![i],
-                value: e,
-            });
-            Ok(())
+        self.for_("i", start, int(vecs), step, false, |b, i| {
+            b.vector_loop(width, vec![i], |b, kx, _| {
+                b.coord = vec![kx.clone()];
+                let e = b.compute_at(v, &access, false)?;
+                b.store_elem(&out, vec![kx], e)
+            })
         })
     }
 }

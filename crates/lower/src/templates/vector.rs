@@ -207,6 +207,12 @@ impl Builder<'_, '_> {
         if coord != st.coord.as_slice() || !matches!(st.width * dtype.size_bytes(), 4 | 8 | 16) {
             return None;
         }
+        // One coordinate per mode of the access (a pointwise kernel's rank-2 broadcast access
+        // read at its flat coordinate stays scalar), and elements of 2 bytes or more (the MLIR
+        // backend's vector copies move 16-, 32- or 64-bit elements).
+        if access.rank() != coord.len() || dtype.size_bytes() < 2 {
+            return None;
+        }
         Some((vector_layout(access, st.width, offset)?, st.width))
     }
 
