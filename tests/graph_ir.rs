@@ -428,3 +428,29 @@ fn the_emulator_rounds_scalars_to_their_type() {
     let text = "graph @g(%x: tensor<1xf32>) -> tensor<2x1xf32> {\n  %c = constant {value = 22.25} : tensor<1xf32>\n  %e = exp %c\n  %s = softmax %e {axis = -1}\n  %b = broadcast %x {shape = [2, 1]}\n  %m = max %b, %s\n  return %m\n}\n";
     emulates_as_interpreted(text);
 }
+
+/// Pointwise kernels move 16-byte vectors: the output and the contiguous operand are one
+/// `copy.8` each, a broadcast row and a transposed operand are read element by element, and a
+/// 1-byte (`i1`) output stays one element a thread. Each runs in the emulator against the
+/// interpreter.
+#[test]
+fn pointwise_kernels_copy_vectors_where_the_layouts_allow() {
+    let copies = |text: &str| {
+        emulates_as_interpreted(text);
+        let m = irc_frontend::parse_module(text).unwrap();
+        let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
+        assert_eq!(k.kernels.len(), 1);
+        irc_kir::print_module(&k)
+            .lines()
+            .filter(|l| l.trim().starts_with("copy."))
+            .map(|l| l.trim().split(' ').next().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    let mixed = "graph @m(%x: tensor<24x40xf16>, %b: tensor<40xf16>, %t: tensor<40x24xf16>) -> tensor<24x40xf16> {\n  %a = add %x, %b\n  %tt = transpose %t {perm = [1, 0]}\n  %y = mul %a, %tt\n  return %y\n}\n";
+    assert_eq!(copies(mixed), ["copy.8", "copy.8"]);
+    let wide =
+        "graph @w(%x: tensor<6x10xf32>) -> tensor<6x10xf32> {\n  %y = exp %x\n  return %y\n}\n";
+    assert_eq!(copies(wide), ["copy.4", "copy.4"]);
+    let bools = "graph @b(%x: tensor<64xf16>, %y: tensor<64xf16>) -> tensor<64xi1> {\n  %c = lt %x, %y\n  return %c\n}\n";
+    assert!(copies(bools).is_empty());
+}

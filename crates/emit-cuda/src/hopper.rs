@@ -120,9 +120,7 @@ impl KernelEmitter<'_> {
         );
         let _ = writeln!(self.out, "{pad}}}");
     }
-}
 
-impl KernelEmitter<'_> {
     /// The matrix descriptor of `t` at `at`. A constant part of the offset that is whole
     /// 16-byte units is added to the descriptor of the rest (`irc_wgmma_desc_add`), so the
     /// k-steps of one tile share one descriptor computation and each adds an immediate: built

@@ -590,7 +590,7 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     }
     // Rule 11: a value read by several statements that all end in one pointwise kernel is
     // computed once in that kernel (`h = a + b; y = h * sigmoid(h)`), not stored by its own.
-    shared_within_one_kernel(d, &mut home, &claimed, &is_result, &forced_at);
+    shared_within_one_kernel(d, &readers, &mut home, &claimed, &is_result, &forced_at);
     Decisions {
         home,
         attention,
@@ -602,23 +602,16 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
 /// Rule 11 (module docs), from the last node back, so that each reader's home is final when
 /// its operand is looked at: `dest[i]` is the one kernel node `i`'s value ends in (itself if
 /// it is stored, the common kernel of its readers if it is inline), `None` for several or for
-/// a kernel that is not pointwise.
+/// a kernel that is not pointwise. `readers[i]`: the distinct statements reading node `i`.
 fn shared_within_one_kernel(
     d: &impl Dag,
+    readers: &[Vec<usize>],
     home: &mut [Home],
     claimed: &[bool],
     is_result: &[bool],
     forced_at: &impl Fn(usize) -> bool,
 ) {
     let n = d.len();
-    let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
-    for i in 0..n {
-        for &o in d.operands(i) {
-            if readers[o].last() != Some(&i) {
-                readers[o].push(i);
-            }
-        }
-    }
     let pointwise = |k: usize, home: &[Home]| {
         d.kind(k) == NodeKind::Elementwise
             && matches!(home[k], Home::Stored { kernel, .. } if kernel == k)

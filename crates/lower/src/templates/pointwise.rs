@@ -21,12 +21,7 @@ impl Builder<'_, '_> {
                 blocks_per_sm: None,
             },
         };
-        let dtype = self.ty(v).dtype;
-        let width = if dtype.size_bytes() >= 2 {
-            super::vector::vector_width(dtype, n)
-        } else {
-            1
-        };
+        let width = super::vector::vector_width(self.ty(v).dtype, n);
         let vecs = n / width;
         self.kernel.block = [cfg.threads as u32, 1, 1];
         self.kernel.grid = [

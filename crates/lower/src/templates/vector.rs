@@ -19,9 +19,13 @@ use irc_layout::{Layout, coalesce, composition};
 use std::collections::HashMap;
 
 /// Elements of `dtype` in one vector access along rows of `k`: 16 bytes' worth, halved until
-/// it divides `k`; 1 (scalar) when fewer than 4 bytes remain.
+/// it divides `k`; 1 (scalar) when fewer than 4 bytes remain, and for 1-byte types (the MLIR
+/// backend's vector copies move 16-, 32- or 64-bit elements).
 pub(crate) fn vector_width(dtype: DType, k: u64) -> u64 {
     let size = dtype.size_bytes().max(1);
+    if size < 2 {
+        return 1;
+    }
     let mut w = (16 / size).max(1);
     while w > 1 && k % w != 0 {
         w /= 2;
