@@ -447,7 +447,11 @@ fn pointwise_kernels_copy_vectors_where_the_layouts_allow() {
             .collect::<Vec<_>>()
     };
     let mixed = "graph @m(%x: tensor<24x40xf16>, %b: tensor<40xf16>, %t: tensor<40x24xf16>) -> tensor<24x40xf16> {\n  %a = add %x, %b\n  %tt = transpose %t {perm = [1, 0]}\n  %y = mul %a, %tt\n  return %y\n}\n";
-    assert_eq!(copies(mixed), ["copy.8", "copy.8"]);
+    // x, the broadcast b (each vector of 8 lies in one row of 40) and y; not the transpose.
+    assert_eq!(copies(mixed), ["copy.8", "copy.8", "copy.8"]);
+    // Rows of 12 hold no whole vector of 8: the broadcast is read element by element.
+    let straddling = "graph @s(%x: tensor<4x12xf16>, %b: tensor<12xf16>) -> tensor<4x12xf16> {\n  %y = add %x, %b\n  return %y\n}\n";
+    assert_eq!(copies(straddling), ["copy.8", "copy.8"]);
     let wide =
         "graph @w(%x: tensor<6x10xf32>) -> tensor<6x10xf32> {\n  %y = exp %x\n  return %y\n}\n";
     assert_eq!(copies(wide), ["copy.4", "copy.4"]);

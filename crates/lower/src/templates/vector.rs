@@ -211,10 +211,22 @@ impl Builder<'_, '_> {
         if coord != st.coord.as_slice() || !matches!(st.width * dtype.size_bytes(), 4 | 8 | 16) {
             return None;
         }
-        // One coordinate per mode of the access (a pointwise kernel's rank-2 broadcast access
-        // read at its flat coordinate stays scalar), and elements of 2 bytes or more (the MLIR
-        // backend's vector copies move 16-, 32- or 64-bit elements).
-        if access.rank() != coord.len() || dtype.size_bytes() < 2 {
+        // Elements of 2 bytes or more (the MLIR backend's vector copies move 16-, 32- or
+        // 64-bit elements).
+        if dtype.size_bytes() < 2 {
+            return None;
+        }
+        // A flat coordinate into a multi-mode access (a pointwise kernel's broadcast or
+        // transposed operand) reads the access's modes grouped into one: the same function,
+        // whose contiguous runs `vector_layout` can see.
+        let grouped;
+        let access = if coord.len() == 1 && access.rank() > 1 {
+            grouped = irc_layout::group_modes(access, 0, access.rank()).ok()?;
+            &grouped
+        } else {
+            access
+        };
+        if access.rank() != coord.len() {
             return None;
         }
         Some((vector_layout(access, st.width, offset)?, st.width))
