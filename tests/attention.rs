@@ -1,7 +1,7 @@
 //! The attention template without a GPU: each attention graph lowers to one kernel, which the
 //! kernel-IR emulator (`emulate.rs`) runs on seeded random inputs; its result must match the
 //! interpreter running the graph as written (unfused) within the dtype's tolerance. Sizes are
-//! odd (tails in both the query and the key tiles), head dims 32/64/128, f16 and bf16, causal,
+//! odd (tails in both the query and the key tiles), head dims 32/64/128/256, f16 and bf16, causal,
 //! an additive mask tensor, grouped-query broadcasting, K stored keys-contiguous.
 
 mod emulate;
@@ -106,6 +106,28 @@ fn causal_bf16_d32() {
           %ss = mul %s, %c
           %row = iota {axis = 0} : tensor<100x100xi32>
           %col = iota {axis = 1} : tensor<100x100xi32>
+          %keep = ge %row, %col
+          %ninf = constant {value = -inf} : tensor<bf16>
+          %m = select %keep, %ss, %ninf
+          %p = softmax %m {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+    );
+    assert!(skips_tiles(&kir));
+}
+
+/// Head dim 256: 32-key tiles and the Q fragments read from shared memory at each k-step
+/// (`ldmatrix` inside the `Q·Kᵀ` loop), tails in the query and key tiles, a causal mask.
+#[test]
+fn causal_bf16_d256_odd_sizes() {
+    let kir = check(
+        "graph @d256(%q: tensor<1x2x70x256xbf16>, %k: tensor<1x2x70x256xbf16>, %v: tensor<1x2x70x256xbf16>) -> tensor<1x2x70x256xbf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %c = constant {value = 0.0625} : tensor<bf16>
+          %ss = mul %s, %c
+          %row = iota {axis = 0} : tensor<70x70xi32>
+          %col = iota {axis = 1} : tensor<70x70xi32>
           %keep = ge %row, %col
           %ninf = constant {value = -inf} : tensor<bf16>
           %m = select %keep, %ss, %ninf

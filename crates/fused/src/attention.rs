@@ -12,14 +12,14 @@
 //! It is declined, with the reason, when the scores or probabilities are read elsewhere, when
 //! the prologue reads the scores at other coordinates (a view, a `concat`, a `gather`) or is
 //! stored, when the element type is not f16/bf16 (the template runs on tensor cores), when the
-//! head dims are not 32, 64 or 128, or when an operand is a vector or `P` is transposed.
+//! head dims are not 32, 64, 128 or 256, or when an operand is a vector or `P` is transposed.
 
 use crate::policy::{Dag, Home, NodeKind};
 use irc_ir::infer::matmul_shape;
 use irc_ir::{DType, OpKind};
 
 /// Head dims the attention template takes (Q·Kᵀ's K and V's columns).
-pub const HEAD_DIMS: [u64; 3] = [32, 64, 128];
+pub const HEAD_DIMS: [u64; 4] = [32, 64, 128, 256];
 
 /// One attention chain the policy looked at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,7 +234,7 @@ fn check(
     };
     if !HEAD_DIMS.contains(&qk.k) || !HEAD_DIMS.contains(&pv.n) {
         return no(&format!(
-            "head dims {} (Q·Kᵀ) and {} (V) must each be 32, 64 or 128",
+            "head dims {} (Q·Kᵀ) and {} (V) must each be 32, 64, 128 or 256",
             qk.k, pv.n
         ));
     }

@@ -21,8 +21,15 @@ use std::fmt;
 
 /// Registers a producer warpgroup keeps (`setmaxnreg.dec`).
 pub(crate) const PRODUCER_REGS: u64 = 24;
-/// Keys per tile.
+/// Keys per tile up to head dim 128.
 pub(crate) const BKV: u64 = 128;
+
+/// Keys per tile for head dims `d` (Q·Kᵀ) and `dv` (V): [`BKV`], or 64 above head dim 128 —
+/// K and V tiles of 128 keys by 256 would leave room for one stage in shared memory, and 64
+/// f32 scores a thread beside 128 O accumulators for no more than 240 registers.
+pub(crate) fn keys_per_tile(d: u64, dv: u64) -> u64 {
+    if d.max(dv) > 128 { 64 } else { BKV }
+}
 
 /// A point of the Hopper attention kernel's space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,8 +102,10 @@ impl AttentionConfig {
         sms: u64,
     ) -> AttentionConfig {
         let busy = |rows: u64| busy_share(sq, batch, rows, sms);
-        let whole = sk % BKV == 0;
-        let consumers = if dv > 64 && !causal && whole && busy(192) >= 0.95 * busy(128) {
+        let whole = sk % keys_per_tile(dv, dv) == 0;
+        // (Above head dim 128 three consumers' accumulators do not fit their 160 registers.)
+        let consumers = if dv > 64 && dv <= 128 && !causal && whole && busy(192) >= 0.95 * busy(128)
+        {
             3
         } else {
             2
@@ -187,7 +196,8 @@ impl TemplateSpace for AttentionSpace {
         // (addresses, row state): ptxas fits head dim 128 in 160 without spilling; a causal
         // mask's two prologue paths (masked and whole tiles), or the guards of keys that do
         // not fill the last tile, about 16 more.
-        let extra = if *causal || sk % BKV != 0 { 16 } else { 0 };
+        let bkv = keys_per_tile(*dv, *dv);
+        let extra = if *causal || sk % bkv != 0 { 16 } else { 0 };
         if c.pipelined && (c.consumers != 2 || *dv > 64) {
             return Err(format!(
                 "a pipelined kernel has two consumers and head dim at most 64 (two score buffers); {} consumers, head dim {dv}",
@@ -195,7 +205,7 @@ impl TemplateSpace for AttentionSpace {
             ));
         }
         let buffers = if c.pipelined { 2 } else { 1 };
-        let need = buffers * BKV / 2 + dv / 2 + 24 + extra;
+        let need = buffers * bkv / 2 + dv / 2 + 24 + extra;
         if need > consumer_regs(c.consumers) {
             return Err(format!(
                 "{need} registers a consumer thread; {} consumers have {}",
@@ -282,5 +292,8 @@ mod tests {
         assert_eq!(h(512, 64, false, 512).to_string(), "consumers=2");
         assert_eq!(h(2048, 64, true, 128).to_string(), "consumers=2");
         assert_eq!(h(4096, 128, true, 64).to_string(), "consumers=2");
+        // Head dim 256: two consumers (three would need 184 registers a thread of 160).
+        assert_eq!(h(8192, 256, false, 32).to_string(), "consumers=2,pingpong");
+        assert_eq!(h(1024, 256, true, 128).to_string(), "consumers=2");
     }
 }

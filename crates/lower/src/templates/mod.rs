@@ -102,7 +102,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
     TemplateInfo {
         name: "attention",
         anchor: Anchor::Attention,
-        applies: "attention groups (policy rule 8: f16/bf16, head dims 32/64/128; sm_80+ mma.sync)",
+        applies: "attention groups (policy rule 8: f16/bf16, head dims 32/64/128/256; sm_80+ mma.sync)",
         config: "FA2 schedule: block per (batch entry, 64 query rows), 4 warps of 16 rows, K/V tiles of 64 keys (32 when a head dim is 128) through shared memory, online softmax in registers, causal tiles skipped",
     },
     TemplateInfo {

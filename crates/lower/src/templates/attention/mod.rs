@@ -194,7 +194,7 @@ impl Builder<'_, '_> {
         if !matches!(dt, DType::F16 | DType::BF16) || !irc_fused::attention::HEAD_DIMS.contains(&d)
         {
             return Err(unsupported(format!(
-                "{dt} with head dim {d}: the template takes f16/bf16 and head dims 32, 64, 128"
+                "{dt} with head dim {d}: the template takes f16/bf16 and head dims 32, 64, 128, 256"
             )));
         }
         let batch: u64 = qk.ms.batch.iter().product();

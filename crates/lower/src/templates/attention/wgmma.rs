@@ -3,12 +3,15 @@
 //! A block owns `64 * consumers` query rows of one batch entry (`AttentionConfig`: 2 or 3
 //! consumer warpgroups) beside a producer warpgroup: one producer thread issues every TMA load
 //! (`setmaxnreg.dec` gives its registers away), each consumer owns 64 query rows
-//! (`setmaxnreg.inc`). The producer loads the Q tile once, then K and V tiles of [`BKV`] keys
-//! into a ring of stages, each stage with its own "K full", "V full" and "empty" mbarriers, so a
-//! consumer starts `Q·Kᵀ` while V is still arriving and the producer runs up to the ring's depth
-//! ahead. For each key tile a consumer:
+//! (`setmaxnreg.inc`). The producer loads the Q tile once, then K and V tiles of
+//! [`keys_per_tile`] keys (128, or 64 above head dim 128) into a ring of stages, each stage
+//! with its own "K full", "V full" and "empty" mbarriers, so a consumer starts `Q·Kᵀ` while V
+//! is still arriving and the producer runs up to the ring's depth ahead. Q has two buffers (the
+//! next unit's tile loads while this one's run) where two K/V stages still fit beside them,
+//! else one (head dim 256). For each key tile a consumer:
 //!
-//! 1. waits for K, then `S = Q·Kᵀ` by `wgmma.m64nBKVk16` with both operands in shared memory
+//! 1. waits for K, then `S = Q·Kᵀ` by `wgmma.m64nNk16` (N the tile's keys) with both operands
+//!    in shared memory
 //!    (its 64 rows of Q, the K tile), f32 accumulators, the first k-step overwriting them;
 //! 2. applies the prologue and the online softmax (the parent module's, on the same register
 //!    order: each warp's part of `wgmma_m64nk16_d` is atoms of `mma_m16n8k16_c`), leaving
@@ -36,7 +39,9 @@
 //! (the `staged` module: 16-byte copies instead of scattered 2-byte stores) and only then
 //! releases the tile to the producer.
 
-use super::super::attention_config::{AttentionConfig, BKV, PRODUCER_REGS, consumer_regs};
+use super::super::attention_config::{
+    AttentionConfig, PRODUCER_REGS, consumer_regs, keys_per_tile,
+};
 use super::super::config::Config;
 use super::super::tma::{Operand, operand};
 use super::{AttPlan, AttentionOps, schedule};
@@ -58,8 +63,8 @@ impl Builder<'_, '_> {
     /// (nothing emitted) otherwise, and the caller uses the mma.sync schedule.
     pub(super) fn attention_wgmma(&mut self, ops: &AttentionOps<'_>, p: &AttPlan) -> R<bool> {
         let (d, dv, dt) = (p.d, p.dv, p.dt);
-        if !matches!(d, 32 | 64 | 128)
-            || !matches!(dv, 32 | 64 | 128)
+        if !matches!(d, 32 | 64 | 128 | 256)
+            || !matches!(dv, 32 | 64 | 128 | 256)
             || p.batch > 65535
             || p.sq == 0
         {
@@ -120,19 +125,25 @@ impl Builder<'_, '_> {
         let Some(oq) = read(self, q, &p.qk.access_a, bq, dk, d, p.sq) else {
             return Ok(false);
         };
-        let Some(ok) = read(self, kt, &k_rows, BKV, dk, d, p.sk) else {
+        let bkv = keys_per_tile(dk, dvp);
+        let Some(ok) = read(self, kt, &k_rows, bkv, dk, d, p.sk) else {
             return Ok(false);
         };
-        let Some(ov) = read(self, v, &v_rows, dvp, BKV, p.sk, dv) else {
+        let Some(ov) = read(self, v, &v_rows, dvp, bkv, p.sk, dv) else {
             return Ok(false);
         };
         let target = self.l.options.target.clone();
         let stage_elems = ok.tile_elems() + ov.tile_elems();
-        // Two Q tiles (the next work unit's loads while this one's run), then the K/V ring.
-        let budget = target
-            .max_dynamic_shared_bytes
-            .saturating_sub(2 * oq.tile_elems() * 2 + 1024);
-        let stages = (budget / (stage_elems * 2)).min(4);
+        // Two Q tiles (the next work unit's loads while this one's run) where the K/V ring
+        // beside them still has two stages, else one (head dim 256), then the ring.
+        let stages_beside = |q_tiles: u64| {
+            let budget = target
+                .max_dynamic_shared_bytes
+                .saturating_sub(q_tiles * oq.tile_elems() * 2 + 1024);
+            (budget / (stage_elems * 2)).min(4)
+        };
+        let q_tiles = if stages_beside(2) >= 2 { 2 } else { 1 };
+        let stages = stages_beside(q_tiles);
         if stages < 2 {
             return Ok(false);
         }
@@ -144,7 +155,7 @@ impl Builder<'_, '_> {
         let mq = self.tensor_map(&oq, dt)?;
         let mk = self.tensor_map(&ok, dt)?;
         let mv = self.tensor_map(&ov, dt)?;
-        let (sq_t, dst_q) = self.stage_ring(&oq, 2, dt)?;
+        let (sq_t, dst_q) = self.stage_ring(&oq, q_tiles, dt)?;
         let (sk_t, dst_k) = self.stage_ring(&ok, stages, dt)?;
         let (sv_t, dst_v) = self.stage_ring(&ov, stages, dt)?;
         // Q full and Q empty of Q buffer b at b and 2 + b; K full, V full and empty of stage s
@@ -156,7 +167,7 @@ impl Builder<'_, '_> {
         let flat = |s: &mut Self, t: &str, n: u64| -> R<String> {
             Ok(s.tensor(Space::View(t.to_string()), dt, li(n, 1)?))
         };
-        let wq = flat(self, &sq_t, 2 * oq.tile_elems())?;
+        let wq = flat(self, &sq_t, q_tiles * oq.tile_elems())?;
         let wk = flat(self, &sk_t, stages * ok.tile_elems())?;
         let wv = flat(self, &sv_t, stages * ov.tile_elems())?;
         let q_steps = oq.ksteps()?;
@@ -184,14 +195,14 @@ impl Builder<'_, '_> {
         let lazy = !pipelined && dv > 64;
         let mut score_bufs = vec![];
         for _ in 0..if pipelined { 2 } else { 1 } {
-            let acc = regs(self, DType::F32, BKV / 2)?;
-            let acc4 = view4(self, &acc, DType::F32, BKV / 2)?;
+            let acc = regs(self, DType::F32, bkv / 2)?;
+            let acc4 = view4(self, &acc, DType::F32, bkv / 2)?;
             // P is the scores' registers, rounded to the inputs' type pairwise as the RS
             // wgmma packs them: A fragment kk is values 8kk..8kk+8.
             let pa = self.tensor(
                 Space::View(acc.clone()),
                 DType::F32,
-                Layout::flat(&[8, (BKV / 16) as i64], &[1, 8]).map_err(internal)?,
+                Layout::flat(&[8, (bkv / 16) as i64], &[1, 8]).map_err(internal)?,
             );
             score_bufs.push(ScoreBuf { acc, acc4, pa });
         }
@@ -236,7 +247,7 @@ impl Builder<'_, '_> {
             Ty::Idx,
             Expr::idx(IdxOp::Div, tid.clone(), Expr::Int(128)),
         );
-        let ktiles = p.sk.div_ceil(BKV);
+        let ktiles = p.sk.div_ceil(bkv);
         // The ring position of the block's `it`-th key tile: (stage, phase parity).
         let ring = |s: &mut Self, it: &Expr| -> (Expr, Expr) {
             let st = s.let_(
@@ -259,7 +270,7 @@ impl Builder<'_, '_> {
         // blocks take them in the order `schedule::balanced_order` finds, from a table.
         // Measured on the H200 (run 125): att_causal_d64_s2k 0.2258 -> 0.1920 ms,
         // att_causal_d128_s4k 0.5209 -> 0.4826.
-        let keys = |t: u64| (t * bq + bq).div_ceil(BKV).min(ktiles);
+        let keys = |t: u64| (t * bq + bq).div_ceil(bkv).min(ktiles);
         let blocks = u64::from(self.kernel.grid[0]);
         let order = match p.causal && units > blocks && units <= schedule::MAX_UNITS {
             true => {
@@ -329,7 +340,7 @@ impl Builder<'_, '_> {
                 let bi = s.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, unit, int(tiles_q)));
                 // With a causal mask, no key tile starting past the unit's last row.
                 let nk = if p.causal {
-                    let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + BKV - 1)), int(BKV));
+                    let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + bkv - 1)), int(bkv));
                     let upto = s.let_("upto", Ty::Idx, upto);
                     let fewer = lt(upto.clone(), int(ktiles));
                     let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
@@ -350,11 +361,11 @@ impl Builder<'_, '_> {
             let qb = s.let_(
                 "qb",
                 Ty::Idx,
-                Expr::idx(IdxOp::Rem, j.clone(), Expr::Int(2)),
+                Expr::idx(IdxOp::Rem, j.clone(), int(q_tiles)),
             );
             let qph = Expr::idx(
                 IdxOp::Rem,
-                Expr::idx(IdxOp::Div, j.clone(), Expr::Int(2)),
+                Expr::idx(IdxOp::Div, j.clone(), int(q_tiles)),
                 Expr::Int(2),
             );
             let qph = s.let_("qph", Ty::Idx, qph);
@@ -374,7 +385,7 @@ impl Builder<'_, '_> {
                     // The unit's Q, once the consumers released the buffer's last fill.
                     let (qb, qph) = q_ring(s, &j);
                     s.out.push(Stmt::If {
-                        cond: Expr::idx(IdxOp::Le, Expr::Int(2), j.clone()),
+                        cond: Expr::idx(IdxOp::Le, int(q_tiles), j.clone()),
                         body: vec![intr(
                             Intrinsic::MbarrierWait,
                             vec![
@@ -406,7 +417,7 @@ impl Builder<'_, '_> {
                             )],
                             orelse: vec![],
                         });
-                        let key0 = s.let_("key0", Ty::Idx, mul(kt, int(BKV)));
+                        let key0 = s.let_("key0", Ty::Idx, mul(kt, int(bkv)));
                         for (o, map, dst, base, row0, k0) in [
                             (&ok, &mk, &dst_k, k_full, &key0, &zero),
                             (&ov, &mv, &dst_v, v_full, &zero, &key0),
@@ -432,7 +443,7 @@ impl Builder<'_, '_> {
         })?;
 
         // The consumers.
-        let staged = self.att_staged_plan(p, &oq, &sq_t, 2)?;
+        let staged = self.att_staged_plan(p, &oq, &sq_t, q_tiles)?;
         let (q_lbo, q_sbo) = oq.lbo_sbo().map_err(internal)?;
         let (k_lbo, k_sbo) = ok.lbo_sbo().map_err(internal)?;
         let (v_lbo, v_sbo) = ov.lbo_sbo().map_err(internal)?;
@@ -512,7 +523,7 @@ impl Builder<'_, '_> {
                         let qa = add(q_at.clone(), int(step_at(&q_steps, ks)? as u64));
                         let kb = add(k_base.clone(), int(step_at(&k_steps, ks)? as u64));
                         s.out.push(intr(
-                            Intrinsic::Wgmma(BKV as u16),
+                            Intrinsic::Wgmma(bkv as u16),
                             vec![
                                 Arg::at(&buf.acc, vec![]),
                                 Arg::at(&wq, vec![qa]),
@@ -542,7 +553,7 @@ impl Builder<'_, '_> {
                         s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
                     }
                     let v_base = s.let_("vb", Ty::Idx, mul(st.clone(), int(ov.tile_elems())));
-                    for kk in 0..BKV / 16 {
+                    for kk in 0..bkv / 16 {
                         let vb = add(v_base.clone(), int(step_at(&v_steps, kk)? as u64));
                         s.out.push(intr(
                             Intrinsic::WgmmaRs(dvp as u16),
@@ -568,7 +579,7 @@ impl Builder<'_, '_> {
             };
             // (The first tile's S overwrites the accumulator; it starts defined all the same.)
             for buf in &score_bufs {
-                s.zero(&buf.acc4, BKV / 8)?;
+                s.zero(&buf.acc4, bkv / 8)?;
             }
             // The prologue and the online softmax of the scores in `buf` (key tile `kt`): the
             // probabilities left in `buf`, the rows' rescaling factors returned.
@@ -580,7 +591,7 @@ impl Builder<'_, '_> {
                            m: &[String],
                            l: &[String]|
              -> R<Vec<Expr>> {
-                let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(BKV)));
+                let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(bkv)));
                 // Each value's (row, col), computed where they are used: kept live across the
                 // whole walk they cost the registers the MLIR backend's kernel runs out of.
                 let rc = s.att_coords(&lane, &slab)?;
@@ -588,14 +599,14 @@ impl Builder<'_, '_> {
                     // Key tiles left of the unit's first row keep every score.
                     let whole = Expr::idx(
                         IdxOp::Le,
-                        add(k0.clone(), int(BKV)),
+                        add(k0.clone(), int(bkv)),
                         add(q0.clone(), Expr::Int(1)),
                     );
                     let unmasked = s.block(|s| {
-                        s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, true)
+                        s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, bkv, true)
                     })?;
                     let masked = s.block(|s| {
-                        s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, false)
+                        s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, bkv, false)
                     })?;
                     s.out.push(Stmt::If {
                         cond: whole,
@@ -603,9 +614,9 @@ impl Builder<'_, '_> {
                         orelse: masked,
                     });
                 } else {
-                    s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, BKV, false)?;
+                    s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, bkv, false)?;
                 }
-                s.att_online(p, &buf.acc4, (m, l), BKV, lazy)
+                s.att_online(p, &buf.acc4, (m, l), bkv, lazy)
             };
             walk(s, &mut |s, j, q0, bi, nk, it0| {
                 let (m, l) = s.att_state();
