@@ -117,12 +117,13 @@ fn causal_bf16_d32() {
     assert!(skips_tiles(&kir));
 }
 
-/// Head dim 256: 32-key tiles and the Q fragments read from shared memory at each k-step
-/// (`ldmatrix` inside the `Q·Kᵀ` loop), tails in the query and key tiles, a causal mask.
+/// Head dim 256 is the Hopper kernel's (64-key tiles, one Q buffer; the emulator does not run
+/// `wgmma`, so this checks the kernel IR, and `tests/gpu/attention_d256.ir` the numbers): with
+/// the Hopper templates the chain is one kernel whose `Q·Kᵀ` is `m64n64k16`; on sm_80 it is
+/// planned again unfused, and those kernels compute what the interpreter does.
 #[test]
-fn causal_bf16_d256_odd_sizes() {
-    let kir = check(
-        "graph @d256(%q: tensor<1x2x70x256xbf16>, %k: tensor<1x2x70x256xbf16>, %v: tensor<1x2x70x256xbf16>) -> tensor<1x2x70x256xbf16> {
+fn head_dim_256_on_hopper_and_unfused_on_sm80() {
+    let src = "graph @d256(%q: tensor<1x2x70x256xbf16>, %k: tensor<1x2x70x256xbf16>, %v: tensor<1x2x70x256xbf16>) -> tensor<1x2x70x256xbf16> {
           %s = matmul %q, %k {transpose_b = true}
           %c = constant {value = 0.0625} : tensor<bf16>
           %ss = mul %s, %c
@@ -134,9 +135,31 @@ fn causal_bf16_d256_odd_sizes() {
           %p = softmax %m {axis = -1}
           %o = matmul %p, %v
           return %o
-        }",
-    );
-    assert!(skips_tiles(&kir));
+        }";
+    let m = irc_frontend::parse_module(src).expect("parses");
+    let g = &m.graphs[0];
+    let hopper = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let k = irc_lower::plan_and_lower_with(g, Default::default(), &hopper)
+        .expect("lowers")
+        .kernels;
+    irc_kir::verify_module(&k).expect("verifies");
+    let text = irc_kir::print_module(&k);
+    assert_eq!(k.kernels.len(), 1, "{text}");
+    assert!(k.kernels[0].name.ends_with("attention"), "{text}");
+    assert!(text.contains("wgmma.m64n64k16"), "{text}");
+    assert!(text.contains("wgmma.rs.m64n256k16"), "{text}");
+    let k80 = irc_lower::lower_graph(g, Default::default()).expect("lowers for sm_80");
+    assert_eq!(k80.kernels.len(), 3);
+    for (i, (got, want)) in emulate::against_interpreter_all(g, &k80, 7)
+        .into_iter()
+        .enumerate()
+    {
+        let c = compare::compare(&got, &want).unwrap();
+        assert!(c.passed(), "result {i}: {c:?}");
+    }
 }
 
 #[test]

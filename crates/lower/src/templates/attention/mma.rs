@@ -1,10 +1,9 @@
-//! FlashAttention-2's schedule on `mma.sync.m16n8k16` (sm_80+).
+//! FlashAttention-2's schedule on `mma.sync.m16n8k16` (sm_80+), head dims 32 to 128.
 //!
 //! A block of 4 warps owns 64 query rows of one batch entry (every batch dim, heads included,
 //! flattened); each warp owns 16 rows, one mma row atom. The block loads its Q tile once, each
-//! warp keeps its Q fragments in registers (up to head dim 128; at 256 it reads them from the
-//! tile at each k-step), then for each tile of 64 keys (32 above head dim 64,
-//! [`keys_per_tile`]):
+//! warp keeps its Q fragments in registers, then for each tile of 64 keys (32 when a head dim
+//! is 128, [`keys_per_tile`]):
 //!
 //! 1. K and V tiles come to shared memory (16-byte copies where the layouts allow, zeros past
 //!    the sequence's end); with 64 keys the K tile reuses the Q tile's storage.
@@ -21,17 +20,10 @@ use irc_layout::{Layout, composition};
 
 /// Query rows per block (4 warps of one 16-row mma atom each).
 pub(crate) const BQ: u64 = 64;
-/// Keys per tile: 64, or 32 when a head dim is over 64 (the S and P registers of 64 keys
-/// beside 128-column O accumulators and Q fragments exceed the 255-register budget on sm_80).
+/// Keys per tile: 64, or 32 when a head dim is 128 (the S and P registers of 64 keys beside
+/// 128-column O accumulators and Q fragments exceed the 255-register budget on sm_80).
 pub(crate) fn keys_per_tile(d: u64, dv: u64) -> u64 {
     if d.max(dv) > 64 { 32 } else { 64 }
-}
-
-/// Whether each warp keeps its Q fragments in registers for the whole key loop: up to head
-/// dim 128. At 256 they would take 64 registers beside O's 128, so they are read from the Q
-/// tile again at each k-step of `Q·Kᵀ`.
-fn q_in_registers(d: u64) -> bool {
-    d <= 128
 }
 const WARPS: u64 = 4;
 const THREADS: u64 = 32 * WARPS;
@@ -46,6 +38,14 @@ impl Builder<'_, '_> {
         let q_d_fast = self.unit_stride(q, &qk.access_a, 1, qk.ak_st == 1);
         let k_keys_fast = self.unit_stride(kt, &qk.access_b, 1, qk.bn_st == 1);
         let v_d_fast = self.unit_stride(v, &pv.access_b, 1, pv.bn_st == 1);
+        // Head dim 256 is the Hopper kernel's alone: here a warp's 128 O accumulators a thread
+        // beside its Q fragments (or their addresses, read at each k-step) left no room (the
+        // MLIR backend's sm_80 kernel spilled), so the chain is planned again unfused.
+        if d.max(dv) > 128 {
+            return Err(Retry::Materialize(
+                self.l.names[ops.softmax.result.index()].clone(),
+            ));
+        }
         let tiles_q = sq.div_ceil(BQ);
         if tiles_q > i32::MAX as u64 {
             return Err(super::unsupported(format!("{sq} query rows")));
@@ -89,8 +89,7 @@ impl Builder<'_, '_> {
         if smem_k != smem_q {
             bytes += cosize(&smem_k);
         }
-        // Beyond the 48 KiB of static arrays (head dim 256) the tiles are dynamic shared memory.
-        let limit = self.l.options.target.max_dynamic_shared_bytes as i64;
+        let limit = self.l.options.target.max_shared_bytes as i64;
         if bytes.saturating_mul(2) > limit {
             // Too much shared memory for these layouts: plan again with the probabilities stored
             // (policy rule 8 then declines the chain, and the unfused kernels run).
@@ -130,9 +129,7 @@ impl Builder<'_, '_> {
             Ok(s.tensor(Space::Registers, dtype, l))
         };
         let natoms = (bkv / 8) as i64;
-        let q_regs = q_in_registers(d);
-        let q_frags = if q_regs { d as i64 / 16 } else { 1 };
-        let fq = regs(self, dt, &[8, q_frags], &[1, 8])?;
+        let fq = regs(self, dt, &[8, d as i64 / 16], &[1, 8])?;
         let fk = regs(self, dt, &[4, natoms], &[1, 4])?;
         let fk_pairs = self.tensor(
             Space::View(fk.clone()),
@@ -165,13 +162,6 @@ impl Builder<'_, '_> {
             Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
         );
         let rc = self.att_coords(&lane, &warp)?;
-        let ldmatrix_q = |ks: Expr, at: Expr| Stmt::Intrinsic {
-            op: Intrinsic::ldmatrix_x4(trans_q),
-            args: vec![
-                kir::Arg::at(&fq, vec![at]),
-                kir::Arg::at(&rows_q, vec![lane.clone(), ks, warp.clone()]),
-            ],
-        };
         self.for_(
             "b",
             bx(Builtin::BidY),
@@ -196,12 +186,16 @@ impl Builder<'_, '_> {
                 };
                 s.tc_tile_load(&q_tile, &Expr::Int(0), &bi, d, dt)?;
                 s.out.push(Stmt::Sync);
-                if q_regs {
-                    s.unrolled("ks", d / 16, &mut |s, ks| {
-                        s.out.push(ldmatrix_q(ks.clone(), ks));
-                        Ok(())
-                    })?;
-                }
+                s.unrolled("ks", d / 16, &mut |s, ks| {
+                    s.out.push(Stmt::Intrinsic {
+                        op: Intrinsic::ldmatrix_x4(trans_q),
+                        args: vec![
+                            kir::Arg::at(&fq, vec![ks.clone()]),
+                            kir::Arg::at(&rows_q, vec![lane.clone(), ks, warp.clone()]),
+                        ],
+                    });
+                    Ok(())
+                })?;
                 let (m, l) = s.att_state();
                 s.zero(&acc_o, dv / 8)?;
                 s.for_("k0", Expr::Int(0), int(sk), int(bkv), false, |s, k0| {
@@ -241,12 +235,6 @@ impl Builder<'_, '_> {
                         // Each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
                         // fragment registers live at once).
                         s.unrolled("ks", d / 16, &mut |s, ks| {
-                            let qf = if q_regs {
-                                ks.clone()
-                            } else {
-                                s.out.push(ldmatrix_q(ks.clone(), Expr::Int(0)));
-                                Expr::Int(0)
-                            };
                             s.unrolled("j", bkv / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: Intrinsic::ldmatrix_x4(trans_k),
@@ -264,7 +252,7 @@ impl Builder<'_, '_> {
                                         op: Intrinsic::MmaM16n8k16,
                                         args: vec![
                                             kir::Arg::at(&acc_s, vec![atom.clone()]),
-                                            kir::Arg::at(&fq, vec![qf.clone()]),
+                                            kir::Arg::at(&fq, vec![ks.clone()]),
                                             kir::Arg::at(&fk, vec![atom]),
                                         ],
                                     });
