@@ -201,6 +201,39 @@ fn the_hopper_norm_prologue_scales_register_pairs() {
     }
 }
 
+/// The verifier names a `wgmma` shape the intrinsic table lacks instead of checking it as
+/// another intrinsic's row (it reported `ldmatrix.x4 takes 2 operands` for an N of 80).
+#[test]
+fn a_wgmma_shape_outside_the_table_is_reported_as_such() {
+    let src = norm_gemm(130, 256, 96, false);
+    let m = irc_frontend::parse_module(&src).expect("parses");
+    let options = LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let mut kernels = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &options)
+        .expect("lowers")
+        .kernels;
+    fn retarget(body: &mut [irc_kir::Stmt]) -> bool {
+        body.iter_mut().any(|s| match s {
+            irc_kir::Stmt::Intrinsic { op, .. } if matches!(op, irc_kir::Intrinsic::WgmmaRs(_)) => {
+                *op = irc_kir::Intrinsic::WgmmaRs(80);
+                true
+            }
+            irc_kir::Stmt::For { body, .. } => retarget(body),
+            irc_kir::Stmt::If { body, orelse, .. } => retarget(body) || retarget(orelse),
+            _ => false,
+        })
+    }
+    let body = std::sync::Arc::make_mut(&mut kernels.kernels[0].body);
+    assert!(retarget(body), "a register-operand wgmma to retarget");
+    let err = irc_kir::verify_module(&kernels).expect_err("N = 80 is not in the table");
+    assert!(
+        err.to_string().contains("WgmmaRs(80) is not an intrinsic"),
+        "{err}"
+    );
+}
+
 /// A reduction of the matmul's epilogue (the policy's rule 6): `reduce(relu(A @ B))` over the
 /// last axis (`rows`) or the one before it, with the matmul itself stored too.
 fn reduce_gemm(batch: &str, (m, k, n): (u64, u64, u64), dt: &str, red: &str, rows: bool) -> String {

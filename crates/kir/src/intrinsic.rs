@@ -556,6 +556,8 @@ impl Intrinsic {
         }
     }
 
+    /// The table's row of `self`; the first row where the table has none (a `wgmma` shape it
+    /// lacks), which the verifier reports.
     pub fn info(self) -> &'static IntrinsicInfo {
         INTRINSICS
             .iter()

@@ -529,6 +529,10 @@ impl<'k> Checker<'k> {
             Stmt::Sync => Ok(()),
             Stmt::Intrinsic { op, args } => {
                 let info = op.info();
+                // A variant without a row of its own (`wgmma` of an N the table lacks).
+                if info.op != *op {
+                    return Err(format!("{op:?} is not an intrinsic of the kernel IR"));
+                }
                 if args.len() != info.args.len() {
                     return Err(format!(
                         "{} takes {} operands, got {}",
