@@ -99,22 +99,30 @@ fn odd_sizes_f16_d64() {
 
 #[test]
 fn causal_bf16_d32() {
-    let kir = check(
-        "graph @causal(%q: tensor<1x2x100x32xbf16>, %k: tensor<1x2x100x32xbf16>, %v: tensor<1x2x100x32xbf16>) -> tensor<1x2x100x32xbf16> {
-          %s = matmul %q, %k {transpose_b = true}
-          %c = constant {value = 0.17677669529663687} : tensor<bf16>
+    let kir = check(&causal_bf16(100, 32));
+    assert!(skips_tiles(&kir));
+}
+
+/// Causal bf16 attention over `n` queries and keys of head dim `d` (one batch entry, two
+/// heads, scale `1/sqrt(d)`), the mask a comparison of two `iota`s.
+fn causal_bf16(n: u64, d: u64) -> String {
+    let t = format!("tensor<1x2x{n}x{d}xbf16>");
+    let scale = 1.0 / (d as f64).sqrt();
+    format!(
+        "graph @causal(%q: {t}, %k: {t}, %v: {t}) -> {t} {{
+          %s = matmul %q, %k {{transpose_b = true}}
+          %c = constant {{value = {scale:?}}} : tensor<bf16>
           %ss = mul %s, %c
-          %row = iota {axis = 0} : tensor<100x100xi32>
-          %col = iota {axis = 1} : tensor<100x100xi32>
+          %row = iota {{axis = 0}} : tensor<{n}x{n}xi32>
+          %col = iota {{axis = 1}} : tensor<{n}x{n}xi32>
           %keep = ge %row, %col
-          %ninf = constant {value = -inf} : tensor<bf16>
+          %ninf = constant {{value = -inf}} : tensor<bf16>
           %m = select %keep, %ss, %ninf
-          %p = softmax %m {axis = -1}
+          %p = softmax %m {{axis = -1}}
           %o = matmul %p, %v
           return %o
-        }",
-    );
-    assert!(skips_tiles(&kir));
+        }}"
+    )
 }
 
 /// Head dim 256 is the Hopper kernel's (64-key tiles, one Q buffer; the emulator does not run
@@ -123,20 +131,8 @@ fn causal_bf16_d32() {
 /// planned again unfused, and those kernels compute what the interpreter does.
 #[test]
 fn head_dim_256_on_hopper_and_unfused_on_sm80() {
-    let src = "graph @d256(%q: tensor<1x2x70x256xbf16>, %k: tensor<1x2x70x256xbf16>, %v: tensor<1x2x70x256xbf16>) -> tensor<1x2x70x256xbf16> {
-          %s = matmul %q, %k {transpose_b = true}
-          %c = constant {value = 0.0625} : tensor<bf16>
-          %ss = mul %s, %c
-          %row = iota {axis = 0} : tensor<70x70xi32>
-          %col = iota {axis = 1} : tensor<70x70xi32>
-          %keep = ge %row, %col
-          %ninf = constant {value = -inf} : tensor<bf16>
-          %m = select %keep, %ss, %ninf
-          %p = softmax %m {axis = -1}
-          %o = matmul %p, %v
-          return %o
-        }";
-    let m = irc_frontend::parse_module(src).expect("parses");
+    let src = causal_bf16(70, 256);
+    let m = irc_frontend::parse_module(&src).expect("parses");
     let g = &m.graphs[0];
     let hopper = irc_lower::LowerOptions {
         wgmma: true,
