@@ -429,6 +429,35 @@ fn the_emulator_rounds_scalars_to_their_type() {
     emulates_as_interpreted(text);
 }
 
+/// A pointwise kernel reading an operand through a matrix transpose takes its vectors in
+/// tiles of 32 rows (a warp's vectors down one column, so its reads of that operand are
+/// consecutive elements), where the rows are a multiple of 32 and long enough that a block
+/// would otherwise stay in one or two of them; it computes what the interpreter does either
+/// way, and keeps the output's order without a transpose.
+#[test]
+fn transposed_operands_are_read_in_tiles_of_rows() {
+    let kir = |text: &str| {
+        emulates_as_interpreted(text);
+        let m = irc_frontend::parse_module(text).unwrap();
+        let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
+        irc_kir::print_module(&k)
+    };
+    let graph = |r: u64, c: u64| {
+        format!(
+            "graph @t(%x: tensor<{r}x{c}xf16>, %t: tensor<{c}x{r}xf16>) -> tensor<{r}x{c}xf16> {{\n  %tt = transpose %t {{perm = [1, 0]}}\n  %y = mul %x, %tt\n  return %y\n}}\n"
+        )
+    };
+    let tiled = |text: &str| text.contains("%vb");
+    // Tiles of 32 rows by 8 vectors (rows of 128), and by 1 (rows of 145 vectors).
+    assert!(tiled(&kir(&graph(64, 1024))));
+    assert!(tiled(&kir(&graph(32, 1160))));
+    // 48 rows: no whole tiles; rows of 8 vectors: a block spans 32 rows already.
+    assert!(!tiled(&kir(&graph(48, 1024))));
+    assert!(!tiled(&kir(&graph(64, 64))));
+    let plain = "graph @p(%x: tensor<64x1024xf16>) -> tensor<64x1024xf16> {\n  %y = exp %x\n  return %y\n}\n";
+    assert!(!tiled(&kir(plain)));
+}
+
 /// Pointwise kernels move 16-byte vectors: the output and the contiguous operand are one
 /// `copy.8` each, a broadcast row and a transposed operand are read element by element, and a
 /// 1-byte (`i1`) output stays one element a thread. Each runs in the emulator against the

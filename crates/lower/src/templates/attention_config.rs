@@ -2,7 +2,8 @@
 //! whether each pipelines its key tiles, and whether they take turns issuing their products.
 //!
 //! A block has one producer warpgroup and `consumers` consumer warpgroups of 64 query rows
-//! each (block rows `64 * consumers`), key tiles of 128. Two consumers may use 240 registers a
+//! each (block rows `64 * consumers`), key tiles of 128 ([`keys_per_tile`]: 64 above head dim
+//! 128). Two consumers may use 240 registers a
 //! thread, three 160 ([`consumer_regs`]): three overlap one's softmax with two others'
 //! products, two waste fewer rows where the sequence does not divide the block and mask fewer
 //! scores on a causal diagonal. `pipelined` (two consumers, head dims up to 64: two score
@@ -192,7 +193,7 @@ impl TemplateSpace for AttentionSpace {
         if !matches!(c.consumers, 2 | 3) {
             return Err(format!("{} consumer warpgroups (2 or 3)", c.consumers));
         }
-        // The S and O accumulators, 64 + dv/2 registers a thread, beside about 24 more
+        // The S and O accumulators, keys/2 + dv/2 registers a thread, beside about 24 more
         // (addresses, row state): ptxas fits head dim 128 in 160 without spilling; a causal
         // mask's two prologue paths (masked and whole tiles), or the guards of keys that do
         // not fill the last tile, about 16 more.

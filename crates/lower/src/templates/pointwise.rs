@@ -2,15 +2,69 @@
 //! type where the element count allows, else one element; 1-byte types one element), a
 //! grid-stride loop; the whole elementwise chain (views as layouts) computed in registers and
 //! stored once. Inside each vector the output and every operand whose layout reads the same
-//! elements contiguously and aligned are one copy (`vector.rs`); broadcast or transposed
-//! operands are read element by element.
+//! elements contiguously and aligned are one copy (`vector.rs`: a broadcast row too); a
+//! transposed operand is read element by element.
+//!
+//! Threads take the vectors in the output's order, except where an operand is read through a
+//! transpose whose source is contiguous along the output's second-innermost dimension (a
+//! matrix transpose) and a block's vectors would lie in one or two output rows: then thread
+//! `i` takes its vector from tiles of 32 rows by up to 8 vector columns, a warp down one
+//! column (its reads of the transposed operand consecutive elements), a tile's warps side by
+//! side (its output rows written by neighbouring warps together), the tiles down the rows
+//! first. Measured on the H200 (run 154): an 8192² f16 transpose with an add 0.490 → 0.196 ms,
+//! a 4096 × 12288 bf16 transpose with gelu 0.349 → 0.157. A shared-memory transpose would
+//! make both sides whole sectors; this is the layout-only half.
 
 use super::config::{Config, PointwiseConfig, pointwise_grid};
 use crate::lower::*;
-use irc_ir::ValueId;
-use irc_kir::Builtin;
+use irc_ir::{Attr, Category, OpKind, ValueId};
+use irc_kir::{Builtin, Expr, IdxOp, Ty};
+
+/// Rows of a transposing pointwise kernel's tile: a warp's vectors down one column.
+const TILE_ROWS: u64 = 32;
 
 impl Builder<'_, '_> {
+    /// Whether `v`'s inline computation reads a value through a transpose of `v`'s shape whose
+    /// source is contiguous along `v`'s second-innermost dimension (a matrix transpose): read
+    /// in the output's order, each element of a warp's load would be its own sector.
+    fn reads_transposed_rows(&self, v: ValueId) -> bool {
+        let shape = &self.ty(v).shape;
+        let r = shape.len();
+        let mut stack = vec![v];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x) || (x != v && self.l.buffer_of.contains_key(&x)) {
+                continue;
+            }
+            let Some(inst) = self.def(x) else {
+                continue;
+            };
+            if inst.op == OpKind::Transpose {
+                let perm: Vec<usize> = inst
+                    .attrs
+                    .get("perm")
+                    .and_then(Attr::as_ints)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|&p| irc_ir::infer::normalize_axis(p, r))
+                    .collect();
+                if r >= 2 && &self.ty(x).shape == shape && perm.len() == r && perm[r - 2] == r - 1 {
+                    return true;
+                }
+            } else if matches!(
+                inst.op.category(),
+                Category::Unary
+                    | Category::Binary
+                    | Category::Cast
+                    | Category::Compare
+                    | Category::Select
+            ) {
+                stack.extend(inst.operands.iter().copied());
+            }
+        }
+        false
+    }
+
     /// `for %i = global thread index to n step (threads in grid)`: out[i] = v[i].
     pub(crate) fn elementwise(&mut self, v: ValueId) -> R<()> {
         let n = self.ty(v).numel();
@@ -36,8 +90,44 @@ impl Builder<'_, '_> {
             bx(Builtin::TidX),
         );
         let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
+        // Tiles of 32 rows by `tw` vectors where an operand is read through a transpose
+        // (module docs): a warp takes one vector column of 32 rows, a tile's warps the
+        // neighbouring columns, tiles go down the rows first.
+        let cols = self.ty(v).shape.last().copied().unwrap_or(1);
+        let rows = n / cols.max(1);
+        let cvecs = cols / width;
+        let tw = [8, 4, 2, 1]
+            .into_iter()
+            .find(|w| cvecs % w == 0)
+            .unwrap_or(1);
+        // Only where a block's vectors would lie in one or two output rows: over shorter rows
+        // a block already spans enough rows that the operand's sectors are read several times
+        // (run 154: NCHW to NHWC with rows of 16 vectors 40% slower in tiles).
+        let tiled = cols % width == 0
+            && rows % TILE_ROWS == 0
+            && 2 * cvecs >= cfg.threads
+            && self.reads_transposed_rows(v);
         self.for_("i", start, int(vecs), step, false, |b, i| {
-            b.vector_loop(width, vec![i], |b, kx, _| {
+            let vb = if tiled {
+                let size = TILE_ROWS * tw;
+                let within = Expr::idx(IdxOp::Rem, i.clone(), int(size));
+                let t = Expr::idx(IdxOp::Div, i, int(size));
+                let row = add(
+                    mul(
+                        Expr::idx(IdxOp::Rem, t.clone(), int(rows / TILE_ROWS)),
+                        int(TILE_ROWS),
+                    ),
+                    Expr::idx(IdxOp::Rem, within.clone(), int(TILE_ROWS)),
+                );
+                let col = add(
+                    mul(Expr::idx(IdxOp::Div, t, int(rows / TILE_ROWS)), int(tw)),
+                    Expr::idx(IdxOp::Div, within, int(TILE_ROWS)),
+                );
+                b.let_("vb", Ty::Idx, add(mul(row, int(cvecs)), col))
+            } else {
+                i
+            };
+            b.vector_loop(width, vec![vb], |b, kx, _| {
                 b.coord = vec![kx.clone()];
                 let e = b.compute_at(v, &access, false)?;
                 b.store_elem(&out, vec![kx], e)

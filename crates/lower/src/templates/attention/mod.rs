@@ -803,7 +803,7 @@ mod tests {
     #[test]
     fn wgmma_accumulators_are_mma_atoms() {
         let c = mma_m16n8k16_c().unwrap();
-        for n in [64, 128] {
+        for n in [64, 128, 256] {
             let d = wgmma_m64nk16_d(n).unwrap();
             for t in 0..128 {
                 for j in 0..n / 8 {
