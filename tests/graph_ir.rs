@@ -429,6 +429,16 @@ fn the_emulator_rounds_scalars_to_their_type() {
     emulates_as_interpreted(text);
 }
 
+/// The one kernel of `text`'s graph (sm_80's templates), after checking in the emulator that
+/// it computes what the interpreter does.
+fn one_pointwise_kernel(text: &str) -> irc_kir::Module {
+    emulates_as_interpreted(text);
+    let m = irc_frontend::parse_module(text).unwrap();
+    let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
+    assert_eq!(k.kernels.len(), 1);
+    k
+}
+
 /// A pointwise kernel reading an operand through a matrix transpose takes its vectors in
 /// tiles of 32 rows (a warp's vectors down one column, so its reads of that operand are
 /// consecutive elements), where the rows are a multiple of 32 and long enough that a block
@@ -436,12 +446,7 @@ fn the_emulator_rounds_scalars_to_their_type() {
 /// way, and keeps the output's order without a transpose.
 #[test]
 fn transposed_operands_are_read_in_tiles_of_rows() {
-    let kir = |text: &str| {
-        emulates_as_interpreted(text);
-        let m = irc_frontend::parse_module(text).unwrap();
-        let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
-        irc_kir::print_module(&k)
-    };
+    let kir = |text: &str| irc_kir::print_module(&one_pointwise_kernel(text));
     let graph = |r: u64, c: u64| {
         format!(
             "graph @t(%x: tensor<{r}x{c}xf16>, %t: tensor<{c}x{r}xf16>) -> tensor<{r}x{c}xf16> {{\n  %tt = transpose %t {{perm = [1, 0]}}\n  %y = mul %x, %tt\n  return %y\n}}\n"
@@ -465,11 +470,7 @@ fn transposed_operands_are_read_in_tiles_of_rows() {
 #[test]
 fn pointwise_kernels_copy_vectors_where_the_layouts_allow() {
     let copies = |text: &str| {
-        emulates_as_interpreted(text);
-        let m = irc_frontend::parse_module(text).unwrap();
-        let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
-        assert_eq!(k.kernels.len(), 1);
-        irc_kir::print_module(&k)
+        irc_kir::print_module(&one_pointwise_kernel(text))
             .lines()
             .filter(|l| l.trim().starts_with("copy."))
             .map(|l| l.trim().split(' ').next().unwrap_or("").to_string())
