@@ -42,8 +42,9 @@ pub(super) struct Staged {
     chunks: Vec<(i64, i64)>,
     deltas: [i64; 4],
     /// Per step `l` of the copies (rows `l * 128 / (dv/8)` further): what the swizzled
-    /// offset of any element adds.
-    row_steps: Vec<i64>,
+    /// offset of any element adds, or `None` where that is not one constant (steps of fewer
+    /// rows than the swizzle's period, head dim 256: the offset is computed at that row).
+    row_steps: Vec<Option<i64>>,
     tile_elems: u64,
 }
 
@@ -219,7 +220,7 @@ impl Builder<'_, '_> {
         self.out.push(sync.clone());
         // 64 rows x dv/8 chunks over the warpgroup's 128 threads: the thread's chunk column
         // and first row, then `128 / (dv/8)` rows further each step, whose offsets add
-        // `Staged::row_steps`.
+        // `Staged::row_steps` (or are computed at that row).
         let t = self.let_(
             "ot",
             Ty::Idx,
@@ -234,10 +235,18 @@ impl Builder<'_, '_> {
         let c8 = self.let_("oc", Ty::Idx, Expr::idx(IdxOp::Rem, t, Expr::Int(chunks)));
         let row = self.let_("ow", Ty::Idx, add(row0.clone(), r));
         let off0 = at(self, row.clone(), mul(c8.clone(), Expr::Int(8)))?;
-        let gq0 = self.let_("oq", Ty::Idx, add(q0.clone(), row));
+        let gq0 = self.let_("oq", Ty::Idx, add(q0.clone(), row.clone()));
         for (l, &step) in st.row_steps.iter().enumerate() {
-            let off = add(off0.clone(), Expr::Int(step));
-            let gq = add(gq0.clone(), int(l as u64 * 128 / chunks as u64));
+            let rl = l as u64 * 128 / chunks as u64;
+            let off = match step {
+                Some(step) => add(off0.clone(), Expr::Int(step)),
+                None => at(
+                    self,
+                    add(row.clone(), int(rl)),
+                    mul(c8.clone(), Expr::Int(8)),
+                )?,
+            };
+            let gq = add(gq0.clone(), int(rl));
             // Rows past the end only where the query tiles pass it.
             if p.sq % bq == 0 {
                 self.att_chunk(p, st, &off, (&gq, &c8, bi))?;
@@ -374,30 +383,36 @@ fn chunk_terms(tile: &Layout, dv: u64, rows: u64) -> R<Option<ChunkTerms>> {
 
 /// The offsets the copies' steps add: step `l` reads rows `rl = l * 128 / (dv/8)` below the
 /// thread's first, and `sw(L(r + rl, k)) = sw(L(r, k)) + L(rl, 0)` for every row and column
-/// of the tile where `L(rl, 0)` is a multiple of the swizzle's period; and each aligned chunk
-/// of 8 columns of a row is 8 consecutive elements (both checked here at every offset; `None`
-/// where either does not hold).
-fn row_steps(tile: &Layout, dv: u64, rows: u64) -> R<Option<Vec<i64>>> {
+/// of the tile where `L(rl, 0)` is a multiple of the swizzle's period (else that step's
+/// offset is `None`: computed at its row); `None` unless each aligned chunk of 8 columns of a
+/// row is 8 consecutive elements (both checked here at every offset).
+fn row_steps(tile: &Layout, dv: u64, rows: u64) -> R<Option<Vec<Option<i64>>>> {
     use irc_layout::IntTuple;
     let sw = Swizzle::new(3, 3, 3).map_err(internal)?;
     let off = |r: i64, k: i64| tile.crd2idx(&IntTuple::ints(&[r, k])).map_err(internal);
+    // A copy's 8 elements are consecutive.
+    for r in 0..rows as i64 {
+        for k in 0..dv as i64 {
+            if sw.apply(off(r, k)?) != sw.apply(off(r, k - k % 8)?) + k % 8 {
+                return Ok(None);
+            }
+        }
+    }
     let per = (128 / (dv / 8)) as i64;
     let mut out = vec![];
     for l in 0..(64 / per) {
         let rl = l * per;
         let step = off(rl, 0)?;
-        for r in 0..rows as i64 - rl {
+        let mut additive = true;
+        'rows: for r in 0..rows as i64 - rl {
             for k in 0..dv as i64 {
                 if sw.apply(off(r + rl, k)?) != sw.apply(off(r, k)?) + step {
-                    return Ok(None);
-                }
-                // A copy's 8 elements are consecutive.
-                if sw.apply(off(r, k)?) != sw.apply(off(r, k - k % 8)?) + k % 8 {
-                    return Ok(None);
+                    additive = false;
+                    break 'rows;
                 }
             }
         }
-        out.push(step);
+        out.push(additive.then_some(step));
     }
     Ok(Some(out))
 }
@@ -411,13 +426,13 @@ mod tests {
     }
 
     /// The staged output's offset decompositions hold for every Q tile the Hopper kernel
-    /// stages through (K-major, 2 or 3 consumers' rows, head dims 32 to 128), so the fast
+    /// stages through (K-major, 2 or 3 consumers' rows, head dims 32 to 256), so the fast
     /// path is taken there; on an MN-major tile a row's 8 columns are not contiguous and the
     /// copies are refused.
     #[test]
     fn every_k_major_q_tile_takes_the_staged_output() {
         for rows in [128, 192] {
-            for (kext, dv) in [(64, 32), (64, 64), (128, 64), (128, 128)] {
+            for (kext, dv) in [(64, 32), (64, 64), (128, 64), (128, 128), (256, 256)] {
                 let tile = q_tile(rows, kext, true);
                 let (chunks, deltas) = chunk_terms(&tile, dv, rows).ok().flatten().unwrap();
                 assert_eq!(chunks.len() as u64, dv / 8);
@@ -426,6 +441,13 @@ mod tests {
                 assert_eq!(deltas[3] - deltas[2], 1, "{rows}x{kext}");
                 let steps = row_steps(&tile, dv, rows).ok().flatten().unwrap();
                 assert_eq!(steps.len() as u64, 64 / (128 / (dv / 8)));
+                // Steps of 8 rows or more add a constant; head dim 256's steps of 4 rows
+                // alternate: every other one is a whole swizzle period.
+                let constant: Vec<bool> = steps.iter().map(Option::is_some).collect();
+                match dv {
+                    256 => assert_eq!(constant, (0..16).map(|l| l % 2 == 0).collect::<Vec<_>>()),
+                    _ => assert!(constant.iter().all(|&c| c), "{rows}x{kext}"),
+                }
             }
         }
         let mn = q_tile(128, 64, false);
