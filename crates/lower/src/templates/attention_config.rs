@@ -104,13 +104,15 @@ impl AttentionConfig {
     ) -> AttentionConfig {
         let busy = |rows: u64| busy_share(sq, batch, rows, sms);
         let whole = sk % keys_per_tile(dv, dv) == 0;
-        // (Above head dim 128 three consumers' accumulators do not fit their 160 registers.)
-        let consumers = if dv > 64 && dv <= 128 && !causal && whole && busy(192) >= 0.95 * busy(128)
-        {
-            3
-        } else {
-            2
-        };
+        // Three only where their accumulators fit three consumers' registers (not at head
+        // dim 256).
+        let fits_three = consumer_need(false, dv, causal, sk) <= consumer_regs(3);
+        let consumers =
+            if dv > 64 && fits_three && !causal && whole && busy(192) >= 0.95 * busy(128) {
+                3
+            } else {
+                2
+            };
         let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 8 * BKV;
         AttentionConfig {
             consumers,
@@ -130,6 +132,17 @@ impl AttentionConfig {
 /// three).
 pub(crate) fn consumer_regs(consumers: u64) -> u64 {
     ((65536 - 128 * PRODUCER_REGS) / (128 * consumers.max(1)) / 8 * 8).min(240)
+}
+
+/// The registers a consumer thread needs: the S accumulators (two buffers when `pipelined`)
+/// and O's, keys/2 + dv/2, beside about 24 more (addresses, row state) — ptxas fits head dim
+/// 128 in 160 without spilling — and, with a causal mask's two prologue paths (masked and
+/// whole tiles) or the guards of keys that do not fill the last tile, about 16 more.
+fn consumer_need(pipelined: bool, dv: u64, causal: bool, sk: u64) -> u64 {
+    let bkv = keys_per_tile(dv, dv);
+    let extra = if causal || sk % bkv != 0 { 16 } else { 0 };
+    let buffers = if pipelined { 2 } else { 1 };
+    buffers * bkv / 2 + dv / 2 + 24 + extra
 }
 
 /// The share of the GPU that blocks of `rows` query rows keep busy over `batch` batch entries
@@ -193,20 +206,13 @@ impl TemplateSpace for AttentionSpace {
         if !matches!(c.consumers, 2 | 3) {
             return Err(format!("{} consumer warpgroups (2 or 3)", c.consumers));
         }
-        // The S and O accumulators, keys/2 + dv/2 registers a thread, beside about 24 more
-        // (addresses, row state): ptxas fits head dim 128 in 160 without spilling; a causal
-        // mask's two prologue paths (masked and whole tiles), or the guards of keys that do
-        // not fill the last tile, about 16 more.
-        let bkv = keys_per_tile(*dv, *dv);
-        let extra = if *causal || sk % bkv != 0 { 16 } else { 0 };
         if c.pipelined && (c.consumers != 2 || *dv > 64) {
             return Err(format!(
                 "a pipelined kernel has two consumers and head dim at most 64 (two score buffers); {} consumers, head dim {dv}",
                 c.consumers
             ));
         }
-        let buffers = if c.pipelined { 2 } else { 1 };
-        let need = buffers * bkv / 2 + dv / 2 + 24 + extra;
+        let need = consumer_need(c.pipelined, *dv, *causal, *sk);
         if need > consumer_regs(c.consumers) {
             return Err(format!(
                 "{need} registers a consumer thread; {} consumers have {}",

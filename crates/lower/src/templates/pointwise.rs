@@ -18,7 +18,8 @@
 use super::config::{Config, PointwiseConfig, pointwise_grid};
 use crate::lower::*;
 use irc_ir::{Attr, Category, OpKind, ValueId};
-use irc_kir::{Builtin, Expr, IdxOp, Ty};
+use irc_kir::{Builtin, Ty};
+use irc_layout::Layout;
 
 /// Rows of a transposing pointwise kernel's tile: a warp's vectors down one column.
 const TILE_ROWS: u64 = 32;
@@ -107,25 +108,24 @@ impl Builder<'_, '_> {
             && rows % TILE_ROWS == 0
             && 2 * cvecs >= cfg.threads
             && self.reads_transposed_rows(v);
+        // Thread `i`'s vector: `(32, tw, rows / 32, cvecs / tw) : (cvecs, 1, 32·cvecs, tw)`
+        // (a row within the tile, a column within it, the tile's row, its column), a
+        // bijection onto the output's vectors.
+        let order = if tiled {
+            let t = TILE_ROWS as i64;
+            let (r, cv, w) = (rows as i64, cvecs as i64, tw as i64);
+            let l = Layout::flat(&[t, w, r / t, cv / w], &[cv, 1, t * cv, w]).map_err(internal)?;
+            Some(l)
+        } else {
+            None
+        };
         self.for_("i", start, int(vecs), step, false, |b, i| {
-            let vb = if tiled {
-                let size = TILE_ROWS * tw;
-                let within = Expr::idx(IdxOp::Rem, i.clone(), int(size));
-                let t = Expr::idx(IdxOp::Div, i, int(size));
-                let row = add(
-                    mul(
-                        Expr::idx(IdxOp::Rem, t.clone(), int(rows / TILE_ROWS)),
-                        int(TILE_ROWS),
-                    ),
-                    Expr::idx(IdxOp::Rem, within.clone(), int(TILE_ROWS)),
-                );
-                let col = add(
-                    mul(Expr::idx(IdxOp::Div, t, int(rows / TILE_ROWS)), int(tw)),
-                    Expr::idx(IdxOp::Div, within, int(TILE_ROWS)),
-                );
-                b.let_("vb", Ty::Idx, add(mul(row, int(cvecs)), col))
-            } else {
-                i
+            let vb = match &order {
+                Some(l) => {
+                    let e = irc_kir::offset_expr(l, std::slice::from_ref(&i)).map_err(internal)?;
+                    b.let_("vb", Ty::Idx, e)
+                }
+                None => i,
             };
             b.vector_loop(width, vec![vb], |b, kx, _| {
                 b.coord = vec![kx.clone()];

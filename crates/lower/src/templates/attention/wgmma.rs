@@ -63,11 +63,8 @@ impl Builder<'_, '_> {
     /// (nothing emitted) otherwise, and the caller uses the mma.sync schedule.
     pub(super) fn attention_wgmma(&mut self, ops: &AttentionOps<'_>, p: &AttPlan) -> R<bool> {
         let (d, dv, dt) = (p.d, p.dv, p.dt);
-        if !matches!(d, 32 | 64 | 128 | 256)
-            || !matches!(dv, 32 | 64 | 128 | 256)
-            || p.batch > 65535
-            || p.sq == 0
-        {
+        let head_dims = irc_fused::attention::HEAD_DIMS;
+        if !head_dims.contains(&d) || !head_dims.contains(&dv) || p.batch > 65535 || p.sq == 0 {
             return Ok(false);
         }
         // A head dim of 32 is a 64-wide tile (the 128-byte swizzle's span) whose upper half
