@@ -481,14 +481,27 @@ fn wider_operands_of_a_narrow_row_are_read_by_element() {
 }
 
 #[test]
-fn many_partials_of_few_outputs_are_summed_by_warps() {
-    // 5 outputs of a 70000-long leading axis: the column split writes hundreds of partials
-    // per output, which the second kernel adds a warp per output (lanes, then the shuffle tree).
+fn many_partials_of_few_outputs_are_merged_by_the_last_block() {
+    // 8 outputs of a 70000-long leading axis: the column split writes hundreds of partials
+    // per output, which the last block to arrive reads as a column reduction of its own (16-byte
+    // vectors of partials, the same order whichever block is last) — one launch.
     let (kir, _) = check(
+        "graph @c(%x: tensor<70000x8xf32>) -> tensor<8xf32> {
+          %y = reduce_max %x {axes = [0]}
+          return %y
+        }",
+    );
+    assert_eq!(kir.matches("kernel @").count(), 1, "{kir}");
+    assert!(kir.contains("_arrivals"), "{kir}");
+    assert!(
+        copies(&kir) >= 2,
+        "x and the partials read as vectors:\n{kir}"
+    );
+    // 5 outputs: scalar reads of x and of the partials.
+    check(
         "graph @c(%x: tensor<70000x5xf32>) -> tensor<5xf32> {
           %y = reduce_max %x {axes = [0]}
           return %y
         }",
     );
-    assert!(kir.contains("warp_reduce.max"), "{kir}");
 }

@@ -8,11 +8,12 @@
 //! the axis. The groups' accumulators meet in shared memory and 8·w threads sum them, each
 //! over the 32 groups in order. When the output tiles alone leave SMs idle, the axis is also
 //! split across `ks` blocks: each writes its partial sums to a temp buffer `[ks, outs]`, and
-//! the `ks` partials of each output are added in a fixed order (deterministic) before the
-//! output is finished — by the last block of a tile to arrive where that merge is short
-//! (`column_split_one`, one launch), else by a second kernel. With `ks = 1` the kernel
-//! finishes the outputs itself.
+//! the last block of a tile to arrive reads the tile's `ks` partials as a column reduction of
+//! its own (`column_split_one`: the same strip, over the partials) and finishes the outputs —
+//! one launch, and a fixed order of additions whichever block is last (deterministic). With
+//! `ks = 1` the kernel finishes the outputs itself.
 
+use super::vector::vector_width;
 use crate::lower::*;
 use irc_ir::DType;
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
@@ -21,6 +22,20 @@ use irc_layout::Layout;
 /// Lanes of outputs and groups along the reduced axis of a block.
 const LANES: u64 = 8;
 const GROUPS: u64 = 32;
+
+/// A block's share of a column reduction ([`Builder::column_strip`]): `lanes` threads across
+/// vectors of `w` outputs (of `vecs`, the tile's starting at `bid.x·lanes`) by `groups` along
+/// the axis, over the rows `k0 .. k0 + kc` of `k`, `unroll` rows a thread in flight.
+struct Strip {
+    lanes: u64,
+    groups: u64,
+    w: u64,
+    vecs: u64,
+    k0: Expr,
+    kc: u64,
+    k: u64,
+    unroll: u64,
+}
 
 /// The reduction `column_split` builds: `outs` outputs over an axis of `k`, `w` outputs per
 /// vector, accumulated in `acc_t` with `op` from `init`.
@@ -41,7 +56,6 @@ impl Builder<'_, '_> {
     /// The split column reduction (module docs); `finish(o, value)` stores output `o`.
     pub(crate) fn column_split(
         &mut self,
-        inst_index: usize,
         c: ColumnSplit,
         elem: &Elem<'_>,
         finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
@@ -54,44 +68,26 @@ impl Builder<'_, '_> {
         let ks = (4 * sms).div_ceil(tiles).clamp(1, most);
         let kc = c.k.div_ceil(ks).div_ceil(GROUPS) * GROUPS;
         let ks = c.k.div_ceil(kc);
+        let sums = self.column_partial(&c, elem, tiles, kc)?;
         if ks == 1 {
-            let sums = self.column_partial(&c, elem, tiles, kc)?;
-            return self.column_sums(&c, sums, |b, o, v| finish(b, o, v));
+            return self.column_sums(&c, (sums, GROUPS), |b, o, v| finish(b, o, v));
         }
-        // One launch where the last block's merge is short: each of its warps adds at most
-        // 4 rounds of partials (a round: 32 partials of one output, one load per lane), about
-        // the cost of the second launch it saves. Measured on the H100 (`bench/gpu/NOTES.md`,
-        // run 90): colmax_64's 64 outputs of 528 partials (136 rounds a warp) took 0.081 ms
-        // in one launch against 0.0645 in two.
-        let rounds = (LANES * c.w).div_ceil(LANES * GROUPS / 32) * ks.div_ceil(32);
-        if rounds <= 4 {
-            return self.column_split_one(c, elem, (tiles, kc, ks), finish);
-        }
-        let (mut p, name, part) = self.partials_kernel(inst_index, c.outs, ks, c.acc_t)?;
-        let sums = p.column_partial(&c, elem, tiles, kc)?;
-        p.column_sums(&c, sums, |b, o, v| {
-            b.out.push(Stmt::Store {
-                tensor: part,
-                coord: vec![o, bx(Builtin::BidY)],
-                value: v,
-            });
-            Ok(())
-        })?;
-        p.temps.clear();
-        self.pre.push(p.finish());
-        self.sum_partials(&name, c.outs, ks, c.acc_t, c.op, c.init, finish)
+        self.column_split_one(c, sums, ks, finish)
     }
 
-    /// The split column reduction in one launch: each of the `ks` blocks of a tile of
-    /// outputs writes its partial sums to `[ks, outs]`, arrives on the tile's counter, and
-    /// the last to arrive adds the tile's partials (a warp per output: its lanes add every
-    /// 32nd partial in order, then the warp's tree — the same order whichever block is last)
-    /// and finishes the outputs.
+    /// The split column reduction's merge, in the same launch: each of the `ks` blocks of a
+    /// tile of outputs writes its partial sums to `[ks, outs]` and arrives on the tile's
+    /// counter; the last to arrive reads the tile's partials as a column reduction of its own
+    /// ([`Builder::column_strip`] over the `ks` rows: 16-byte vectors of partials, eight rows
+    /// of them in flight a thread, the groups in order — the same order whichever block is
+    /// last) and finishes the outputs. Measured (H200, run 157): the second kernel this
+    /// replaces, a warp per output adding every 32nd partial one load at a time, took 5.3 µs
+    /// of colmax_64's 0.050 ms, besides its launch.
     fn column_split_one(
         &mut self,
         c: ColumnSplit,
-        elem: &Elem<'_>,
-        (tiles, kc, ks): (u64, u64, u64),
+        sums: String,
+        ks: u64,
         finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
     ) -> R<()> {
         let name = format!("{}_partials", self.kernel.name);
@@ -103,10 +99,10 @@ impl Builder<'_, '_> {
             tensor_map: None,
         });
         let pp = self.param(&name);
-        let part = self.tensor(Space::Global(pp), c.acc_t, partials_layout(c.outs, ks)?);
-        let sums = self.column_partial(&c, elem, tiles, kc)?;
+        let layout = partials_layout(c.outs, ks)?;
+        let part = self.tensor(Space::Global(pp.clone()), c.acc_t, layout.clone());
         let p2 = part.clone();
-        self.column_sums(&c, sums, |b, o, v| {
+        self.column_sums(&c, (sums, GROUPS), |b, o, v| {
             b.out.push(Stmt::Store {
                 tensor: p2,
                 coord: vec![o, bx(Builtin::BidY)],
@@ -114,11 +110,34 @@ impl Builder<'_, '_> {
             });
             Ok(())
         })?;
+        let tiles = c.outs.div_ceil(LANES * c.w);
         let (counter, old) = self.arrival_counters("arrivals", tiles)?;
         let tid = bx(Builtin::TidX);
+        // The merge's threads: `cols` across the tile's outputs in vectors of `mw` partials,
+        // `groups` down the partials.
         let span = LANES * c.w;
-        let warps = LANES * GROUPS / 32;
-        let t2 = tid.clone();
+        let mut mw = vector_width(c.acc_t, c.outs);
+        while span % mw != 0 {
+            mw /= 2;
+        }
+        let cols = span / mw;
+        let strip = Strip {
+            lanes: cols,
+            groups: (LANES * GROUPS / cols).max(1),
+            w: mw,
+            vecs: c.outs.div_ceil(mw),
+            k0: Expr::Int(0),
+            kc: ks,
+            k: ks,
+            unroll: 8,
+        };
+        let elem = move |b: &mut Builder<'_, '_>, o: Expr, s: Expr| -> R<Expr> {
+            Ok(match b.vector_read(&pp, c.acc_t, &layout, 0)? {
+                Some(e) => e,
+                None => Expr::load(&part, vec![o, s]),
+            })
+        };
+        let groups = strip.groups;
         self.when_last(
             (&counter, vec![bx(Builtin::BidX)]),
             ks,
@@ -126,30 +145,8 @@ impl Builder<'_, '_> {
             &tid,
             &Stmt::Sync,
             move |b| {
-                let lane = b.let_("lane", Ty::Idx, Expr::idx(IdxOp::Rem, t2.clone(), int(32)));
-                let warp = Expr::idx(IdxOp::Div, t2, int(32));
-                b.for_("oo", warp, int(span), int(warps), false, |b, oo| {
-                    let o = b.let_("o", Ty::Idx, add(mul(bx(Builtin::BidX), int(span)), oo));
-                    // The same `o` in the whole warp: every lane reaches the tree.
-                    b.if_(lt(o.clone(), int(c.outs)), |b| {
-                        let acc = b.accumulator(c.acc_t, c.init);
-                        let o2 = o.clone();
-                        b.for_("s", lane.clone(), int(ks), Expr::Int(32), false, |b, s| {
-                            b.combine(&acc, c.op, Expr::load(&part, vec![o2, s]));
-                            Ok(())
-                        })?;
-                        let var = b.fresh("tree");
-                        b.out.push(Stmt::WarpReduce {
-                            var: var.clone(),
-                            ty: Ty::Elem(c.acc_t),
-                            op: c.op,
-                            width: 32,
-                            value: Expr::var(&acc),
-                        });
-                        let first = Expr::idx(IdxOp::Eq, lane.clone(), Expr::Int(0));
-                        b.if_(first, |b| finish(b, o, Expr::Var(var)))
-                    })
-                })
+                let merged = b.column_strip(&strip, &c, &elem)?;
+                b.column_sums(&c, (merged, groups), finish)
             },
         )
     }
@@ -243,23 +240,41 @@ impl Builder<'_, '_> {
         tiles: u64,
         kc: u64,
     ) -> R<String> {
-        let (w, vecs) = (c.w, c.outs.div_ceil(c.w));
         let ks = c.k.div_ceil(kc);
         self.kernel.block = [(LANES * GROUPS) as u32, 1, 1];
         self.kernel.grid = [tiles.min(u32::MAX as u64) as u32, ks as u32, 1];
+        let strip = Strip {
+            lanes: LANES,
+            groups: GROUPS,
+            w: c.w,
+            vecs: c.outs.div_ceil(c.w),
+            k0: mul(bx(Builtin::BidY), int(kc)),
+            kc,
+            k: c.k,
+            unroll: 4,
+        };
+        self.column_strip(&strip, c, elem)
+    }
+
+    /// One block's strip of a column reduction ([`Strip`]): each thread accumulates its
+    /// vector of `w` outputs over its group's rows `k0 + g, k0 + g + groups, ...` in order
+    /// (`unroll` rows in flight); returns the shared tile of the groups' accumulators
+    /// `[lanes·w, groups]`, filled and synchronized.
+    fn column_strip(&mut self, st: &Strip, c: &ColumnSplit, elem: &Elem<'_>) -> R<String> {
+        let (w, kc, groups) = (st.w, st.kc, st.groups);
         let tid = bx(Builtin::TidX);
         let lane = self.let_(
             "lane",
             Ty::Idx,
-            Expr::idx(IdxOp::Rem, tid.clone(), int(LANES)),
+            Expr::idx(IdxOp::Rem, tid.clone(), int(st.lanes)),
         );
-        let grp = self.let_("grp", Ty::Idx, Expr::idx(IdxOp::Div, tid, int(LANES)));
+        let grp = self.let_("grp", Ty::Idx, Expr::idx(IdxOp::Div, tid, int(st.lanes)));
         let ob = self.let_(
             "ob",
             Ty::Idx,
-            add(mul(bx(Builtin::BidX), int(LANES)), lane.clone()),
+            add(mul(bx(Builtin::BidX), int(st.lanes)), lane.clone()),
         );
-        let k0 = self.let_("k0", Ty::Idx, mul(bx(Builtin::BidY), int(kc)));
+        let k0 = self.let_("k0", Ty::Idx, st.k0.clone());
         let acc = self.tensor(
             Space::Registers,
             c.acc_t,
@@ -278,13 +293,14 @@ impl Builder<'_, '_> {
             ReduceOp::Max => Func::Max,
             ReduceOp::Min => Func::Min,
         };
-        let valid = lt(ob.clone(), int(vecs));
-        // Four rows per group in flight: `kk = base + 32·u + grp`. Steps whose rows all exist
-        // load without a guard, so that the four loads issue before the first is used (a load
+        let valid = lt(ob.clone(), int(st.vecs));
+        // `unroll` rows per group in flight: `kk = base + groups·u + grp`. Steps whose rows all
+        // exist load without a guard, so that the loads issue before the first is used (a load
         // under its own branch waits for the previous one's use); the block's last partial
         // step, and any step past K, are guarded row by row.
-        let unroll = (kc / GROUPS).clamp(1, 4);
-        let step = GROUPS * unroll;
+        let unroll = (kc / groups).clamp(1, st.unroll);
+        let whole_axis = matches!(st.k0, Expr::Int(0)) && kc == st.k;
+        let step = groups * unroll;
         let steps = |b: &mut Self, kb: Expr, guard: bool| -> R<()> {
             b.for_(
                 "u",
@@ -296,7 +312,7 @@ impl Builder<'_, '_> {
                     let kk = b.let_(
                         "kk",
                         Ty::Idx,
-                        add(add(kb.clone(), mul(u, int(GROUPS))), grp.clone()),
+                        add(add(kb.clone(), mul(u, int(groups))), grp.clone()),
                     );
                     let kv = b.let_("kv", Ty::Idx, add(k0.clone(), kk.clone()));
                     let accumulate = |b: &mut Self| {
@@ -313,7 +329,13 @@ impl Builder<'_, '_> {
                         })
                     };
                     if guard {
-                        let cond = Expr::idx(IdxOp::And, lt(kv.clone(), int(c.k)), lt(kk, int(kc)));
+                        // (A strip over the whole axis needs only the one bound.)
+                        let cond = match whole_axis {
+                            true => lt(kv.clone(), int(st.k)),
+                            false => {
+                                Expr::idx(IdxOp::And, lt(kv.clone(), int(st.k)), lt(kk, int(kc)))
+                            }
+                        };
                         b.if_(cond, accumulate)
                     } else {
                         accumulate(b)
@@ -327,7 +349,7 @@ impl Builder<'_, '_> {
                 b.for_("kb", Expr::Int(0), int(whole), int(step), false, |b, kb| {
                     // Every row of the step exists unless this is the last block's tail.
                     let last = add(add(k0.clone(), kb.clone()), int(step - 1));
-                    let inside = lt(last, int(c.k));
+                    let inside = lt(last, int(st.k));
                     let fast = b.block(|b| steps(b, kb.clone(), false))?;
                     let slow = b.block(|b| steps(b, kb.clone(), true))?;
                     b.out.push(Stmt::If {
@@ -348,8 +370,8 @@ impl Builder<'_, '_> {
             Space::Shared,
             c.acc_t,
             Layout::flat(
-                &[(LANES * w) as i64, GROUPS as i64],
-                &[1, (LANES * w) as i64],
+                &[(st.lanes * w) as i64, groups as i64],
+                &[1, (st.lanes * w) as i64],
             )
             .map_err(internal)?,
         );
@@ -365,12 +387,12 @@ impl Builder<'_, '_> {
         Ok(tile)
     }
 
-    /// Threads `t < LANES·w` sum column `t` of the shared tile over the groups in order and
-    /// give output `bid.x·LANES·w + t` (when it exists) to `put`.
+    /// Threads `t < LANES·w` sum column `t` of the shared tile over its `groups` in order
+    /// and give output `bid.x·LANES·w + t` (when it exists) to `put`.
     fn column_sums(
         &mut self,
         c: &ColumnSplit,
-        tile: String,
+        (tile, groups): (String, u64),
         put: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
     ) -> R<()> {
         let span = LANES * c.w;
@@ -387,7 +409,7 @@ impl Builder<'_, '_> {
             b.for_(
                 "g",
                 Expr::Int(0),
-                int(GROUPS),
+                int(groups),
                 Expr::Int(1),
                 false,
                 |b, g| {

@@ -146,8 +146,7 @@ impl Builder<'_, '_> {
                 init: 0.0,
             };
             let lc = g.c.clone();
-            let index = self.inst_index(inst)?;
-            return self.column_split(index, split, &elem, |s, o, red| {
+            return self.column_split(split, &elem, |s, o, red| {
                 s.coord = vec![o.clone()];
                 let value = cast_to(dtype, acc_t, red);
                 s.epilogue_stores(mm, value, &lc, roots, &outs, vec![o])

@@ -79,7 +79,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "matmul_gemv",
         anchor: Anchor::Matmul,
         applies: "matrix-vector matmuls (M = 1 or N = 1, batched or not) whose matrix is read contiguously along K or along the outputs, any dtype",
-        config: "none: K-contiguous, a warp (or a power-of-two lane group) per output, 8 warps per block, 16-byte vector reads of the matrix row, a warp reduction, the epilogue on the group's first lane; output-contiguous, a split column reduction (column.rs: 8 lanes of output vectors by 32 groups along K per block, K split across blocks until about 4 blocks per SM, partials summed in order by a second kernel)",
+        config: "none: K-contiguous, a warp (or a power-of-two lane group) per output, 8 warps per block, 16-byte vector reads of the matrix row, a warp reduction, the epilogue on the group's first lane; output-contiguous, a split column reduction (column.rs: 8 lanes of output vectors by 32 groups along K per block, K split across blocks until about 4 blocks per SM, partials summed in order by the last block to arrive, one launch)",
     },
     TemplateInfo {
         name: "matmul_wgmma",

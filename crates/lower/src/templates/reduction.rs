@@ -180,8 +180,7 @@ impl Builder<'_, '_> {
                     op,
                     init,
                 };
-                let index = self.inst_index(inst)?;
-                return self.column_split(index, split, &elem, |s, o, red| {
+                return self.column_split(split, &elem, |s, o, red| {
                     s.out.push(Stmt::Store {
                         tensor: out,
                         coord: vec![o],
