@@ -439,28 +439,44 @@ fn one_pointwise_kernel(text: &str) -> irc_kir::Module {
     k
 }
 
-/// A pointwise kernel reading an operand through a matrix transpose takes its vectors in
-/// tiles of 32 rows (a warp's vectors down one column, so its reads of that operand are
-/// consecutive elements), where the rows are a multiple of 32 and long enough that a block
-/// would otherwise stay in one or two of them; it computes what the interpreter does either
-/// way, and keeps the output's order without a transpose.
+/// A pointwise kernel reading an operand through a transpose copies that operand's tiles
+/// into shared memory along its contiguous rows (16-byte vectors), then computes the output's
+/// vectors from the tile's columns: matrix transposes, NHWC to NCHW and back, two transposed
+/// operands beside a broadcast one, f16 and f32. Where the operand's element size differs from
+/// the output's, or the extents hold no whole tile, it is read from global memory (in tiles of
+/// 32 rows where they are whole). Each kernel runs in the emulator against the interpreter.
 #[test]
-fn transposed_operands_are_read_in_tiles_of_rows() {
+fn transposed_operands_go_through_shared_tiles() {
     let kir = |text: &str| irc_kir::print_module(&one_pointwise_kernel(text));
+    let staged = |text: &str| text.contains(" shared = ") && text.contains("sync");
     let graph = |r: u64, c: u64| {
         format!(
             "graph @t(%x: tensor<{r}x{c}xf16>, %t: tensor<{c}x{r}xf16>) -> tensor<{r}x{c}xf16> {{\n  %tt = transpose %t {{perm = [1, 0]}}\n  %y = mul %x, %tt\n  return %y\n}}\n"
         )
     };
-    let tiled = |text: &str| text.contains("%vb");
-    // Tiles of 32 rows by 8 vectors (rows of 128), and by 1 (rows of 145 vectors).
-    assert!(tiled(&kir(&graph(64, 1024))));
-    assert!(tiled(&kir(&graph(32, 1160))));
-    // 48 rows: no whole tiles; rows of 8 vectors: a block spans 32 rows already.
-    assert!(!tiled(&kir(&graph(48, 1024))));
-    assert!(!tiled(&kir(&graph(64, 64))));
+    // Tiles of 64 x 64 (two vectors a thread each way), 64 x 16, and 8 x 32 (rows of 145
+    // vectors: one vector a tile row).
+    for (r, c) in [(64, 1024), (48, 1024), (32, 1160), (64, 64)] {
+        let text = kir(&graph(r, c));
+        assert!(staged(&text), "{r}x{c}:\n{text}");
+        assert!(text.contains("copy.8"), "{text}");
+    }
+    let nhwc = "graph @n(%x: tensor<2x4x4x64xf16>) -> tensor<2x64x4x4xf16> {\n  %t = transpose %x {perm = [0, 3, 1, 2]}\n  %r = relu %t\n  return %r\n}\n";
+    assert!(staged(&kir(nhwc)));
+    let nchw = "graph @c(%x: tensor<2x32x4x8xf32>) -> tensor<2x4x8x32xf32> {\n  %t = transpose %x {perm = [0, 2, 3, 1]}\n  return %t\n}\n";
+    assert!(staged(&kir(nchw)));
+    // Two transposed operands (two tiles) and a broadcast row.
+    let two = "graph @w(%a: tensor<128x64xf16>, %b: tensor<128x64xf16>, %c: tensor<128xf16>) -> tensor<64x128xf16> {\n  %at = transpose %a {perm = [1, 0]}\n  %bt = transpose %b {perm = [1, 0]}\n  %s = add %at, %bt\n  %y = mul %s, %c\n  return %y\n}\n";
+    let text = kir(two);
+    assert_eq!(text.matches(" shared = ").count(), 2, "{text}");
+    // An f32 operand of an f16 output: read in tiles of rows from global memory.
+    let cast = "graph @f(%x: tensor<64x1024xf32>) -> tensor<1024x64xf16> {\n  %t = transpose %x {perm = [1, 0]}\n  %y = cast %t {dtype = f16}\n  return %y\n}\n";
+    let text = kir(cast);
+    assert!(!staged(&text) && text.contains("%vb"), "{text}");
+    // Rows of 40 and 24 hold no tile of a warp's vectors; no transpose at all.
+    assert!(!staged(&kir(&graph(24, 40))));
     let plain = "graph @p(%x: tensor<64x1024xf16>) -> tensor<64x1024xf16> {\n  %y = exp %x\n  return %y\n}\n";
-    assert!(!tiled(&kir(plain)));
+    assert!(!staged(&kir(plain)));
 }
 
 /// Pointwise kernels move 16-byte vectors: the output and the contiguous operand are one

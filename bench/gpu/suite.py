@@ -81,12 +81,18 @@ GEMMS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "gemm").glob("*.ir"))
 # dims 32/64/128, f16 and bf16, sequences of 512 to 8k, causal (iota/compare/select mask) and
 # grouped-query (K/V broadcast over the group axis), beside SDPA and torch.compile.
 ATTENTIONS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "attention").glob("*.ir"))
+# Elementwise kernels (`--suite pointwise`): one `bench/gpu/pointwise/NAME.ir` each — a
+# bias and GELU, SwiGLU's gate, a cast, row and column broadcasts, matrix transposes read by
+# elementwise ops, NCHW <-> NHWC permutes and attention's head split as graph results, one
+# unary op; each graph's PyTorch version is read from the graph itself (`graph_fn`).
+POINTWISE = sorted(p.stem for p in (REPO / "bench" / "gpu" / "pointwise").glob("*.ir"))
 SUITES = {
     "headline": WORKLOADS,
     "reductions": REDUCTIONS,
     "gemm": GEMMS,
     "attention": ATTENTIONS,
-    "all": WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS,
+    "pointwise": POINTWISE,
+    "all": WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS + POINTWISE,
 }
 
 
@@ -97,6 +103,8 @@ def workload_path(name):
         return REPO / "bench" / "gpu" / "gemm" / f"{name}.ir"
     if name in ATTENTIONS:
         return REPO / "bench" / "gpu" / "attention" / f"{name}.ir"
+    if name in POINTWISE:
+        return REPO / "bench" / "gpu" / "pointwise" / f"{name}.ir"
     return REPO / "examples" / f"{name}.ir"
 
 
@@ -170,8 +178,60 @@ def gemm_fn(name, path):
     return mm
 
 
+GRAPH_OPS = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "max": torch.maximum, "min": torch.minimum, "pow": torch.pow,
+    "gelu": F.gelu, "silu": F.silu, "relu": torch.relu, "sigmoid": torch.sigmoid,
+    "exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "neg": torch.neg, "abs": torch.abs,
+    "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+}
+
+
+def graph_fn(path, exact=False):
+    """A PyTorch function of a pointwise graph (its elementwise ops, casts and views), taking
+    the parameters in order; results are materialized (`contiguous`), as irc stores them. With
+    `exact`, casts are skipped (the float64 reference)."""
+    text = path.read_text()
+    head = text[text.index("graph @") : text.index("{")]
+    names = re.findall(r"%(\w+)\s*:", head.split("->")[0])
+    body = text[text.index("{", text.index("graph @")) + 1 :]
+    steps = []
+    for line in body.splitlines():
+        line = line.split("//")[0].strip()
+        if m := re.match(r"%(\w+) = (\w+) ([^{]*)(\{.*\})?$", line):
+            args = re.findall(r"%(\w+)", m.group(3))
+            attrs = m.group(4) or ""
+            steps.append((m.group(1), m.group(2), args, attrs))
+        elif line.startswith("return"):
+            rets = re.findall(r"%(\w+)", line)
+
+    def ints(attrs, key):
+        return [int(v) for v in re.search(key + r" = \[([^\]]*)\]", attrs).group(1).split(",")]
+
+    def fn(*xs):
+        env = dict(zip(names, xs))
+        for out, op, args, attrs in steps:
+            a = [env[x] for x in args]
+            if op == "transpose":
+                env[out] = a[0].permute(*ints(attrs, "perm"))
+            elif op == "reshape":
+                env[out] = a[0].reshape(ints(attrs, "shape"))
+            elif op == "broadcast":
+                env[out] = a[0].expand(ints(attrs, "shape"))
+            elif op == "cast":
+                env[out] = a[0] if exact else a[0].to(DTYPES[re.search(r"dtype = (\w+)", attrs).group(1)])
+            else:
+                env[out] = GRAPH_OPS[op](*a)
+        outs = [env[r].contiguous() for r in rets]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return fn
+
+
 def workload_fns(name, path):
     """(eager function, extra baselines {label: function}); each takes the inputs in order."""
+    if name in POINTWISE:
+        return graph_fn(path), {}
     if name in GEMMS:
         return gemm_fn(name, path), {}
     if name == "gemm":
@@ -299,6 +359,8 @@ def reference(name, path, xs):
         eps = rmsnorm_eps(path)
         n = d[0] * torch.rsqrt(d[0].pow(2).mean(-1, keepdim=True) + eps) * d[1]
         return n @ d[2] if name == "rmsnorm_gemm" else n
+    if name in POINTWISE:
+        return graph_fn(path, exact=True)(*d)
     eager, _ = workload_fns(name, path)
     if name in ATTENTIONS and not name.startswith("block_"):
         # One (batch, head) slice at a time: a 16k-token score matrix in float64 is 2 GiB a
@@ -546,7 +608,7 @@ def markdown(rows, meta):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS,
+    ap.add_argument("--only", action="append", choices=WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS + POINTWISE,
                     help="run only this workload (repeatable)")
     ap.add_argument("--suite", choices=sorted(SUITES), default="headline",
                     help="which list to run: the MISSION.md headline rows (default), issue 17's "

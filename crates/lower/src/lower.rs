@@ -528,6 +528,8 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) known: HashMap<ValueId, Expr>,
     /// The open vector loop of a row kernel (`templates/vector.rs`).
     pub(crate) vectors: Option<crate::templates::VectorStage>,
+    /// The open shared-memory transpose of a pointwise kernel (`templates/transpose.rs`).
+    pub(crate) stage: Option<crate::templates::TransposeStage>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -569,6 +571,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             heuristic: false,
             known: HashMap::new(),
             vectors: None,
+            stage: None,
         }
     }
 
@@ -781,6 +784,9 @@ impl<'l, 'g> Builder<'l, 'g> {
         if load && self.l.buffer_of.contains_key(&v) {
             let buffer = self.l.buffer_of[&v].clone();
             let p = self.param(&buffer);
+            if let Some(e) = self.staged_read(&p, dtype, access, offset)? {
+                return Ok(self.widen(dtype, e));
+            }
             if let Some(e) = self.vector_read(&p, dtype, access, offset)? {
                 return Ok(self.widen(dtype, e));
             }

@@ -40,7 +40,9 @@ mod row_cached;
 mod split;
 mod store_view;
 mod tma;
+mod transpose;
 mod vector;
+pub(crate) use transpose::TransposeStage;
 pub(crate) use vector::VectorStage;
 
 /// One kernel template.

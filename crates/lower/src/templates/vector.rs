@@ -276,6 +276,14 @@ impl Builder<'_, '_> {
         Ok(reg)
     }
 
+    /// The open vector loop's element variable (0 outside one).
+    pub(crate) fn vector_lane(&self) -> Expr {
+        self.vectors
+            .as_ref()
+            .map(|s| s.v.clone())
+            .unwrap_or(Expr::Int(0))
+    }
+
     /// A read of buffer parameter `p` at the current coordinate through `access` (+ `offset`):
     /// the element of a register vector when the read vectorizes (module docs), else `None`.
     pub(crate) fn vector_read(

@@ -1,0 +1,333 @@
+//! Shared-memory transposes in the pointwise template: an operand read through a transpose
+//! goes through a shared tile, so that both its reads and the output's writes are whole
+//! 128-byte rows.
+//!
+//! The plan ([`Builder::transpose_plan`]) views the output's flat index as `[B, M, N]`: `N` the
+//! extent of the output's innermost run, along which a transposed operand's stride is not 1,
+//! and `M` the next run, along which that operand is contiguous (a matrix transpose: `N` the
+//! output's columns, `M` its rows; NHWC to NCHW: `N = H·W`, `M = C`). A block owns a tile of
+//! `tn × tm` elements (128 bytes each way where the extents allow): it first copies each staged
+//! operand's tile into shared memory, 16-byte vectors along `M` (rows of the operand), then
+//! computes the output's vectors along `N`, reading the staged operands from the tile's
+//! columns and every other operand from global memory as usual. The tile is swizzled
+//! (`Sw<3, log2 w, log2 tm>`: the 16-byte chunk of a row XOR the row's vector index), so a warp
+//! reading eight rows' chunks, or writing a row's eight, touches every bank once.
+//!
+//! Which reads are staged is decided where they are built ([`Builder::staged_read`]): a read
+//! of a buffer whose access, over `[N, M, B]`, is contiguous along `M` with the output's
+//! element size. The copies into the tile are emitted after the compute that asked for them,
+//! before it in program order.
+
+use crate::lower::*;
+use irc_ir::{Category, DType, ValueId};
+use irc_kir::{self as kir, Builtin, Expr, Frag, IdxOp, Space, Stmt, Ty};
+use irc_layout::{Layout, Swizzle, coalesce, composition};
+use std::collections::HashSet;
+
+/// The shared-memory transpose of one pointwise kernel (module docs).
+pub(crate) struct TransposeStage {
+    /// The output's flat index as `(N, M, B) : (1, N, N·M)`.
+    nmb: Layout,
+    /// `M`, along which staged operands are contiguous.
+    m: u64,
+    tn: u64,
+    tm: u64,
+    /// Elements in a vector (16 bytes of the output's type).
+    w: u64,
+    sw: Swizzle,
+    /// The block's tile: the operands' coordinates `[m0 / w, n0, b]` of its first vector row.
+    tile: Vec<Expr>,
+    /// The current output vector's first column within the tile and its row (`n`, `m`).
+    at: Option<(Expr, Expr)>,
+    /// The operands staged so far: (key, copy source, shared tile and its vector view).
+    staged: Vec<(String, String, String, String)>,
+}
+
+fn no_stage(what: &str) -> Retry {
+    Retry::Fail(crate::LowerError::Internal(format!(
+        "transpose stage {what}"
+    )))
+}
+
+/// The tile extent along a run of `len` elements: 128 bytes of `size`-byte elements, halved
+/// (down to one vector of `w`) until it divides `len`.
+fn tile_extent(len: u64, size: u64, w: u64) -> Option<u64> {
+    let mut t = 128 / size;
+    while t >= w && len % t != 0 {
+        t /= 2;
+    }
+    (t >= w).then_some(t)
+}
+
+impl Builder<'_, '_> {
+    /// The layouts through which `v`, computed at `access`, reads buffers (through views,
+    /// elementwise ops and broadcasts); a worklist, not recursion, for chains of thousands of
+    /// ops.
+    fn leaf_accesses(&self, v: ValueId, access: &Layout) -> Vec<Layout> {
+        let mut out = vec![];
+        let mut seen = HashSet::new();
+        let mut work = vec![(v, access.clone())];
+        while let Some((x, a)) = work.pop() {
+            if !seen.insert((x, a.to_string())) {
+                continue;
+            }
+            if x != v && self.l.buffer_of.contains_key(&x) {
+                out.push(a);
+                continue;
+            }
+            let Some(inst) = self.def(x) else {
+                continue;
+            };
+            if is_view(inst.op) {
+                if inst.op != irc_ir::OpKind::Slice
+                    && let Ok(view) = self.view_layout(inst)
+                    && let Ok(c) = composition(&view, &a)
+                {
+                    work.push((inst.operands[0], c));
+                }
+                continue;
+            }
+            if !matches!(
+                inst.op.category(),
+                Category::Unary
+                    | Category::Binary
+                    | Category::Compare
+                    | Category::Select
+                    | Category::Cast
+            ) {
+                continue;
+            }
+            let shape = &self.ty(x).shape;
+            for &o in &inst.operands {
+                let oshape = &self.ty(o).shape;
+                if oshape == shape {
+                    work.push((o, a.clone()));
+                } else if let Ok(b) = broadcast_layout(oshape, shape)
+                    && let Ok(c) = composition(&b, &a)
+                {
+                    work.push((o, c));
+                }
+            }
+        }
+        out
+    }
+
+    /// The shared-memory transpose for pointwise value `v` of `w`-element vectors, where one of
+    /// its operands is read transposed (module docs) and the extents tile whole.
+    pub(crate) fn transpose_plan(&self, v: ValueId, w: u64) -> R<Option<TransposeStage>> {
+        let ty = self.ty(v);
+        let (n_all, size) = (ty.numel(), ty.dtype.size_bytes());
+        if w < 2 || size < 2 || n_all % w != 0 {
+            return Ok(None);
+        }
+        for l in self.leaf_accesses(v, &linear(n_all).map_err(internal)?) {
+            let Ok(c) = coalesce(&l) else { continue };
+            let runs = c.leaves();
+            let [(n, sn), (m, 1), ..] = runs[..] else {
+                continue;
+            };
+            let (n, m) = (n as u64, m as u64);
+            if sn == 0 || sn == 1 {
+                continue;
+            }
+            let (Some(tn), Some(tm)) = (tile_extent(n, size, w), tile_extent(m, size, w)) else {
+                continue;
+            };
+            // At least a warp's vectors a tile, and a block per tile.
+            let b = n_all / (n * m);
+            if tn * tm / w < 32 || (n / tn) * (m / tm) * b > i32::MAX as u64 {
+                continue;
+            }
+            let nmb = Layout::flat(
+                &[n as i64, m as i64, b as i64],
+                &[1, n as i64, (n * m) as i64],
+            )
+            .map_err(internal)?;
+            let sw = Swizzle::new(
+                (tn / w).min(tm / w).min(8).ilog2() as i64,
+                w.ilog2() as i64,
+                tm.ilog2() as i64,
+            )
+            .map_err(internal)?;
+            return Ok(Some(TransposeStage {
+                nmb,
+                m,
+                tn,
+                tm,
+                w,
+                sw,
+                tile: vec![],
+                at: None,
+                staged: vec![],
+            }));
+        }
+        Ok(None)
+    }
+
+    /// `out[i] = v[i]` through the shared-memory transpose `st`: a block of `threads` (the
+    /// configuration's, where they divide the tile's vectors) per tile, each thread `tn·tm /
+    /// (w·threads)` vectors; `out` is the output's flat tensor, `access` its layout.
+    pub(crate) fn elementwise_transposed(
+        &mut self,
+        v: ValueId,
+        mut st: TransposeStage,
+        (out, access): (&str, &Layout),
+        threads: u64,
+    ) -> R<()> {
+        let (tn, tm, w) = (st.tn, st.tm, st.w);
+        let n = st.nmb.mode(0).map_err(internal)?.size().map_err(internal)? as u64;
+        let vecs = tn * tm / w;
+        // The configuration's threads where they divide the tile's vectors.
+        let threads = match vecs % threads {
+            0 => threads,
+            _ => vecs.min(u64::from(THREADS)),
+        };
+        let tiles = st.nmb.size().map_err(internal)? as u64 / (tn * tm);
+        self.kernel.block = [threads as u32, 1, 1];
+        self.kernel.grid = [tiles as u32, 1, 1];
+        // The block's tile `(n / tn, m / tm, b)`, tiles along N first: its coordinates and
+        // its first vector in the output (each a layout of the block index); thread `q`'s
+        // vector `(q mod tn/w, q / (tn/w))` of it, the tile's rows `N/w` vectors apart.
+        let (nt, mt) = (n / tn, st.m / tm);
+        let grid = |strides: [u64; 3]| {
+            let shape = [nt as i64, mt as i64, (tiles / (nt * mt)) as i64];
+            let l = Layout::flat(&shape, &strides.map(|s| s as i64)).map_err(internal)?;
+            kir::offset_expr(&l, &[bx(Builtin::BidX)]).map_err(internal)
+        };
+        let n0 = grid([tn, 0, 0])?;
+        let m0v = grid([0, tm / w, 0])?;
+        let b = grid([0, 0, 1])?;
+        let first = grid([tn / w, tm * n / w, n * st.m / w])?;
+        st.tile = vec![
+            self.let_("tm", Ty::Idx, m0v),
+            self.let_("tn", Ty::Idx, n0),
+            self.let_("tb", Ty::Idx, b),
+        ];
+        let base = self.let_("tv", Ty::Idx, first);
+        let per_row = tn / w;
+        let thread =
+            Layout::flat(&[per_row as i64, tm as i64], &[1, (n / w) as i64]).map_err(internal)?;
+        let tid = bx(Builtin::TidX);
+        self.stage = Some(st);
+        let body = self.block(|b| {
+            for u in 0..vecs / threads {
+                let q = b.let_("tq", Ty::Idx, add(tid.clone(), int(u * threads)));
+                let nv = Expr::idx(IdxOp::Rem, q.clone(), int(per_row));
+                let ml = Expr::idx(IdxOp::Div, q.clone(), int(per_row));
+                let off = kir::offset_expr(&thread, std::slice::from_ref(&q)).map_err(internal)?;
+                let vb = b.let_("vb", Ty::Idx, add(base.clone(), off));
+                if let Some(s) = b.stage.as_mut() {
+                    s.at = Some((mul(nv, int(w)), ml));
+                }
+                b.vector_loop(w, vec![vb], |b, kx, _| {
+                    b.coord = vec![kx.clone()];
+                    let e = b.compute_at(v, access, false)?;
+                    b.store_elem(out, vec![kx], e)
+                })?;
+            }
+            Ok(())
+        });
+        let st = self.stage.take().ok_or_else(|| no_stage("closed twice"))?;
+        let body = body?;
+        // The staged operands' tiles: vector `q` is row `q / (tm/w)`, chunk `q mod tm/w`.
+        let chunks = tm / w;
+        let tile = Layout::flat(&[tm as i64, tn as i64], &[1, tm as i64]).map_err(internal)?;
+        for (_, src, _, vecs_view) in &st.staged {
+            for u in 0..vecs / threads {
+                let q = self.let_("sq", Ty::Idx, add(tid.clone(), int(u * threads)));
+                let mv = self.let_("sm", Ty::Idx, Expr::idx(IdxOp::Rem, q.clone(), int(chunks)));
+                let nl = self.let_("sn", Ty::Idx, Expr::idx(IdxOp::Div, q, int(chunks)));
+                let at = vec![
+                    add(st.tile[0].clone(), mv.clone()),
+                    add(st.tile[1].clone(), nl.clone()),
+                    st.tile[2].clone(),
+                ];
+                let off = kir::swizzled_offset_expr(&st.sw, &tile, &[mul(mv, int(w)), nl])
+                    .map_err(internal)?;
+                self.out.push(Stmt::Copy {
+                    width: w as u32,
+                    dst: Frag {
+                        tensor: vecs_view.clone(),
+                        at: vec![Expr::idx(IdxOp::Div, off, int(w))],
+                    },
+                    src: Frag {
+                        tensor: src.clone(),
+                        at,
+                    },
+                });
+            }
+        }
+        if !st.staged.is_empty() {
+            self.out.push(Stmt::Sync);
+        }
+        self.out.extend(body);
+        Ok(())
+    }
+
+    /// A read of buffer parameter `p` through `access` (+ `offset`) inside a shared-memory
+    /// transpose: the element of its shared tile when the read is staged (module docs), else
+    /// `None`.
+    pub(crate) fn staged_read(
+        &mut self,
+        p: &str,
+        dtype: DType,
+        access: &Layout,
+        offset: i64,
+    ) -> R<Option<Expr>> {
+        let Some(st) = self.stage.as_ref() else {
+            return Ok(None);
+        };
+        let Some((nl, ml)) = st.at.clone() else {
+            return Ok(None);
+        };
+        let (w, tn, tm) = (st.w, st.tn, st.tm);
+        if dtype.size_bytes() * w != 16 || offset % w as i64 != 0 {
+            return Ok(None);
+        }
+        // The access over (N, M, B): contiguous along M, whole vectors along N and B.
+        let Ok(c) = composition(access, &st.nmb) else {
+            return Ok(None);
+        };
+        let (Ok(mn), Ok(mm), Ok(mb)) = (c.mode(0), c.mode(1), c.mode(2)) else {
+            return Ok(None);
+        };
+        let contiguous = coalesce(&mm).is_ok_and(|l| l.leaves() == [(st.m as i64, 1)]);
+        let (Ok(lane), Ok(chunk)) = (
+            Layout::int(w as i64, 1),
+            Layout::int((st.m / w) as i64, w as i64),
+        ) else {
+            return Ok(None);
+        };
+        let Ok(src) = Layout::concat(&[lane, chunk, mn, mb]) else {
+            return Ok(None);
+        };
+        if !contiguous || !kir::is_vector_operand(&src, w as i64, src.rank() - 1) {
+            return Ok(None);
+        }
+        let key = format!("{p} {access} {offset}");
+        let flat = match st.staged.iter().find(|s| s.0 == key) {
+            Some(s) => s.2.clone(),
+            None => {
+                let src = self.tensor_at(Space::Global(p.to_string()), dtype, src, offset);
+                let n = (tn * tm) as i64;
+                let flat = self.tensor(Space::Shared, dtype, Layout::int(n, 1).map_err(internal)?);
+                let view =
+                    Layout::flat(&[w as i64, n / w as i64], &[1, w as i64]).map_err(internal)?;
+                let vecs = self.tensor(Space::View(flat.clone()), dtype, view);
+                let st = self.stage.as_mut().ok_or_else(|| no_stage("not open"))?;
+                st.staged.push((key, src, flat.clone(), vecs));
+                flat
+            }
+        };
+        let st = self.stage.as_ref().ok_or_else(|| no_stage("not open"))?;
+        let lane = self.vector_lane();
+        let tile = Layout::flat(&[tm as i64, tn as i64], &[1, tm as i64]).map_err(internal)?;
+        let off =
+            kir::swizzled_offset_expr(&st.sw, &tile, &[ml, add(nl, lane)]).map_err(internal)?;
+        Ok(Some(self.let_(
+            "v",
+            Ty::Elem(dtype),
+            Expr::load(&flat, vec![off]),
+        )))
+    }
+}
