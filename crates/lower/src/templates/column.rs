@@ -90,17 +90,9 @@ impl Builder<'_, '_> {
         ks: u64,
         finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
     ) -> R<()> {
-        let name = format!("{}_partials", self.kernel.name);
-        self.temps.push(kir::BufferDecl {
-            name: name.clone(),
-            dtype: c.acc_t,
-            shape: vec![ks, c.outs],
-            kind: kir::BufferKind::Temp,
-            tensor_map: None,
-        });
-        let pp = self.param(&name);
+        let part = self.partials_buffer(c.outs, ks, c.acc_t)?;
+        let pp = self.param(&format!("{}_partials", self.kernel.name));
         let layout = partials_layout(c.outs, ks)?;
-        let part = self.tensor(Space::Global(pp.clone()), c.acc_t, layout.clone());
         let p2 = part.clone();
         self.column_sums(&c, (sums, GROUPS), |b, o, v| {
             b.out.push(Stmt::Store {
@@ -149,86 +141,6 @@ impl Builder<'_, '_> {
                 b.column_sums(&c, (merged, groups), finish)
             },
         )
-    }
-
-    /// The second kernel of a split reduction: the `parts` partials of output `o` in the temp
-    /// buffer `name` (`[parts, outs]`, row-major) combined in a fixed order (the same result
-    /// every run), then `finish(o, value)`. A thread per output adds them in order; for at
-    /// most 8192 outputs of at least 64 partials, a warp per output (its lanes add strided
-    /// partials in order, then the warp's shuffle tree), so no thread waits on a long chain
-    /// of loads (measured: colmax_64, 521 partials, 0.076 -> 0.069 ms).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn sum_partials(
-        &mut self,
-        name: &str,
-        outs: u64,
-        parts: u64,
-        acc_t: DType,
-        op: ReduceOp,
-        init: f64,
-        finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
-    ) -> R<()> {
-        let layout = partials_layout(outs, parts)?;
-        let pp = self.param(name);
-        let part = self.tensor(Space::Global(pp), acc_t, layout);
-        if parts < 64 || outs > 8192 {
-            // Many outputs or few partials: a thread per output, adjacent threads reading
-            // adjacent outputs of each partial row.
-            self.kernel.block = [THREADS, 1, 1];
-            self.kernel.grid = [
-                outs.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32,
-                1,
-                1,
-            ];
-            let start = add(
-                mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
-                bx(Builtin::TidX),
-            );
-            let step = mul(bx(Builtin::NctaidX), bx(Builtin::NtidX));
-            return self.for_("o", start, int(outs), step, false, |b, o| {
-                let acc = b.accumulator(acc_t, init);
-                let o2 = o.clone();
-                b.for_(
-                    "s",
-                    Expr::Int(0),
-                    int(parts),
-                    Expr::Int(1),
-                    false,
-                    |b, s| {
-                        b.combine(&acc, op, Expr::load(&part, vec![o2, s]));
-                        Ok(())
-                    },
-                )?;
-                finish(b, o, Expr::var(&acc))
-            });
-        }
-        // Few outputs of many partials: a warp per output (`lane_group_rows` with whole
-        // warps: a uniform loop, so every lane reaches the shuffle tree).
-        self.lane_group_rows(outs, 32, u64::from(THREADS) / 32, |b, o, _, lane| {
-            let acc = b.accumulator(acc_t, init);
-            let o2 = o.clone();
-            b.for_(
-                "s",
-                lane.clone(),
-                int(parts),
-                Expr::Int(32),
-                false,
-                |b, s| {
-                    b.combine(&acc, op, Expr::load(&part, vec![o2, s]));
-                    Ok(())
-                },
-            )?;
-            let var = b.fresh("tree");
-            b.out.push(Stmt::WarpReduce {
-                var: var.clone(),
-                ty: Ty::Elem(acc_t),
-                op,
-                width: 32,
-                value: Expr::var(&acc),
-            });
-            let first = Expr::idx(IdxOp::Eq, lane, Expr::Int(0));
-            b.if_(first, |b| finish(b, o, Expr::Var(var)))
-        })
     }
 
     /// The first kernel's grid, block and accumulation: returns the shared tile of the
@@ -423,32 +335,21 @@ impl Builder<'_, '_> {
     }
 }
 
-impl<'l, 'g> Builder<'l, 'g> {
-    /// The first kernel of a split reduction: a builder for `<kernel>_partial`, the temp buffer
-    /// `<kernel>_partials` of `[parts, outs]` (`acc_t`, row-major; added to both kernels), and
-    /// the partial kernel's tensor of it, indexed `[output, part]`.
-    pub(crate) fn partials_kernel(
-        &mut self,
-        inst_index: usize,
-        outs: u64,
-        parts: u64,
-        acc_t: DType,
-    ) -> R<(Builder<'l, 'g>, String, String)> {
+impl Builder<'_, '_> {
+    /// The temp buffer `<kernel>_partials` of `[parts, outs]` (`acc_t`, row-major) a split
+    /// reduction's blocks write their partials to, and this kernel's tensor of it, indexed
+    /// `[output, part]`.
+    pub(crate) fn partials_buffer(&mut self, outs: u64, parts: u64, acc_t: DType) -> R<String> {
         let name = format!("{}_partials", self.kernel.name);
-        let decl = kir::BufferDecl {
+        self.temps.push(kir::BufferDecl {
             name: name.clone(),
             dtype: acc_t,
             shape: vec![parts, outs],
             kind: kir::BufferKind::Temp,
             tensor_map: None,
-        };
-        self.temps.push(decl.clone());
-        let mut p = Builder::new(self.l, format!("{}_partial", self.kernel.name), inst_index);
-        p.temps.push(decl);
-        let layout = partials_layout(outs, parts)?;
-        let pp = p.param(&name);
-        let part = p.tensor(Space::Global(pp), acc_t, layout);
-        Ok((p, name, part))
+        });
+        let pp = self.param(&name);
+        Ok(self.tensor(Space::Global(pp), acc_t, partials_layout(outs, parts)?))
     }
 }
 

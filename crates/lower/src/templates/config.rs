@@ -110,14 +110,13 @@ pub enum ReductionConfig {
         threads: u64,
     },
     /// Few long rows: each row over `ceil(k / chunk)` blocks of 256 threads writing partials,
-    /// added in order by the last block of the row to arrive (one launch; a second kernel
-    /// beyond 256 partials).
+    /// added in order by the last block of the row to arrive (one launch).
     Split {
         chunk: u64,
     },
     /// A leading axis reduced into few outputs: the split column reduction
     /// (`templates/column.rs`; where the axis is split across blocks, the last block of a tile
-    /// or a second kernel adds the partials).
+    /// to arrive adds the partials).
     ColumnSplit,
 }
 

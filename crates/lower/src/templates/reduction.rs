@@ -363,10 +363,6 @@ impl Builder<'_, '_> {
     }
 }
 
-/// The most partials per output a split reduction adds in its own launch (by the last block
-/// to arrive: each lane of a warp at most 8 of them); beyond, a second kernel adds them.
-pub(crate) const ONE_LAUNCH_PARTS: u64 = 256;
-
 /// A split row reduction: `rows` rows of `k` in chunks of `chunk` elements.
 struct RowsSplit {
     rows: u64,
@@ -381,10 +377,9 @@ struct RowsSplit {
 impl Builder<'_, '_> {
     /// Few long rows (`split,chunk=N`): `(splits, rows)` blocks, each reducing its chunk
     /// (`chunk_loop`: vectors, four per thread in flight) with a block reduction into the
-    /// partials `[rows, splits]`; then each row's partials added in a fixed order. Up to
-    /// [`ONE_LAUNCH_PARTS`] splits, by the last block of the row to arrive (`arrival`): its
-    /// first warp's lanes add every 32nd partial, then the warp's tree — one launch; beyond, by
-    /// a second kernel (`sum_partials`).
+    /// partials `[rows, splits]`; the last block of the row to arrive (`arrival`) adds the
+    /// row's partials — each thread every 256th in order, four loads in flight, then the
+    /// block's tree, the same order whichever block is last — in the same launch.
     fn reduction_split(
         &mut self,
         inst: &Inst,
@@ -395,29 +390,14 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         let x = inst.operands[0];
         let splits = r.k.div_ceil(r.chunk);
-        let one = splits <= ONE_LAUNCH_PARTS;
-        let (mut p, name, part) =
-            self.partials_kernel(self.inst_index(inst)?, r.rows, splits, r.acc_t)?;
-        let b = if one { &mut *self } else { &mut p };
-        let part = match one {
-            // The partials in this kernel: the same buffer, a tensor of this builder's.
-            true => {
-                let pp = b.param(&name);
-                b.tensor(
-                    irc_kir::Space::Global(pp),
-                    r.acc_t,
-                    super::column::partials_layout(r.rows, splits)?,
-                )
-            }
-            false => part,
-        };
-        b.kernel.grid = [splits as u32, r.rows as u32, 1];
-        b.kernel.block = [THREADS, 1, 1];
+        let part = self.partials_buffer(r.rows, splits, r.acc_t)?;
+        self.kernel.grid = [splits as u32, r.rows as u32, 1];
+        self.kernel.block = [THREADS, 1, 1];
         let row = bx(Builtin::BidY);
-        let start = b.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
-        let acc = b.accumulator(r.acc_t, r.init);
-        let (a, rw, xd) = (acc.clone(), row.clone(), b.ty(x).dtype);
-        b.chunk_loop(
+        let start = self.let_("start", Ty::Idx, mul(bx(Builtin::BidX), int(r.chunk)));
+        let acc = self.accumulator(r.acc_t, r.init);
+        let (a, rw, xd) = (acc.clone(), row.clone(), self.ty(x).dtype);
+        self.chunk_loop(
             &start,
             (r.chunk, r.k),
             &row,
@@ -431,9 +411,10 @@ impl Builder<'_, '_> {
                 Ok(())
             },
         )?;
-        let red = b.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
+        let red = self.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
         let tid = bx(Builtin::TidX);
-        b.if_(Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0)), |b| {
+        let first = || Expr::idx(IdxOp::Eq, bx(Builtin::TidX), Expr::Int(0));
+        self.if_(first(), |b| {
             b.out.push(Stmt::Store {
                 tensor: part.clone(),
                 coord: vec![row.clone(), bx(Builtin::BidX)],
@@ -441,70 +422,38 @@ impl Builder<'_, '_> {
             });
             Ok(())
         })?;
-        if one {
-            let (counter, old) = self.arrival_counters("arrivals", r.rows)?;
-            return self.when_last(
-                (&counter, vec![row.clone()]),
-                splits,
-                (&old, 0),
-                &tid,
-                &Stmt::Sync,
-                |b| {
-                    let lane = b.let_(
-                        "lane",
-                        Ty::Idx,
-                        Expr::idx(IdxOp::Rem, tid.clone(), Expr::Int(32)),
-                    );
-                    let warp0 = Expr::idx(IdxOp::Lt, tid.clone(), Expr::Int(32));
-                    b.if_(warp0, |b| {
-                        let acc = b.accumulator(r.acc_t, r.init);
-                        b.for_(
-                            "s",
-                            lane.clone(),
-                            int(splits),
-                            Expr::Int(32),
-                            false,
-                            |b, s| {
-                                b.combine(&acc, r.op, Expr::load(&part, vec![row.clone(), s]));
-                                Ok(())
-                            },
-                        )?;
-                        let var = b.fresh("tree");
-                        b.out.push(Stmt::WarpReduce {
-                            var: var.clone(),
-                            ty: Ty::Elem(r.acc_t),
-                            op: r.op,
-                            width: 32,
-                            value: Expr::var(&acc),
-                        });
-                        b.if_(Expr::idx(IdxOp::Eq, lane.clone(), Expr::Int(0)), |b| {
-                            b.out.push(Stmt::Store {
-                                tensor: out,
-                                coord: vec![row.clone()],
-                                value: finish(Expr::Var(var)),
-                            });
-                            Ok(())
-                        })
-                    })
-                },
-            );
-        }
-        p.temps.clear();
-        self.pre.push(p.finish());
-        self.sum_partials(
-            &name,
-            r.rows,
+        let (counter, old) = self.arrival_counters("arrivals", r.rows)?;
+        self.when_last(
+            (&counter, vec![row.clone()]),
             splits,
-            r.acc_t,
-            r.op,
-            r.init,
-            |b, row, value| {
-                b.out.push(Stmt::Store {
-                    tensor: out,
-                    coord: vec![row],
-                    value: finish(value),
-                });
-                Ok(())
+            (&old, 0),
+            &tid,
+            &Stmt::Sync,
+            |b| {
+                let acc = b.accumulator(r.acc_t, r.init);
+                let a = acc.clone();
+                b.strided_vectors(
+                    splits,
+                    tid.clone(),
+                    u64::from(THREADS),
+                    4,
+                    1,
+                    vec![],
+                    None,
+                    |b, s| {
+                        b.combine(&a, r.op, Expr::load(&part, vec![row.clone(), s]));
+                        Ok(())
+                    },
+                )?;
+                let red = b.block_reduce(Ty::Elem(r.acc_t), r.op, Expr::var(&acc));
+                b.if_(first(), |b| {
+                    b.out.push(Stmt::Store {
+                        tensor: out,
+                        coord: vec![row.clone()],
+                        value: finish(red),
+                    });
+                    Ok(())
+                })
             },
         )
     }
