@@ -473,6 +473,13 @@ fn transposed_operands_go_through_shared_tiles() {
     let cast = "graph @f(%x: tensor<64x1024xf32>) -> tensor<1024x64xf16> {\n  %t = transpose %x {perm = [1, 0]}\n  %y = cast %t {dtype = f16}\n  return %y\n}\n";
     let text = kir(cast);
     assert!(!staged(&text) && text.contains("%vb"), "{text}");
+    // A concat of two transposed operands (each branch read at its own coordinate: not
+    // staged), a sliced transposed operand (staged at its window's offset), a gather from a
+    // transposed source (read at the gathered index: not staged).
+    let views = "graph @v(%a: tensor<64x32xf16>, %b: tensor<64x32xf16>, %c: tensor<80x72xf16>, %y: tensor<64x64xf16>) -> (tensor<64x64xf16>, tensor<64x64xf16>) {\n  %at = transpose %a {perm = [1, 0]}\n  %bt = transpose %b {perm = [1, 0]}\n  %cat = concat %at, %bt {axis = 0}\n  %ct = transpose %c {perm = [1, 0]}\n  %s = slice %ct {starts = [8, 16], ends = [72, 80]}\n  %u = add %cat, %s\n  %w = add %s, %y\n  return %u, %w\n}\n";
+    emulates_as_interpreted(views);
+    let gather = "graph @g(%x: tensor<64x128xf16>, %i: tensor<64xi32>) -> tensor<64x64xf16> {\n  %xt = transpose %x {perm = [1, 0]}\n  %g = gather %xt, %i {axis = 0}\n  %h = slice %xt {starts = [64, 0], ends = [128, 64]}\n  %y = add %g, %h\n  return %y\n}\n";
+    emulates_as_interpreted(gather);
     // Rows of 40 and 24 hold no tile of a warp's vectors; no transpose at all.
     assert!(!staged(&kir(&graph(24, 40))));
     let plain = "graph @p(%x: tensor<64x1024xf16>) -> tensor<64x1024xf16> {\n  %y = exp %x\n  return %y\n}\n";

@@ -79,8 +79,9 @@ impl Builder<'_, '_> {
                 continue;
             };
             if is_view(inst.op) {
-                if inst.op != irc_ir::OpKind::Slice
-                    && let Ok(view) = self.view_layout(inst)
+                // (A slice's window moves its reads by an offset, which the plan does not
+                // need: `staged_read` sees it.)
+                if let Ok(view) = self.view_layout(inst)
                     && let Ok(c) = composition(&view, &a)
                 {
                     work.push((inst.operands[0], c));
@@ -281,7 +282,9 @@ impl Builder<'_, '_> {
             return Ok(None);
         };
         let (w, tn, tm) = (st.w, st.tn, st.tm);
-        if dtype.size_bytes() * w != 16 || offset % w as i64 != 0 {
+        // Only reads at the output element's own coordinate: the tile holds the operand at
+        // every element of the block's tile, and nothing else.
+        if !self.at_vector_coord() || dtype.size_bytes() * w != 16 || offset % w as i64 != 0 {
             return Ok(None);
         }
         // The access over (N, M, B): contiguous along M, whole vectors along N and B.

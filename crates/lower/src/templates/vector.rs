@@ -276,6 +276,12 @@ impl Builder<'_, '_> {
         Ok(reg)
     }
 
+    /// Whether reads are at the open vector loop's own coordinate (not a concat's branch or
+    /// a gather's source, which read elsewhere).
+    pub(crate) fn at_vector_coord(&self) -> bool {
+        self.vectors.as_ref().is_some_and(|s| s.coord == self.coord)
+    }
+
     /// The open vector loop's element variable (0 outside one).
     pub(crate) fn vector_lane(&self) -> Expr {
         self.vectors
