@@ -470,7 +470,7 @@ fn transposed_operands_go_through_shared_tiles() {
     let text = kir(two);
     assert_eq!(text.matches(" shared = ").count(), 2, "{text}");
     // An f32 operand of an f16 output: read in tiles of rows from global memory.
-    let cast = "graph @f(%x: tensor<64x1024xf32>) -> tensor<1024x64xf16> {\n  %t = transpose %x {perm = [1, 0]}\n  %y = cast %t {dtype = f16}\n  return %y\n}\n";
+    let cast = "graph @f(%x: tensor<1024x64xf32>) -> tensor<64x1024xf16> {\n  %t = transpose %x {perm = [1, 0]}\n  %y = cast %t {dtype = f16}\n  return %y\n}\n";
     let text = kir(cast);
     assert!(!staged(&text) && text.contains("%vb"), "{text}");
     // A concat of two transposed operands (each branch read at its own coordinate: not

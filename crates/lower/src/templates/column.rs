@@ -90,9 +90,9 @@ impl Builder<'_, '_> {
         ks: u64,
         finish: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
     ) -> R<()> {
-        let part = self.partials_buffer(c.outs, ks, c.acc_t)?;
-        let pp = self.param(&format!("{}_partials", self.kernel.name));
+        // `[ks, outs]`: a tile's partials of one block side by side.
         let layout = partials_layout(c.outs, ks)?;
+        let (pp, part) = self.partials_buffer([ks, c.outs], layout.clone(), c.acc_t);
         let p2 = part.clone();
         self.column_sums(&c, (sums, GROUPS), |b, o, v| {
             b.out.push(Stmt::Store {
@@ -143,8 +143,8 @@ impl Builder<'_, '_> {
         )
     }
 
-    /// The first kernel's grid, block and accumulation: returns the shared tile of the
-    /// groups' accumulators `[LANES·w, GROUPS]`, filled and synchronized.
+    /// The kernel's grid and block, and each block's accumulation: returns the shared tile of
+    /// the groups' accumulators `[LANES·w, GROUPS]`, filled and synchronized.
     fn column_partial(
         &mut self,
         c: &ColumnSplit,
@@ -174,6 +174,14 @@ impl Builder<'_, '_> {
     /// `[lanes·w, groups]`, filled and synchronized.
     fn column_strip(&mut self, st: &Strip, c: &ColumnSplit, elem: &Elem<'_>) -> R<String> {
         let (w, kc, groups) = (st.w, st.kc, st.groups);
+        // Every thread of the block is one (lane, group): no two add the same rows.
+        if st.lanes * groups != LANES * GROUPS {
+            return Err(Retry::Fail(crate::LowerError::Internal(format!(
+                "a column strip of {} lanes by {groups} groups is not the block's {} threads",
+                st.lanes,
+                LANES * GROUPS
+            ))));
+        }
         let tid = bx(Builtin::TidX);
         let lane = self.let_(
             "lane",
@@ -336,20 +344,26 @@ impl Builder<'_, '_> {
 }
 
 impl Builder<'_, '_> {
-    /// The temp buffer `<kernel>_partials` of `[parts, outs]` (`acc_t`, row-major) a split
-    /// reduction's blocks write their partials to, and this kernel's tensor of it, indexed
-    /// `[output, part]`.
-    pub(crate) fn partials_buffer(&mut self, outs: u64, parts: u64, acc_t: DType) -> R<String> {
+    /// The temp buffer `<kernel>_partials` (`acc_t`) of `shape`, where a split reduction's
+    /// blocks write their partials: its parameter, and this kernel's tensor of it through
+    /// `layout` (indexed `[output, part]`).
+    pub(crate) fn partials_buffer(
+        &mut self,
+        shape: [u64; 2],
+        layout: Layout,
+        acc_t: DType,
+    ) -> (String, String) {
         let name = format!("{}_partials", self.kernel.name);
         self.temps.push(kir::BufferDecl {
             name: name.clone(),
             dtype: acc_t,
-            shape: vec![parts, outs],
+            shape: shape.to_vec(),
             kind: kir::BufferKind::Temp,
             tensor_map: None,
         });
         let pp = self.param(&name);
-        Ok(self.tensor(Space::Global(pp), acc_t, partials_layout(outs, parts)?))
+        let t = self.tensor(Space::Global(pp.clone()), acc_t, layout);
+        (pp, t)
     }
 }
 

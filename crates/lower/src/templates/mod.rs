@@ -63,7 +63,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "pointwise",
         anchor: Anchor::Pointwise,
         applies: "every pointwise group",
-        config: "PointwiseConfig: threads 64..1024, a thread per 16-byte vector of the output (an element where the count or a 1-byte type does not allow one) or blocks_per_sm blocks per SM (grid-stride); default threads=256",
+        config: "PointwiseConfig: threads 64..1024, a thread per 16-byte vector of the output (an element where the count or a 1-byte type does not allow one) or blocks_per_sm blocks per SM (grid-stride); default threads=256. With an operand staged through a shared-memory transpose (transpose.rs): a block per tile, blocks_per_sm unused, threads where they divide the tile's vectors (else 256 or fewer)",
     },
     TemplateInfo {
         name: "reduction",

@@ -18,7 +18,7 @@
 
 use super::config::{Config, PointwiseConfig, pointwise_grid};
 use crate::lower::*;
-use irc_ir::{Attr, Category, OpKind, ValueId};
+use irc_ir::ValueId;
 use irc_kir::{Builtin, Ty};
 use irc_layout::Layout;
 
@@ -26,45 +26,18 @@ use irc_layout::Layout;
 const TILE_ROWS: u64 = 32;
 
 impl Builder<'_, '_> {
-    /// Whether `v`'s inline computation reads a value through a transpose of `v`'s shape whose
-    /// source is contiguous along `v`'s second-innermost dimension (a matrix transpose): read
-    /// in the output's order, each element of a warp's load would be its own sector.
-    fn reads_transposed_rows(&self, v: ValueId) -> bool {
-        let shape = &self.ty(v).shape;
-        let r = shape.len();
-        let mut stack = vec![v];
-        let mut seen = std::collections::HashSet::new();
-        while let Some(x) = stack.pop() {
-            if !seen.insert(x) || (x != v && self.l.buffer_of.contains_key(&x)) {
-                continue;
-            }
-            let Some(inst) = self.def(x) else {
-                continue;
-            };
-            if inst.op == OpKind::Transpose {
-                let perm: Vec<usize> = inst
-                    .attrs
-                    .get("perm")
-                    .and_then(Attr::as_ints)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|&p| irc_ir::infer::normalize_axis(p, r))
-                    .collect();
-                if r >= 2 && &self.ty(x).shape == shape && perm.len() == r && perm[r - 2] == r - 1 {
-                    return true;
-                }
-            } else if matches!(
-                inst.op.category(),
-                Category::Unary
-                    | Category::Binary
-                    | Category::Cast
-                    | Category::Compare
-                    | Category::Select
-            ) {
-                stack.extend(inst.operands.iter().copied());
-            }
-        }
-        false
+    /// Whether `v`'s inline computation reads a buffer transposed against `v`'s rows: along
+    /// `v`'s innermost dimension (extent `cols`) with a stride other than 1, and contiguously
+    /// along the next (a matrix transpose): read in the output's order, each element of a
+    /// warp's load would be its own sector.
+    fn reads_transposed_rows(&self, v: ValueId, cols: u64) -> R<bool> {
+        let n = self.ty(v).numel();
+        let leaves = self.leaf_accesses(v, &linear(n).map_err(internal)?);
+        Ok(leaves.iter().any(|(_, l)| {
+            irc_layout::coalesce(l).is_ok_and(|c| {
+                matches!(c.leaves()[..], [(n, s), (_, 1), ..] if s != 0 && s != 1 && n as u64 == cols)
+            })
+        }))
     }
 
     /// `for %i = global thread index to n step (threads in grid)`: out[i] = v[i].
@@ -111,7 +84,7 @@ impl Builder<'_, '_> {
         let tiled = cols % width == 0
             && rows % TILE_ROWS == 0
             && 2 * cvecs >= cfg.threads
-            && self.reads_transposed_rows(v);
+            && self.reads_transposed_rows(v, cols)?;
         // Thread `i`'s vector: `(32, tw, rows / 32, cvecs / tw) : (cvecs, 1, 32·cvecs, tw)`
         // (a row within the tile, a column within it, the tile's row, its column), a
         // bijection onto the output's vectors.

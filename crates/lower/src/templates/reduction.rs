@@ -378,8 +378,9 @@ impl Builder<'_, '_> {
     /// Few long rows (`split,chunk=N`): `(splits, rows)` blocks, each reducing its chunk
     /// (`chunk_loop`: vectors, four per thread in flight) with a block reduction into the
     /// partials `[rows, splits]`; the last block of the row to arrive (`arrival`) adds the
-    /// row's partials — each thread every 256th in order, four loads in flight, then the
-    /// block's tree, the same order whichever block is last — in the same launch.
+    /// row's partials — each thread every 256th in order (four loads in flight where the
+    /// steps are whole), then the block's tree, the same order whichever block is last — in
+    /// the same launch.
     fn reduction_split(
         &mut self,
         inst: &Inst,
@@ -390,7 +391,10 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         let x = inst.operands[0];
         let splits = r.k.div_ceil(r.chunk);
-        let part = self.partials_buffer(r.rows, splits, r.acc_t)?;
+        // `[rows, splits]`: a row's partials side by side, so the merge's loads are coalesced.
+        let layout = irc_layout::Layout::flat(&[r.rows as i64, splits as i64], &[splits as i64, 1])
+            .map_err(internal)?;
+        let (_, part) = self.partials_buffer([r.rows, splits], layout, r.acc_t);
         self.kernel.grid = [splits as u32, r.rows as u32, 1];
         self.kernel.block = [THREADS, 1, 1];
         let row = bx(Builtin::BidY);

@@ -10,12 +10,14 @@
 //! operand's tile into shared memory, 16-byte vectors along `M` (rows of the operand), then
 //! computes the output's vectors along `N`, reading the staged operands from the tile's
 //! columns and every other operand from global memory as usual. The tile is swizzled
-//! (`Sw<3, log2 w, log2 tm>`: the 16-byte chunk of a row XOR the row's vector index), so a warp
-//! reading eight rows' chunks, or writing a row's eight, touches every bank once.
+//! (`Sw<b, log2 w, log2 tm>`, `b = log2 min(tn/w, tm/w, 8)`: the 16-byte chunk of a row XOR
+//! the row's vector index), so a warp reading eight rows' chunks, or writing a row's eight,
+//! touches every bank once. A kernel's tiles stay within 48 KiB; reads beyond are not staged.
 //!
 //! Which reads are staged is decided where they are built ([`Builder::staged_read`]): a read
-//! of a buffer whose access, over `[N, M, B]`, is contiguous along `M` with the output's
-//! element size. The copies into the tile are emitted after the compute that asked for them,
+//! at the output element's own coordinate of a buffer whose access, over `[N, M, B]`, is
+//! contiguous along `M`, with the output's element size and 16-byte aligned vectors; the plan
+//! is made only where one of the leaves it finds is such a read. The copies into the tile are emitted after the compute that asked for them,
 //! before it in program order.
 
 use crate::lower::*;
@@ -34,13 +36,46 @@ pub(crate) struct TransposeStage {
     tm: u64,
     /// Elements in a vector (16 bytes of the output's type).
     w: u64,
+    /// A staged tile, `(tm, tn) : (1, tm)` (`[m, n]`), and its swizzle.
+    tile: Layout,
     sw: Swizzle,
     /// The block's tile: the operands' coordinates `[m0 / w, n0, b]` of its first vector row.
-    tile: Vec<Expr>,
+    origin: Vec<Expr>,
     /// The current output vector's first column within the tile and its row (`n`, `m`).
     at: Option<(Expr, Expr)>,
     /// The operands staged so far: (key, copy source, shared tile and its vector view).
     staged: Vec<(String, String, String, String)>,
+}
+
+/// The shared memory a kernel's staged tiles may take: the pointwise kernel stays within
+/// static shared memory and several blocks an SM.
+const STAGE_BYTES: u64 = 48 << 10;
+
+impl TransposeStage {
+    /// The swizzled offset of tile element `[m, n]` (phase 1 writes and phase 2 reads through
+    /// this one function).
+    fn offset(&self, m: Expr, n: Expr) -> R<Expr> {
+        kir::swizzled_offset_expr(&self.sw, &self.tile, &[m, n]).map_err(internal)
+    }
+
+    /// The copy source of an operand of `dtype` read through `access` (over the output's
+    /// flat index): `(w:1, M/w:w, N-mode, B-mode)` where the access is contiguous along `M`,
+    /// its vectors are the output's (16 bytes) and every other stride keeps them aligned.
+    fn source(&self, access: &Layout, dtype: DType) -> Option<Layout> {
+        let w = self.w as i64;
+        if dtype.size_bytes() as i64 * w != 16 {
+            return None;
+        }
+        let c = composition(access, &self.nmb).ok()?;
+        let (mn, mm, mb) = (c.mode(0).ok()?, c.mode(1).ok()?, c.mode(2).ok()?);
+        if coalesce(&mm).ok()?.leaves() != [(self.m as i64, 1)] {
+            return None;
+        }
+        let lane = Layout::int(w, 1).ok()?;
+        let chunk = Layout::int(self.m as i64 / w, w).ok()?;
+        let src = Layout::concat(&[lane, chunk, mn, mb]).ok()?;
+        kir::is_vector_operand(&src, w, src.rank() - 1).then_some(src)
+    }
 }
 
 fn no_stage(what: &str) -> Retry {
@@ -60,10 +95,10 @@ fn tile_extent(len: u64, size: u64, w: u64) -> Option<u64> {
 }
 
 impl Builder<'_, '_> {
-    /// The layouts through which `v`, computed at `access`, reads buffers (through views,
+    /// The buffers `v`, computed at `access`, reads and the layouts it reads them through (views,
     /// elementwise ops and broadcasts); a worklist, not recursion, for chains of thousands of
     /// ops.
-    fn leaf_accesses(&self, v: ValueId, access: &Layout) -> Vec<Layout> {
+    pub(crate) fn leaf_accesses(&self, v: ValueId, access: &Layout) -> Vec<(ValueId, Layout)> {
         let mut out = vec![];
         let mut seen = HashSet::new();
         let mut work = vec![(v, access.clone())];
@@ -72,7 +107,7 @@ impl Builder<'_, '_> {
                 continue;
             }
             if x != v && self.l.buffer_of.contains_key(&x) {
-                out.push(a);
+                out.push((x, a));
                 continue;
             }
             let Some(inst) = self.def(x) else {
@@ -121,7 +156,7 @@ impl Builder<'_, '_> {
         if w < 2 || size < 2 || n_all % w != 0 {
             return Ok(None);
         }
-        for l in self.leaf_accesses(v, &linear(n_all).map_err(internal)?) {
+        for (leaf, l) in self.leaf_accesses(v, &linear(n_all).map_err(internal)?) {
             let Ok(c) = coalesce(&l) else { continue };
             let runs = c.leaves();
             let [(n, sn), (m, 1), ..] = runs[..] else {
@@ -144,23 +179,27 @@ impl Builder<'_, '_> {
                 &[1, n as i64, (n * m) as i64],
             )
             .map_err(internal)?;
-            let sw = Swizzle::new(
-                (tn / w).min(tm / w).min(8).ilog2() as i64,
-                w.ilog2() as i64,
-                tm.ilog2() as i64,
-            )
-            .map_err(internal)?;
-            return Ok(Some(TransposeStage {
+            let st = TransposeStage {
                 nmb,
                 m,
                 tn,
                 tm,
                 w,
-                sw,
-                tile: vec![],
+                tile: Layout::flat(&[tm as i64, tn as i64], &[1, tm as i64]).map_err(internal)?,
+                sw: Swizzle::new(
+                    (tn / w).min(tm / w).min(8).ilog2() as i64,
+                    w.ilog2() as i64,
+                    tm.ilog2() as i64,
+                )
+                .map_err(internal)?,
+                origin: vec![],
                 at: None,
                 staged: vec![],
-            }));
+            };
+            // The leaf itself must be one `staged_read` takes (its element size, alignment).
+            if st.source(&l, self.ty(leaf).dtype).is_some() {
+                return Ok(Some(st));
+            }
         }
         Ok(None)
     }
@@ -199,7 +238,7 @@ impl Builder<'_, '_> {
         let m0v = grid([0, tm / w, 0])?;
         let b = grid([0, 0, 1])?;
         let first = grid([tn / w, tm * n / w, n * st.m / w])?;
-        st.tile = vec![
+        st.origin = vec![
             self.let_("tm", Ty::Idx, m0v),
             self.let_("tn", Ty::Idx, n0),
             self.let_("tb", Ty::Idx, b),
@@ -232,19 +271,17 @@ impl Builder<'_, '_> {
         let body = body?;
         // The staged operands' tiles: vector `q` is row `q / (tm/w)`, chunk `q mod tm/w`.
         let chunks = tm / w;
-        let tile = Layout::flat(&[tm as i64, tn as i64], &[1, tm as i64]).map_err(internal)?;
         for (_, src, _, vecs_view) in &st.staged {
             for u in 0..vecs / threads {
                 let q = self.let_("sq", Ty::Idx, add(tid.clone(), int(u * threads)));
                 let mv = self.let_("sm", Ty::Idx, Expr::idx(IdxOp::Rem, q.clone(), int(chunks)));
                 let nl = self.let_("sn", Ty::Idx, Expr::idx(IdxOp::Div, q, int(chunks)));
                 let at = vec![
-                    add(st.tile[0].clone(), mv.clone()),
-                    add(st.tile[1].clone(), nl.clone()),
-                    st.tile[2].clone(),
+                    add(st.origin[0].clone(), mv.clone()),
+                    add(st.origin[1].clone(), nl.clone()),
+                    st.origin[2].clone(),
                 ];
-                let off = kir::swizzled_offset_expr(&st.sw, &tile, &[mul(mv, int(w)), nl])
-                    .map_err(internal)?;
+                let off = st.offset(mul(mv, int(w)), nl)?;
                 self.out.push(Stmt::Copy {
                     width: w as u32,
                     dst: Frag {
@@ -284,32 +321,19 @@ impl Builder<'_, '_> {
         let (w, tn, tm) = (st.w, st.tn, st.tm);
         // Only reads at the output element's own coordinate: the tile holds the operand at
         // every element of the block's tile, and nothing else.
-        if !self.at_vector_coord() || dtype.size_bytes() * w != 16 || offset % w as i64 != 0 {
+        if !self.at_vector_coord() || offset % w as i64 != 0 {
             return Ok(None);
         }
-        // The access over (N, M, B): contiguous along M, whole vectors along N and B.
-        let Ok(c) = composition(access, &st.nmb) else {
+        let Some(src) = st.source(access, dtype) else {
             return Ok(None);
         };
-        let (Ok(mn), Ok(mm), Ok(mb)) = (c.mode(0), c.mode(1), c.mode(2)) else {
-            return Ok(None);
-        };
-        let contiguous = coalesce(&mm).is_ok_and(|l| l.leaves() == [(st.m as i64, 1)]);
-        let (Ok(lane), Ok(chunk)) = (
-            Layout::int(w as i64, 1),
-            Layout::int((st.m / w) as i64, w as i64),
-        ) else {
-            return Ok(None);
-        };
-        let Ok(src) = Layout::concat(&[lane, chunk, mn, mb]) else {
-            return Ok(None);
-        };
-        if !contiguous || !kir::is_vector_operand(&src, w as i64, src.rank() - 1) {
-            return Ok(None);
-        }
-        let key = format!("{p} {access} {offset}");
+        // One tile for each operand, window and element type, within `STAGE_BYTES`.
+        let key = format!("{p} {dtype} {src} {offset}");
         let flat = match st.staged.iter().find(|s| s.0 == key) {
             Some(s) => s.2.clone(),
+            None if (st.staged.len() as u64 + 1) * tn * tm * dtype.size_bytes() > STAGE_BYTES => {
+                return Ok(None);
+            }
             None => {
                 let src = self.tensor_at(Space::Global(p.to_string()), dtype, src, offset);
                 let n = (tn * tm) as i64;
@@ -323,10 +347,7 @@ impl Builder<'_, '_> {
             }
         };
         let st = self.stage.as_ref().ok_or_else(|| no_stage("not open"))?;
-        let lane = self.vector_lane();
-        let tile = Layout::flat(&[tm as i64, tn as i64], &[1, tm as i64]).map_err(internal)?;
-        let off =
-            kir::swizzled_offset_expr(&st.sw, &tile, &[ml, add(nl, lane)]).map_err(internal)?;
+        let off = st.offset(ml, add(nl, self.vector_lane()))?;
         Ok(Some(self.let_(
             "v",
             Ty::Elem(dtype),

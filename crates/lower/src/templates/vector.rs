@@ -304,11 +304,7 @@ impl Builder<'_, '_> {
         };
         let global = self.tensor_at(Space::Global(p.to_string()), dtype, layout, offset);
         let reg = self.vector_register(global, dtype, width, true)?;
-        let v = self
-            .vectors
-            .as_ref()
-            .map(|s| s.v.clone())
-            .unwrap_or(Expr::Int(0));
+        let v = self.vector_lane();
         Ok(Some(self.let_(
             "v",
             Ty::Elem(dtype),
@@ -331,11 +327,7 @@ impl Builder<'_, '_> {
         {
             let global = self.tensor_at(Space::Global(p), dtype, vl, offset);
             let reg = self.vector_register(global, dtype, width, false)?;
-            let v = self
-                .vectors
-                .as_ref()
-                .map(|s| s.v.clone())
-                .unwrap_or(Expr::Int(0));
+            let v = self.vector_lane();
             self.out.push(Stmt::Store {
                 tensor: reg,
                 coord: vec![v],
