@@ -469,10 +469,23 @@ fn transposed_operands_go_through_shared_tiles() {
     let two = "graph @w(%a: tensor<128x64xf16>, %b: tensor<128x64xf16>, %c: tensor<128xf16>) -> tensor<64x128xf16> {\n  %at = transpose %a {perm = [1, 0]}\n  %bt = transpose %b {perm = [1, 0]}\n  %s = add %at, %bt\n  %y = mul %s, %c\n  return %y\n}\n";
     let text = kir(two);
     assert_eq!(text.matches(" shared = ").count(), 2, "{text}");
-    // An f32 operand of an f16 output: read in tiles of rows from global memory.
-    let cast = "graph @f(%x: tensor<1024x64xf32>) -> tensor<64x1024xf16> {\n  %t = transpose %x {perm = [1, 0]}\n  %y = cast %t {dtype = f16}\n  return %y\n}\n";
-    let text = kir(cast);
-    assert!(!staged(&text) && text.contains("%vb"), "{text}");
+    // An f32 operand of an f16 output (a 16 KiB f32 tile, four 4-wide copies a thread) and
+    // an f16 operand of an f32 output (a 2 KiB tile, half the threads copy).
+    let cast = |from: &str, to: &str| {
+        format!(
+            "graph @f(%x: tensor<1024x64x{from}>) -> tensor<64x1024x{to}> {{\n  %t = transpose %x {{perm = [1, 0]}}\n  %y = cast %t {{dtype = {to}}}\n  return %y\n}}\n"
+        )
+    };
+    let text = kir(&cast("f32", "f16"));
+    assert!(
+        staged(&text) && text.contains("f32 shared = 4096:1"),
+        "{text}"
+    );
+    let text = kir(&cast("f16", "f32"));
+    assert!(
+        staged(&text) && text.contains("f16 shared = 1024:1"),
+        "{text}"
+    );
     // A concat of two transposed operands (each branch read at its own coordinate: not
     // staged), a sliced transposed operand (staged at its window's offset), a gather from a
     // transposed source (read at the gathered index: not staged).

@@ -10,14 +10,15 @@
 //! operand's tile into shared memory, 16-byte vectors along `M` (rows of the operand), then
 //! computes the output's vectors along `N`, reading the staged operands from the tile's
 //! columns and every other operand from global memory as usual. The tile is swizzled
-//! (`Sw<b, log2 w, log2 tm>`, `b = log2 min(tn/w, tm/w, 8)`: the 16-byte chunk of a row XOR
-//! the row's vector index), so a warp reading eight rows' chunks, or writing a row's eight,
-//! touches every bank once. A kernel's tiles stay within 48 KiB; reads beyond are not staged.
+//! (`Sw<b, log2 wo, log2 tm>`, `b = log2 min(tn/wo, tm/wo, 8)`, `wo` the operand's elements in
+//! 16 bytes: the 16-byte chunk of a row XOR the row's index in vectors), so a warp reading
+//! eight rows' chunks, or writing a row's eight, touches every bank once. A kernel's tiles stay within 48 KiB; reads beyond are not staged.
 //!
 //! Which reads are staged is decided where they are built ([`Builder::staged_read`]): a read
 //! at the output element's own coordinate of a buffer whose access, over `[N, M, B]`, is
-//! contiguous along `M`, with the output's element size and 16-byte aligned vectors; the plan
-//! is made only where one of the leaves it finds is such a read. The copies into the tile are emitted after the compute that asked for them,
+//! contiguous along `M`, with elements of 2 to 8 bytes (its tile in its own type, copied in
+//! 16-byte vectors of its elements) aligned to them; the plan is made only where one of the
+//! leaves it finds is such a read. The copies into the tile are emitted after the compute that asked for them,
 //! before it in program order.
 
 use crate::lower::*;
@@ -36,15 +37,24 @@ pub(crate) struct TransposeStage {
     tm: u64,
     /// Elements in a vector (16 bytes of the output's type).
     w: u64,
-    /// A staged tile, `(tm, tn) : (1, tm)` (`[m, n]`), and its swizzle.
+    /// A staged tile, `(tm, tn) : (1, tm)` (`[m, n]`).
     tile: Layout,
-    sw: Swizzle,
-    /// The block's tile: the operands' coordinates `[m0 / w, n0, b]` of its first vector row.
+    /// The block's tile: its index along `M`, its first element along `N`, its `B` index.
     origin: Vec<Expr>,
     /// The current output vector's first column within the tile and its row (`n`, `m`).
     at: Option<(Expr, Expr)>,
-    /// The operands staged so far: (key, copy source, shared tile and its vector view).
-    staged: Vec<(String, String, String, String)>,
+    /// The operands staged so far.
+    staged: Vec<Staged>,
+}
+
+/// A staged operand: its key, copy source, shared tile and the tile's vector view, and its
+/// elements in a 16-byte vector.
+struct Staged {
+    key: String,
+    src: String,
+    flat: String,
+    vecs: String,
+    wo: u64,
 }
 
 /// The shared memory a kernel's staged tiles may take: the pointwise kernel stays within
@@ -52,18 +62,29 @@ pub(crate) struct TransposeStage {
 const STAGE_BYTES: u64 = 48 << 10;
 
 impl TransposeStage {
-    /// The swizzled offset of tile element `[m, n]` (phase 1 writes and phase 2 reads through
-    /// this one function).
-    fn offset(&self, m: Expr, n: Expr) -> R<Expr> {
-        kir::swizzled_offset_expr(&self.sw, &self.tile, &[m, n]).map_err(internal)
+    /// The swizzled offset of tile element `[m, n]` of an operand with `wo` elements in 16
+    /// bytes (phase 1 writes and phase 2 reads through this one function): `Sw<b, log2 wo,
+    /// log2 tm>`, `b = log2 min(tn/wo, tm/wo, 8)` — a row's 16-byte chunk XOR the row's
+    /// index in vectors, within the tile.
+    fn offset(&self, wo: u64, m: Expr, n: Expr) -> R<Expr> {
+        let bits = (self.tn / wo).min(self.tm / wo).min(8).ilog2();
+        let sw = Swizzle::new(bits as i64, wo.ilog2() as i64, self.tm.ilog2() as i64)
+            .map_err(internal)?;
+        kir::swizzled_offset_expr(&sw, &self.tile, &[m, n]).map_err(internal)
     }
 
     /// The copy source of an operand of `dtype` read through `access` (over the output's
-    /// flat index): `(w:1, M/w:w, N-mode, B-mode)` where the access is contiguous along `M`,
-    /// its vectors are the output's (16 bytes) and every other stride keeps them aligned.
-    fn source(&self, access: &Layout, dtype: DType) -> Option<Layout> {
-        let w = self.w as i64;
-        if dtype.size_bytes() as i64 * w != 16 {
+    /// flat index), and its elements in 16 bytes `wo`: `(wo:1, M/wo:wo, N-mode, B-mode)` where
+    /// the access is contiguous along `M`, the tile's rows hold whole vectors, and every other
+    /// stride keeps them aligned (elements of 2 bytes or more: the MLIR backend's vector
+    /// copies move 16-, 32- or 64-bit elements).
+    fn source(&self, access: &Layout, dtype: DType) -> Option<(Layout, u64)> {
+        let size = dtype.size_bytes();
+        if !(2..=8).contains(&size) {
+            return None;
+        }
+        let wo = 16 / size;
+        if self.tm % wo != 0 || self.tn < wo {
             return None;
         }
         let c = composition(access, &self.nmb).ok()?;
@@ -71,10 +92,11 @@ impl TransposeStage {
         if coalesce(&mm).ok()?.leaves() != [(self.m as i64, 1)] {
             return None;
         }
+        let w = wo as i64;
         let lane = Layout::int(w, 1).ok()?;
         let chunk = Layout::int(self.m as i64 / w, w).ok()?;
         let src = Layout::concat(&[lane, chunk, mn, mb]).ok()?;
-        kir::is_vector_operand(&src, w, src.rank() - 1).then_some(src)
+        kir::is_vector_operand(&src, w, src.rank() - 1).then_some((src, wo))
     }
 }
 
@@ -186,12 +208,6 @@ impl Builder<'_, '_> {
                 tm,
                 w,
                 tile: Layout::flat(&[tm as i64, tn as i64], &[1, tm as i64]).map_err(internal)?,
-                sw: Swizzle::new(
-                    (tn / w).min(tm / w).min(8).ilog2() as i64,
-                    w.ilog2() as i64,
-                    tm.ilog2() as i64,
-                )
-                .map_err(internal)?,
                 origin: vec![],
                 at: None,
                 staged: vec![],
@@ -235,11 +251,11 @@ impl Builder<'_, '_> {
             kir::offset_expr(&l, &[bx(Builtin::BidX)]).map_err(internal)
         };
         let n0 = grid([tn, 0, 0])?;
-        let m0v = grid([0, tm / w, 0])?;
+        let tile_m = grid([0, 1, 0])?;
         let b = grid([0, 0, 1])?;
         let first = grid([tn / w, tm * n / w, n * st.m / w])?;
         st.origin = vec![
-            self.let_("tm", Ty::Idx, m0v),
+            self.let_("tm", Ty::Idx, tile_m),
             self.let_("tn", Ty::Idx, n0),
             self.let_("tb", Ty::Idx, b),
         ];
@@ -269,30 +285,40 @@ impl Builder<'_, '_> {
         });
         let st = self.stage.take().ok_or_else(|| no_stage("closed twice"))?;
         let body = body?;
-        // The staged operands' tiles: vector `q` is row `q / (tm/w)`, chunk `q mod tm/w`.
-        let chunks = tm / w;
-        for (_, src, _, vecs_view) in &st.staged {
-            for u in 0..vecs / threads {
+        // The staged operands' tiles: an operand's vector `q` is row `q / (tm/wo)`, chunk
+        // `q mod tm/wo`; `tn·tm/wo` of them over the block's threads.
+        for op in &st.staged {
+            let (wo, chunks) = (op.wo, tm / op.wo);
+            let count = tn * tm / op.wo;
+            for u in 0..count.div_ceil(threads) {
                 let q = self.let_("sq", Ty::Idx, add(tid.clone(), int(u * threads)));
                 let mv = self.let_("sm", Ty::Idx, Expr::idx(IdxOp::Rem, q.clone(), int(chunks)));
-                let nl = self.let_("sn", Ty::Idx, Expr::idx(IdxOp::Div, q, int(chunks)));
+                let nl = self.let_("sn", Ty::Idx, Expr::idx(IdxOp::Div, q.clone(), int(chunks)));
                 let at = vec![
-                    add(st.origin[0].clone(), mv.clone()),
+                    add(mul(st.origin[0].clone(), int(chunks)), mv.clone()),
                     add(st.origin[1].clone(), nl.clone()),
                     st.origin[2].clone(),
                 ];
-                let off = st.offset(mul(mv, int(w)), nl)?;
-                self.out.push(Stmt::Copy {
-                    width: w as u32,
+                let off = st.offset(wo, mul(mv, int(wo)), nl)?;
+                let copy = Stmt::Copy {
+                    width: wo as u32,
                     dst: Frag {
-                        tensor: vecs_view.clone(),
-                        at: vec![Expr::idx(IdxOp::Div, off, int(w))],
+                        tensor: op.vecs.clone(),
+                        at: vec![Expr::idx(IdxOp::Div, off, int(wo))],
                     },
                     src: Frag {
-                        tensor: src.clone(),
+                        tensor: op.src.clone(),
                         at,
                     },
-                });
+                };
+                match (u + 1) * threads <= count {
+                    true => self.out.push(copy),
+                    false => self.out.push(Stmt::If {
+                        cond: lt(q, int(count)),
+                        body: vec![copy],
+                        orelse: vec![],
+                    }),
+                }
             }
         }
         if !st.staged.is_empty() {
@@ -318,19 +344,19 @@ impl Builder<'_, '_> {
         let Some((nl, ml)) = st.at.clone() else {
             return Ok(None);
         };
-        let (w, tn, tm) = (st.w, st.tn, st.tm);
+        let (tn, tm) = (st.tn, st.tm);
         // Only reads at the output element's own coordinate: the tile holds the operand at
         // every element of the block's tile, and nothing else.
-        if !self.at_vector_coord() || offset % w as i64 != 0 {
-            return Ok(None);
-        }
-        let Some(src) = st.source(access, dtype) else {
+        let Some((src, wo)) = st.source(access, dtype) else {
             return Ok(None);
         };
+        if !self.at_vector_coord() || offset % wo as i64 != 0 {
+            return Ok(None);
+        }
         // One tile for each operand, window and element type, within `STAGE_BYTES`.
         let key = format!("{p} {dtype} {src} {offset}");
-        let flat = match st.staged.iter().find(|s| s.0 == key) {
-            Some(s) => s.2.clone(),
+        let flat = match st.staged.iter().find(|s| s.key == key) {
+            Some(s) => s.flat.clone(),
             None if (st.staged.len() as u64 + 1) * tn * tm * dtype.size_bytes() > STAGE_BYTES => {
                 return Ok(None);
             }
@@ -338,16 +364,22 @@ impl Builder<'_, '_> {
                 let src = self.tensor_at(Space::Global(p.to_string()), dtype, src, offset);
                 let n = (tn * tm) as i64;
                 let flat = self.tensor(Space::Shared, dtype, Layout::int(n, 1).map_err(internal)?);
-                let view =
-                    Layout::flat(&[w as i64, n / w as i64], &[1, w as i64]).map_err(internal)?;
+                let w = wo as i64;
+                let view = Layout::flat(&[w, n / w], &[1, w]).map_err(internal)?;
                 let vecs = self.tensor(Space::View(flat.clone()), dtype, view);
                 let st = self.stage.as_mut().ok_or_else(|| no_stage("not open"))?;
-                st.staged.push((key, src, flat.clone(), vecs));
+                st.staged.push(Staged {
+                    key,
+                    src,
+                    flat: flat.clone(),
+                    vecs,
+                    wo,
+                });
                 flat
             }
         };
         let st = self.stage.as_ref().ok_or_else(|| no_stage("not open"))?;
-        let off = st.offset(ml, add(nl, self.vector_lane()))?;
+        let off = st.offset(wo, ml, add(nl, self.vector_lane()))?;
         Ok(Some(self.let_(
             "v",
             Ty::Elem(dtype),
