@@ -524,3 +524,63 @@ fn pointwise_kernels_copy_vectors_where_the_layouts_allow() {
     let bools = "graph @b(%x: tensor<64xf16>, %y: tensor<64xf16>) -> tensor<64xi1> {\n  %c = lt %x, %y\n  return %c\n}\n";
     assert!(copies(bools).is_empty());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Pointwise kernels reading a permuted operand compute what the interpreter does, whether
+    /// the operand goes through a shared-memory tile or not: random shapes (tile-sized and odd
+    /// extents), permutations and element types, with a cast, a same-shape operand, a
+    /// broadcast row or a unary op after it.
+    #[test]
+    fn permuted_operands_compute_what_the_interpreter_does(
+        rank in 2usize..=4,
+        picks in prop::collection::vec(0usize..7, 4),
+        perm_seed in any::<u64>(),
+        from in prop::sample::select(vec!["f16", "bf16", "f32"]),
+        to in prop::sample::select(vec!["f16", "bf16", "f32"]),
+        tail in prop::sample::select(vec!["add", "bias", "relu"]),
+    ) {
+        let sizes: &[u64] = match rank {
+            2 => &[3, 8, 16, 40, 64, 96, 136],
+            3 => &[1, 3, 8, 16, 24, 32, 40],
+            _ => &[1, 2, 3, 8, 16, 8, 16],
+        };
+        let src: Vec<u64> = picks[..rank].iter().map(|&i| sizes[i]).collect();
+        // A permutation from the seed (Fisher-Yates).
+        let mut perm: Vec<usize> = (0..rank).collect();
+        let mut s = perm_seed;
+        for i in (1..rank).rev() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            perm.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        let out: Vec<u64> = perm.iter().map(|&p| src[p]).collect();
+        let shape = |d: &[u64], t: &str| {
+            let dims: Vec<String> = d.iter().map(u64::to_string).collect();
+            format!("tensor<{}x{t}>", dims.join("x"))
+        };
+        let perm_text: Vec<String> = perm.iter().map(usize::to_string).collect();
+        let mut params = format!("%x: {}", shape(&src, from));
+        let mut body = format!("  %t = transpose %x {{perm = [{}]}}\n", perm_text.join(", "));
+        body += &match from == to {
+            true => "  %c = neg %t\n".to_string(),
+            false => format!("  %c = cast %t {{dtype = {to}}}\n"),
+        };
+        match tail {
+            "add" => {
+                params += &format!(", %y: {}", shape(&out, to));
+                body += "  %z = add %c, %y\n";
+            }
+            "bias" => {
+                params += &format!(", %b: {}", shape(&out[rank - 1..], to));
+                body += "  %z = mul %c, %b\n";
+            }
+            _ => body += "  %z = relu %c\n",
+        }
+        let text = format!(
+            "graph @p({params}) -> {} {{\n{body}  return %z\n}}\n",
+            shape(&out, to)
+        );
+        emulates_as_interpreted(&text);
+    }
+}
