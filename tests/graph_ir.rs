@@ -584,3 +584,21 @@ proptest! {
         emulates_as_interpreted(&text);
     }
 }
+
+/// Sibling pointwise results reading the same buffers are one kernel (fusion rule 12) that
+/// computes and stores each of them, through staged tiles where they read transposed
+/// operands; a value reading another's result gets a kernel after it. The emulator computes
+/// what the interpreter does.
+#[test]
+fn sibling_results_share_a_kernel() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gpu/siblings.ir"),
+    )
+    .unwrap();
+    emulates_as_interpreted(&text);
+    let m = irc_frontend::parse_module(&text).unwrap();
+    let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
+    let text = irc_kir::print_module(&k);
+    assert_eq!(k.kernels.len(), 3, "{text}");
+    assert_eq!(text.matches(" shared = ").count(), 2, "{text}");
+}

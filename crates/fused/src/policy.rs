@@ -53,9 +53,14 @@
 //!     rmsnorm read only there is one kernel, the matmul's: it scales the A tiles of `x` by
 //!     `g` as they arrive, sums each row's squares from them and applies the row scale to the
 //!     accumulator ([`Home::Prologue`]; [`crate::prologue`] says when it declines and why).
-//! 11. **Shared within one kernel** (last): a value rule 4 stored is computed inline instead
-//!     when all its readers are same-shape elementwise ops whose values end in one pointwise
-//!     kernel of its shape: that kernel computes it once (`y = h · sigmoid(h)`).
+//! 11. **Shared within one kernel** (last, after rule 12): a value rule 4 stored is computed
+//!     inline instead when all its readers are same-shape elementwise ops whose values end in
+//!     one pointwise kernel of its shape: that kernel computes it once (`y = h · sigmoid(h)`).
+//! 12. **Siblings** (before rule 11): a pointwise kernel that reads a buffer an earlier
+//!     pointwise kernel of its shape and element type reads is that kernel, where the kernel
+//!     graph stays acyclic: it stores both (up to four values), reading their common inputs
+//!     once (`a + b` and `a · b` both results). Values stored because several statements read
+//!     them are left to rule 11.
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
@@ -590,6 +595,10 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     }
     // Rule 11: a value read by several statements that all end in one pointwise kernel is
     // computed once in that kernel (`h = a + b; y = h * sigmoid(h)`), not stored by its own.
+    // Rule 12: sibling pointwise kernels of one shape and type reading a buffer in common are
+    // one kernel, which reads it once (before rule 11, which may then compute a value they
+    // both read in that kernel).
+    siblings_share_a_kernel(d, &mut home, &claimed, &forced_at);
     shared_within_one_kernel(d, &readers, &mut home, &claimed, &is_result, &forced_at);
     Decisions {
         home,
@@ -657,6 +666,133 @@ fn shared_within_one_kernel(
             }
             Home::Inline if d.kind(i) == NodeKind::Elementwise => dest[i] = common(),
             _ => {}
+        }
+    }
+}
+
+/// The most values one pointwise kernel stores (rule 12).
+const SIBLINGS: usize = 4;
+
+/// Rule 12 (module docs): each pointwise kernel, in node order, joins the first earlier one of
+/// its shape and element type that reads a buffer it reads, where the kernel graph stays
+/// acyclic (no kernel both reads the joined pair's values and is read by them, through any
+/// chain), up to [`SIBLINGS`] values a kernel.
+fn siblings_share_a_kernel(
+    d: &impl Dag,
+    home: &mut [Home],
+    claimed: &[bool],
+    forced_at: &impl Fn(usize) -> bool,
+) {
+    let n = d.len();
+    // (A value stored because several statements read it is left to rule 11, which may
+    // compute it in its readers' kernel instead.)
+    let own = |k: usize, home: &[Home]| {
+        d.kind(k) == NodeKind::Elementwise
+            && matches!(&home[k], Home::Stored { kernel, why } if *kernel == k && !matches!(why, Why::SharedBy(_)))
+            && !claimed[k]
+            && !forced_at(k)
+    };
+    // What computing node `x` in kernel `k` reads: buffers (`mem`) and other kernels
+    // (`kernels`), through the nodes it computes inline (as `kernels` walks them).
+    let inputs = |x: usize, k: usize, home: &[Home]| {
+        let (mut mem, mut kernels) = (vec![], vec![]);
+        let mut stack: Vec<usize> = d.operands(x).to_vec();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(j) = stack.pop() {
+            if !seen.insert(j) {
+                continue;
+            }
+            if home[j].in_memory() {
+                mem.push(j);
+            }
+            match home[j].kernel() {
+                Some(o) if o != k => {
+                    if !kernels.contains(&o) {
+                        kernels.push(o);
+                    }
+                }
+                _ if home[j] == Home::Memory => {}
+                _ => stack.extend(d.operands(j).iter().copied()),
+            }
+        }
+        (mem, kernels)
+    };
+    // The kernel graph: the kernels each kernel reads, and the kernels reading each.
+    let mut reads: Vec<Vec<usize>> = vec![vec![]; n];
+    for x in 0..n {
+        if let Some(k) = home[x].kernel() {
+            for o in inputs(x, k, home).1 {
+                if !reads[k].contains(&o) {
+                    reads[k].push(o);
+                }
+            }
+        }
+    }
+    let mut read_by: Vec<Vec<usize>> = vec![vec![]; n];
+    for (k, rs) in reads.iter().enumerate() {
+        for &o in rs {
+            read_by[o].push(k);
+        }
+    }
+    // Every kernel reached from `from` along `edges`.
+    let closure = |from: Vec<usize>, edges: &[Vec<usize>]| {
+        let mut out = vec![false; n];
+        let mut stack = from;
+        while let Some(k) = stack.pop() {
+            if !std::mem::replace(&mut out[k], true) {
+                stack.extend(edges[k].iter().copied());
+            }
+        }
+        out
+    };
+    // The pointwise kernels (leaders) reading each buffer so far, and each leader's values.
+    let mut readers_of: Vec<Vec<usize>> = vec![vec![]; n];
+    let mut values: Vec<usize> = vec![0; n];
+    for b in 0..n {
+        if !own(b, home) {
+            continue;
+        }
+        let mem = inputs(b, b, home).0;
+        let mut candidates: Vec<usize> = mem.iter().flat_map(|&m| readers_of[m].clone()).collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let joined = candidates.into_iter().find(|&a| {
+            if values[a] >= SIBLINGS
+                || d.shape(a) != d.shape(b)
+                || d.dtype(a).is_none()
+                || d.dtype(a) != d.dtype(b)
+            {
+                return false;
+            }
+            let up = closure([&reads[a][..], &reads[b][..]].concat(), &reads);
+            let down = closure([&read_by[a][..], &read_by[b][..]].concat(), &read_by);
+            !up[a] && !up[b] && !(0..n).any(|k| up[k] && down[k])
+        });
+        let Some(a) = joined else {
+            values[b] = 1;
+            for m in mem {
+                readers_of[m].push(b);
+            }
+            continue;
+        };
+        if let Home::Stored { why, .. } = home[b].clone() {
+            home[b] = Home::Stored { why, kernel: a };
+        }
+        values[a] += 1;
+        // Kernel b is kernel a now.
+        for o in std::mem::take(&mut reads[b]) {
+            read_by[o].retain(|&k| k != b);
+            if !reads[a].contains(&o) {
+                reads[a].push(o);
+                read_by[o].push(a);
+            }
+        }
+        for r in std::mem::take(&mut read_by[b]) {
+            reads[r].retain(|&k| k != b);
+            if !reads[r].contains(&a) {
+                reads[r].push(a);
+                read_by[a].push(r);
+            }
         }
     }
 }

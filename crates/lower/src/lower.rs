@@ -435,10 +435,7 @@ impl<'g> Lowering<'g> {
                     b.reduction(inst)?
                 }
                 Category::Composite => b.composite(inst)?,
-                _ => {
-                    single("pointwise")?;
-                    b.elementwise(roots[0])?
-                }
+                _ => b.elementwise(&roots)?,
             }
         }
         let temps = std::mem::take(&mut b.temps);

@@ -431,14 +431,14 @@ mod tests {
     }
 
     /// One producer feeding two consumers: `e = exp(x)` is a result, and the second result's
-    /// class holds `relu(e)` (reads e, already paid for) and `add(x, y)` (reads two other
-    /// tensors). Tree cost counts `exp` again under `relu(e)` and prefers `add`; the DAG cost
+    /// class holds `relu(e)` (reads e, already paid for) and `add(y, z)` (reads two other
+    /// tensors, neither of them `exp`'s: no sibling kernel to share). Tree cost counts `exp` again under `relu(e)` and prefers `add`; the DAG cost
     /// counts it once and keeps `relu(e)`.
     #[test]
     fn shared_producer_is_counted_once() {
         let t = TensorType::new([1024, 1024], DType::F32);
         let mut eg = EGraph::new(TypeAnalysis {
-            params: vec![t.clone(), t],
+            params: vec![t.clone(), t.clone(), t],
             known: None,
         });
         let param = |i| Node {
@@ -449,9 +449,10 @@ mod tests {
         };
         let x = eg.add(param(0));
         let y = eg.add(param(1));
+        let z = eg.add(param(2));
         let e = op(&mut eg, OpKind::Exp, &[x]);
         let r = op(&mut eg, OpKind::Relu, &[e]);
-        let a = op(&mut eg, OpKind::Add, &[x, y]);
+        let a = op(&mut eg, OpKind::Add, &[y, z]);
         eg.union(r, a);
         eg.rebuild();
         let roots = [eg.find(e), eg.find(r)];

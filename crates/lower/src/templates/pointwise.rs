@@ -19,7 +19,7 @@
 use super::config::{Config, PointwiseConfig, pointwise_grid};
 use crate::lower::*;
 use irc_ir::ValueId;
-use irc_kir::{Builtin, Ty};
+use irc_kir::{Builtin, Expr, Ty};
 use irc_layout::Layout;
 
 /// Rows of a transposing pointwise kernel's tile: a warp's vectors down one column.
@@ -30,9 +30,9 @@ impl Builder<'_, '_> {
     /// `v`'s innermost dimension (extent `cols`) with a stride other than 1, and contiguously
     /// along the next (a matrix transpose): read in the output's order, each element of a
     /// warp's load would be its own sector.
-    fn reads_transposed_rows(&self, v: ValueId, cols: u64) -> R<bool> {
-        let n = self.ty(v).numel();
-        let leaves = self.leaf_accesses(v, &linear(n).map_err(internal)?);
+    fn reads_transposed_rows(&self, roots: &[ValueId], cols: u64) -> R<bool> {
+        let n = self.ty(roots[0]).numel();
+        let leaves = self.leaf_accesses(roots, &linear(n).map_err(internal)?);
         Ok(leaves.iter().any(|(_, l)| {
             irc_layout::coalesce(l).is_ok_and(|c| {
                 matches!(c.leaves()[..], [(n, s), (_, 1), ..] if s != 0 && s != 1 && n as u64 == cols)
@@ -40,8 +40,38 @@ impl Builder<'_, '_> {
         }))
     }
 
-    /// `for %i = global thread index to n step (threads in grid)`: out[i] = v[i].
-    pub(crate) fn elementwise(&mut self, v: ValueId) -> R<()> {
+    /// Each root computed at flat index `kx` (a vector loop's) and stored to its output.
+    pub(crate) fn roots_at(
+        &mut self,
+        roots: &[ValueId],
+        outs: &[String],
+        access: &Layout,
+        kx: Expr,
+    ) -> R<()> {
+        self.coord = vec![kx.clone()];
+        for (&r, out) in roots.iter().zip(outs) {
+            let e = self.compute_at(r, access, false)?;
+            self.store_elem(out, vec![kx.clone()], e)?;
+        }
+        Ok(())
+    }
+
+    /// `for %i = global thread index to n step (threads in grid)`: `out[i] = v[i]` for each
+    /// root `v` the group stores (siblings of one shape and type, policy rule 12).
+    pub(crate) fn elementwise(&mut self, roots: &[ValueId]) -> R<()> {
+        let v = roots[0];
+        if let Some(&r) = roots.iter().find(|&&r| self.ty(r) != self.ty(v)) {
+            return Err(Retry::Fail(crate::LowerError::Unsupported {
+                op: "pointwise".into(),
+                reason: format!(
+                    "a pointwise kernel stores values of one type; {} is {}, {} is {}",
+                    self.l.names[v.index()],
+                    self.ty(v),
+                    self.l.names[r.index()],
+                    self.ty(r)
+                ),
+            }));
+        }
         let n = self.ty(v).numel();
         let cfg = match self.config {
             Some(Config::Pointwise(c)) => c,
@@ -59,9 +89,12 @@ impl Builder<'_, '_> {
             1,
         ];
         let access = linear(n).map_err(internal)?;
-        let out = self.global(v, access.clone());
-        if let Some(st) = self.transpose_plan(v, width)? {
-            return self.elementwise_transposed(v, st, (&out, &access), cfg.threads);
+        let outs: Vec<String> = roots
+            .iter()
+            .map(|&r| self.global(r, access.clone()))
+            .collect();
+        if let Some(st) = self.transpose_plan(roots, width)? {
+            return self.elementwise_transposed(roots, st, (&outs, &access), cfg.threads);
         }
         let start = add(
             mul(bx(Builtin::BidX), bx(Builtin::NtidX)),
@@ -84,7 +117,7 @@ impl Builder<'_, '_> {
         let tiled = cols % width == 0
             && rows % TILE_ROWS == 0
             && 2 * cvecs >= cfg.threads
-            && self.reads_transposed_rows(v, cols)?;
+            && self.reads_transposed_rows(roots, cols)?;
         // Thread `i`'s vector: `(32, tw, rows / 32, cvecs / tw) : (cvecs, 1, 32·cvecs, tw)`
         // (a row within the tile, a column within it, the tile's row, its column), a
         // bijection onto the output's vectors.
@@ -105,9 +138,7 @@ impl Builder<'_, '_> {
                 None => i,
             };
             b.vector_loop(width, vec![vb], |b, kx, _| {
-                b.coord = vec![kx.clone()];
-                let e = b.compute_at(v, &access, false)?;
-                b.store_elem(&out, vec![kx], e)
+                b.roots_at(roots, &outs, &access, kx)
             })
         })
     }

@@ -120,15 +120,19 @@ impl Builder<'_, '_> {
     /// The buffers `v`, computed at `access`, reads and the layouts it reads them through (views,
     /// elementwise ops and broadcasts); a worklist, not recursion, for chains of thousands of
     /// ops.
-    pub(crate) fn leaf_accesses(&self, v: ValueId, access: &Layout) -> Vec<(ValueId, Layout)> {
+    pub(crate) fn leaf_accesses(
+        &self,
+        roots: &[ValueId],
+        access: &Layout,
+    ) -> Vec<(ValueId, Layout)> {
         let mut out = vec![];
         let mut seen = HashSet::new();
-        let mut work = vec![(v, access.clone())];
+        let mut work: Vec<(ValueId, Layout)> = roots.iter().map(|&r| (r, access.clone())).collect();
         while let Some((x, a)) = work.pop() {
             if !seen.insert((x, a.to_string())) {
                 continue;
             }
-            if x != v && self.l.buffer_of.contains_key(&x) {
+            if !roots.contains(&x) && self.l.buffer_of.contains_key(&x) {
                 out.push((x, a));
                 continue;
             }
@@ -172,13 +176,13 @@ impl Builder<'_, '_> {
 
     /// The shared-memory transpose for pointwise value `v` of `w`-element vectors, where one of
     /// its operands is read transposed (module docs) and the extents tile whole.
-    pub(crate) fn transpose_plan(&self, v: ValueId, w: u64) -> R<Option<TransposeStage>> {
-        let ty = self.ty(v);
+    pub(crate) fn transpose_plan(&self, roots: &[ValueId], w: u64) -> R<Option<TransposeStage>> {
+        let ty = self.ty(roots[0]);
         let (n_all, size) = (ty.numel(), ty.dtype.size_bytes());
         if w < 2 || size < 2 || n_all % w != 0 {
             return Ok(None);
         }
-        for (leaf, l) in self.leaf_accesses(v, &linear(n_all).map_err(internal)?) {
+        for (leaf, l) in self.leaf_accesses(roots, &linear(n_all).map_err(internal)?) {
             let Ok(c) = coalesce(&l) else { continue };
             let runs = c.leaves();
             let [(n, sn), (m, 1), ..] = runs[..] else {
@@ -220,14 +224,15 @@ impl Builder<'_, '_> {
         Ok(None)
     }
 
-    /// `out[i] = v[i]` through the shared-memory transpose `st`: a block of `threads` (the
-    /// configuration's, where they divide the tile's vectors) per tile, each thread `tn·tm /
-    /// (w·threads)` vectors; `out` is the output's flat tensor, `access` its layout.
+    /// `out[i] = v[i]` for each root through the shared-memory transpose `st`: a block of
+    /// `threads` (the configuration's, where they divide the tile's vectors) per tile, each
+    /// thread `tn·tm / (w·threads)` vectors; `outs` are the roots' flat tensors, `access`
+    /// their layout.
     pub(crate) fn elementwise_transposed(
         &mut self,
-        v: ValueId,
+        roots: &[ValueId],
         mut st: TransposeStage,
-        (out, access): (&str, &Layout),
+        (outs, access): (&[String], &Layout),
         threads: u64,
     ) -> R<()> {
         let (tn, tm, w) = (st.tn, st.tm, st.w);
@@ -275,11 +280,7 @@ impl Builder<'_, '_> {
                 if let Some(s) = b.stage.as_mut() {
                     s.at = Some((mul(nv, int(w)), ml));
                 }
-                b.vector_loop(w, vec![vb], |b, kx, _| {
-                    b.coord = vec![kx.clone()];
-                    let e = b.compute_at(v, access, false)?;
-                    b.store_elem(out, vec![kx], e)
-                })?;
+                b.vector_loop(w, vec![vb], |b, kx, _| b.roots_at(roots, outs, access, kx))?;
             }
             Ok(())
         });
