@@ -675,8 +675,8 @@ const SIBLINGS: usize = 4;
 
 /// Rule 12 (module docs): each pointwise kernel, in node order, joins the first earlier one of
 /// its shape and element type that reads a buffer it reads, where the kernel graph stays
-/// acyclic (no kernel both reads the joined pair's values and is read by them, through any
-/// chain), up to [`SIBLINGS`] values a kernel.
+/// acyclic (neither reads the other through a chain of kernels: a walk over the kernels
+/// ranked between them), up to [`SIBLINGS`] values a kernel.
 fn siblings_share_a_kernel(
     d: &impl Dag,
     home: &mut [Home],
@@ -734,16 +734,23 @@ fn siblings_share_a_kernel(
             read_by[o].push(k);
         }
     }
-    // Every kernel reached from `from` along `edges`.
-    let closure = |from: Vec<usize>, edges: &[Vec<usize>]| {
-        let mut out = vec![false; n];
-        let mut stack = from;
+    let live: Vec<bool> = (0..n).map(|k| home[k].kernel() == Some(k)).collect();
+    let mut rank = ranks(&reads, &read_by, &live);
+    // Whether a path of reads leads from kernel `to` to one of `from` (`from` reads a kernel
+    // that ... reads `to`), through kernels ranked after `to` only (any such path lies there);
+    // past `PATH_WALK` kernels, assumed (the pair is not merged).
+    let leads = |from: &[usize], to: usize, reads: &[Vec<usize>], rank: &[usize]| {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = from.to_vec();
         while let Some(k) = stack.pop() {
-            if !std::mem::replace(&mut out[k], true) {
-                stack.extend(edges[k].iter().copied());
+            if k == to || seen.len() > PATH_WALK {
+                return true;
+            }
+            if rank[k] > rank[to] && seen.insert(k) {
+                stack.extend(reads[k].iter().copied());
             }
         }
-        out
+        false
     };
     // The pointwise kernels (leaders) reading each buffer so far, and each leader's values.
     let mut readers_of: Vec<Vec<usize>> = vec![vec![]; n];
@@ -764,9 +771,8 @@ fn siblings_share_a_kernel(
             {
                 return false;
             }
-            let up = closure([&reads[a][..], &reads[b][..]].concat(), &reads);
-            let down = closure([&read_by[a][..], &read_by[b][..]].concat(), &read_by);
-            !up[a] && !up[b] && !(0..n).any(|k| up[k] && down[k])
+            // One kernel for both keeps the graph acyclic unless one reads the other.
+            !leads(&reads[b], a, &reads, &rank) && !leads(&reads[a], b, &reads, &rank)
         });
         let Some(a) = joined else {
             values[b] = 1;
@@ -794,7 +800,36 @@ fn siblings_share_a_kernel(
                 read_by[a].push(r);
             }
         }
+        rank = ranks(
+            &reads,
+            &read_by,
+            &(0..n).map(|k| k != b && live[k]).collect::<Vec<_>>(),
+        );
     }
+}
+
+/// How many kernels rule 12 walks to tell whether one kernel reads another.
+const PATH_WALK: usize = 512;
+
+/// A topological rank of the `live` kernels: each after every kernel it `reads` (Kahn's
+/// algorithm; the graph is acyclic).
+fn ranks(reads: &[Vec<usize>], read_by: &[Vec<usize>], live: &[bool]) -> Vec<usize> {
+    let n = reads.len();
+    let mut rank = vec![usize::MAX; n];
+    let mut waiting: Vec<usize> = (0..n).map(|k| reads[k].len()).collect();
+    let mut ready: Vec<usize> = (0..n).filter(|&k| live[k] && waiting[k] == 0).collect();
+    let mut next = 0;
+    while let Some(k) = ready.pop() {
+        rank[k] = next;
+        next += 1;
+        for &r in &read_by[k] {
+            waiting[r] -= 1;
+            if waiting[r] == 0 && live[r] {
+                ready.push(r);
+            }
+        }
+    }
+    rank
 }
 
 /// Whether `o` depends on `m`, by a walk back from `o` that stops below `m` (operands precede
