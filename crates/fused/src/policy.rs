@@ -734,7 +734,7 @@ fn siblings_share_a_kernel(
             read_by[o].push(k);
         }
     }
-    let live: Vec<bool> = (0..n).map(|k| home[k].kernel() == Some(k)).collect();
+    let mut live: Vec<bool> = (0..n).map(|k| home[k].kernel() == Some(k)).collect();
     let mut rank = ranks(&reads, &read_by, &live);
     // Whether a path of reads leads from kernel `to` to one of `from` (`from` reads a kernel
     // that ... reads `to`), through kernels ranked after `to` only (any such path lies there);
@@ -800,11 +800,8 @@ fn siblings_share_a_kernel(
                 read_by[a].push(r);
             }
         }
-        rank = ranks(
-            &reads,
-            &read_by,
-            &(0..n).map(|k| k != b && live[k]).collect::<Vec<_>>(),
-        );
+        live[b] = false;
+        rank = ranks(&reads, &read_by, &live);
     }
 }
 
