@@ -486,6 +486,11 @@ fn transposed_operands_go_through_shared_tiles() {
         staged(&text) && text.contains("f16 shared = 1024:1"),
         "{text}"
     );
+    // A 1-byte output has no 16-byte vectors to stage for: its transposed operand is read in
+    // tiles of 32 rows from global memory.
+    let bools = "graph @b(%x: tensor<1024x64xf16>, %y: tensor<64x1024xf16>) -> tensor<64x1024xi1> {\n  %t = transpose %x {perm = [1, 0]}\n  %c = lt %t, %y\n  return %c\n}\n";
+    let text = kir(bools);
+    assert!(!staged(&text) && text.contains("%vb"), "{text}");
     // A concat of two transposed operands (each branch read at its own coordinate: not
     // staged), a sliced transposed operand (staged at its window's offset), a gather from a
     // transposed source (read at the gathered index: not staged).

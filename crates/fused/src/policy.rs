@@ -204,6 +204,32 @@ impl Home {
     }
 }
 
+/// What kernel `k` reads computing the nodes `from`: the buffers (and constant arrays) and
+/// the other kernels whose values it loads, through the nodes it computes itself.
+fn inputs(d: &impl Dag, home: &[Home], from: &[usize], k: usize) -> (Vec<usize>, Vec<usize>) {
+    let (mut mem, mut kernels) = (vec![], vec![]);
+    let mut stack: Vec<usize> = from.iter().flat_map(|&s| d.operands(s).to_vec()).collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(j) = stack.pop() {
+        if !seen.insert(j) {
+            continue;
+        }
+        if home[j].in_memory() {
+            mem.push(j);
+        }
+        match home[j].kernel() {
+            Some(o) if o != k => {
+                if !kernels.contains(&o) {
+                    kernels.push(o);
+                }
+            }
+            _ if home[j] == Home::Memory => {}
+            _ => stack.extend(d.operands(j).iter().copied()),
+        }
+    }
+    (mem, kernels)
+}
+
 /// Every kernel, as its leading node and the nodes it stores, in an order that runs each kernel
 /// after the kernels whose results it reads.
 pub fn kernels(d: &impl Dag, home: &[Home]) -> Vec<(usize, Vec<usize>)> {
@@ -218,28 +244,7 @@ pub fn kernels(d: &impl Dag, home: &[Home]) -> Vec<(usize, Vec<usize>)> {
     // (a depth-first topological sort; the kernel graph is acyclic by rule 6).
     let mut order: Vec<usize> = (0..n).filter(|&k| !stores[k].is_empty()).collect();
     order.sort_by_key(|&k| stores[k][0]);
-    let mut reads: Vec<Vec<usize>> = vec![vec![]; n];
-    let mut seen = vec![usize::MAX; n];
-    for &k in &order {
-        let mut stack: Vec<usize> = stores[k]
-            .iter()
-            .flat_map(|&s| d.operands(s).to_vec())
-            .collect();
-        while let Some(j) = stack.pop() {
-            if std::mem::replace(&mut seen[j], k) == k {
-                continue;
-            }
-            match home[j].kernel() {
-                Some(o) if o != k => {
-                    if !reads[k].contains(&o) {
-                        reads[k].push(o);
-                    }
-                }
-                _ if home[j] == Home::Memory => {}
-                _ => stack.extend(d.operands(j).iter().copied()),
-            }
-        }
-    }
+    let reads: Vec<Vec<usize>> = (0..n).map(|k| inputs(d, home, &stores[k], k).1).collect();
     let mut done = vec![false; n];
     let mut out = vec![];
     fn visit(
@@ -676,7 +681,7 @@ const SIBLINGS: usize = 4;
 /// Rule 12 (module docs): each pointwise kernel, in node order, joins the first earlier one of
 /// its shape and element type that reads a buffer it reads, where the kernel graph stays
 /// acyclic (neither reads the other through a chain of kernels: a walk over the kernels
-/// ranked between them), up to [`SIBLINGS`] values a kernel.
+/// ranked between them in [`kernels`]' order), up to [`SIBLINGS`] values a kernel.
 fn siblings_share_a_kernel(
     d: &impl Dag,
     home: &mut [Home],
@@ -692,53 +697,20 @@ fn siblings_share_a_kernel(
             && !claimed[k]
             && !forced_at(k)
     };
-    // What computing node `x` in kernel `k` reads: buffers (`mem`) and other kernels
-    // (`kernels`), through the nodes it computes inline (as `kernels` walks them).
-    let inputs = |x: usize, k: usize, home: &[Home]| {
-        let (mut mem, mut kernels) = (vec![], vec![]);
-        let mut stack: Vec<usize> = d.operands(x).to_vec();
-        let mut seen = std::collections::HashSet::new();
-        while let Some(j) = stack.pop() {
-            if !seen.insert(j) {
-                continue;
-            }
-            if home[j].in_memory() {
-                mem.push(j);
-            }
-            match home[j].kernel() {
-                Some(o) if o != k => {
-                    if !kernels.contains(&o) {
-                        kernels.push(o);
-                    }
-                }
-                _ if home[j] == Home::Memory => {}
-                _ => stack.extend(d.operands(j).iter().copied()),
-            }
+    // The kernel graph (the kernels each kernel reads) and each kernel's place in the order.
+    let graph = |home: &[Home]| {
+        let mut reads = vec![vec![]; n];
+        let mut rank = vec![usize::MAX; n];
+        for (i, (k, stores)) in kernels(d, home).into_iter().enumerate() {
+            reads[k] = inputs(d, home, &stores, k).1;
+            rank[k] = i;
         }
-        (mem, kernels)
+        (reads, rank)
     };
-    // The kernel graph: the kernels each kernel reads, and the kernels reading each.
-    let mut reads: Vec<Vec<usize>> = vec![vec![]; n];
-    for x in 0..n {
-        if let Some(k) = home[x].kernel() {
-            for o in inputs(x, k, home).1 {
-                if !reads[k].contains(&o) {
-                    reads[k].push(o);
-                }
-            }
-        }
-    }
-    let mut read_by: Vec<Vec<usize>> = vec![vec![]; n];
-    for (k, rs) in reads.iter().enumerate() {
-        for &o in rs {
-            read_by[o].push(k);
-        }
-    }
-    let mut live: Vec<bool> = (0..n).map(|k| home[k].kernel() == Some(k)).collect();
-    let mut rank = ranks(&reads, &read_by, &live);
-    // Whether a path of reads leads from kernel `to` to one of `from` (`from` reads a kernel
-    // that ... reads `to`), through kernels ranked after `to` only (any such path lies there);
-    // past `PATH_WALK` kernels, assumed (the pair is not merged).
+    let (mut reads, mut rank) = graph(home);
+    // Whether a chain of reads leads from kernel `to` to one of `from` (`from` reads a kernel
+    // that ... reads `to`), through kernels ranked after `to` only (any such chain lies
+    // there); past `PATH_WALK` kernels, assumed (the pair is not merged).
     let leads = |from: &[usize], to: usize, reads: &[Vec<usize>], rank: &[usize]| {
         let mut seen = std::collections::HashSet::new();
         let mut stack = from.to_vec();
@@ -759,20 +731,17 @@ fn siblings_share_a_kernel(
         if !own(b, home) {
             continue;
         }
-        let mem = inputs(b, b, home).0;
+        let mem = inputs(d, home, &[b], b).0;
         let mut candidates: Vec<usize> = mem.iter().flat_map(|&m| readers_of[m].clone()).collect();
         candidates.sort_unstable();
         candidates.dedup();
         let joined = candidates.into_iter().find(|&a| {
-            if values[a] >= SIBLINGS
-                || d.shape(a) != d.shape(b)
-                || d.dtype(a).is_none()
-                || d.dtype(a) != d.dtype(b)
-            {
-                return false;
-            }
-            // One kernel for both keeps the graph acyclic unless one reads the other.
-            !leads(&reads[b], a, &reads, &rank) && !leads(&reads[a], b, &reads, &rank)
+            values[a] < SIBLINGS
+                && d.shape(a) == d.shape(b)
+                && d.dtype(a).is_some()
+                && d.dtype(a) == d.dtype(b)
+                && !leads(&reads[b], a, &reads, &rank)
+                && !leads(&reads[a], b, &reads, &rank)
         });
         let Some(a) = joined else {
             values[b] = 1;
@@ -785,49 +754,12 @@ fn siblings_share_a_kernel(
             home[b] = Home::Stored { why, kernel: a };
         }
         values[a] += 1;
-        // Kernel b is kernel a now.
-        for o in std::mem::take(&mut reads[b]) {
-            read_by[o].retain(|&k| k != b);
-            if !reads[a].contains(&o) {
-                reads[a].push(o);
-                read_by[o].push(a);
-            }
-        }
-        for r in std::mem::take(&mut read_by[b]) {
-            reads[r].retain(|&k| k != b);
-            if !reads[r].contains(&a) {
-                reads[r].push(a);
-                read_by[a].push(r);
-            }
-        }
-        live[b] = false;
-        rank = ranks(&reads, &read_by, &live);
+        (reads, rank) = graph(home);
     }
 }
 
 /// How many kernels rule 12 walks to tell whether one kernel reads another.
 const PATH_WALK: usize = 512;
-
-/// A topological rank of the `live` kernels: each after every kernel it `reads` (Kahn's
-/// algorithm; the graph is acyclic).
-fn ranks(reads: &[Vec<usize>], read_by: &[Vec<usize>], live: &[bool]) -> Vec<usize> {
-    let n = reads.len();
-    let mut rank = vec![usize::MAX; n];
-    let mut waiting: Vec<usize> = (0..n).map(|k| reads[k].len()).collect();
-    let mut ready: Vec<usize> = (0..n).filter(|&k| live[k] && waiting[k] == 0).collect();
-    let mut next = 0;
-    while let Some(k) = ready.pop() {
-        rank[k] = next;
-        next += 1;
-        for &r in &read_by[k] {
-            waiting[r] -= 1;
-            if waiting[r] == 0 && live[r] {
-                ready.push(r);
-            }
-        }
-    }
-    rank
-}
 
 /// Whether `o` depends on `m`, by a walk back from `o` that stops below `m` (operands precede
 /// their readers, so nothing before `m` depends on it); `seen` is stamped per walk.

@@ -10,11 +10,11 @@
 //! along its rows, the output computed along its own (run 160 on the H200: an 8192² f16
 //! transpose with an add 0.193 → 0.102 ms, 93% of the copy floor; NHWC to NCHW 0.173 →
 //! 0.031). Otherwise threads take the vectors in the output's order, except where an operand
-//! is read through a matrix transpose (a different element size, say) and a block's vectors
-//! would lie in one or two output rows: then thread `i` takes its vector from tiles of 32
-//! rows by up to 8 vector columns, a warp down one column (its reads of the transposed
-//! operand consecutive elements), a tile's warps side by side, the tiles down the rows first
-//! (run 154: the 8192² transpose 0.490 → 0.196 ms).
+//! is read through a matrix transpose (a 1-byte output, say: no 16-byte vectors to stage
+//! for) and a block's vectors would lie in one or two output rows: then thread `i` takes its
+//! vector from tiles of 32 rows by up to 8 vector columns, a warp down one column (its reads
+//! of the transposed operand consecutive elements), a tile's warps side by side, the tiles
+//! down the rows first (run 154: the 8192² transpose 0.490 → 0.196 ms).
 
 use super::config::{Config, PointwiseConfig, pointwise_grid};
 use crate::lower::*;

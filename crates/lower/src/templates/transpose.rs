@@ -12,14 +12,15 @@
 //! columns and every other operand from global memory as usual. The tile is swizzled
 //! (`Sw<b, log2 wo, log2 tm>`, `b = log2 min(tn/wo, tm/wo, 8)`, `wo` the operand's elements in
 //! 16 bytes: the 16-byte chunk of a row XOR the row's index in vectors), so a warp reading
-//! eight rows' chunks, or writing a row's eight, touches every bank once. A kernel's tiles stay within 48 KiB; reads beyond are not staged.
+//! eight rows' chunks, or writing a row's eight, touches every bank once. A kernel's tiles
+//! stay within 48 KiB; reads beyond are not staged.
 //!
 //! Which reads are staged is decided where they are built ([`Builder::staged_read`]): a read
 //! at the output element's own coordinate of a buffer whose access, over `[N, M, B]`, is
 //! contiguous along `M`, with elements of 2 to 8 bytes (its tile in its own type, copied in
 //! 16-byte vectors of its elements) aligned to them; the plan is made only where one of the
-//! leaves it finds is such a read. The copies into the tile are emitted after the compute that asked for them,
-//! before it in program order.
+//! leaves it finds is such a read. The copies into the tile are built after the compute that
+//! asks for them and placed before it.
 
 use crate::lower::*;
 use irc_ir::{Category, DType, ValueId};
@@ -174,8 +175,9 @@ impl Builder<'_, '_> {
         out
     }
 
-    /// The shared-memory transpose for pointwise value `v` of `w`-element vectors, where one of
-    /// its operands is read transposed (module docs) and the extents tile whole.
+    /// The shared-memory transpose for the pointwise `roots` (one shape and type) of
+    /// `w`-element vectors, where one of their operands is read transposed (module docs) and
+    /// the extents tile whole.
     pub(crate) fn transpose_plan(&self, roots: &[ValueId], w: u64) -> R<Option<TransposeStage>> {
         let ty = self.ty(roots[0]);
         let (n_all, size) = (ty.numel(), ty.dtype.size_bytes());
