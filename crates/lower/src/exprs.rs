@@ -3,7 +3,7 @@
 
 use crate::lower::{R, THREADS, internal};
 use irc_ir::DType;
-use irc_kir::{Builtin, Expr, IdxOp};
+use irc_kir::{Builtin, Expr, Func, IdxOp};
 use irc_layout::Layout;
 
 pub(crate) fn bx(b: Builtin) -> Expr {
@@ -64,5 +64,23 @@ pub(crate) fn math_dtype(d: DType) -> DType {
         DType::F16 | DType::BF16 | DType::F32 => DType::F32,
         DType::F64 => DType::F64,
         DType::I32 | DType::I64 | DType::I1 => DType::I64,
+    }
+}
+
+/// Scalar function `f` of `args` (already in [`math_dtype`]) for a result of `dtype`. An
+/// exponential rounded to a 16-bit float is `2^(x·log2 e)` on the SFU's approximate `ex2`
+/// (relative error about 2^-22 within the range where f32's `exp` is normal, against the
+/// 2^-9 to 2^-12 of the rounding that follows; Triton computes every `exp` so), not the
+/// accurate `expf`'s longer sequence.
+pub(crate) fn scalar_math(f: Func, args: Vec<Expr>, dtype: DType) -> Expr {
+    match (f, dtype, args.as_slice()) {
+        (Func::Exp, DType::F16 | DType::BF16, [x]) => {
+            let scaled = Expr::call(
+                Func::Mul,
+                vec![x.clone(), Expr::lit(DType::F32, std::f64::consts::LOG2_E)],
+            );
+            Expr::call(Func::Exp2, vec![scaled])
+        }
+        _ => Expr::call(f, args),
     }
 }

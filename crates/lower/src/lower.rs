@@ -857,7 +857,7 @@ impl<'l, 'g> Builder<'l, 'g> {
                         inst.op.name()
                     )))
                 })?;
-                let mut e = Expr::call(f, args);
+                let mut e = crate::exprs::scalar_math(f, args, dtype);
                 let result = self.wide_of(dtype);
                 if math != result {
                     e = Expr::cast(result, e);

@@ -178,6 +178,31 @@ impl Builder<'_, '_> {
                             // values stay, and each root's value is reused by the roots
                             // computed from it); then one 16-byte copy per root.
                             let in_place = roots.len() == 1;
+                            // A chain reads the thread's staged values from registers (one
+                            // 16-byte load) and leaves one root's results there.
+                            let staged_frag = kir::Frag {
+                                tensor: stage_v.clone(),
+                                at: vec![r.clone(), c8.clone()],
+                            };
+                            let src = match roots.iter().any(|&r| r != mm) {
+                                true => {
+                                    let t = s.tensor(
+                                        kir::Space::Registers,
+                                        dt,
+                                        Layout::int(w as i64, 1).map_err(internal)?,
+                                    );
+                                    s.out.push(Stmt::Copy {
+                                        width: w as u32,
+                                        dst: kir::Frag {
+                                            tensor: t.clone(),
+                                            at: vec![],
+                                        },
+                                        src: staged_frag.clone(),
+                                    });
+                                    Some(t)
+                                }
+                                false => None,
+                            };
                             let regs: Vec<Option<String>> = roots
                                 .iter()
                                 .map(|&r| match in_place || r == mm {
@@ -200,16 +225,20 @@ impl Builder<'_, '_> {
                                     s.if_(cond, |s| {
                                         let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
                                         let col = add(col0.clone(), z.clone());
-                                        let staged =
-                                            Expr::load(stage, vec![r.clone(), col.clone()]);
+                                        let staged = match &src {
+                                            Some(t) => Expr::load(t, vec![z.clone()]),
+                                            None => Expr::load(stage, vec![r.clone(), col.clone()]),
+                                        };
                                         s.coord = vec![gm.clone(), gn, bi.clone()];
                                         let targets: Vec<(String, Vec<Expr>)> = regs
                                             .iter()
-                                            .map(|reg| match reg {
-                                                None => {
+                                            .map(|reg| match (reg, &src) {
+                                                (Some(t), _) | (None, Some(t)) => {
+                                                    (t.clone(), vec![z.clone()])
+                                                }
+                                                (None, None) => {
                                                     (stage.clone(), vec![r.clone(), col.clone()])
                                                 }
-                                                Some(t) => (t.clone(), vec![z.clone()]),
                                             })
                                             .collect();
                                         s.roots_into(mm, staged, &p.access_c, roots, &targets)
@@ -222,15 +251,12 @@ impl Builder<'_, '_> {
                                 lt(gn0.clone(), int(p.n)),
                             );
                             for ((&root, gv), reg) in roots.iter().zip(gvs).zip(&regs) {
-                                let src = match (root == mm, reg) {
-                                    (false, Some(t)) => kir::Frag {
+                                let src = match (root == mm, reg, &src) {
+                                    (false, Some(t), _) | (_, None, Some(t)) => kir::Frag {
                                         tensor: t.clone(),
                                         at: vec![],
                                     },
-                                    _ => kir::Frag {
-                                        tensor: stage_v.clone(),
-                                        at: vec![r.clone(), c8.clone()],
-                                    },
+                                    _ => staged_frag.clone(),
                                 };
                                 let gv = gv.clone();
                                 s.if_(cond.clone(), |s| {

@@ -23,6 +23,10 @@ pub(super) struct Epilogue {
     /// A norm prologue's row scales, `[row, consumer]` in shared memory: each accumulator is
     /// multiplied by its row's before it is rounded.
     pub(super) row_scale: Option<String>,
+    /// The staging tile's (pair, thread, pair index, consumer) view, where a thread's two
+    /// values of a pair are neighbours in a row and move as one 4- or 8-byte store, and the
+    /// register pair they are rounded into.
+    pub(super) pairs: Option<(String, String)>,
 }
 
 impl Builder<'_, '_> {
@@ -160,6 +164,7 @@ impl Builder<'_, '_> {
             && p.access_c.modes().get(1).is_some_and(|m| {
                 coalesce(m).is_ok_and(|m| matches!(m.leaves().as_slice(), [(_, 1)]))
             });
+        let mut pairs = None;
         let vector = match g.is_some() || staged || scalar_staged {
             true => {
                 let g = g.unwrap_or_default();
@@ -191,6 +196,26 @@ impl Builder<'_, '_> {
                 let mut modes = part.modes();
                 modes.push(li(2, 64 * pitch)?);
                 let stage_tv = self.tensor(Space::View(stage.clone()), dt, concat(&modes)?);
+                // A thread's values two by two: the value mode divided by 2, where its first
+                // part is two neighbouring elements (`2:1`) and they move 4, 8 or 16 bytes.
+                let by2 =
+                    irc_layout::logical_divide(&modes[1], &irc_layout::Tiler::Layout(li(2, 1)?))
+                        .map_err(internal)?;
+                let paired = concat(&[
+                    by2.mode(0).map_err(internal)?,
+                    modes[0].clone(),
+                    by2.mode(1).map_err(internal)?,
+                    modes[2].clone(),
+                ])?;
+                pairs = match kir::is_vector_operand(&paired, 2, 3)
+                    && matches!(2 * dt.size_bytes(), 4 | 8 | 16)
+                {
+                    true => Some((
+                        self.tensor(Space::View(stage.clone()), dt, paired),
+                        self.tensor(Space::Registers, dt, li(2, 1)?),
+                    )),
+                    false => None,
+                };
                 Some((g, stage, stage_v, stage_tv))
             }
             false => None,
@@ -209,6 +234,7 @@ impl Builder<'_, '_> {
             cw,
             scalar_staged,
             row_scale: None,
+            pairs,
         })
     }
 
@@ -251,10 +277,11 @@ impl Builder<'_, '_> {
 
     /// The tile's accumulators through the epilogue chain to every root. Value `v` of thread
     /// `t` of consumer `c` is element `wgmma_m64nk16_d(bn)(t, v)` of the consumer's 64 x bn
-    /// tile. With a vector output, `cw` columns at a time: the values into the staging tile, a
-    /// warpgroup barrier, then each thread applies the chain to 8 consecutive elements of a
-    /// row in place and copies them out with one 16-byte store, a barrier;
-    /// otherwise each value stored where it lands.
+    /// tile. With a vector output, `cw` columns at a time: the values into the staging tile
+    /// (two neighbours a store where the tile's layout allows), a warpgroup barrier, then each
+    /// thread loads 8 consecutive elements of a row into registers (one 16-byte load), applies
+    /// the chain there and copies each root out with one 16-byte store, a barrier; otherwise
+    /// each value stored where it lands.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn wgmma_epilogue(
         &mut self,
@@ -351,6 +378,13 @@ impl Builder<'_, '_> {
                 }
             })
             .collect::<R<_>>()?;
+        // A chain reads a thread's 8 staged values from registers (one 16-byte load) and
+        // leaves its results there: the staging tile is read once and not written back.
+        let chained = roots.iter().any(|&r| r != mm);
+        let src8 = match chained && 8 * dt.size_bytes() == 16 {
+            true => Some(self.tensor(Space::Registers, dt, Layout::int(8, 1).map_err(internal)?)),
+            false => None,
+        };
         let named_barrier = || {
             intr(
                 Intrinsic::BarSync,
@@ -361,16 +395,44 @@ impl Builder<'_, '_> {
         self.unrolled("q", bn / epi.cw, &mut |s, q| {
             // The matmul's values (rounded to its dtype) into the staging tile, through the
             // tile's (thread, value) partition: a per-thread base plus a constant per value.
-            s.unrolled("v", epi.cw / 2, &mut |s, v| {
-                let av = add(mul(q.clone(), Expr::Int(cw / 2)), v.clone());
-                let value = cast_to(dt, DType::F32, scaled(av));
-                s.out.push(Stmt::Store {
-                    tensor: stage_tv.clone(),
-                    coord: vec![t.clone(), v, c.clone()],
-                    value,
-                });
-                Ok(())
-            })?;
+            match &epi.pairs {
+                // Two neighbours at a time, rounded into a register pair and stored as one.
+                Some((paired, pair)) => s.unrolled("v", epi.cw / 4, &mut |s, k| {
+                    for j in 0..2 {
+                        let av = add(
+                            mul(q.clone(), Expr::Int(cw / 2)),
+                            add(mul(k.clone(), Expr::Int(2)), Expr::Int(j)),
+                        );
+                        s.out.push(Stmt::Store {
+                            tensor: pair.clone(),
+                            coord: vec![Expr::Int(j)],
+                            value: cast_to(dt, DType::F32, scaled(av)),
+                        });
+                    }
+                    s.out.push(Stmt::Copy {
+                        width: 2,
+                        dst: Frag {
+                            tensor: paired.clone(),
+                            at: vec![t.clone(), k, c.clone()],
+                        },
+                        src: Frag {
+                            tensor: pair.clone(),
+                            at: vec![],
+                        },
+                    });
+                    Ok(())
+                })?,
+                None => s.unrolled("v", epi.cw / 2, &mut |s, v| {
+                    let av = add(mul(q.clone(), Expr::Int(cw / 2)), v.clone());
+                    let value = cast_to(dt, DType::F32, scaled(av));
+                    s.out.push(Stmt::Store {
+                        tensor: stage_tv.clone(),
+                        coord: vec![t.clone(), v, c.clone()],
+                        value,
+                    });
+                    Ok(())
+                })?,
+            }
             s.out.push(named_barrier());
             if let Some(rt) = cols {
                 // The chunk's column partials, row block m0/64 + c; the staged values must
@@ -440,6 +502,20 @@ impl Builder<'_, '_> {
                     // place (one root) or its registers (several: the staged matmul values
                     // stay, and each root's value is reused by the roots computed from it).
                     let in_place = roots.len() == 1;
+                    let staged_frag = Frag {
+                        tensor: stage_v.clone(),
+                        at: vec![r.clone(), c8.clone(), c.clone()],
+                    };
+                    if let Some(src8) = &src8 {
+                        s.out.push(Stmt::Copy {
+                            width: 8,
+                            dst: Frag {
+                                tensor: src8.clone(),
+                                at: vec![],
+                            },
+                            src: staged_frag.clone(),
+                        });
+                    }
                     if roots.iter().any(|&r| r != mm) {
                         s.unrolled("z", 8, &mut |s, z| {
                             let col = add(mul(c8.clone(), Expr::Int(8)), z.clone());
@@ -448,26 +524,32 @@ impl Builder<'_, '_> {
                                 Ty::Idx,
                                 add(mul(gn8.clone(), Expr::Int(8)), z.clone()),
                             );
-                            let staged = Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]);
+                            let staged = match &src8 {
+                                Some(src8) => Expr::load(src8, vec![z.clone()]),
+                                None => Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]),
+                            };
                             s.coord = vec![gm.clone(), gn, bi.clone()];
                             let targets: Vec<(String, Vec<Expr>)> = regs
                                 .iter()
-                                .map(|reg| match in_place {
-                                    true => {
+                                .map(|reg| match (in_place, &src8) {
+                                    (true, Some(src8)) => (src8.clone(), vec![z.clone()]),
+                                    (true, None) => {
                                         (stage.clone(), vec![r.clone(), col.clone(), c.clone()])
                                     }
-                                    false => (reg.clone(), vec![z.clone()]),
+                                    (false, _) => (reg.clone(), vec![z.clone()]),
                                 })
                                 .collect();
                             s.roots_into(mm, staged, &p.access_c, roots, &targets)
                         })?;
                     }
                     for ((&root, g), reg) in roots.iter().zip(g).zip(&regs) {
-                        let src = if root == mm || in_place {
+                        let src = if let (true, Some(src8)) = (root == mm || in_place, &src8) {
                             Frag {
-                                tensor: stage_v.clone(),
-                                at: vec![r.clone(), c8.clone(), c.clone()],
+                                tensor: src8.clone(),
+                                at: vec![],
                             }
+                        } else if root == mm || in_place {
+                            staged_frag.clone()
                         } else {
                             Frag {
                                 tensor: reg.clone(),
