@@ -837,7 +837,7 @@ fn call(f: Func, a: &[f64]) -> f64 {
         Func::Sigmoid => 1.0 / (1.0 + (-a[0]).exp()),
         Func::Relu => a[0].max(0.0),
         Func::Silu => a[0] / (1.0 + (-a[0]).exp()),
-        Func::Recip => 1.0 / a[0],
+        Func::Recip | Func::Rcp => 1.0 / a[0],
         Func::Add => a[0] + a[1],
         Func::Sub => a[0] - a[1],
         Func::Mul => a[0] * a[1],

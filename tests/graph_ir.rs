@@ -607,3 +607,55 @@ fn sibling_results_share_a_kernel() {
     assert_eq!(k.kernels.len(), 3, "{text}");
     assert_eq!(text.matches(" shared = ").count(), 2, "{text}");
 }
+
+/// The transcendental ops whose results are rounded to 16 bits run on the SFU's approximate
+/// `exp2` and `rcp`, `gelu` on Abramowitz and Stegun's `erfc` (spec/layout-ir.md): every value
+/// over [-12, 12] in steps of 1/64, the infinities, NaN and both zeros is within two units in
+/// the last place of the interpreter's (f32 math, rounded once), or within 2^-20 where the
+/// interpreter's `1 + erf` cancels in gelu's negative tail.
+#[test]
+fn approximate_sixteen_bit_transcendentals_stay_within_two_ulps() {
+    use irc_interp::tensor::{Data, Tensor};
+    let mut xs: Vec<f64> = (-768..=768).map(|i| f64::from(i) / 64.0).collect();
+    xs.extend([
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        0.0,
+        -0.0,
+        0.3,
+        -0.3,
+    ]);
+    let n = xs.len();
+    for (dt, eps) in [("f16", 2f64.powi(-10)), ("bf16", 2f64.powi(-7))] {
+        let src = format!(
+            "graph @t(%x: tensor<{n}x{dt}>) -> (tensor<{n}x{dt}>, tensor<{n}x{dt}>, tensor<{n}x{dt}>, tensor<{n}x{dt}>) {{\n  %a = gelu %x\n  %b = sigmoid %x\n  %c = silu %x\n  %d = exp %x\n  return %a, %b, %c, %d\n}}\n"
+        );
+        let m = irc_frontend::parse_module(&src).expect("parses");
+        let g = &m.graphs[0];
+        let k = irc_lower::plan_and_lower_with(g, Default::default(), &Default::default())
+            .expect("lowers")
+            .kernels;
+        let text = irc_kir::print_module(&k);
+        assert!(text.contains("rcp(") && text.contains("exp2("), "{text}");
+        let ty = g.ty(g.params[0]).clone();
+        let x = Tensor::new(ty.clone(), Data::from_f64(ty.dtype, xs.clone())).unwrap();
+        let inputs = [(k.buffers[0].name.clone(), x.data.to_f64())]
+            .into_iter()
+            .collect();
+        let out = emulate::run(&k, &inputs);
+        let want = irc_interp::run_graph(g, vec![x]).expect("interprets");
+        for ((op, buffer), want) in ["gelu", "sigmoid", "silu", "exp"]
+            .iter()
+            .zip(&k.results)
+            .zip(want)
+        {
+            for (i, (&got, w)) in out[buffer].iter().zip(want.data.to_f64()).enumerate() {
+                let ok = (got.is_nan() && w.is_nan())
+                    || got == w
+                    || (got - w).abs() <= (2.0 * eps * w.abs()).max(2f64.powi(-20));
+                assert!(ok, "{dt} {op}({}) = {got}, the interpreter {w}", xs[i]);
+            }
+        }
+    }
+}

@@ -231,6 +231,8 @@ __device__ __forceinline__ float irc_maxnum(float a, float b) { return fmaxf(a, 
 __device__ __forceinline__ double irc_maxnum(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ double irc_exp(double x) { return exp(x); }
 __device__ __forceinline__ double irc_exp2(double x) { return exp2(x); }
+__device__ __forceinline__ float irc_rcp(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+__device__ __forceinline__ double irc_rcp(double x) { return 1.0 / x; }
 __device__ __forceinline__ float irc_log(float x) { return logf(x); }
 __device__ __forceinline__ double irc_log(double x) { return log(x); }
 __device__ __forceinline__ float irc_sqrt(float x) { return sqrtf(x); }

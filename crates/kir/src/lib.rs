@@ -451,6 +451,9 @@ pub enum Func {
     Gelu,
     Silu,
     Recip,
+    /// `1/x` approximate: on f32 the SFU's `rcp.approx.ftz.f32` (about 1 ulp, subnormals
+    /// flushed); the math of values rounded to 16 bits next.
+    Rcp,
     Add,
     Sub,
     Mul,
@@ -483,7 +486,7 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 33] = [
+    pub const NAMED: [Func; 34] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -497,6 +500,7 @@ impl Func {
         Func::Gelu,
         Func::Silu,
         Func::Recip,
+        Func::Rcp,
         Func::Add,
         Func::Sub,
         Func::Mul,
@@ -534,6 +538,7 @@ impl Func {
             Func::Gelu => "gelu",
             Func::Silu => "silu",
             Func::Recip => "recip",
+            Func::Rcp => "rcp",
             Func::Add => "add",
             Func::Sub => "sub",
             Func::Mul => "mul",

@@ -1,9 +1,9 @@
 //! Small constructors of kernel-IR expressions and layouts the lowering and every template
 //! use (`bx`, `add`, `mul`, `lt`, `int`, `lit`, `cast_to`, `concat`, `row_threads`).
 
-use crate::lower::{R, THREADS, internal};
+use crate::lower::{Builder, R, THREADS, internal};
 use irc_ir::DType;
-use irc_kir::{Builtin, Expr, Func, IdxOp};
+use irc_kir::{Builtin, Expr, Func, IdxOp, Ty};
 use irc_layout::Layout;
 
 pub(crate) fn bx(b: Builtin) -> Expr {
@@ -67,20 +67,70 @@ pub(crate) fn math_dtype(d: DType) -> DType {
     }
 }
 
-/// Scalar function `f` of `args` (already in [`math_dtype`]) for a result of `dtype`. An
-/// exponential rounded to a 16-bit float is `2^(x·log2 e)` on the SFU's approximate `ex2`
-/// (relative error about 2^-22 within the range where f32's `exp` is normal, against the
-/// 2^-9 to 2^-12 of the rounding that follows; Triton computes every `exp` so), not the
-/// accurate `expf`'s longer sequence.
-pub(crate) fn scalar_math(f: Func, args: Vec<Expr>, dtype: DType) -> Expr {
-    match (f, dtype, args.as_slice()) {
-        (Func::Exp, DType::F16 | DType::BF16, [x]) => {
-            let scaled = Expr::call(
-                Func::Mul,
-                vec![x.clone(), Expr::lit(DType::F32, std::f64::consts::LOG2_E)],
-            );
-            Expr::call(Func::Exp2, vec![scaled])
+impl Builder<'_, '_> {
+    /// Scalar function `f` of `args` (already in [`math_dtype`]) for a result of `dtype`. Where
+    /// the result is rounded to a 16-bit float next, the transcendental ops run on the SFU's
+    /// approximate `exp2` and `rcp` (relative errors about 2^-22, against the 2^-9 to 2^-12 of
+    /// the rounding; Triton computes every `exp` so) instead of the accurate sequences:
+    /// `exp(x) = 2^(x·log2 e)`, `sigmoid(x) = rcp(1 + exp(−x))`, `silu(x) = x · sigmoid(x)`, and
+    /// `gelu(x) = x · Φ(x)` with `Φ` from Abramowitz and Stegun's 7.1.26 (`erfc(z) ≈ P(t)·e^(−z²)`,
+    /// `t = 1/(1 + p·z)`, absolute error below 1.5e-7), taken as `erfc` itself below zero (no
+    /// cancellation in `1 + erf`).
+    pub(crate) fn scalar_math(&mut self, f: Func, args: Vec<Expr>, dtype: DType) -> Expr {
+        if !matches!(dtype, DType::F16 | DType::BF16) || args.len() != 1 {
+            return Expr::call(f, args);
         }
-        _ => Expr::call(f, args),
+        let x = self.let_("x", Ty::Elem(DType::F32), args[0].clone());
+        let c = |v: f64| Expr::lit(DType::F32, v);
+        let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
+        let fmul = |a: Expr, b: Expr| call(Func::Mul, vec![a, b]);
+        let fadd = |a: Expr, b: Expr| call(Func::Add, vec![a, b]);
+        let exp = |a: Expr| call(Func::Exp2, vec![fmul(a, c(std::f64::consts::LOG2_E))]);
+        let f32 = Ty::Elem(DType::F32);
+        match f {
+            Func::Exp => exp(x),
+            Func::Sigmoid => call(Func::Rcp, vec![fadd(c(1.0), exp(call(Func::Neg, vec![x])))]),
+            Func::Silu => {
+                let s = call(
+                    Func::Rcp,
+                    vec![fadd(c(1.0), exp(call(Func::Neg, vec![x.clone()])))],
+                );
+                fmul(x, s)
+            }
+            Func::Gelu => {
+                // z = |x|/√2; q = P(t)·e^(−z²) = erfc(z); Φ(x) = q/2 below zero, else 1 − q/2.
+                let z = call(
+                    Func::Abs,
+                    vec![fmul(x.clone(), c(std::f64::consts::FRAC_1_SQRT_2))],
+                );
+                let z = self.let_("z", f32, z);
+                let t = call(
+                    Func::Rcp,
+                    vec![fadd(c(1.0), fmul(c(0.327_591_1), z.clone()))],
+                );
+                let t = self.let_("t", f32, t);
+                let coeffs = [
+                    1.061_405_429,
+                    -1.453_152_027,
+                    1.421_413_741,
+                    -0.284_496_736,
+                    0.254_829_592,
+                ];
+                let mut p = c(coeffs[0]);
+                for &a in &coeffs[1..] {
+                    p = fadd(fmul(p, t.clone()), c(a));
+                }
+                let p = fmul(p, t);
+                let ez = exp(call(Func::Neg, vec![fmul(z.clone(), z)]));
+                let half_q = self.let_("hq", f32, fmul(fmul(p, ez), c(0.5)));
+                let below = call(Func::Lt, vec![x.clone(), c(0.0)]);
+                let phi = call(
+                    Func::Select,
+                    vec![below, half_q.clone(), call(Func::Sub, vec![c(1.0), half_q])],
+                );
+                fmul(x, phi)
+            }
+            _ => call(f, args),
+        }
     }
 }

@@ -579,6 +579,12 @@ impl<'l, 'g> Builder<'l, 'g> {
 
     pub(crate) fn fresh(&mut self, hint: &str) -> String {
         self.next += 1;
+        // Tensors and parameters are `t{n}` and `p{n}` in the same namespace.
+        let hint = if matches!(hint, "t" | "p") {
+            format!("{hint}v")
+        } else {
+            hint.to_string()
+        };
         format!("{hint}{}", self.next - 1)
     }
 
@@ -857,7 +863,7 @@ impl<'l, 'g> Builder<'l, 'g> {
                         inst.op.name()
                     )))
                 })?;
-                let mut e = crate::exprs::scalar_math(f, args, dtype);
+                let mut e = self.scalar_math(f, args, dtype);
                 let result = self.wide_of(dtype);
                 if math != result {
                     e = Expr::cast(result, e);

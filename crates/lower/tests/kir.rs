@@ -250,13 +250,13 @@ fn the_verifier_rejects_broken_modules() {
     let cases = [
         // A use of an undefined variable.
         (
-            text.replacen("store %t3[%v1], %v4", "store %t3[%v1], %v99", 1),
+            text.replacen("store %t3[%v1], %v5", "store %t3[%v1], %v99", 1),
             "not defined",
         ),
         // A type error: f16 math without converting to f32.
         (
             text.replacen(
-                "f16(exp2(mul(f32(%v3), f32(1.4426950408889634))))",
+                "f16(exp2(mul(%x4, f32(1.4426950408889634))))",
                 "exp(%v3)",
                 1,
             ),

@@ -418,7 +418,13 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 let one = self.elem_const(d, 1.0)?;
                 self.bin("arith.divf", one, s)
             }
-            (Func::Recip, true) => {
+            // The SFU's approximate reciprocal, as the CUDA prelude's `irc_rcp`.
+            (Func::Rcp, true) if d == DType::F32 => {
+                let f32t = self.e.elem_type(DType::F32);
+                let r = self.inline_asm("rcp.approx.ftz.f32 $0, $1;", "=f,f", &[x], Some(f32t))?;
+                r.ok_or_else(|| self.unsupported("rcp.approx result"))
+            }
+            (Func::Recip | Func::Rcp, true) => {
                 let one = self.elem_const(d, 1.0)?;
                 self.bin("arith.divf", one, x)
             }
