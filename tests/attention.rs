@@ -304,3 +304,12 @@ fn residual_add_in_the_output_epilogue() {
         }",
     );
 }
+
+/// Rank-2 operands (one head, no batch) and a softmax with its default axis: the Fused IR's
+/// attention group takes the omitted axis as the last (it once failed the Fused IR verifier,
+/// "3 anchors in one group", where the planner had recognized the chain).
+#[test]
+fn one_head_and_the_default_softmax_axis() {
+    let src = "graph @g(%q: tensor<16x32xf16>, %k: tensor<16x32xf16>, %v: tensor<16x32xf16>) -> tensor<16x32xf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %p = softmax %s\n  %o = matmul %p, %v\n  return %o\n}\n";
+    check(src);
+}

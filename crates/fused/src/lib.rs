@@ -246,7 +246,7 @@ impl Group {
             .attrs
             .get("axis")
             .and_then(irc_ir::Attr::as_int)
-            .is_some_and(|a| a == -1 || a == po.ty.rank() as i64 - 1);
+            .is_none_or(|a| a == -1 || a == po.ty.rank() as i64 - 1);
         // P·V reads the softmax, or a cast of it (an f32 softmax rounded back).
         let reads_p = oo.operands.first().is_some_and(|a| {
             *a == po.value

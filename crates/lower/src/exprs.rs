@@ -37,13 +37,18 @@ pub(crate) fn row_threads(k: u64) -> u32 {
 
 pub(crate) fn lit(d: DType, v: f64) -> Expr {
     if d.is_int() || d == DType::I1 {
-        // Integer literals stay exact (an f64 cannot hold every i64).
+        // Integer literals stay exact (an f64 cannot hold every i64), saturated to the type's
+        // range (an i32 max's identity is i32::MIN, whatever a conversion would wrap to).
+        let (lo, hi) = match d {
+            DType::I32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+            _ => (i64::MIN, i64::MAX),
+        };
         let i = if v.is_nan() {
             0
-        } else if v >= i64::MAX as f64 {
-            i64::MAX
-        } else if v <= i64::MIN as f64 {
-            i64::MIN
+        } else if v >= hi as f64 {
+            hi
+        } else if v <= lo as f64 {
+            lo
         } else {
             v as i64
         };

@@ -179,6 +179,17 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 if let [Expr::Float(v)] = args.as_slice() {
                     return Ok((self.elem_const(*d, *v)?, Ty::Elem(*d)));
                 }
+                // An integer literal converted: a constant of the type itself, so that one
+                // beyond a 32-bit index (an i64 reduction's identity) needs no index value.
+                if let [Expr::Int(v)] = args.as_slice() {
+                    let c = match d {
+                        DType::I64 => self.int_const(64, *v)?,
+                        DType::I32 => self.int_const(32, i64::from(*v as i32))?,
+                        DType::I1 => self.int_const(1, i64::from(*v != 0))?,
+                        _ => self.elem_const(*d, *v as f64)?,
+                    };
+                    return Ok((c, Ty::Elem(*d)));
+                }
                 let [a] = args.as_slice() else {
                     return Err(self.unsupported("a cast takes one argument"));
                 };

@@ -101,7 +101,10 @@ fn exact_reciprocal(c: f64, d: DType) -> bool {
         return false;
     }
     match d {
-        DType::F32 | DType::F64 => true,
+        // The reciprocal rounded to the dtype must be a normal value of it: 1/1e-39 is an f32
+        // infinity, and x · inf is not x / 1e-39.
+        DType::F32 => (f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&r.abs()),
+        DType::F64 => r.abs() >= f64::MIN_POSITIVE,
         DType::F16 => {
             r.abs().log2().fract() == 0.0 && (2f64.powi(-14)..=32768.0).contains(&r.abs())
         }
