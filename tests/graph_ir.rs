@@ -660,30 +660,60 @@ fn approximate_sixteen_bit_transcendentals_stay_within_two_ulps() {
     }
 }
 
-/// A variable is never named like a tensor or a parameter (`t{n}`, `p{n}`): a matmul's column
-/// reductions bind the thread index under the hint `t`, which once came out as an existing
-/// tensor's name and failed the kernel IR verifier.
-#[test]
-fn variables_are_never_named_like_tensors() {
-    let src = "graph @g(%a: tensor<16x16xf16>, %b: tensor<16x16xf16>) -> (tensor<16xf16>, tensor<16xf16>) {\n  %c = matmul %a, %b\n  %r = reduce_sum %c {axes = [0]}\n  %m = reduce_max %c {axes = [0]}\n  return %r, %m\n}\n";
+/// `src`'s graph lowered for sm_80 (`wgmma: false`) and sm_90a, each module verified, and the
+/// sm_80 one (which the emulator runs) checked against the interpreter: the sm_90a module.
+fn lower_verify_and_emulate(src: &str) -> irc_kir::Module {
     let m = irc_frontend::parse_module(src).expect("parses");
     let g = &m.graphs[0];
-    for wgmma in [false, true] {
+    let lower = |wgmma: bool| {
         let options = irc_lower::LowerOptions {
             wgmma,
             ..Default::default()
         };
         let k = irc_lower::plan_and_lower_with(g, Default::default(), &options)
-            .expect("lowers")
+            .unwrap_or_else(|e| panic!("wgmma {wgmma}: {e}\n{src}"))
             .kernels;
-        irc_kir::verify_module(&k).expect("verifies");
-        // (The emulator runs the sm_80 templates.)
-        if wgmma {
-            continue;
-        }
-        for (got, want) in emulate::against_interpreter_all(g, &k, 5) {
-            let c = irc_interp::compare::compare(&got, &want).unwrap();
-            assert!(c.passed(), "wgmma {wgmma}: {c:?}");
-        }
+        irc_kir::verify_module(&k).unwrap_or_else(|e| panic!("wgmma {wgmma}: {e}\n{src}"));
+        k
+    };
+    for (got, want) in emulate::against_interpreter_all(g, &lower(false), 5) {
+        let c = irc_interp::compare::compare(&got, &want).unwrap();
+        assert!(c.passed(), "{src}: {c:?}");
     }
+    lower(true)
+}
+
+/// A variable is never named like a tensor or a parameter (`t{n}`, `p{n}`): a matmul's column
+/// reductions bind the thread index under the hint `t`, which once came out as an existing
+/// tensor's name and failed the kernel IR verifier.
+#[test]
+fn variables_are_never_named_like_tensors() {
+    lower_verify_and_emulate(
+        "graph @g(%a: tensor<16x16xf16>, %b: tensor<16x16xf16>) -> (tensor<16xf16>, tensor<16xf16>) {\n  %c = matmul %a, %b\n  %r = reduce_sum %c {axes = [0]}\n  %m = reduce_max %c {axes = [0]}\n  return %r, %m\n}\n",
+    );
+}
+
+/// A slice that keeps every element of a reduction's result is a view the reduction's kernel
+/// stores through (the Fused IR's verifier once refused it: "%s is stored but is not computed
+/// from the reduction anchor"); beside it, a softmax's and a matmul's.
+#[test]
+fn whole_slices_of_anchors_are_stored_by_them() {
+    for src in [
+        "graph @g(%x: tensor<3x4xf32>) -> tensor<3xf32> {\n  %r = reduce_sum %x {axes = [1]}\n  %s = slice %r {starts = [0], ends = [3]}\n  return %s\n}\n",
+        "graph @g(%x: tensor<5x6xf16>) -> tensor<5x6xf16> {\n  %r = softmax %x {axis = -1}\n  %s = slice %r {starts = [0, 0], ends = [5, 6]}\n  return %s\n}\n",
+        "graph @g(%a: tensor<16x24xf16>, %b: tensor<24x8xf16>) -> tensor<16x8xf16> {\n  %c = matmul %a, %b\n  %s = slice %c {starts = [0], ends = [16]}\n  return %s\n}\n",
+    ] {
+        lower_verify_and_emulate(src);
+    }
+}
+
+/// A NaN constant read by two kernels is the same statement in both groups: attribute
+/// equality compares floats bit for bit (with `==`, NaN differed from itself and the Fused IR
+/// verifier refused the plan: "%c is defined differently in another group").
+#[test]
+fn a_nan_constant_in_two_kernels() {
+    let k = lower_verify_and_emulate(
+        "graph @g(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<f32>) {\n  %c = constant {value = nan} : tensor<3xf32>\n  %a = add %x, %c\n  %r = reduce_sum %c\n  return %a, %r\n}\n",
+    );
+    assert_eq!(k.kernels.len(), 2);
 }

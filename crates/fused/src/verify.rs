@@ -141,7 +141,8 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
                         views_of_anchor.insert(&o.value);
                     } else if o.operands.iter().any(|a| after_anchor.contains(a.as_str())) {
                         after_anchor.insert(&o.value);
-                        if o.op.category() == Category::View
+                        // (A slice is a view too: a layout with an offset.)
+                        if matches!(o.op.category(), Category::View | Category::Slice)
                             && views_of_anchor.contains(o.operands[0].as_str())
                         {
                             views_of_anchor.insert(&o.value);

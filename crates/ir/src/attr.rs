@@ -5,8 +5,9 @@ use crate::span::{Span, quote};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One attribute value.
-#[derive(Clone, Debug, PartialEq)]
+/// One attribute value. Equality is structural, floats compared bit for bit (as the kernel
+/// IR's literals): a `nan` constant equals itself, and `0.0` is not `-0.0`.
+#[derive(Clone, Debug)]
 pub enum Attr {
     Int(i64),
     Float(f64),
@@ -14,6 +15,20 @@ pub enum Attr {
     Str(String),
     DType(DType),
     Array(Vec<Attr>),
+}
+
+impl PartialEq for Attr {
+    fn eq(&self, other: &Attr) -> bool {
+        match (self, other) {
+            (Attr::Int(a), Attr::Int(b)) => a == b,
+            (Attr::Float(a), Attr::Float(b)) => a.to_bits() == b.to_bits(),
+            (Attr::Bool(a), Attr::Bool(b)) => a == b,
+            (Attr::Str(a), Attr::Str(b)) => a == b,
+            (Attr::DType(a), Attr::DType(b)) => a == b,
+            (Attr::Array(a), Attr::Array(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl Attr {

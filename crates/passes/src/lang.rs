@@ -193,17 +193,31 @@ pub fn node_type(eg: &EGraph, n: &Node) -> Result<TensorType, OpError> {
     }
 }
 
-/// The value of a constant node that holds one scalar value.
+/// The value of a constant node that holds one scalar value: the written value as its dtype
+/// holds it (`100000 : f16` is inf, `1e-50 : f32` is 0), which is what every rule computes
+/// from.
 pub fn splat_value(n: &Node) -> Option<f64> {
     if !n.is(OpKind::Constant) {
         return None;
     }
-    match n.attr("value")? {
-        Attr::Float(x) => Some(x),
-        Attr::Int(i) => Some(i as f64),
-        Attr::Bool(b) => Some(if b { 1.0 } else { 0.0 }),
-        Attr::Array(_) | Attr::Str(_) | Attr::DType(_) => None,
-    }
+    let v = match n.attr("value")? {
+        Attr::Float(x) => x,
+        Attr::Int(i) => i as f64,
+        Attr::Bool(b) => {
+            if b {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        Attr::Array(_) | Attr::Str(_) | Attr::DType(_) => return None,
+    };
+    Some(match n.const_ty.as_ref().map(|(_, d)| *d) {
+        Some(DType::F16) => half::f16::from_f64(v).to_f64(),
+        Some(DType::BF16) => half::bf16::from_f64(v).to_f64(),
+        Some(DType::F32) => f64::from(v as f32),
+        _ => v,
+    })
 }
 
 impl egg::Analysis<Node> for TypeAnalysis {

@@ -6,7 +6,7 @@ use super::reduce_axes;
 use crate::eqsat::{Rhs, Rule, View};
 use crate::lang::Node;
 use egg::Id;
-use irc_ir::{Attr, Attrs, OpKind, ops::Category};
+use irc_ir::{Attr, Attrs, DType, OpKind, ops::Category};
 
 #[rustfmt::skip]
 pub const RULES: &[Rule] = &[
@@ -90,6 +90,14 @@ fn inv_rms_of(v: &View, r: Id, c: Id) -> Vec<(usize, f64)> {
             let (ms, eps) = (add.children[0], add.children[1]);
             let Some(eps) = v.splat(eps).filter(|_| v.rank(add.children[1]) == 0) else {
                 continue;
+            };
+            // The attribute as written: the shortest decimal its dtype reads back to the same
+            // value (an f32 constant of 1e-6 holds 9.99999997e-7: `eps = 1e-6`).
+            let eps = match v.ty(add.children[1]).dtype {
+                DType::F32 => (eps as f32).to_string().parse().unwrap_or(eps),
+                DType::F16 => half::f16::from_f64(eps).to_string().parse().unwrap_or(eps),
+                DType::BF16 => half::bf16::from_f64(eps).to_string().parse().unwrap_or(eps),
+                _ => eps,
             };
             for (sq, axis) in single_axis_reduction(v, ms, OpKind::ReduceMean) {
                 if v.nodes(sq, OpKind::Mul)
