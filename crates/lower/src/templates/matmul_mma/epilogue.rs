@@ -173,10 +173,10 @@ impl Builder<'_, '_> {
                     let gn0 = s.let_("cn", Ty::Idx, add(n0.clone(), col0.clone()));
                     match &c_vec {
                         Some(gvs) => {
-                            // Each root's values, element by element, into the staging tile
-                            // in place (one root) or its registers (several: the staged matmul
-                            // values stay, and each root's value is reused by the roots
-                            // computed from it); then one 16-byte copy per root.
+                            // Each root's values, element by element, into the register copy
+                            // of the staged values (one root) or its own registers (several:
+                            // the staged matmul values stay, and each root's value is reused
+                            // by the roots computed from it); then one 16-byte copy per root.
                             let in_place = roots.len() == 1;
                             // A chain reads the thread's staged values from registers (one
                             // 16-byte load) and leaves one root's results there.

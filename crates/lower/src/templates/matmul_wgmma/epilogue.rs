@@ -498,9 +498,10 @@ impl Builder<'_, '_> {
                     ),
                 );
                 let body = s.block(|s| {
-                    // Each root's 8 values, element by element (z), into the staging tile in
-                    // place (one root) or its registers (several: the staged matmul values
-                    // stay, and each root's value is reused by the roots computed from it).
+                    // Each root's 8 values, element by element (z), into the register copy of
+                    // the staged values (one root; in the tile itself where no 16-byte copy
+                    // takes them) or its own registers (several: the staged matmul values stay,
+                    // and each root's value is reused by the roots computed from it).
                     let in_place = roots.len() == 1;
                     let staged_frag = Frag {
                         tensor: stage_v.clone(),
