@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// One attribute value. Equality is structural, floats compared bit for bit (as the kernel
-/// IR's literals): a `nan` constant equals itself, and `0.0` is not `-0.0`.
+/// IR's literals; every NaN is `nan` in the text, so NaNs are equal): a `nan` constant equals
+/// itself, and `0.0` is not `-0.0`.
 #[derive(Clone, Debug)]
 pub enum Attr {
     Int(i64),
@@ -21,7 +22,9 @@ impl PartialEq for Attr {
     fn eq(&self, other: &Attr) -> bool {
         match (self, other) {
             (Attr::Int(a), Attr::Int(b)) => a == b,
-            (Attr::Float(a), Attr::Float(b)) => a.to_bits() == b.to_bits(),
+            (Attr::Float(a), Attr::Float(b)) => {
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+            }
             (Attr::Bool(a), Attr::Bool(b)) => a == b,
             (Attr::Str(a), Attr::Str(b)) => a == b,
             (Attr::DType(a), Attr::DType(b)) => a == b,

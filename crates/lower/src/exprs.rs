@@ -77,12 +77,14 @@ impl Builder<'_, '_> {
     /// the result is rounded to a 16-bit float next, the transcendental ops run on the SFU's
     /// approximate `exp2` and `rcp` (relative errors about 2^-22, against the 2^-9 to 2^-12 of
     /// the rounding; Triton computes every `exp` so) instead of the accurate sequences:
-    /// `exp(x) = 2^(x·log2 e)`, `sigmoid(x) = rcp(1 + exp(−x))`, `silu(x) = x · sigmoid(x)`, and
+    /// `exp(x) = 2^(x·log2 e)`, `sigmoid(x) = rcp(1 + exp(−x))`, `silu(x) = rcp((1 + exp(−x)) · rcp(x))`,
+    /// and
     /// `gelu(x) = x · Φ(x)` with `Φ` from Abramowitz and Stegun's 7.1.26 (`erfc(z) ≈ P(t)·e^(−z²)`,
     /// `t = 1/(1 + p·z)`, absolute error below 1.5e-7), taken as `erfc` itself below zero (no
     /// cancellation in `1 + erf`).
     pub(crate) fn scalar_math(&mut self, f: Func, args: Vec<Expr>, dtype: DType) -> Expr {
-        if !matches!(dtype, DType::F16 | DType::BF16) || args.len() != 1 {
+        let approximated = matches!(f, Func::Exp | Func::Sigmoid | Func::Silu | Func::Gelu);
+        if !matches!(dtype, DType::F16 | DType::BF16) || args.len() != 1 || !approximated {
             return Expr::call(f, args);
         }
         let x = self.let_("x", Ty::Elem(DType::F32), args[0].clone());
@@ -96,11 +98,11 @@ impl Builder<'_, '_> {
             Func::Exp => exp(x),
             Func::Sigmoid => call(Func::Rcp, vec![fadd(c(1.0), exp(call(Func::Neg, vec![x])))]),
             Func::Silu => {
-                let s = call(
-                    Func::Rcp,
-                    vec![fadd(c(1.0), exp(call(Func::Neg, vec![x.clone()])))],
-                );
-                fmul(x, s)
+                // rcp((1 + exp(−x)) · rcp(x)): x · rcp(1 + exp(−x)) would flush the reciprocal
+                // to zero where it is subnormal (x near −88) though the product is a normal
+                // value of bf16.
+                let den = fadd(c(1.0), exp(call(Func::Neg, vec![x.clone()])));
+                call(Func::Rcp, vec![fmul(den, call(Func::Rcp, vec![x]))])
             }
             Func::Gelu => {
                 // z = |x|/√2; q = P(t)·e^(−z²) = erfc(z); Φ(x) = q/2 below zero, else 1 − q/2.

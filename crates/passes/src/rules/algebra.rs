@@ -94,7 +94,8 @@ fn sub_self(v: &View, id: Id, n: &Node) -> Vec<Rhs> {
     }
 }
 
-/// `x` is exactly representable in `d`: a power of two within range, or any value in f32/f64.
+/// `1/c` may replace a division by `c` in `d`: a power of two within the normal range for
+/// f16/bf16 (exact), any normal value of the dtype in f32/f64 (one rounding of difference).
 fn exact_reciprocal(c: f64, d: DType) -> bool {
     let r = 1.0 / c;
     if !r.is_finite() || r == 0.0 {

@@ -148,7 +148,8 @@ impl Builder<'_, '_> {
                     if roots.is_empty() {
                         return Ok(());
                     }
-                    // The element pass below may rewrite the staged values in place.
+                    // The element pass below may rewrite the staged values in place (where
+                    // the output takes no 16-byte copies).
                     s.out.push(Stmt::Sync);
                 }
                 let chunks = (cfg.bm / 2) * cfg.bn / w / cfg.threads();

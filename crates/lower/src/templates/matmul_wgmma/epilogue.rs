@@ -24,8 +24,8 @@ pub(super) struct Epilogue {
     /// multiplied by its row's before it is rounded.
     pub(super) row_scale: Option<String>,
     /// The staging tile's (pair, thread, pair index, consumer) view, where a thread's two
-    /// values of a pair are neighbours in a row and move as one 4- or 8-byte store, and the
-    /// register pair they are rounded into.
+    /// values of a pair are neighbours in a row and move as one store (4, 8 or 16 bytes), and
+    /// the register pair they are rounded into.
     pub(super) pairs: Option<(String, String)>,
 }
 
@@ -368,7 +368,7 @@ impl Builder<'_, '_> {
         }
         // Several roots: each one's 8 values go through registers of its own (the staged
         // matmul values stay for the next root); one root that is not the matmul is computed
-        // in place.
+        // in the register copy of its staged values.
         let regs: Vec<String> = roots
             .iter()
             .map(|&r| match roots.len() == 1 || r == mm {
@@ -380,7 +380,7 @@ impl Builder<'_, '_> {
             .collect::<R<_>>()?;
         // A chain reads a thread's 8 staged values from registers (one 16-byte load) and
         // leaves its results there: the staging tile is read once and not written back.
-        let chained = roots.iter().any(|&r| r != mm);
+        let chained = roots.iter().any(|&r| r != mm) && !g.is_empty();
         let src8 = match chained && 8 * dt.size_bytes() == 16 {
             true => Some(self.tensor(Space::Registers, dt, Layout::int(8, 1).map_err(internal)?)),
             false => None,
@@ -482,8 +482,8 @@ impl Builder<'_, '_> {
                 s.out.push(named_barrier());
                 return Ok(());
             }
-            // 64 rows x cw/8 vectors of 8 over the warpgroup's 128 threads: the chain on each
-            // of the 8 in place, then one 16-byte copy.
+            // 64 rows x cw/8 vectors of 8 over the warpgroup's 128 threads: the 8 staged values
+            // into registers, the chain on each, then one 16-byte copy per root.
             s.unrolled("l", epi.cw / 16, &mut |s, l| {
                 let e = s.let_("e", Ty::Idx, add(mul(l, Expr::Int(128)), t.clone()));
                 let r = s.let_("rr", Ty::Idx, div(e.clone(), Expr::Int(cw / 8)));

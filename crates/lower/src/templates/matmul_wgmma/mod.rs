@@ -6,8 +6,9 @@
 //! The kernel is persistent: a block per SM walks the output tiles (grouped along M for L2
 //! reuse), the producer running up to the ring's depth ahead of the consumers, across tiles, so
 //! a tile's loads overlap the previous tile's epilogue. The epilogue stages each consumer's
-//! results through shared memory, 64 columns at a time, and stores them with 16-byte copies
-//! (element stores where the output cannot take them).
+//! results through shared memory, 64 columns at a time (128 where the product has at most two
+//! k-tiles), and stores them with 16-byte copies (element stores where the output cannot take
+//! them).
 //!
 //! Block tile `128 x BN x 64`; consumer warpgroup `c` owns rows `64c..64c+64` of the tile. An
 //! operand is K-major (its contiguous dimension is K) or MN-major; either way a stage holds its
@@ -130,7 +131,12 @@ impl Builder<'_, '_> {
         let cw = if ktiles <= 2 { 128 } else { 64 }.min(bn);
         let staging_elems = 64 * (cw + 8);
         let stage_bytes = (oa.tile_elems() + ob.tile_elems()) * esize;
-        let fixed = 2 * staging_elems * esize + 1024;
+        let scales = if p.prologue.is_some() {
+            prologue::SCALE_BYTES
+        } else {
+            0
+        };
+        let fixed = 2 * staging_elems * esize + 1024 + scales;
         let budget = target.max_dynamic_shared_bytes.saturating_sub(fixed);
         let stages = (budget / stage_bytes).min(6);
         if stages < 2 {

@@ -31,6 +31,9 @@ use irc_kir::{Func, ReduceOp};
 /// no chain of dependent additions is longer than a few (the consumers issue the prologue's
 /// instructions between their products, and a long chain stalls the warp that issues them).
 const PARTIALS: i64 = 4;
+/// The shared row scales' bytes: `[64 rows, 2 consumers]` f32 (the ring's budget leaves them
+/// room).
+pub(super) const SCALE_BYTES: u64 = 64 * 2 * 4;
 
 /// The consumer-side state of the norm prologue.
 pub(super) struct RsPrologue {
