@@ -17,6 +17,17 @@ pub enum DType {
 }
 
 impl DType {
+    /// `x` rounded to this float type as a `cast` rounds it (to nearest even, 16-bit types
+    /// through f32); other types' values unchanged.
+    pub fn round(self, x: f64) -> f64 {
+        match self {
+            DType::BF16 => half::bf16::from_f32(x as f32).to_f64(),
+            DType::F16 => half::f16::from_f32(x as f32).to_f64(),
+            DType::F32 => f64::from(x as f32),
+            _ => x,
+        }
+    }
+
     /// Every dtype, in declaration order.
     pub const ALL: [DType; 7] = [
         DType::F16,

@@ -77,11 +77,10 @@ impl Builder<'_, '_> {
     /// the result is rounded to a 16-bit float next, the transcendental ops run on the SFU's
     /// approximate `exp2` and `rcp` (relative errors about 2^-22, against the 2^-9 to 2^-12 of
     /// the rounding; Triton computes every `exp` so) instead of the accurate sequences:
-    /// `exp(x) = 2^(x·log2 e)`, `sigmoid(x) = rcp(1 + exp(−x))`, `silu(x) = rcp((1 + exp(−x)) · rcp(x))`,
-    /// and
-    /// `gelu(x) = x · Φ(x)` with `Φ` from Abramowitz and Stegun's 7.1.26 (`erfc(z) ≈ P(t)·e^(−z²)`,
-    /// `t = 1/(1 + p·z)`, absolute error below 1.5e-7), taken as `erfc` itself below zero (no
-    /// cancellation in `1 + erf`).
+    /// `exp(x) = 2^(x·log2 e)`, `sigmoid(x) = rcp(1 + exp(−x))`,
+    /// `silu(x) = rcp((1 + exp(−x)) · rcp(x))`, and `gelu(x) = x · Φ(x)` with `Φ` from
+    /// Abramowitz and Stegun's 7.1.26 (`erfc(z) ≈ P(t)·e^(−z²)`, `t = 1/(1 + p·z)`, absolute
+    /// error below 1.5e-7), taken as `erfc` itself below zero (no cancellation in `1 + erf`).
     pub(crate) fn scalar_math(&mut self, f: Func, args: Vec<Expr>, dtype: DType) -> Expr {
         let approximated = matches!(f, Func::Exp | Func::Sigmoid | Func::Silu | Func::Gelu);
         if !matches!(dtype, DType::F16 | DType::BF16) || args.len() != 1 || !approximated {

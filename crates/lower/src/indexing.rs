@@ -386,19 +386,9 @@ impl Builder<'_, '_> {
         if let Expr::Call(Func::Cast(_), args) = &e
             && let [Expr::Float(x)] = args.as_slice()
         {
-            return Expr::lit(w, round_to(d, *x));
+            return Expr::lit(w, d.round(*x));
         }
         self.let_("w", Ty::Elem(w), Expr::cast(w, e))
-    }
-}
-
-/// `x` rounded to the float type `d` as a `cast` rounds it (16-bit types through f32).
-pub(crate) fn round_to(d: DType, x: f64) -> f64 {
-    match d {
-        DType::BF16 => half::bf16::from_f32(x as f32).to_f64(),
-        DType::F16 => half::f16::from_f32(x as f32).to_f64(),
-        DType::F32 => f64::from(x as f32),
-        _ => x,
     }
 }
 

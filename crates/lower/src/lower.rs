@@ -31,7 +31,6 @@ use irc_layout::{Layout, LayoutError, composition};
 use std::collections::HashMap;
 
 pub(crate) use crate::exprs::*;
-pub(crate) use crate::indexing::round_to;
 pub use crate::templates::config::{Choice, ConfigSource};
 pub use irc_fused::SourceInfo;
 

@@ -432,8 +432,9 @@ mod tests {
 
     /// One producer feeding two consumers: `e = exp(x)` is a result, and the second result's
     /// class holds `relu(e)` (reads e, already paid for) and `add(y, z)` (reads two other
-    /// tensors, neither of them `exp`'s: no sibling kernel to share). Tree cost counts `exp` again under `relu(e)` and prefers `add`; the DAG cost
-    /// counts it once and keeps `relu(e)`.
+    /// tensors, neither of them `exp`'s: no sibling kernel to share). Tree cost counts `exp`
+    /// again under `relu(e)` and prefers `add`; the DAG cost counts it once and keeps
+    /// `relu(e)`.
     #[test]
     fn shared_producer_is_counted_once() {
         let t = TensorType::new([1024, 1024], DType::F32);

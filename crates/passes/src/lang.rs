@@ -212,12 +212,7 @@ pub fn splat_value(n: &Node) -> Option<f64> {
         }
         Attr::Array(_) | Attr::Str(_) | Attr::DType(_) => return None,
     };
-    Some(match n.const_ty.as_ref().map(|(_, d)| *d) {
-        Some(DType::F16) => half::f16::from_f64(v).to_f64(),
-        Some(DType::BF16) => half::bf16::from_f64(v).to_f64(),
-        Some(DType::F32) => f64::from(v as f32),
-        _ => v,
-    })
+    Some(n.const_ty.as_ref().map_or(v, |(_, d)| d.round(v)))
 }
 
 impl egg::Analysis<Node> for TypeAnalysis {

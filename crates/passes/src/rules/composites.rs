@@ -91,12 +91,13 @@ fn inv_rms_of(v: &View, r: Id, c: Id) -> Vec<(usize, f64)> {
             let Some(eps) = v.splat(eps).filter(|_| v.rank(add.children[1]) == 0) else {
                 continue;
             };
-            // The attribute as a short decimal the dtype reads back to the same value (an f32
-            // constant of 1e-6 holds 9.99999997e-7: `eps = 1e-6`).
+            // The attribute as the shortest decimal f32 reads back to the same value (the
+            // constant holds its dtype's value, and an f32 constant of 1e-6 holds
+            // 9.99999997e-7: `eps = 1e-6`).
             let eps = match v.ty(add.children[1]).dtype {
-                DType::F32 => (eps as f32).to_string().parse().unwrap_or(eps),
-                DType::F16 => half::f16::from_f64(eps).to_string().parse().unwrap_or(eps),
-                DType::BF16 => half::bf16::from_f64(eps).to_string().parse().unwrap_or(eps),
+                DType::F32 | DType::F16 | DType::BF16 => {
+                    (eps as f32).to_string().parse().unwrap_or(eps)
+                }
                 _ => eps,
             };
             for (sq, axis) in single_axis_reduction(v, ms, OpKind::ReduceMean) {

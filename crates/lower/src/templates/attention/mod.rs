@@ -259,7 +259,10 @@ impl Builder<'_, '_> {
             if ci.op.category() != irc_ir::Category::Constant {
                 return None;
             }
-            let v = round_to(self.ty(c).dtype, irc_fused::policy::splat_value(&ci.attrs)?);
+            let v = self
+                .ty(c)
+                .dtype
+                .round(irc_fused::policy::splat_value(&ci.attrs)?);
             (v > 0.0 && v.is_finite()).then_some(v)
         };
         match (constant(*b), constant(*a)) {

@@ -215,7 +215,7 @@ impl Builder<'_, '_> {
                                     ))),
                                 })
                                 .collect::<R<_>>()?;
-                            if roots.iter().any(|&r| r != mm) {
+                            if let Some(src) = &src {
                                 s.unrolled("z", w, &mut |s, z| {
                                     let gn = add(gn0.clone(), z.clone());
                                     let cond = Expr::idx(
@@ -225,21 +225,15 @@ impl Builder<'_, '_> {
                                     );
                                     s.if_(cond, |s| {
                                         let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
-                                        let col = add(col0.clone(), z.clone());
-                                        let staged = match &src {
-                                            Some(t) => Expr::load(t, vec![z.clone()]),
-                                            None => Expr::load(stage, vec![r.clone(), col.clone()]),
-                                        };
+                                        let staged = Expr::load(src, vec![z.clone()]);
                                         s.coord = vec![gm.clone(), gn, bi.clone()];
                                         let targets: Vec<(String, Vec<Expr>)> = regs
                                             .iter()
-                                            .map(|reg| match (reg, &src) {
-                                                (Some(t), _) | (None, Some(t)) => {
-                                                    (t.clone(), vec![z.clone()])
-                                                }
-                                                (None, None) => {
-                                                    (stage.clone(), vec![r.clone(), col.clone()])
-                                                }
+                                            .map(|reg| {
+                                                (
+                                                    reg.as_ref().unwrap_or(src).clone(),
+                                                    vec![z.clone()],
+                                                )
                                             })
                                             .collect();
                                         s.roots_into(mm, staged, &p.access_c, roots, &targets)

@@ -378,10 +378,10 @@ impl Builder<'_, '_> {
                 }
             })
             .collect::<R<_>>()?;
-        // A chain reads a thread's 8 staged values from registers (one 16-byte load) and
-        // leaves its results there: the staging tile is read once and not written back.
-        let chained = roots.iter().any(|&r| r != mm) && !g.is_empty();
-        let src8 = match chained && 8 * dt.size_bytes() == 16 {
+        // A chain reads a thread's 8 staged values from registers (one 16-byte load: the
+        // vector roots are 16-bit) and leaves its results there: the staging tile is read once
+        // and not written back.
+        let src8 = match roots.iter().any(|&r| r != mm) && !g.is_empty() {
             true => Some(self.tensor(Space::Registers, dt, Layout::int(8, 1).map_err(internal)?)),
             false => None,
         };
@@ -499,9 +499,9 @@ impl Builder<'_, '_> {
                 );
                 let body = s.block(|s| {
                     // Each root's 8 values, element by element (z), into the register copy of
-                    // the staged values (one root; in the tile itself where no 16-byte copy
-                    // takes them) or its own registers (several: the staged matmul values stay,
-                    // and each root's value is reused by the roots computed from it).
+                    // the staged values (one root) or its own registers (several: the staged
+                    // matmul values stay, and each root's value is reused by the roots computed
+                    // from it).
                     let in_place = roots.len() == 1;
                     let staged_frag = Frag {
                         tensor: stage_v.clone(),
@@ -516,28 +516,19 @@ impl Builder<'_, '_> {
                             },
                             src: staged_frag.clone(),
                         });
-                    }
-                    if roots.iter().any(|&r| r != mm) {
                         s.unrolled("z", 8, &mut |s, z| {
-                            let col = add(mul(c8.clone(), Expr::Int(8)), z.clone());
                             let gn = s.let_(
                                 "gn",
                                 Ty::Idx,
                                 add(mul(gn8.clone(), Expr::Int(8)), z.clone()),
                             );
-                            let staged = match &src8 {
-                                Some(src8) => Expr::load(src8, vec![z.clone()]),
-                                None => Expr::load(stage, vec![r.clone(), col.clone(), c.clone()]),
-                            };
+                            let staged = Expr::load(src8, vec![z.clone()]);
                             s.coord = vec![gm.clone(), gn, bi.clone()];
                             let targets: Vec<(String, Vec<Expr>)> = regs
                                 .iter()
-                                .map(|reg| match (in_place, &src8) {
-                                    (true, Some(src8)) => (src8.clone(), vec![z.clone()]),
-                                    (true, None) => {
-                                        (stage.clone(), vec![r.clone(), col.clone(), c.clone()])
-                                    }
-                                    (false, _) => (reg.clone(), vec![z.clone()]),
+                                .map(|reg| match in_place {
+                                    true => (src8.clone(), vec![z.clone()]),
+                                    false => (reg.clone(), vec![z.clone()]),
                                 })
                                 .collect();
                             s.roots_into(mm, staged, &p.access_c, roots, &targets)
@@ -549,7 +540,7 @@ impl Builder<'_, '_> {
                                 tensor: src8.clone(),
                                 at: vec![],
                             }
-                        } else if root == mm || in_place {
+                        } else if root == mm {
                             staged_frag.clone()
                         } else {
                             Frag {
