@@ -1,7 +1,8 @@
 //! The attention template without a GPU: each attention graph lowers to one kernel, which the
 //! kernel-IR emulator (`emulate.rs`) runs on seeded random inputs; its result must match the
 //! interpreter running the graph as written (unfused) within the dtype's tolerance. Sizes are
-//! odd (tails in both the query and the key tiles), head dims 32/64/128/256, f16 and bf16, causal,
+//! odd (tails in both the query and the key tiles), head dims 16 to 256 (multiples of 8, between
+//! the tiles' steps too), f16 and bf16, causal,
 //! an additive mask tensor, grouped-query broadcasting, K stored keys-contiguous.
 
 mod emulate;
@@ -156,6 +157,50 @@ fn head_dim_256_on_hopper_and_unfused_on_sm80() {
         let c = compare::compare(&got, &want).unwrap();
         assert!(c.passed(), "result {i}: {c:?}");
     }
+}
+
+/// Head dims between the tiles' steps: 40 (a 48-column tile), 80 and 112 (32-key tiles whose
+/// 16-byte copies do not divide among the block's threads), 96; each causal over 70 keys.
+#[test]
+fn head_dims_between_the_tiles() {
+    for d in [16, 40, 80, 96, 112] {
+        let kir = check(&causal_bf16(70, d));
+        assert!(skips_tiles(&kir), "head dim {d}");
+    }
+}
+
+/// Q·Kᵀ's head dim (72) differs from V's (40), K keys-contiguous, V transposed.
+#[test]
+fn different_head_dims_for_keys_and_values() {
+    check(
+        "graph @dv(%q: tensor<1x2x50x72xf16>, %k: tensor<1x2x72x90xf16>, %v: tensor<1x2x40x90xf16>) -> tensor<1x2x50x40xf16> {
+          %s = matmul %q, %k
+          %vt = transpose %v {perm = [0, 1, 3, 2]}
+          %p = softmax %s {axis = -1}
+          %o = matmul %p, %vt
+          return %o
+        }",
+    );
+}
+
+/// On Hopper a head dim of 160 is three 64-column tiles (the last TMA's zero fill past 160):
+/// `Q·Kᵀ` takes its 10 real k-steps, `P·V` is `m64n192k16`.
+#[test]
+fn head_dim_160_on_hopper() {
+    let src = causal_bf16(70, 160);
+    let m = irc_frontend::parse_module(&src).expect("parses");
+    let hopper = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
+        .expect("lowers")
+        .kernels;
+    irc_kir::verify_module(&k).expect("verifies");
+    let text = irc_kir::print_module(&k);
+    assert_eq!(k.kernels.len(), 1, "{text}");
+    assert!(text.contains("wgmma.rs.m64n192k16"), "{text}");
+    assert_eq!(text.matches("wgmma.m64n64k16").count(), 10, "{text}");
 }
 
 #[test]

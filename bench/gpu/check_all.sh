@@ -2,14 +2,18 @@
 # On the GPU machine: `irc run --device gpu --random --check` on every graph of the corpus
 # (examples/, examples/small/, tests/gpu/) with the CUDA backend and, when the irc binary has
 # the `mlir` feature, the MLIR backend. Prints one line per run and a summary; exits 1 on any
-# failure. Usage: bench/gpu/check_all.sh [IRC]   (default .device-bin/irc)
+# failure. Usage: bench/gpu/check_all.sh [IRC [FILE...]]   (default .device-bin/irc, the whole
+# corpus)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 irc=${1:-.device-bin/irc}
+shift || true
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(examples/*.ir examples/small/*.ir tests/gpu/*.ir)
 backends=(cuda)
 if "$irc" --emit=mlir examples/small/gemm.ir >/dev/null 2>&1; then backends+=(mlir); fi
 pass=0 fail=0
-for f in examples/*.ir examples/small/*.ir tests/gpu/*.ir; do
+for f in "${files[@]}"; do
     for b in "${backends[@]}"; do
         start=$(date +%s%N)
         if out=$("$irc" run "$f" --device gpu --random --check --backend "$b" 2>&1); then

@@ -12,14 +12,22 @@
 //! It is declined, with the reason, when the scores or probabilities are read elsewhere, when
 //! the prologue reads the scores at other coordinates (a view, a `concat`, a `gather`) or is
 //! stored, when the element type is not f16/bf16 (the template runs on tensor cores), when the
-//! head dims are not 32, 64, 128 or 256, or when an operand is a vector or `P` is transposed.
+//! head dims are not multiples of 8 from 8 to 256, or when an operand is a vector or `P` is
+//! transposed.
 
 use crate::policy::{Dag, Home, NodeKind};
 use irc_ir::infer::matmul_shape;
 use irc_ir::{DType, OpKind};
 
-/// Head dims the attention template takes (Q·Kᵀ's K and V's columns).
-pub const HEAD_DIMS: [u64; 4] = [32, 64, 128, 256];
+/// The largest head dim the attention template takes (Q·Kᵀ's K and V's columns).
+pub const MAX_HEAD_DIM: u64 = 256;
+
+/// Whether the attention template takes head dim `d` (Q·Kᵀ's K or V's columns): a multiple
+/// of 8 (16-byte rows of f16/bf16) up to [`MAX_HEAD_DIM`]. The kernels compute in tiles of
+/// 16 (mma) or 64 (wgmma) columns, the columns past `d` zeros that are never stored.
+pub fn head_dim_ok(d: u64) -> bool {
+    d > 0 && d % 8 == 0 && d <= MAX_HEAD_DIM
+}
 
 /// One attention chain the policy looked at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,9 +240,9 @@ fn check(
     let (Some(qk), Some(pv)) = (shape_of(m1), shape_of(m2)) else {
         return no("an operand is a vector (rank 1)");
     };
-    if !HEAD_DIMS.contains(&qk.k) || !HEAD_DIMS.contains(&pv.n) {
+    if !head_dim_ok(qk.k) || !head_dim_ok(pv.n) {
         return no(&format!(
-            "head dims {} (Q·Kᵀ) and {} (V) must each be 32, 64, 128 or 256",
+            "head dims {} (Q·Kᵀ) and {} (V) must each be a multiple of 8 up to {MAX_HEAD_DIM}",
             qk.k, pv.n
         ));
     }

@@ -41,8 +41,8 @@
 //!    Kᵀ))), V)` with the softmax over the last axis is one kernel, the output matmul's: the
 //!    scores, their elementwise prologue and the softmax are computed in its registers
 //!    ([`Home::Attention`]) — when the prologue can be recomputed per tile, the type is f16 or
-//!    bf16 and the head dims are 32, 64, 128 or 256 ([`crate::attention`] says each reason it
-//!    declines). A result view of the output (rule 2's chain) is stored by that kernel.
+//!    bf16 and the head dims are multiples of 8 up to 256 ([`crate::attention`] says each
+//!    reason it declines). A result view of the output (rule 2's chain) is stored by that kernel.
 //!
 //! 9. **Row prologue store** (last): a row composite's input `x` that is stored anyway (a graph
 //!    result, or read by several statements) and would be its own pointwise kernel is computed

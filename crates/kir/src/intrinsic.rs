@@ -324,6 +324,13 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         check: check_wgmma,
     },
     IntrinsicInfo {
+        op: Intrinsic::Wgmma(192),
+        name: "wgmma.m64n192k16",
+        summary: WGMMA_SUMMARY,
+        args: &wgmma_args(96),
+        check: check_wgmma,
+    },
+    IntrinsicInfo {
         op: Intrinsic::Wgmma(256),
         name: "wgmma.m64n256k16",
         summary: WGMMA_SUMMARY,
@@ -342,6 +349,13 @@ pub const INTRINSICS: &[IntrinsicInfo] = &[
         name: "wgmma.rs.m64n128k16",
         summary: WGMMA_RS_SUMMARY,
         args: &wgmma_rs_args(64),
+        check: check_wgmma_rs,
+    },
+    IntrinsicInfo {
+        op: Intrinsic::WgmmaRs(192),
+        name: "wgmma.rs.m64n192k16",
+        summary: WGMMA_RS_SUMMARY,
+        args: &wgmma_rs_args(96),
         check: check_wgmma_rs,
     },
     IntrinsicInfo {

@@ -102,6 +102,8 @@ impl AttentionConfig {
         batch: u64,
         sms: u64,
     ) -> AttentionConfig {
+        // A head dim between the tiles' 64-column steps is computed as the next one.
+        let dv = dv.next_multiple_of(64);
         let busy = |rows: u64| busy_share(sq, batch, rows, sms);
         let whole = sk % keys_per_tile(dv, dv) == 0;
         // Three only where their accumulators fit three consumers' registers (not at head
@@ -137,8 +139,10 @@ pub(crate) fn consumer_regs(consumers: u64) -> u64 {
 /// The registers a consumer thread needs: the S accumulators (two buffers when `pipelined`)
 /// and O's, keys/2 + dv/2, beside about 24 more (addresses, row state) — ptxas fits head dim
 /// 128 in 160 without spilling — and, with a causal mask's two prologue paths (masked and
-/// whole tiles) or the guards of keys that do not fill the last tile, about 16 more.
+/// whole tiles) or the guards of keys that do not fill the last tile, about 16 more. O's
+/// columns are whole tiles of 64.
 fn consumer_need(pipelined: bool, dv: u64, causal: bool, sk: u64) -> u64 {
+    let dv = dv.next_multiple_of(64);
     let bkv = keys_per_tile(dv, dv);
     let extra = if causal || sk % bkv != 0 { 16 } else { 0 };
     let buffers = if pipelined { 2 } else { 1 };
@@ -206,7 +210,7 @@ impl TemplateSpace for AttentionSpace {
         if !matches!(c.consumers, 2 | 3) {
             return Err(format!("{} consumer warpgroups (2 or 3)", c.consumers));
         }
-        if c.pipelined && (c.consumers != 2 || *dv > 64) {
+        if c.pipelined && (c.consumers != 2 || dv.next_multiple_of(64) > 64) {
             return Err(format!(
                 "a pipelined kernel has two consumers and head dim at most 64 (two score buffers); {} consumers, head dim {dv}",
                 c.consumers

@@ -1,4 +1,4 @@
-//! FlashAttention-2's schedule on `mma.sync.m16n8k16` (sm_80+), head dims 32 to 128.
+//! FlashAttention-2's schedule on `mma.sync.m16n8k16` (sm_80+), head dims up to 128.
 //!
 //! A block of 4 warps owns 64 query rows of one batch entry (every batch dim, heads included,
 //! flattened); each warp owns 16 rows, one mma row atom. The block loads its Q tile once, each
@@ -10,6 +10,9 @@
 //! 2. `S = Q·Kᵀ` by ldmatrix + mma into f32 accumulators (atoms of 16x8).
 //! 3. The prologue and the online softmax (the parent module's), P kept in registers.
 //! 4. `O += P·V` with V's fragments by `ldmatrix.trans` when V is head-dim-contiguous.
+//!
+//! Head dims are computed in steps of 16 (an ldmatrix.x4's columns): a head dim of 40 is a
+//! 48-column tile whose last 8 columns are loaded as zeros and never stored.
 
 use super::super::matmul_mma::{TileLoad, ldmatrix_x4_rows};
 use super::{AttPlan, AttentionOps};
@@ -46,6 +49,8 @@ impl Builder<'_, '_> {
                 self.l.names[ops.softmax.result.index()].clone(),
             ));
         }
+        // Head dims in whole k-steps / column pairs of 16; the padding columns are zeros.
+        let (d16, dv16) = (d.next_multiple_of(16), dv.next_multiple_of(16));
         let tiles_q = sq.div_ceil(BQ);
         if tiles_q > i32::MAX as u64 {
             return Err(super::unsupported(format!("{sq} query rows")));
@@ -62,22 +67,22 @@ impl Builder<'_, '_> {
                 (1, rows as i64 + 8)
             }
         };
-        let (q_r, q_k) = strides(q_d_fast, BQ, d);
+        let (q_r, q_k) = strides(q_d_fast, BQ, d16);
         let bkv = keys_per_tile(d, dv);
-        let (k_r, k_k) = strides(!k_keys_fast, bkv, d);
-        let (v_r, v_k) = strides(!v_d_fast, dv, bkv);
+        let (k_r, k_k) = strides(!k_keys_fast, bkv, d16);
+        let (v_r, v_k) = strides(!v_d_fast, dv16, bkv);
         let tile = |rows: u64, kext: u64, (r, k): (i64, i64)| {
             Layout::flat(&[rows as i64, kext as i64], &[r, k]).map_err(internal)
         };
-        let smem_q = self.tensor(Space::Shared, dt, tile(BQ, d, (q_r, q_k))?);
+        let smem_q = self.tensor(Space::Shared, dt, tile(BQ, d16, (q_r, q_k))?);
         // K's tile reuses Q's once Q is in registers, when their layouts agree (64 keys, both
         // head-dim-contiguous: the usual case).
         let smem_k = if (q_r, q_k) == (k_r, k_k) && bkv == BQ {
             smem_q.clone()
         } else {
-            self.tensor(Space::Shared, dt, tile(bkv, d, (k_r, k_k))?)
+            self.tensor(Space::Shared, dt, tile(bkv, d16, (k_r, k_k))?)
         };
-        let smem_v = self.tensor(Space::Shared, dt, tile(dv, bkv, (v_r, v_k))?);
+        let smem_v = self.tensor(Space::Shared, dt, tile(dv16, bkv, (v_r, v_k))?);
         let cosize = |t: &str| {
             self.kernel
                 .tensors
@@ -108,17 +113,17 @@ impl Builder<'_, '_> {
         let (trans_q, trans_k, trans_v) = (!q_d_fast, k_keys_fast, v_d_fast);
         let rows_q = concat(&[
             lanes(false, trans_q, q_r, q_k)?,
-            li(d / 16, 16 * q_k)?,
+            li(d16 / 16, 16 * q_k)?,
             li(WARPS, 16 * q_r)?,
         ])?;
         let rows_k = concat(&[
             lanes(true, trans_k, k_r, k_k)?,
             li(bkv / 16, 16 * k_r)?,
-            li(d / 16, 16 * k_k)?,
+            li(d16 / 16, 16 * k_k)?,
         ])?;
         let rows_v = concat(&[
             lanes(true, trans_v, v_r, v_k)?,
-            li(dv / 16, 16 * v_r)?,
+            li(dv16 / 16, 16 * v_r)?,
             li(bkv / 16, 16 * v_k)?,
         ])?;
         let rows_q = self.tensor(Space::View(smem_q.clone()), dt, rows_q);
@@ -129,21 +134,21 @@ impl Builder<'_, '_> {
             Ok(s.tensor(Space::Registers, dtype, l))
         };
         let natoms = (bkv / 8) as i64;
-        let fq = regs(self, dt, &[8, d as i64 / 16], &[1, 8])?;
+        let fq = regs(self, dt, &[8, d16 as i64 / 16], &[1, 8])?;
         let fk = regs(self, dt, &[4, natoms], &[1, 4])?;
         let fk_pairs = self.tensor(
             Space::View(fk.clone()),
             dt,
             Layout::flat(&[8, natoms / 2], &[1, 8]).map_err(internal)?,
         );
-        let fv = regs(self, dt, &[4, dv as i64 / 8], &[1, 4])?;
+        let fv = regs(self, dt, &[4, dv16 as i64 / 8], &[1, 4])?;
         let fv_pairs = self.tensor(
             Space::View(fv.clone()),
             dt,
-            Layout::flat(&[8, dv as i64 / 16], &[1, 8]).map_err(internal)?,
+            Layout::flat(&[8, dv16 as i64 / 16], &[1, 8]).map_err(internal)?,
         );
         let acc_s = regs(self, DType::F32, &[4, natoms], &[1, 4])?;
-        let acc_o = regs(self, DType::F32, &[4, dv as i64 / 8], &[1, 4])?;
+        let acc_o = regs(self, DType::F32, &[4, dv16 as i64 / 8], &[1, 4])?;
         // P: value v of C atom j at 4j + v; A fragment k is C atoms 2k and 2k+1, 8 values.
         let p_c = regs(self, dt, &[4, natoms], &[1, 4])?;
         let p_a = self.tensor(
@@ -181,12 +186,12 @@ impl Builder<'_, '_> {
                     k_fast: q_d_fast,
                     smem: smem_q.clone(),
                     strides: (q_r, q_k),
-                    bk: d,
+                    bk: d16,
                     threads: THREADS,
                 };
                 s.tc_tile_load(&q_tile, &Expr::Int(0), &bi, d, dt)?;
                 s.out.push(Stmt::Sync);
-                s.unrolled("ks", d / 16, &mut |s, ks| {
+                s.unrolled("ks", d16 / 16, &mut |s, ks| {
                     s.out.push(Stmt::Intrinsic {
                         op: Intrinsic::ldmatrix_x4(trans_q),
                         args: vec![
@@ -197,7 +202,7 @@ impl Builder<'_, '_> {
                     Ok(())
                 })?;
                 let (m, l) = s.att_state();
-                s.zero(&acc_o, dv / 8)?;
+                s.zero(&acc_o, dv16 / 8)?;
                 s.for_("k0", Expr::Int(0), int(sk), int(bkv), false, |s, k0| {
                     let body = |s: &mut Self| -> R<()> {
                         s.out.push(Stmt::Sync);
@@ -211,14 +216,14 @@ impl Builder<'_, '_> {
                             k_fast: !k_keys_fast,
                             smem: smem_k.clone(),
                             strides: (k_r, k_k),
-                            bk: d,
+                            bk: d16,
                             threads: THREADS,
                         };
                         s.tc_tile_load(&k_tile, &Expr::Int(0), &bi, d, dt)?;
                         let v_tile = TileLoad {
                             v,
                             access: pv.access_b.clone(),
-                            rows: dv,
+                            rows: dv16,
                             extent: dv,
                             row0: Expr::Int(0),
                             row_pos: 1,
@@ -234,7 +239,7 @@ impl Builder<'_, '_> {
                         s.zero(&acc_s, bkv / 8)?;
                         // Each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
                         // fragment registers live at once).
-                        s.unrolled("ks", d / 16, &mut |s, ks| {
+                        s.unrolled("ks", d16 / 16, &mut |s, ks| {
                             s.unrolled("j", bkv / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: Intrinsic::ldmatrix_x4(trans_k),
@@ -264,7 +269,7 @@ impl Builder<'_, '_> {
                         s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
                         // O += P·V.
                         s.unrolled("kk", bkv / 16, &mut |s, kk| {
-                            s.unrolled("j", dv / 16, &mut |s, j| {
+                            s.unrolled("j", dv16 / 16, &mut |s, j| {
                                 s.out.push(Stmt::Intrinsic {
                                     op: Intrinsic::ldmatrix_x4(trans_v),
                                     args: vec![

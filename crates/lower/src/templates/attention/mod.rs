@@ -191,10 +191,12 @@ impl Builder<'_, '_> {
         let (sq, sk, d) = (qk.ms.m, qk.ms.n, qk.ms.k);
         let dv = pv.ms.n;
         let dt = self.ty(ops.output.result).dtype;
-        if !matches!(dt, DType::F16 | DType::BF16) || !irc_fused::attention::HEAD_DIMS.contains(&d)
-        {
+        let head_dim_ok = irc_fused::attention::head_dim_ok;
+        if !matches!(dt, DType::F16 | DType::BF16) || !head_dim_ok(d) || !head_dim_ok(dv) {
             return Err(unsupported(format!(
-                "{dt} with head dim {d}: the template takes f16/bf16 and head dims 32, 64, 128, 256"
+                "{dt} with head dims {d} and {dv}: the template takes f16/bf16 and head dims \
+                 that are multiples of 8 up to {}",
+                irc_fused::attention::MAX_HEAD_DIM
             )));
         }
         let batch: u64 = qk.ms.batch.iter().product();

@@ -13,7 +13,10 @@
 //! It takes no extra shared memory: the consumer's Q rows hold `64 x d` elements and the
 //! output tile `64 x dv`, so it is taken where `dv <= d` and Q is K-major (a row's elements
 //! contiguous), and not where the prologue reads a tensor per score (there the MLIR
-//! backend's kernel had no registers to spare for it).
+//! backend's kernel had no registers to spare for it). A row's 16-byte chunks are spread
+//! over the warpgroup's 128 threads, a whole number of rows a step: where `dv / 8` does not
+//! divide 128 (head dims 80, 96) the tile is staged 64-column-tile wide (128) and the
+//! threads of the chunks past `dv` store nothing.
 
 use super::super::tma::Operand;
 use super::AttPlan;
@@ -46,6 +49,8 @@ pub(super) struct Staged {
     /// rows than the swizzle's period, head dim 256: the offset is computed at that row).
     row_steps: Vec<Option<i64>>,
     tile_elems: u64,
+    /// The staged columns: `dv`, or its 64-column tiles where `dv / 8` does not divide 128.
+    width: u64,
 }
 
 impl Builder<'_, '_> {
@@ -59,7 +64,12 @@ impl Builder<'_, '_> {
         q_ring: &str,
         q_tiles: u64,
     ) -> R<Option<Staged>> {
-        if !oq.k_major || p.dv > p.d || p.dv % 8 != 0 || 128 % (p.dv / 8) != 0 {
+        let width = match p.dv {
+            dv if dv % 8 == 0 && 128 % (dv / 8) == 0 => dv,
+            dv => dv.next_multiple_of(64),
+        };
+        // The staged columns fit the tile's (`d`'s 64-column tiles) and spread over whole rows.
+        if !oq.k_major || p.dv > p.d || width > oq.kext || 128 % (width / 8) != 0 {
             return Ok(None);
         }
         // A prologue that reads a tensor per score (a mask or bias) keeps its addresses in
@@ -123,10 +133,10 @@ impl Builder<'_, '_> {
             Layout::flat(&[8, n / 8], &[1, 8]).map_err(internal)?,
         );
         let tile = oq.smem_tile().map_err(internal)?;
-        let Some((chunks, deltas)) = chunk_terms(&tile, p.dv, oq.rows)? else {
+        let Some((chunks, deltas)) = chunk_terms(&tile, width, oq.rows)? else {
             return Ok(None);
         };
-        let Some(row_steps) = row_steps(&tile, p.dv, oq.rows)? else {
+        let Some(row_steps) = row_steps(&tile, width, oq.rows)? else {
             return Ok(None);
         };
         Ok(Some(Staged {
@@ -139,6 +149,7 @@ impl Builder<'_, '_> {
             vec8,
             tile,
             tile_elems: oq.tile_elems(),
+            width,
         }))
     }
 
@@ -179,7 +190,7 @@ impl Builder<'_, '_> {
         bq: u64,
     ) -> R<()> {
         let sw = Swizzle::new(3, 3, 3).map_err(internal)?;
-        let dv = p.dv;
+        let dv = st.width;
         let base = self.let_("ob", Ty::Idx, mul(qb.clone(), int(st.tile_elems)));
         let row0 = self.let_("or", Ty::Idx, mul(c.clone(), Expr::Int(64)));
         let at = |s: &mut Self, row: Expr, col: Expr| -> R<Expr> {
@@ -247,13 +258,21 @@ impl Builder<'_, '_> {
                 )?,
             };
             let gq = add(gq0.clone(), int(rl));
-            // Rows past the end only where the query tiles pass it.
-            if p.sq % bq == 0 {
-                self.att_chunk(p, st, &off, (&gq, &c8, bi))?;
-            } else {
-                self.if_(lt(gq.clone(), int(p.sq)), |s| {
-                    s.att_chunk(p, st, &off, (&gq, &c8, bi))
-                })?;
+            // Rows past the end only where the query tiles pass it; chunks past `dv` where
+            // the tile is staged wider.
+            let mut guards = vec![];
+            if p.sq % bq != 0 {
+                guards.push(lt(gq.clone(), int(p.sq)));
+            }
+            if dv > p.dv {
+                guards.push(lt(c8.clone(), int(p.dv / 8)));
+            }
+            match guards
+                .into_iter()
+                .reduce(|a, b| Expr::idx(IdxOp::And, a, b))
+            {
+                None => self.att_chunk(p, st, &off, (&gq, &c8, bi))?,
+                Some(cond) => self.if_(cond, |s| s.att_chunk(p, st, &off, (&gq, &c8, bi)))?,
             }
         }
         self.out.push(sync);

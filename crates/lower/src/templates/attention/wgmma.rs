@@ -63,14 +63,14 @@ impl Builder<'_, '_> {
     /// (nothing emitted) otherwise, and the caller uses the mma.sync schedule.
     pub(super) fn attention_wgmma(&mut self, ops: &AttentionOps<'_>, p: &AttPlan) -> R<bool> {
         let (d, dv, dt) = (p.d, p.dv, p.dt);
-        let head_dims = irc_fused::attention::HEAD_DIMS;
-        if !head_dims.contains(&d) || !head_dims.contains(&dv) || p.batch > 65535 || p.sq == 0 {
+        if p.batch > 65535 || p.sq == 0 {
             return Ok(false);
         }
-        // A head dim of 32 is a 64-wide tile (the 128-byte swizzle's span) whose upper half
-        // TMA fills with zeros: `Q·Kᵀ` takes only the real k-steps, `P·V` is computed 64 wide
+        // Head dims are tiles of 64 columns (the 128-byte swizzle's span) whose columns past
+        // the head dim TMA fills with zeros (past the tensor map's inner extent): `Q·Kᵀ` takes
+        // only the k-steps of 16 that reach real columns, `P·V` is computed in whole tiles
         // (wgmma's MN-major atoms are 64 wide) and the zero columns are not stored.
-        let (dk, dvp) = (d.max(64), dv.max(64));
+        let (dk, dvp) = (d.next_multiple_of(64), dv.next_multiple_of(64));
         // The point: the tuning cache's, else the heuristic.
         let cfg = match self.config {
             Some(Config::Attention(c)) => c,
@@ -516,7 +516,7 @@ impl Builder<'_, '_> {
                     turn_take(s);
                     s.out.push(intr(Intrinsic::WgmmaFence, vec![]));
                     let k_base = s.let_("kb", Ty::Idx, mul(st.clone(), int(ok.tile_elems())));
-                    for ks in 0..d / 16 {
+                    for ks in 0..d.div_ceil(16) {
                         let qa = add(q_at.clone(), int(step_at(&q_steps, ks)? as u64));
                         let kb = add(k_base.clone(), int(step_at(&k_steps, ks)? as u64));
                         s.out.push(intr(

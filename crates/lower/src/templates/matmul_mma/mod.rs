@@ -164,10 +164,26 @@ impl Builder<'_, '_> {
             (lo, hi)
         };
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
+        // Element (or vector) `e` of `total`, `per_thread` a thread: the last step guarded
+        // where the threads do not divide the tile (an attention head dim of 80: 32 x 80).
+        let guarded =
+            |s: &mut Self, total: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| -> R<()> {
+                s.unrolled("l", total.div_ceil(t.threads), &mut |s, l| {
+                    let e = e_of(s, l);
+                    if total % t.threads == 0 {
+                        return f(s, e);
+                    }
+                    let body = s.block(|s| f(s, e.clone()))?;
+                    s.out.push(Stmt::If {
+                        cond: lt(e, int(total)),
+                        body,
+                        orelse: vec![],
+                    });
+                    Ok(())
+                })
+            };
         let Some((buf, gl)) = vector else {
-            let per_thread = t.rows * t.bk / t.threads;
-            return self.unrolled("l", per_thread, &mut |s, l| {
-                let e = e_of(s, l);
+            return guarded(self, t.rows * t.bk, &mut |s, e| {
                 // Consecutive threads walk the operand's contiguous dimension.
                 let (rr, kk) = if t.k_fast {
                     let (kk, rr) = split(s, &e, t.bk);
@@ -201,9 +217,7 @@ impl Builder<'_, '_> {
             concat(&[li(W, 1)?, li(t.rows / W, W as i64 * r_st)?, li(t.bk, k_st)?])?
         };
         let sv = self.tensor(Space::View(t.smem.clone()), dt, sv_layout);
-        let per_thread = t.rows * t.bk / W / t.threads;
-        self.unrolled("l", per_thread, &mut |s, l| {
-            let e = e_of(s, l);
+        guarded(self, t.rows * t.bk / W, &mut |s, e| {
             let (rr, kk, scoord) = if t.k_fast {
                 let (kv, rr) = split(s, &e, t.bk / W);
                 let kk = s.let_("kk", Ty::Idx, mul(kv.clone(), int(W)));
