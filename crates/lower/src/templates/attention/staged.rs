@@ -15,8 +15,9 @@
 //! contiguous), and not where the prologue reads a tensor per score (there the MLIR
 //! backend's kernel had no registers to spare for it). A row's 16-byte chunks are spread
 //! over the warpgroup's 128 threads, a whole number of rows a step: where `dv / 8` does not
-//! divide 128 (head dims 80, 96) the tile is staged 64-column-tile wide (128) and the
-//! threads of the chunks past `dv` store nothing.
+//! divide 128 (head dims 40, 80, 96, 160) the tile is staged in whole 64-column tiles and
+//! the threads of the chunks past `dv` store nothing; 24 chunks a row (192 columns) are
+//! three passes of 8.
 
 use super::super::tma::Operand;
 use super::AttPlan;
@@ -51,6 +52,9 @@ pub(super) struct Staged {
     tile_elems: u64,
     /// The staged columns: `dv`, or its 64-column tiles where `dv / 8` does not divide 128.
     width: u64,
+    /// The chunks of 8 columns a pass covers (`width / 8`, or 8 at width 192: three
+    /// passes): 128 / `cols` rows a step.
+    cols: u64,
 }
 
 impl Builder<'_, '_> {
@@ -69,7 +73,8 @@ impl Builder<'_, '_> {
             dv => dv.next_multiple_of(64),
         };
         // The staged columns fit the tile's (`d`'s 64-column tiles) and spread over whole rows.
-        if !oq.k_major || p.dv > p.d || width > oq.kext || 128 % (width / 8) != 0 {
+        let cols = gcd(width / 8, 128);
+        if !oq.k_major || p.dv > p.d || width > oq.kext || cols < 2 {
             return Ok(None);
         }
         // A prologue that reads a tensor per score (a mask or bias) keeps its addresses in
@@ -136,7 +141,7 @@ impl Builder<'_, '_> {
         let Some((chunks, deltas)) = chunk_terms(&tile, width, oq.rows)? else {
             return Ok(None);
         };
-        let Some(row_steps) = row_steps(&tile, width, oq.rows)? else {
+        let Some(row_steps) = row_steps(&tile, width, cols, oq.rows)? else {
             return Ok(None);
         };
         Ok(Some(Staged {
@@ -150,6 +155,7 @@ impl Builder<'_, '_> {
             tile,
             tile_elems: oq.tile_elems(),
             width,
+            cols,
         }))
     }
 
@@ -229,26 +235,53 @@ impl Builder<'_, '_> {
             args: vec![Arg::Expr(bar.clone()), Arg::Expr(Expr::Int(128))],
         };
         self.out.push(sync.clone());
-        // 64 rows x dv/8 chunks over the warpgroup's 128 threads: the thread's chunk column
-        // and first row, then `128 / (dv/8)` rows further each step, whose offsets add
+        // 64 rows x `cols` chunks a pass over the warpgroup's 128 threads: the thread's chunk
+        // column and first row, then `128 / cols` rows further each step, whose offsets add
         // `Staged::row_steps` (or are computed at that row).
         let t = self.let_(
             "ot",
             Ty::Idx,
             Expr::idx(IdxOp::Rem, bx(irc_kir::Builtin::TidX), Expr::Int(128)),
         );
-        let chunks = (dv / 8) as i64;
+        let cols = st.cols as i64;
         let r = self.let_(
             "orr",
             Ty::Idx,
-            Expr::idx(IdxOp::Div, t.clone(), Expr::Int(chunks)),
+            Expr::idx(IdxOp::Div, t.clone(), Expr::Int(cols)),
         );
-        let c8 = self.let_("oc", Ty::Idx, Expr::idx(IdxOp::Rem, t, Expr::Int(chunks)));
+        let c0 = self.let_("oc", Ty::Idx, Expr::idx(IdxOp::Rem, t, Expr::Int(cols)));
         let row = self.let_("ow", Ty::Idx, add(row0.clone(), r));
-        let off0 = at(self, row.clone(), mul(c8.clone(), Expr::Int(8)))?;
         let gq0 = self.let_("oq", Ty::Idx, add(q0.clone(), row.clone()));
+        for pass in 0..dv / 8 / st.cols {
+            let c8 = match pass {
+                0 => c0.clone(),
+                _ => self.let_("oc", Ty::Idx, add(c0.clone(), int(pass * st.cols))),
+            };
+            self.att_store_pass(p, st, (&row, &c8, &gq0), bi, bq, &at)?;
+        }
+        self.out.push(sync);
+        self.out.push(Stmt::Intrinsic {
+            op: Intrinsic::FenceProxyAsync,
+            args: vec![],
+        });
+        Ok(())
+    }
+
+    /// One pass of the staged copies: the thread's chunk `c8` of its row, then `128 / cols`
+    /// rows further each step (`Staged::row_steps`).
+    fn att_store_pass(
+        &mut self,
+        p: &AttPlan,
+        st: &Staged,
+        (row, c8, gq0): (&Expr, &Expr, &Expr),
+        bi: &Expr,
+        bq: u64,
+        at: &dyn Fn(&mut Self, Expr, Expr) -> R<Expr>,
+    ) -> R<()> {
+        let dv = st.width;
+        let off0 = at(self, row.clone(), mul(c8.clone(), Expr::Int(8)))?;
         for (l, &step) in st.row_steps.iter().enumerate() {
-            let rl = l as u64 * 128 / chunks as u64;
+            let rl = l as u64 * 128 / st.cols;
             let off = match step {
                 Some(step) => add(off0.clone(), Expr::Int(step)),
                 None => at(
@@ -271,15 +304,10 @@ impl Builder<'_, '_> {
                 .into_iter()
                 .reduce(|a, b| Expr::idx(IdxOp::And, a, b))
             {
-                None => self.att_chunk(p, st, &off, (&gq, &c8, bi))?,
-                Some(cond) => self.if_(cond, |s| s.att_chunk(p, st, &off, (&gq, &c8, bi)))?,
+                None => self.att_chunk(p, st, &off, (&gq, c8, bi))?,
+                Some(cond) => self.if_(cond, |s| s.att_chunk(p, st, &off, (&gq, c8, bi)))?,
             }
         }
-        self.out.push(sync);
-        self.out.push(Stmt::Intrinsic {
-            op: Intrinsic::FenceProxyAsync,
-            args: vec![],
-        });
         Ok(())
     }
 
@@ -400,12 +428,12 @@ fn chunk_terms(tile: &Layout, dv: u64, rows: u64) -> R<Option<ChunkTerms>> {
     Ok(deltas.map(|d| (lo_hi, d)))
 }
 
-/// The offsets the copies' steps add: step `l` reads rows `rl = l * 128 / (dv/8)` below the
+/// The offsets the copies' steps add: step `l` reads rows `rl = l * 128 / cols` below the
 /// thread's first, and `sw(L(r + rl, k)) = sw(L(r, k)) + L(rl, 0)` for every row and column
 /// of the tile where `L(rl, 0)` is a multiple of the swizzle's period (else that step's
 /// offset is `None`: computed at its row); `None` unless each aligned chunk of 8 columns of a
 /// row is 8 consecutive elements (both checked here at every offset).
-fn row_steps(tile: &Layout, dv: u64, rows: u64) -> R<Option<Vec<Option<i64>>>> {
+fn row_steps(tile: &Layout, dv: u64, cols: u64, rows: u64) -> R<Option<Vec<Option<i64>>>> {
     use irc_layout::IntTuple;
     let sw = Swizzle::new(3, 3, 3).map_err(internal)?;
     let off = |r: i64, k: i64| tile.crd2idx(&IntTuple::ints(&[r, k])).map_err(internal);
@@ -417,7 +445,7 @@ fn row_steps(tile: &Layout, dv: u64, rows: u64) -> R<Option<Vec<Option<i64>>>> {
             }
         }
     }
-    let per = (128 / (dv / 8)) as i64;
+    let per = (128 / cols) as i64;
     let mut out = vec![];
     for l in 0..(64 / per) {
         let rl = l * per;
@@ -436,6 +464,10 @@ fn row_steps(tile: &Layout, dv: u64, rows: u64) -> R<Option<Vec<Option<i64>>>> {
     Ok(Some(out))
 }
 
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,15 +483,26 @@ mod tests {
     #[test]
     fn every_k_major_q_tile_takes_the_staged_output() {
         for rows in [128, 192] {
-            for (kext, dv) in [(64, 32), (64, 64), (128, 64), (128, 128), (256, 256)] {
+            let widths = [
+                (64, 32),
+                (64, 64),
+                (128, 64),
+                (128, 128),
+                (192, 192),
+                (256, 256),
+            ];
+            for (kext, dv) in widths {
                 let tile = q_tile(rows, kext, true);
                 let (chunks, deltas) = chunk_terms(&tile, dv, rows).ok().flatten().unwrap();
                 assert_eq!(chunks.len() as u64, dv / 8);
                 // Value 1 is the next column, values 2 and 3 eight rows down.
                 assert_eq!(deltas[1] - deltas[0], 1, "{rows}x{kext}");
                 assert_eq!(deltas[3] - deltas[2], 1, "{rows}x{kext}");
-                let steps = row_steps(&tile, dv, rows).ok().flatten().unwrap();
-                assert_eq!(steps.len() as u64, 64 / (128 / (dv / 8)));
+                // 192 columns: three passes of 8 chunks, 16 rows a step.
+                let cols = gcd(dv / 8, 128);
+                assert_eq!(cols, if dv == 192 { 8 } else { dv / 8 });
+                let steps = row_steps(&tile, dv, cols, rows).ok().flatten().unwrap();
+                assert_eq!(steps.len() as u64, 64 / (128 / cols));
                 // Steps of 8 rows or more add a constant; head dim 256's steps of 4 rows
                 // alternate: every other one is a whole swizzle period.
                 let constant: Vec<bool> = steps.iter().map(Option::is_some).collect();
@@ -470,6 +513,6 @@ mod tests {
             }
         }
         let mn = q_tile(128, 64, false);
-        assert!(row_steps(&mn, 64, 128).ok().flatten().is_none());
+        assert!(row_steps(&mn, 64, 8, 128).ok().flatten().is_none());
     }
 }
