@@ -98,13 +98,13 @@ pub const TEMPLATES: &[TemplateInfo] = &[
     TemplateInfo {
         name: "attention_wgmma",
         anchor: Anchor::Attention,
-        applies: "attention groups on sm_90a whose Q, K and V TMA can read (head dims 32/64/128/256, 16-byte strides, at most three batch strides); else `attention`",
+        applies: "attention groups on sm_90a whose Q, K and V TMA can read (head dims multiples of 8 up to 256, 16-byte strides, at most three batch strides); else `attention`",
         config: "AttentionConfig (attention_config.rs): consumers = 2 or 3 warpgroups of 64 query rows beside a TMA producer warpgroup (setmaxnreg 24 / 240 or 160), key tiles of 128 (64 at head dim 256, beside one Q buffer) through a 2-4 stage mbarrier ring, pipelined (2 consumers, head dim <= 64: S of one tile beside P·V of the last), pingpong (the consumers take turns issuing Q·Kᵀ, pipelined with the last tile's P·V, through named barriers; tuner only); heuristic: 3 for head dim 128 (not 256) without a causal mask, keys filling their key tiles and a 192-row block wasting at most 1/16 of the rows, else 2; pipelined for head dim 64 without a causal mask over at least 8 whole key tiles",
     },
     TemplateInfo {
         name: "attention",
         anchor: Anchor::Attention,
-        applies: "attention groups (policy rule 8: f16/bf16, head dims 32/64/128/256; sm_80+ mma.sync, head dims up to 128: 256 is planned again unfused)",
+        applies: "attention groups (policy rule 8: f16/bf16, head dims multiples of 8 up to 256; sm_80+ mma.sync, head dims up to 128: larger ones are planned again unfused)",
         config: "FA2 schedule: block per (batch entry, 64 query rows), 4 warps of 16 rows, K/V tiles of 64 keys (32 when a head dim is 128) through shared memory, online softmax in registers, causal tiles skipped",
     },
     TemplateInfo {
