@@ -203,6 +203,32 @@ fn head_dim_160_on_hopper() {
     assert_eq!(text.matches("wgmma.m64n64k16").count(), 10, "{text}");
 }
 
+/// A sliding-window causal mask (Mistral's): keys at most 30 before the query. Both `iota`s
+/// are read twice (the causal comparison and the distance), which policy rule 4 would store
+/// as two kernels; computed from indices alone, they are recomputed in the attention kernel.
+#[test]
+fn sliding_window_mask_from_iotas_read_twice() {
+    check(
+        "graph @swa(%q: tensor<1x2x100x64xf16>, %k: tensor<1x2x100x64xf16>, %v: tensor<1x2x100x64xf16>) -> tensor<1x2x100x64xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %c = constant {value = 0.125} : tensor<f16>
+          %ss = mul %s, %c
+          %row = iota {axis = 0} : tensor<100x100xi32>
+          %col = iota {axis = 1} : tensor<100x100xi32>
+          %keep = ge %row, %col
+          %d = sub %row, %col
+          %w = constant {value = 30} : tensor<i32>
+          %near = lt %d, %w
+          %both = select %keep, %near, %keep
+          %ninf = constant {value = -inf} : tensor<f16>
+          %m = select %both, %ss, %ninf
+          %p = softmax %m {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+    );
+}
+
 #[test]
 fn masked_f16_d128_queries_differ_from_keys() {
     check(

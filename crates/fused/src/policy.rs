@@ -17,7 +17,9 @@
 //!    own value (read by another kernel).
 //! 3. An anchor (matmul, reduction, row composite) is stored: its consumers start new kernels.
 //! 4. An elementwise value read by two or more statements is stored (no recomputation; but
-//!    see rule 11).
+//!    see rule 11) — unless it is computed from indices alone (`iota`s and splat constants
+//!    through elementwise ops and views: a causal or sliding-window mask's comparisons), which
+//!    every reader recomputes for a few integer operations instead of loading.
 //! 5. A computed matmul operand (an elementwise op, possibly behind views) is stored: every
 //!    tile would otherwise recompute it.
 //! 6. A matmul's **epilogue** is the closure of its same-shape elementwise readers whose other
@@ -337,6 +339,18 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     }
     let forced_at = |i: usize| forced.get(i).copied().unwrap_or(false);
     let stored = |why: Why, kernel: usize| Home::Stored { why, kernel };
+    // Values computed from indices alone (operands come before their readers).
+    let mut index_only = vec![false; n];
+    for i in 0..n {
+        index_only[i] = match d.kind(i) {
+            NodeKind::Constant { splat } => splat,
+            NodeKind::Elementwise | NodeKind::View => {
+                d.operands(i).iter().all(|&o| index_only[o]) && !d.operands(i).is_empty()
+                    || d.op(i) == Some(OpKind::Iota)
+            }
+            _ => false,
+        };
+    }
     let mut home: Vec<Home> = (0..n)
         .map(|i| match d.kind(i) {
             NodeKind::Param => Home::Memory,
@@ -345,7 +359,7 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
             NodeKind::Constant { splat: true } => Home::Immediate,
             NodeKind::Constant { splat: false } => Home::Memory,
             NodeKind::Anchor(_) => stored(Why::Anchor, i),
-            NodeKind::Elementwise | NodeKind::Indexing if uses[i] > 1 => {
+            NodeKind::Elementwise | NodeKind::Indexing if uses[i] > 1 && !index_only[i] => {
                 stored(Why::SharedBy(uses[i]), i)
             }
             NodeKind::Elementwise | NodeKind::Indexing | NodeKind::View => Home::Inline,
