@@ -141,6 +141,11 @@ def attention_scale(path):
     return float(m.group(1))
 
 
+def attention_window(path):
+    m = re.search(r"%w = constant \{value = (\d+)\}", path.read_text())
+    return int(m.group(1))
+
+
 def rmsnorm_eps(path):
     m = re.search(r"eps = ([0-9.eE+-]+)", path.read_text())
     return float(m.group(1)) if m else 1e-6
@@ -316,6 +321,13 @@ def workload_fns(name, path):
     if name in ATTENTIONS:
         scale = attention_scale(path)
         causal = "causal" in name
+        # A sliding window (Mistral's): keys at most `window - 1` before the query, causal.
+        window = attention_window(path) if "window" in name else None
+
+        def band(n, device):
+            i = torch.arange(n, device=device)
+            d = i[:, None] - i[None, :]
+            return (d >= 0) & (d < window)
 
         def heads(q, k, v):
             # [B, Hkv, G, S, D] queries over [B, Hkv, 1, S, D] keys/values (grouped-query) as
@@ -335,12 +347,18 @@ def workload_fns(name, path):
                 n = s.shape[-1]
                 mask = torch.ones(n, n, dtype=torch.bool, device=s.device).tril()
                 s = s.masked_fill(~mask, float("-inf"))
+            if window is not None:
+                s = s.masked_fill(~band(s.shape[-1], s.device), float("-inf"))
             return (torch.softmax(s, dim=-1) @ v).reshape(shape)
 
         def sdpa(q, k, v):
             q, k, v, shape = heads(q, k, v)
+            # A window is an explicit boolean mask (SDPA has no window argument; the flash
+            # backend then declines and the memory-efficient one runs).
+            mask = band(q.shape[-2], q.device) if window is not None else None
             o = F.scaled_dot_product_attention(
-                q, k, v, scale=scale, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1]
+                q, k, v, attn_mask=mask, scale=scale, is_causal=causal,
+                enable_gqa=k.shape[1] != q.shape[1]
             )
             return o.reshape(shape)
 
@@ -403,11 +421,15 @@ def flops_and_bytes(name, params, results):
         # Q, K, V, O projections, the MLP, and the attention's two products.
         flops = 2 * b * s * (4 * dm * dm + 2 * dm * f) + 4 * b * s * s * dm
     elif name.startswith("attention") or name in ATTENTIONS:
-        q = shapes["q"]
-        s, dd = q[-2], q[-1]
-        flops = 4 * math.prod(q[:-2]) * s * s * dd
+        q, k = shapes["q"], shapes["k"]
+        sq, sk, dd = q[-2], k[-2], q[-1]
+        flops = 4 * math.prod(q[:-2]) * sq * sk * dd
         if "causal" in name:
             flops //= 2
+        if "window" in name:
+            w = attention_window(workload_path(name))
+            kept = sum(min(i + 1, w) for i in range(sq))
+            flops = 4 * math.prod(q[:-2]) * kept * dd
     else:
         flops = 0
     return flops, nbytes
