@@ -77,9 +77,11 @@ fn wide_reference(src: &str, g: &irc_ir::Graph, ty: &irc_ir::TensorType) -> Tens
     Tensor::new(ty.clone(), Data::from_f64(ty.dtype, values)).unwrap()
 }
 
-/// Whether the kernel skips the key tiles past a causal diagonal (`if (%k0.. < (%q0.. + 64))`).
+/// Whether the kernel walks only the key tiles of a mask band (`for %k0.. = (%kf.. * 64) to
+/// ((%kf.. + %nk..) * 64)`).
 fn skips_tiles(kir: &str) -> bool {
-    kir.lines().any(|l| l.trim().starts_with("if (%k0"))
+    kir.lines()
+        .any(|l| l.trim().starts_with("for %k0") && l.contains("%nk"))
 }
 
 #[test]
@@ -208,7 +210,7 @@ fn head_dim_160_on_hopper() {
 /// as two kernels; computed from indices alone, they are recomputed in the attention kernel.
 #[test]
 fn sliding_window_mask_from_iotas_read_twice() {
-    check(
+    let kir = check(
         "graph @swa(%q: tensor<1x2x100x64xf16>, %k: tensor<1x2x100x64xf16>, %v: tensor<1x2x100x64xf16>) -> tensor<1x2x100x64xf16> {
           %s = matmul %q, %k {transpose_b = true}
           %c = constant {value = 0.125} : tensor<f16>
@@ -227,6 +229,43 @@ fn sliding_window_mask_from_iotas_read_twice() {
           return %o
         }",
     );
+    assert!(skips_tiles(&kir));
+}
+
+/// A local window both ways (`|row - col| < 70`, written as `col - row > -70` and
+/// `row - col <= 69` through ONNX's `And` form `select(a, b, false)`) over 200 keys, and a
+/// causal mask written as what it drops (`select(row < col, -inf, s)`): key tiles outside the
+/// band are skipped.
+#[test]
+fn local_window_both_ways() {
+    for (keep, m) in [
+        ("%keep = select %a, %b, %f", "%m = select %keep, %ss, %ninf"),
+        ("%keep = lt %row, %col", "%m = select %keep, %ninf, %ss"),
+    ] {
+        let kir = check(&format!(
+            "graph @local(%q: tensor<1x2x200x32xf16>, %k: tensor<1x2x200x32xf16>, %v: tensor<1x2x200x32xf16>) -> tensor<1x2x200x32xf16> {{
+              %s = matmul %q, %k {{transpose_b = true}}
+              %c = constant {{value = 0.17677669529663687}} : tensor<f16>
+              %ss = mul %s, %c
+              %row = iota {{axis = 0}} : tensor<200x200xi32>
+              %col = iota {{axis = 1}} : tensor<200x200xi32>
+              %d = sub %col, %row
+              %lo = constant {{value = -70}} : tensor<i32>
+              %a = gt %d, %lo
+              %e = sub %row, %col
+              %hi = constant {{value = 69}} : tensor<i32>
+              %b = le %e, %hi
+              %f = constant {{value = false}} : tensor<i1>
+              {keep}
+              %ninf = constant {{value = -inf}} : tensor<f16>
+              {m}
+              %p = softmax %m {{axis = -1}}
+              %o = matmul %p, %v
+              return %o
+            }}"
+        ));
+        assert!(skips_tiles(&kir));
+    }
 }
 
 #[test]

@@ -253,16 +253,53 @@ fn check(
     Ok(())
 }
 
-/// Whether an accepted chain's prologue is a causal mask that the kernel may use to skip key
-/// tiles: its last step (possibly followed by a multiplication or division by a positive
-/// constant) is `select(row >= col, s, -inf)` — or an equivalent comparison (`col <= row`, or
-/// the negation with the operands of the select swapped) — where `row` and `col` are `iota`s
-/// along the query and key axes (possibly broadcast). Scores with `col > row` are then `-inf`,
-/// so a key tile entirely right of a query tile's last row contributes nothing.
+/// A mask band: the prologue keeps a score only where `lo <= row - col <= hi` (`None`: no
+/// bound on that side), `row` the query index and `col` the key index. A causal mask is
+/// `lo = 0`; a sliding window of `w` keys adds `hi = w - 1`; a local window both ways has
+/// `lo = -(w - 1)`. Every band holds the diagonal (`lo <= 0 <= hi`), so no row is wholly
+/// masked by it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Band {
+    pub lo: Option<i64>,
+    pub hi: Option<i64>,
+}
+
+impl Band {
+    /// The plain causal mask: `row >= col`.
+    pub fn is_causal(&self) -> bool {
+        self.lo == Some(0) && self.hi.is_none()
+    }
+}
+
+impl std::fmt::Display for Band {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.lo, self.hi) {
+            (Some(0), None) => write!(f, "causal"),
+            (Some(0), Some(h)) => write!(f, "causal, a window of {} keys", h + 1),
+            (lo, hi) => {
+                let b = |x: Option<i64>| x.map_or("inf".to_string(), |v| v.to_string());
+                let lo = lo.map_or("-inf".to_string(), |v| v.to_string());
+                write!(f, "band {lo} <= row - col <= {}", b(hi))
+            }
+        }
+    }
+}
+
+/// Whether an accepted chain's prologue is a causal mask: [`band`] is `row >= col`.
 pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
-    let Some(&x) = m.prologue.last() else {
-        return false;
-    };
+    band(d, m).is_some_and(|b| b.is_causal())
+}
+
+/// The band of an accepted chain's prologue mask that the kernel may use to skip key tiles:
+/// its last step (possibly followed by a multiplication or division by a positive constant)
+/// is `select(keep, s, -inf)` (or `select(drop, -inf, s)`), where `keep` is a comparison or a
+/// conjunction of comparisons (`select(a, b, a)` or `select(a, b, false)`, ONNX's `And`) of
+/// integer values `±(row - col) + c`: `iota`s along the query and key axes (possibly
+/// broadcast), integer constants, `add`, `sub` and `neg`. Scores outside the band are
+/// `-inf`, so a key tile wholly outside it contributes nothing. `None` where the mask is not
+/// such a band or the band does not hold the diagonal.
+pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
+    let &x = m.prologue.last()?;
     let on_chain = |i: &usize| m.prologue.contains(i) || m.scores == Some(*i);
     let splat = |i: usize| match d.kind(i) {
         NodeKind::Constant { splat: true } => d
@@ -274,7 +311,7 @@ pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
     let mut y = x;
     if matches!(d.op(y), Some(OpKind::Mul | OpKind::Div)) {
         let [a, b] = d.operands(y) else {
-            return false;
+            return None;
         };
         let (on, off) = if m.prologue.contains(a) {
             (*a, *b)
@@ -282,52 +319,132 @@ pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
             (*b, *a)
         };
         if !splat(off).is_some_and(|c| c > 0.0 && c.is_finite()) {
-            return false;
+            return None;
         }
         y = on;
     }
     if d.op(y) != Some(OpKind::Select) {
-        return false;
+        return None;
     }
     let [c, a, b] = d.operands(y) else {
-        return false;
+        return None;
     };
     let neg_inf = |i: usize| splat(i) == Some(f64::NEG_INFINITY);
-    // `keep` is true where the score is kept.
+    // Whether the score is kept where `c` is true.
     let keep_on_true = if neg_inf(*b) && on_chain(a) {
         true
     } else if neg_inf(*a) && on_chain(b) {
         false
     } else {
-        return false;
-    };
-    let [l, r] = d.operands(*c) else {
-        return false;
+        return None;
     };
     let rank = d.shape(x).len() as i64;
-    // Which score axis (-2: query, -1: key) an iota (through broadcasts) counts along.
-    let axis_of = |mut i: usize| -> Option<i64> {
-        while d.op(i) == Some(OpKind::Broadcast) {
-            i = *d.operands(i).first()?;
+    let scores_shape = d.shape(x).to_vec();
+    // `a·row + b·col + c` of an integer value.
+    let affine = |i: usize| affine(d, i, rank, &scores_shape);
+    let mut bounds = Band::default();
+    let mut stack = vec![*c];
+    while let Some(t) = stack.pop() {
+        match d.op(t) {
+            // A conjunction, when kept on true.
+            Some(OpKind::Select) if keep_on_true => {
+                let [p, q, r] = d.operands(t) else {
+                    return None;
+                };
+                if *r != *p && splat(*r) != Some(0.0) {
+                    return None;
+                }
+                stack.extend([*p, *q]);
+            }
+            Some(op @ (OpKind::Ge | OpKind::Gt | OpKind::Le | OpKind::Lt)) => {
+                let [l, r] = d.operands(t) else {
+                    return None;
+                };
+                if !matches!(d.dtype(*l), Some(DType::I32 | DType::I64)) {
+                    return None;
+                }
+                let (la, lb, lc) = affine(*l)?;
+                let (ra, rb, rc) = affine(*r)?;
+                // e = l - r = sign·(row - col) + g, compared with 0.
+                let (ea, eb, g) = (la - ra, lb - rb, lc - rc);
+                if ea.abs() != 1 || eb != -ea {
+                    return None;
+                }
+                // Dropped on true: the negated comparison keeps.
+                let op = match (keep_on_true, op) {
+                    (true, op) => op,
+                    (false, OpKind::Ge) => OpKind::Lt,
+                    (false, OpKind::Gt) => OpKind::Le,
+                    (false, OpKind::Le) => OpKind::Gt,
+                    (false, _) => OpKind::Ge,
+                };
+                // e >= k or e <= k, integers.
+                let (at_least, k): (bool, i64) = match op {
+                    OpKind::Ge => (true, 0),
+                    OpKind::Gt => (true, 1),
+                    OpKind::Le => (false, 0),
+                    _ => (false, -1),
+                };
+                // sign·t + g >= k: t >= k - g (sign 1) or t <= g - k (sign -1).
+                let lower = at_least == (ea == 1);
+                let v = if ea == 1 {
+                    k.checked_sub(g)?
+                } else {
+                    g.checked_sub(k)?
+                };
+                if lower {
+                    bounds.lo = Some(bounds.lo.map_or(v, |l| l.max(v)));
+                } else {
+                    bounds.hi = Some(bounds.hi.map_or(v, |h| h.min(v)));
+                }
+            }
+            _ => return None,
         }
-        if d.op(i) != Some(OpKind::Iota) {
-            return None;
+    }
+    let holds_diagonal = bounds.lo.unwrap_or(0) <= 0 && bounds.hi.unwrap_or(0) >= 0;
+    (holds_diagonal && (bounds.lo.is_some() || bounds.hi.is_some())).then_some(bounds)
+}
+
+/// `(a, b, c)` with value `i` equal to `a·row + b·col + c` at every score, `row` and `col`
+/// the last two axes' indices (`iota`s along them, possibly broadcast), or `None`.
+fn affine(d: &impl Dag, i: usize, rank: i64, scores: &[u64]) -> Option<(i64, i64, i64)> {
+    let rec = |j: usize| affine(d, j, rank, scores);
+    match d.op(i)? {
+        OpKind::Broadcast => rec(*d.operands(i).first()?),
+        OpKind::Iota => {
+            let r = d.shape(i).len() as i64;
+            let ax = d.attr(i, "axis").and_then(|a| a.as_int()).unwrap_or(0);
+            let from_end = if ax < 0 { ax } else { ax - r };
+            let dim = d.shape(i).get(usize::try_from(r + from_end).ok()?)?;
+            let want = scores.get(usize::try_from(rank + from_end).ok()?)?;
+            match (from_end, dim == want) {
+                (-2, true) => Some((1, 0, 0)),
+                (-1, true) => Some((0, 1, 0)),
+                _ => None,
+            }
         }
-        let r = d.shape(i).len() as i64;
-        let ax = d.attr(i, "axis").and_then(|a| a.as_int()).unwrap_or(0);
-        let from_end = if ax < 0 { ax } else { ax - r };
-        let dim = d.shape(i).get((r + from_end) as usize)?;
-        let want = d.shape(x).get((rank + from_end) as usize)?;
-        ((from_end == -2 || from_end == -1) && dim == want).then_some(from_end)
-    };
-    let (Some(la), Some(ra)) = (axis_of(*l), axis_of(*r)) else {
-        return false;
-    };
-    // keep == (row >= col), written as the comparison or its negation.
-    let row_ge_col = match (d.op(*c), la, ra) {
-        (Some(OpKind::Ge), -2, -1) | (Some(OpKind::Le), -1, -2) => Some(true),
-        (Some(OpKind::Lt), -2, -1) | (Some(OpKind::Gt), -1, -2) => Some(false),
+        OpKind::Constant => {
+            let v = d
+                .attr(i, "value")
+                .as_ref()
+                .and_then(crate::policy::splat_of)?;
+            (v.fract() == 0.0 && v.abs() < 1e15).then_some((0, 0, v as i64))
+        }
+        OpKind::Add | OpKind::Sub => {
+            let [l, r] = d.operands(i) else {
+                return None;
+            };
+            let ((a, b, c), (e, f, g)) = (rec(*l)?, rec(*r)?);
+            Some(if d.op(i)? == OpKind::Add {
+                (a + e, b + f, c.checked_add(g)?)
+            } else {
+                (a - e, b - f, c.checked_sub(g)?)
+            })
+        }
+        OpKind::Neg => {
+            let (a, b, c) = rec(*d.operands(i).first()?)?;
+            Some((-a, -b, c.checked_neg()?))
+        }
         _ => None,
-    };
-    row_ge_col == Some(keep_on_true)
+    }
 }

@@ -467,10 +467,12 @@ fn attention_remark(dag: &GraphDag<'_>, a: &policy::AttentionMatch, names: &[Str
             } else {
                 prologue.join(", ")
             };
-            let causal = if crate::attention::causal(dag, a) {
-                "; causal: key tiles past the diagonal are skipped"
-            } else {
-                ""
+            let causal = match crate::attention::band(dag, a) {
+                Some(b) if b.is_causal() => {
+                    "; causal: key tiles past the diagonal are skipped".to_string()
+                }
+                Some(b) => format!("; mask band ({b}): key tiles outside it are skipped"),
+                None => String::new(),
             };
             let cast = a
                 .p_cast

@@ -34,7 +34,7 @@ pub enum ProblemShape {
     /// `batch` independent `m x k @ k x n` products.
     Matmul { batch: u64, m: u64, n: u64, k: u64 },
     /// `batch` attentions of `sq` queries over `sk` keys, values of head dim `dv`; `causal`
-    /// when the prologue is a recognized causal mask.
+    /// when the prologue is a recognized mask band (a causal mask, a sliding window).
     Attention {
         batch: u64,
         sq: u64,
@@ -169,7 +169,7 @@ pub(crate) fn problem_of<'m>(
                 sq,
                 sk,
                 dv,
-                causal: ops.causal,
+                causal: ops.band.is_some(),
             }
         }
         Category::Matmul => {

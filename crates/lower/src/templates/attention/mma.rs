@@ -203,7 +203,15 @@ impl Builder<'_, '_> {
                 })?;
                 let (m, l) = s.att_state();
                 s.zero(&acc_o, dv16 / 8)?;
-                s.for_("k0", Expr::Int(0), int(sk), int(bkv), false, |s, k0| {
+                // With a mask band, only the key tiles inside it.
+                let (k_first, k_end) = match p.band {
+                    None => (Expr::Int(0), int(sk)),
+                    Some(_) => {
+                        let (kf, nk) = s.att_key_tiles(p.band, &q0, BQ, bkv, sk.div_ceil(bkv));
+                        (mul(kf.clone(), int(bkv)), mul(add(kf, nk), int(bkv)))
+                    }
+                };
+                s.for_("k0", k_first, k_end, int(bkv), false, |s, k0| {
                     let body = |s: &mut Self| -> R<()> {
                         s.out.push(Stmt::Sync);
                         let k_tile = TileLoad {
@@ -295,13 +303,7 @@ impl Builder<'_, '_> {
                             })
                         })
                     };
-                    if ops.causal {
-                        // Key tiles starting past the block's last row are fully masked.
-                        let cond = lt(k0.clone(), add(q0.clone(), int(BQ)));
-                        s.if_(cond, body)
-                    } else {
-                        body(s)
-                    }
+                    body(s)
                 })?;
                 s.att_store(p, &acc_o, &l, &rc, (&q0, &bi), BQ)
             },

@@ -44,6 +44,7 @@ mod wgmma;
 use super::matmul_simt::MatmulAccess;
 use crate::LowerError;
 use crate::lower::*;
+use irc_fused::attention::Band;
 use irc_ir::{DType, Inst, ValueDef, ValueId};
 use irc_kir::{self as kir, Expr, Func, IdxOp, ReduceOp, Stmt, Ty};
 use irc_layout::{Layout, coalesce, mma_m16n8k16_c};
@@ -84,8 +85,8 @@ pub(crate) struct AttentionOps<'g> {
     pub(crate) scores: &'g Inst,
     pub(crate) softmax: &'g Inst,
     pub(crate) output: &'g Inst,
-    /// Whether the prologue is a causal mask (key tiles past the diagonal are skipped).
-    pub(crate) causal: bool,
+    /// The prologue's mask band, when it is one (key tiles outside it are skipped).
+    pub(crate) band: Option<Band>,
 }
 
 fn unsupported(reason: String) -> Retry {
@@ -134,7 +135,7 @@ impl<'g> Lowering<'g> {
             scores,
             softmax,
             output,
-            causal: irc_fused::attention::causal(dag, &m),
+            band: irc_fused::attention::band(dag, &m),
         })
     }
 }
@@ -179,7 +180,7 @@ pub(super) struct AttPlan {
     outs: Vec<String>,
     viewed: bool,
     roots: Vec<ValueId>,
-    causal: bool,
+    band: Option<Band>,
 }
 
 impl Builder<'_, '_> {
@@ -222,7 +223,7 @@ impl Builder<'_, '_> {
         };
         let plan = AttPlan {
             s_mm,
-            prologue: self.prologue_form(ops.softmax.operands[0], s_mm, ops.causal),
+            prologue: self.prologue_form(ops.softmax.operands[0], s_mm, ops.band.is_some()),
             o_mm,
             dt,
             sq,
@@ -235,7 +236,7 @@ impl Builder<'_, '_> {
             outs,
             viewed,
             roots: roots.to_vec(),
-            causal: ops.causal,
+            band: ops.band,
         };
         if self.l.options.wgmma
             && self.l.options.mma.is_none()
@@ -391,7 +392,7 @@ impl Builder<'_, '_> {
     /// The prologue applied to each score of `acc_s` (`[4, bkv / 8]`), in place; `-inf` past
     /// the sequence's end. `q0`/`k0` are the block's first query row and the tile's first key,
     /// `bq`/`bkv` the block's query rows and the tile's keys.
-    /// With `unmasked`, a recognized causal mask is known to keep every score of the tile.
+    /// With `unmasked`, a recognized mask band is known to keep every score of the tile.
     #[allow(clippy::too_many_arguments)]
     fn att_prologue(
         &mut self,

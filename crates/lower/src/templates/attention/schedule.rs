@@ -13,6 +13,108 @@
 //! reads: each block's first and last position, then the units in the order taken. The
 //! simulated busiest block does 1.02× the mean on the shape above.
 
+use crate::lower::*;
+use irc_fused::attention::Band;
+use irc_kir::{Expr, Func, IdxOp, Ty};
+
+/// The key tiles `[first, first + count)` (of `bkv` keys, `ktiles` in all) that query rows
+/// `[q0, q0 + rows)` read under `band`: every tile without one. A band holds the diagonal, so
+/// the count is at least one wherever a row has a key.
+pub(crate) fn band_tiles(
+    band: Option<Band>,
+    q0: u64,
+    rows: u64,
+    bkv: u64,
+    ktiles: u64,
+) -> (u64, u64) {
+    let Some(b) = band else {
+        return (0, ktiles);
+    };
+    // Keys `col` with `lo <= row - col <= hi`: from `q0 - hi` to `q0 + rows - 1 - lo`.
+    let last = match b.lo {
+        Some(lo) => ((q0 + rows - 1).saturating_add_signed(-lo) / bkv).min(ktiles - 1),
+        None => ktiles - 1,
+    };
+    let first = match b.hi {
+        Some(hi) => (q0.saturating_sub(hi as u64) / bkv).min(last),
+        None => 0,
+    };
+    (first, last + 1 - first)
+}
+
+impl Builder<'_, '_> {
+    /// [`band_tiles`] of the query rows from `q0` (an index expression): `(first, count)`.
+    pub(super) fn att_key_tiles(
+        &mut self,
+        band: Option<Band>,
+        q0: &Expr,
+        rows: u64,
+        bkv: u64,
+        ktiles: u64,
+    ) -> (Expr, Expr) {
+        let Some(b) = band else {
+            return (Expr::Int(0), int(ktiles));
+        };
+        let min = |a: Expr, b: Expr| Expr::call(Func::Select, vec![lt(a.clone(), b.clone()), a, b]);
+        let last = match b.lo {
+            Some(lo) => {
+                let l = Expr::idx(
+                    IdxOp::Div,
+                    add(q0.clone(), int(rows - 1 + lo.unsigned_abs())),
+                    int(bkv),
+                );
+                min(l, int(ktiles - 1))
+            }
+            None => int(ktiles - 1),
+        };
+        let last = self.let_("kl", Ty::Idx, last);
+        let first = match b.hi {
+            Some(hi) => {
+                let past = Expr::idx(
+                    IdxOp::Div,
+                    Expr::idx(IdxOp::Sub, q0.clone(), int(hi as u64)),
+                    int(bkv),
+                );
+                let f = Expr::call(
+                    Func::Select,
+                    vec![lt(q0.clone(), int(hi as u64)), Expr::Int(0), past],
+                );
+                let f = self.let_("kb", Ty::Idx, f);
+                min(f, last.clone())
+            }
+            None => Expr::Int(0),
+        };
+        let first = self.let_("kf", Ty::Idx, first);
+        let count = add(Expr::idx(IdxOp::Sub, last, first.clone()), Expr::Int(1));
+        (first, self.let_("nk", Ty::Idx, count))
+    }
+
+    /// Whether every score of the key tile from `k0` (`bkv` keys) for the query rows from
+    /// `q0` (`rows`) is inside `band`: `q0 - (k0 + bkv - 1) >= lo` and
+    /// `q0 + rows - 1 - k0 <= hi`.
+    pub(super) fn att_whole_tile(band: Band, q0: &Expr, k0: &Expr, rows: u64, bkv: u64) -> Expr {
+        let mut conds = vec![];
+        if let Some(lo) = band.lo {
+            conds.push(Expr::idx(
+                IdxOp::Le,
+                add(k0.clone(), int(bkv)),
+                add(q0.clone(), int(1 + lo.unsigned_abs())),
+            ));
+        }
+        if let Some(hi) = band.hi {
+            conds.push(Expr::idx(
+                IdxOp::Le,
+                add(q0.clone(), int(rows)),
+                add(k0.clone(), int(hi as u64 + 1)),
+            ));
+        }
+        conds
+            .into_iter()
+            .reduce(|a, b| Expr::idx(IdxOp::And, a, b))
+            .unwrap_or(Expr::Int(1))
+    }
+}
+
 /// The bytes of K and V a group of batch entries may hold: a third of the H100's and H200's
 /// 50 MB L2.
 const L2_BYTES: u64 = 16 << 20;
@@ -67,6 +169,55 @@ pub(crate) fn balanced_order(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The key tiles of a band are exactly those holding a kept score of the query rows
+    /// (brute force over small sizes, bands from causal to local windows both ways).
+    #[test]
+    fn band_tiles_are_the_tiles_with_kept_scores() {
+        let bands = [
+            (Some(0), None),
+            (Some(0), Some(0)),
+            (Some(0), Some(5)),
+            (Some(0), Some(64)),
+            (Some(-3), Some(9)),
+            (None, Some(0)),
+            (None, Some(100)),
+            (Some(-70), None),
+        ];
+        for (lo, hi) in bands {
+            let band = Band { lo, hi };
+            for (sq, sk) in [(100, 100), (130, 70), (40, 200)] {
+                for (rows, bkv) in [(64, 64), (128, 64), (64, 32), (192, 128)] {
+                    let ktiles = u64::div_ceil(sk, bkv);
+                    for q0 in (0..sq).step_by(rows as usize) {
+                        let kept = |t: u64| {
+                            (q0..(q0 + rows).min(sq)).any(|r| {
+                                (t * bkv..((t + 1) * bkv).min(sk)).any(|c| {
+                                    let d = r as i64 - c as i64;
+                                    lo.is_none_or(|l| d >= l) && hi.is_none_or(|h| d <= h)
+                                })
+                            })
+                        };
+                        let want: Vec<u64> = (0..ktiles).filter(|&t| kept(t)).collect();
+                        let (first, count) = band_tiles(Some(band), q0, rows, bkv, ktiles);
+                        let got: Vec<u64> = (first..first + count).collect();
+                        // Rows past the queries' end may add tiles the real rows do not need.
+                        if want.is_empty() {
+                            assert!(count >= 1, "{band:?} {q0}");
+                            continue;
+                        }
+                        assert!(
+                            got.first() <= want.first() && got.last() >= want.last(),
+                            "{band:?} sq {sq} sk {sk} rows {rows} bkv {bkv} q0 {q0}: {got:?} {want:?}"
+                        );
+                        if q0 + rows <= sq {
+                            assert_eq!(got, want, "{band:?} {q0} {rows} {bkv}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     /// The busiest block's work over the mean.
     fn spread(order: &[u64], tiles_q: u64, blocks: u64, keys: &dyn Fn(u64) -> u64) -> f64 {

@@ -78,7 +78,7 @@ impl Builder<'_, '_> {
                 p.sq,
                 p.sk,
                 dv,
-                p.causal,
+                p.band.is_some(),
                 p.batch,
                 u64::from(self.l.options.target.sms),
             ),
@@ -267,9 +267,9 @@ impl Builder<'_, '_> {
         // blocks take them in the order `schedule::balanced_order` finds, from a table.
         // Measured on the H200 (run 125): att_causal_d64_s2k 0.2258 -> 0.1920 ms,
         // att_causal_d128_s4k 0.5209 -> 0.4826.
-        let keys = |t: u64| (t * bq + bq).div_ceil(bkv).min(ktiles);
+        let keys = |t: u64| schedule::band_tiles(p.band, t * bq, bq, bkv, ktiles).1;
         let blocks = u64::from(self.kernel.grid[0]);
-        let order = match p.causal && units > blocks && units <= schedule::MAX_UNITS {
+        let order = match p.band.is_some() && units > blocks && units <= schedule::MAX_UNITS {
             true => {
                 let kv_bytes = p.sk * (d + dv) * 2;
                 let table =
@@ -286,11 +286,12 @@ impl Builder<'_, '_> {
             false => None,
         };
         // The block's walk over work units, the same in the producer and the consumers:
-        // `f(unit count j, q0, batch, key tiles nk, key tiles before this unit)`. Query tiles
+        // `f(unit count j, q0, batch, (first key tile kf, key tiles nk), key tiles before this
+        // unit)`. Query tiles
         // go last to first within a batch entry (a causal mask's longest rows first); blocks
         // running together share a batch entry's K and V in L2.
         let walk = |s: &mut Self,
-                    f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, Expr, Expr) -> R<()>|
+                    f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, (Expr, Expr), Expr) -> R<()>|
          -> R<()> {
             let it0 = s.fresh("it");
             s.out.push(Stmt::Var {
@@ -335,17 +336,9 @@ impl Builder<'_, '_> {
                 );
                 let q0 = s.let_("q0", Ty::Idx, mul(qt, int(bq)));
                 let bi = s.let_("bi", Ty::Idx, Expr::idx(IdxOp::Div, unit, int(tiles_q)));
-                // With a causal mask, no key tile starting past the unit's last row.
-                let nk = if p.causal {
-                    let upto = Expr::idx(IdxOp::Div, add(q0.clone(), int(bq + bkv - 1)), int(bkv));
-                    let upto = s.let_("upto", Ty::Idx, upto);
-                    let fewer = lt(upto.clone(), int(ktiles));
-                    let nk = Expr::call(irc_kir::Func::Select, vec![fewer, upto, int(ktiles)]);
-                    s.let_("nk", Ty::Idx, nk)
-                } else {
-                    int(ktiles)
-                };
-                f(s, j, q0, bi, nk.clone(), Expr::var(&it0))?;
+                // With a mask band, only the key tiles inside it.
+                let (kf, nk) = s.att_key_tiles(p.band, &q0, bq, bkv, ktiles);
+                f(s, j, q0, bi, (kf, nk.clone()), Expr::var(&it0))?;
                 s.out.push(Stmt::Assign {
                     var: it0.clone(),
                     value: add(Expr::var(&it0), nk),
@@ -378,7 +371,7 @@ impl Builder<'_, '_> {
             ));
             let zero = Expr::Int(0);
             let issue = s.block(|s| {
-                walk(s, &mut |s, j, q0, bi, nk, it0| {
+                walk(s, &mut |s, j, q0, bi, (kf, nk), it0| {
                     // The unit's Q, once the consumers released the buffer's last fill.
                     let (qb, qph) = q_ring(s, &j);
                     s.out.push(Stmt::If {
@@ -414,7 +407,7 @@ impl Builder<'_, '_> {
                             )],
                             orelse: vec![],
                         });
-                        let key0 = s.let_("key0", Ty::Idx, mul(kt, int(bkv)));
+                        let key0 = s.let_("key0", Ty::Idx, mul(add(kf.clone(), kt), int(bkv)));
                         for (o, map, dst, base, row0, k0) in [
                             (&ok, &mk, &dst_k, k_full, &key0, &zero),
                             (&ov, &mv, &dst_v, v_full, &zero, &key0),
@@ -578,27 +571,25 @@ impl Builder<'_, '_> {
             for buf in &score_bufs {
                 s.zero(&buf.acc4, bkv / 8)?;
             }
-            // The prologue and the online softmax of the scores in `buf` (key tile `kt`): the
-            // probabilities left in `buf`, the rows' rescaling factors returned.
+            // The prologue and the online softmax of the scores in `buf` (key tile `kt`, counted
+            // from the unit's first): the probabilities left in `buf`, the rows' rescaling
+            // factors returned.
             let softmax = |s: &mut Self,
                            buf: &ScoreBuf,
                            kt: &Expr,
+                           kf: &Expr,
                            q0: &Expr,
                            bi: &Expr,
                            m: &[String],
                            l: &[String]|
              -> R<Vec<Expr>> {
-                let k0 = s.let_("k0", Ty::Idx, mul(kt.clone(), int(bkv)));
+                let k0 = s.let_("k0", Ty::Idx, mul(add(kf.clone(), kt.clone()), int(bkv)));
                 // Each value's (row, col), computed where they are used: kept live across the
                 // whole walk they cost the registers the MLIR backend's kernel runs out of.
                 let rc = s.att_coords(&lane, &slab)?;
-                if p.prologue.keep.is_some() {
-                    // Key tiles left of the unit's first row keep every score.
-                    let whole = Expr::idx(
-                        IdxOp::Le,
-                        add(k0.clone(), int(bkv)),
-                        add(q0.clone(), Expr::Int(1)),
-                    );
+                if let (Some(band), true) = (p.band, p.prologue.keep.is_some()) {
+                    // Key tiles inside the band for all the unit's rows keep every score.
+                    let whole = Self::att_whole_tile(band, q0, &k0, bq, bkv);
                     let unmasked = s.block(|s| {
                         s.att_prologue(p, &buf.acc4, &rc, (q0, &k0, bi), bq, bkv, true)
                     })?;
@@ -615,7 +606,7 @@ impl Builder<'_, '_> {
                 }
                 s.att_online(p, &buf.acc4, (m, l), bkv, lazy)
             };
-            walk(s, &mut |s, j, q0, bi, nk, it0| {
+            walk(s, &mut |s, j, q0, bi, (kf, nk), it0| {
                 let (m, l) = s.att_state();
                 s.zero(&acc_o4, dvp / 8)?;
                 let (qb, qph) = q_ring(s, &j);
@@ -635,7 +626,7 @@ impl Builder<'_, '_> {
                         scores(s, buf, &q_at, &st, &ph)?;
                         turn_give(s);
                         s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                        let scale = softmax(s, buf, &kt, &q0, &bi, &m, &l)?;
+                        let scale = softmax(s, buf, &kt, &kf, &q0, &bi, &m, &l)?;
                         s.att_rescale(&acc_o4, &scale, dv, lazy)?;
                         values(s, buf, &st, &ph, true)?;
                         s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
@@ -652,7 +643,7 @@ impl Builder<'_, '_> {
                     scores(s, a, &q_at, &st, &ph)?;
                     turn_give(s);
                     s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
-                    let scale = softmax(s, a, &Expr::Int(0), &q0, &bi, &m, &l)?;
+                    let scale = softmax(s, a, &Expr::Int(0), &kf, &q0, &bi, &m, &l)?;
                     s.att_rescale(&acc_o4, &scale, dv, lazy)?;
                     let step =
                         |s: &mut Self, kt: &Expr, cur: &ScoreBuf, prev: &ScoreBuf| -> R<()> {
@@ -665,7 +656,7 @@ impl Builder<'_, '_> {
                             values(s, prev, &pst, &pph, false)?;
                             turn_give(s);
                             s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(1)]));
-                            let scale = softmax(s, cur, kt, &q0, &bi, &m, &l)?;
+                            let scale = softmax(s, cur, kt, &kf, &q0, &bi, &m, &l)?;
                             s.out.push(intr(Intrinsic::WgmmaWait, vec![imm(0)]));
                             s.out.push(release(add(pst, int(empty))));
                             s.att_rescale(&acc_o4, &scale, dv, lazy)
