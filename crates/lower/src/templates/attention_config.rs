@@ -90,10 +90,10 @@ impl AttentionConfig {
     /// block's (run 122 on the H200: three consumers 8% faster on 8k keys, two 5% faster on
     /// grouped-query attention over 2k keys, where 704 units fill their sixth wave a third),
     /// else two; pipelined for head dims of 64 and below without a causal mask over at least
-    /// 8 whole key tiles (measured faster there, slower on short, causal or head-dim-128
-    /// problems); ping-pong without a causal mask where a consumer pipelines or the head dim
-    /// is 128 (runs 122-123: 2-5% faster there, 3% slower on causal rows and 4% on the
-    /// serial schedule at head dim 64 over 512 keys).
+    /// 4 whole key tiles (measured faster there — run 176: 14% on 512 keys — slower on
+    /// causal or head-dim-128 problems); ping-pong without a causal mask where a consumer
+    /// pipelines over at least 8 key tiles or the head dim is 128 (runs 122-123: 2-5% faster
+    /// there, 3% slower on causal rows; run 176: 8% slower pipelined over 512 keys).
     pub fn heuristic(
         sq: u64,
         sk: u64,
@@ -115,11 +115,11 @@ impl AttentionConfig {
             } else {
                 2
             };
-        let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 8 * BKV;
+        let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 4 * BKV;
         AttentionConfig {
             consumers,
             pipelined,
-            pingpong: !causal && (pipelined || dv > 64),
+            pingpong: !causal && ((pipelined && sk >= 8 * BKV) || dv > 64),
         }
     }
 
@@ -300,7 +300,8 @@ mod tests {
             h(4096, 64, false, 64).to_string(),
             "consumers=2,pipelined,pingpong"
         );
-        assert_eq!(h(512, 64, false, 512).to_string(), "consumers=2");
+        assert_eq!(h(512, 64, false, 512).to_string(), "consumers=2,pipelined");
+        assert_eq!(h(256, 64, false, 512).to_string(), "consumers=2");
         assert_eq!(h(2048, 64, true, 128).to_string(), "consumers=2");
         assert_eq!(h(4096, 128, true, 64).to_string(), "consumers=2");
         // Head dim 256: two consumers (three would need 184 registers a thread of 160).
