@@ -309,16 +309,22 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
         _ => None,
     };
     let mut y = x;
-    if matches!(d.op(y), Some(OpKind::Mul | OpKind::Div)) {
+    if let Some(op @ (OpKind::Mul | OpKind::Div)) = d.op(y) {
         let [a, b] = d.operands(y) else {
             return None;
         };
-        let (on, off) = if m.prologue.contains(a) {
+        // The mask is a factor or the dividend (`c / -inf` is `-0`, a kept score).
+        let (on, off) = if m.prologue.contains(a) || op == OpKind::Div {
             (*a, *b)
         } else {
             (*b, *a)
         };
-        if !splat(off).is_some_and(|c| c > 0.0 && c.is_finite()) {
+        // Positive and finite as the dtype holds it (`-inf · 0` is NaN).
+        let held = |c: f64| d.dtype(off).map_or(c, |t| t.round(c));
+        if !splat(off)
+            .map(held)
+            .is_some_and(|c| c > 0.0 && c.is_finite())
+        {
             return None;
         }
         y = on;
@@ -340,8 +346,9 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
     };
     let rank = d.shape(x).len() as i64;
     let scores_shape = d.shape(x).to_vec();
-    // `a·row + b·col + c` of an integer value.
-    let affine = |i: usize| affine(d, i, rank, &scores_shape);
+    // `a·row + b·col + c` of an integer value (memoized: shared subexpressions).
+    let mut memo = std::collections::HashMap::new();
+    let mut affine = |i: usize| affine(d, i, rank, &scores_shape, &mut memo);
     let mut bounds = Band::default();
     let mut stack = vec![*c];
     while let Some(t) = stack.pop() {
@@ -402,13 +409,51 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
         }
     }
     let holds_diagonal = bounds.lo.unwrap_or(0) <= 0 && bounds.hi.unwrap_or(0) >= 0;
+    // `row - col` is in `[-(sk - 1), sq - 1]`: a bound outside it bounds nothing.
+    let (sq, sk) = match scores_shape.as_slice() {
+        [.., q, k] => (*q as i64, *k as i64),
+        _ => return None,
+    };
+    bounds.lo = bounds.lo.filter(|&l| l > -(sk - 1));
+    bounds.hi = bounds.hi.filter(|&h| h < sq - 1);
     (holds_diagonal && (bounds.lo.is_some() || bounds.hi.is_some())).then_some(bounds)
 }
 
+/// The largest magnitude of a constant (or a sum of them) in a band's comparisons: with
+/// `row` and `col` below 2^30, no `±(row - col) + c` leaves the 32-bit range, where the
+/// comparison's exact arithmetic is the kernel's wrapping one.
+const AFFINE_LIMIT: i64 = 1 << 30;
+
 /// `(a, b, c)` with value `i` equal to `a·row + b·col + c` at every score, `row` and `col`
-/// the last two axes' indices (`iota`s along them, possibly broadcast), or `None`.
-fn affine(d: &impl Dag, i: usize, rank: i64, scores: &[u64]) -> Option<(i64, i64, i64)> {
-    let rec = |j: usize| affine(d, j, rank, scores);
+/// the last two axes' indices (`iota`s along them, possibly broadcast), every coefficient and
+/// constant under [`AFFINE_LIMIT`] in magnitude, or `None`. `memo` holds the values visited.
+fn affine(
+    d: &impl Dag,
+    i: usize,
+    rank: i64,
+    scores: &[u64],
+    memo: &mut std::collections::HashMap<usize, Option<(i64, i64, i64)>>,
+) -> Option<(i64, i64, i64)> {
+    if let Some(&v) = memo.get(&i) {
+        return v;
+    }
+    let v = affine_of(d, i, rank, scores, memo)
+        .filter(|&(a, b, c)| [a, b, c].iter().all(|x| x.abs() < AFFINE_LIMIT));
+    memo.insert(i, v);
+    v
+}
+
+fn affine_of(
+    d: &impl Dag,
+    i: usize,
+    rank: i64,
+    scores: &[u64],
+    memo: &mut std::collections::HashMap<usize, Option<(i64, i64, i64)>>,
+) -> Option<(i64, i64, i64)> {
+    let mut rec = |j: usize| affine(d, j, rank, scores, memo);
+    if scores.iter().any(|&n| n as i64 >= AFFINE_LIMIT) {
+        return None;
+    }
     match d.op(i)? {
         OpKind::Broadcast => rec(*d.operands(i).first()?),
         OpKind::Iota => {
@@ -435,15 +480,16 @@ fn affine(d: &impl Dag, i: usize, rank: i64, scores: &[u64]) -> Option<(i64, i64
                 return None;
             };
             let ((a, b, c), (e, f, g)) = (rec(*l)?, rec(*r)?);
+            // Each below the limit: the sums cannot overflow.
             Some(if d.op(i)? == OpKind::Add {
-                (a + e, b + f, c.checked_add(g)?)
+                (a + e, b + f, c + g)
             } else {
-                (a - e, b - f, c.checked_sub(g)?)
+                (a - e, b - f, c - g)
             })
         }
         OpKind::Neg => {
             let (a, b, c) = rec(*d.operands(i).first()?)?;
-            Some((-a, -b, c.checked_neg()?))
+            Some((-a, -b, -c))
         }
         _ => None,
     }
