@@ -171,18 +171,24 @@ fn head_dims_between_the_tiles() {
     }
 }
 
+/// Attention over `[b, h, sq, d]` queries, K given as `[b, h, d, sk]` (keys contiguous) and V
+/// as `[b, h, dv, sk]` read transposed.
+fn keys_contiguous(t: &str, [b, h, sq, sk, d, dv]: [u64; 6]) -> String {
+    format!(
+        "graph @kt(%q: tensor<{b}x{h}x{sq}x{d}x{t}>, %k: tensor<{b}x{h}x{d}x{sk}x{t}>, %v: tensor<{b}x{h}x{dv}x{sk}x{t}>) -> tensor<{b}x{h}x{sq}x{dv}x{t}> {{
+          %s = matmul %q, %k
+          %vt = transpose %v {{perm = [0, 1, 3, 2]}}
+          %p = softmax %s {{axis = -1}}
+          %o = matmul %p, %vt
+          return %o
+        }}"
+    )
+}
+
 /// Q·Kᵀ's head dim (72) differs from V's (40), K keys-contiguous, V transposed.
 #[test]
 fn different_head_dims_for_keys_and_values() {
-    check(
-        "graph @dv(%q: tensor<1x2x50x72xf16>, %k: tensor<1x2x72x90xf16>, %v: tensor<1x2x40x90xf16>) -> tensor<1x2x50x40xf16> {
-          %s = matmul %q, %k
-          %vt = transpose %v {perm = [0, 1, 3, 2]}
-          %p = softmax %s {axis = -1}
-          %o = matmul %p, %vt
-          return %o
-        }",
-    );
+    check(&keys_contiguous("f16", [1, 2, 50, 90, 72, 40]));
 }
 
 /// On Hopper a head dim of 160 is three 64-column tiles (the last TMA's zero fill past 160):
@@ -300,15 +306,7 @@ fn grouped_query_heads_and_transposed_queries() {
 fn keys_contiguous_k_and_v() {
     // K given as [B, H, D, S] (keys contiguous) and V as [B, H, D, S] transposed: the K
     // fragments come by ldmatrix.trans, V's without it.
-    check(
-        "graph @kt(%q: tensor<1x1x80x64xbf16>, %k: tensor<1x1x64x80xbf16>, %v: tensor<1x1x64x80xbf16>) -> tensor<1x1x80x64xbf16> {
-          %s = matmul %q, %k
-          %vt = transpose %v {perm = [0, 1, 3, 2]}
-          %p = softmax %s {axis = -1}
-          %o = matmul %p, %vt
-          return %o
-        }",
-    );
+    check(&keys_contiguous("bf16", [1, 1, 80, 80, 64, 64]));
 }
 
 #[test]

@@ -347,8 +347,13 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
     let rank = d.shape(x).len() as i64;
     let scores_shape = d.shape(x).to_vec();
     // `a·row + b·col + c` of an integer value (memoized: shared subexpressions).
-    let mut memo = std::collections::HashMap::new();
-    let mut affine = |i: usize| affine(d, i, rank, &scores_shape, &mut memo);
+    let mut walk = Affine {
+        d,
+        rank,
+        scores: &scores_shape,
+        memo: Default::default(),
+    };
+    let mut affine = |i: usize| walk.of(i);
     let mut bounds = Band::default();
     let mut stack = vec![*c];
     while let Some(t) = stack.pop() {
@@ -424,73 +429,74 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
 /// comparison's exact arithmetic is the kernel's wrapping one.
 const AFFINE_LIMIT: i64 = 1 << 30;
 
-/// `(a, b, c)` with value `i` equal to `a·row + b·col + c` at every score, `row` and `col`
-/// the last two axes' indices (`iota`s along them, possibly broadcast), every coefficient and
-/// constant under [`AFFINE_LIMIT`] in magnitude, or `None`. `memo` holds the values visited.
-fn affine(
-    d: &impl Dag,
-    i: usize,
+/// The walk of a band's comparisons over the DAG `d` whose scores have shape `scores`
+/// (`rank` dims); `memo` holds the values visited.
+struct Affine<'a, D> {
+    d: &'a D,
     rank: i64,
-    scores: &[u64],
-    memo: &mut std::collections::HashMap<usize, Option<(i64, i64, i64)>>,
-) -> Option<(i64, i64, i64)> {
-    if let Some(&v) = memo.get(&i) {
-        return v;
-    }
-    let v = affine_of(d, i, rank, scores, memo)
-        .filter(|&(a, b, c)| [a, b, c].iter().all(|x| x.abs() < AFFINE_LIMIT));
-    memo.insert(i, v);
-    v
+    scores: &'a [u64],
+    memo: std::collections::HashMap<usize, Option<(i64, i64, i64)>>,
 }
 
-fn affine_of(
-    d: &impl Dag,
-    i: usize,
-    rank: i64,
-    scores: &[u64],
-    memo: &mut std::collections::HashMap<usize, Option<(i64, i64, i64)>>,
-) -> Option<(i64, i64, i64)> {
-    let mut rec = |j: usize| affine(d, j, rank, scores, memo);
-    if scores.iter().any(|&n| n as i64 >= AFFINE_LIMIT) {
-        return None;
+impl<D: Dag> Affine<'_, D> {
+    /// `(a, b, c)` with value `i` equal to `a·row + b·col + c` at every score, `row` and
+    /// `col` the last two axes' indices (`iota`s along them, possibly broadcast), every
+    /// coefficient and constant under [`AFFINE_LIMIT`] in magnitude, or `None`.
+    fn of(&mut self, i: usize) -> Option<(i64, i64, i64)> {
+        if let Some(&v) = self.memo.get(&i) {
+            return v;
+        }
+        let v = self
+            .compute(i)
+            .filter(|&(a, b, c)| [a, b, c].iter().all(|x| x.abs() < AFFINE_LIMIT));
+        self.memo.insert(i, v);
+        v
     }
-    match d.op(i)? {
-        OpKind::Broadcast => rec(*d.operands(i).first()?),
-        OpKind::Iota => {
-            let r = d.shape(i).len() as i64;
-            let ax = d.attr(i, "axis").and_then(|a| a.as_int()).unwrap_or(0);
-            let from_end = if ax < 0 { ax } else { ax - r };
-            let dim = d.shape(i).get(usize::try_from(r + from_end).ok()?)?;
-            let want = scores.get(usize::try_from(rank + from_end).ok()?)?;
-            match (from_end, dim == want) {
-                (-2, true) => Some((1, 0, 0)),
-                (-1, true) => Some((0, 1, 0)),
-                _ => None,
+
+    fn compute(&mut self, i: usize) -> Option<(i64, i64, i64)> {
+        let (d, rank, scores) = (self.d, self.rank, self.scores);
+        let mut rec = |j: usize| self.of(j);
+        if scores.iter().any(|&n| n as i64 >= AFFINE_LIMIT) {
+            return None;
+        }
+        match d.op(i)? {
+            OpKind::Broadcast => rec(*d.operands(i).first()?),
+            OpKind::Iota => {
+                let r = d.shape(i).len() as i64;
+                let ax = d.attr(i, "axis").and_then(|a| a.as_int()).unwrap_or(0);
+                let from_end = if ax < 0 { ax } else { ax - r };
+                let dim = d.shape(i).get(usize::try_from(r + from_end).ok()?)?;
+                let want = scores.get(usize::try_from(rank + from_end).ok()?)?;
+                match (from_end, dim == want) {
+                    (-2, true) => Some((1, 0, 0)),
+                    (-1, true) => Some((0, 1, 0)),
+                    _ => None,
+                }
             }
+            OpKind::Constant => {
+                let v = d
+                    .attr(i, "value")
+                    .as_ref()
+                    .and_then(crate::policy::splat_of)?;
+                (v.fract() == 0.0 && v.abs() < 1e15).then_some((0, 0, v as i64))
+            }
+            OpKind::Add | OpKind::Sub => {
+                let [l, r] = d.operands(i) else {
+                    return None;
+                };
+                let ((a, b, c), (e, f, g)) = (rec(*l)?, rec(*r)?);
+                // Each below the limit: the sums cannot overflow.
+                Some(if d.op(i)? == OpKind::Add {
+                    (a + e, b + f, c + g)
+                } else {
+                    (a - e, b - f, c - g)
+                })
+            }
+            OpKind::Neg => {
+                let (a, b, c) = rec(*d.operands(i).first()?)?;
+                Some((-a, -b, -c))
+            }
+            _ => None,
         }
-        OpKind::Constant => {
-            let v = d
-                .attr(i, "value")
-                .as_ref()
-                .and_then(crate::policy::splat_of)?;
-            (v.fract() == 0.0 && v.abs() < 1e15).then_some((0, 0, v as i64))
-        }
-        OpKind::Add | OpKind::Sub => {
-            let [l, r] = d.operands(i) else {
-                return None;
-            };
-            let ((a, b, c), (e, f, g)) = (rec(*l)?, rec(*r)?);
-            // Each below the limit: the sums cannot overflow.
-            Some(if d.op(i)? == OpKind::Add {
-                (a + e, b + f, c + g)
-            } else {
-                (a - e, b - f, c - g)
-            })
-        }
-        OpKind::Neg => {
-            let (a, b, c) = rec(*d.operands(i).first()?)?;
-            Some((-a, -b, -c))
-        }
-        _ => None,
     }
 }
