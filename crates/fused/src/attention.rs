@@ -424,9 +424,9 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
     (holds_diagonal && (bounds.lo.is_some() || bounds.hi.is_some())).then_some(bounds)
 }
 
-/// The largest magnitude of a constant (or a sum of them) in a band's comparisons: with
-/// `row` and `col` below 2^30, no `±(row - col) + c` leaves the 32-bit range, where the
-/// comparison's exact arithmetic is the kernel's wrapping one.
+/// The largest magnitude of a value in a band's comparisons (`a·row + b·col + c` over the
+/// scores' rows and columns): below it no value leaves the 32-bit range, where the
+/// comparison's exact arithmetic is the kernel's (and the interpreter's) wrapping one.
 const AFFINE_LIMIT: i64 = 1 << 30;
 
 /// The walk of a band's comparisons over the DAG `d` whose scores have shape `scores`
@@ -446,9 +446,16 @@ impl<D: Dag> Affine<'_, D> {
         if let Some(&v) = self.memo.get(&i) {
             return v;
         }
-        let v = self
-            .compute(i)
-            .filter(|&(a, b, c)| [a, b, c].iter().all(|x| x.abs() < AFFINE_LIMIT));
+        // Every value over the scores' rows and columns stays under the limit: no 32-bit
+        // wrapping where the comparison reads it exactly.
+        let (sq, sk) = match self.scores {
+            [.., q, k] => (*q as i64, *k as i64),
+            _ => return None,
+        };
+        let v = self.compute(i).filter(|&(a, b, c)| {
+            [a, b, c].iter().all(|x| x.abs() < AFFINE_LIMIT)
+                && a.abs() * sq + b.abs() * sk + c.abs() < AFFINE_LIMIT
+        });
         self.memo.insert(i, v);
         v
     }
