@@ -32,9 +32,9 @@
 //!    (`tests::p_accumulators_are_a_fragments` checks it on the atoms).
 //!
 //! At the end the row sums are summed over the quad, `O / l` goes through the group's epilogue
-//! (if any) and is stored. A causal mask recognized by the policy (`irc_fused::attention::causal`)
-//! skips the key tiles right of the block's last row; its diagonal tiles are masked by the
-//! prologue itself.
+//! (if any) and is stored. A mask band recognized by the policy (`irc_fused::attention::band`:
+//! causal, sliding and local windows) skips the key tiles outside it; the tiles it crosses are
+//! masked by the prologue itself.
 
 mod mma;
 mod schedule;
@@ -97,7 +97,7 @@ fn unsupported(reason: String) -> Retry {
 }
 
 impl<'g> Lowering<'g> {
-    /// The statements of an attention group, and whether its prologue is a causal mask.
+    /// The statements of an attention group, and its prologue's mask band if it is one.
     pub(crate) fn attention_ops(
         &self,
         grp: &irc_fused::Group,
@@ -144,15 +144,15 @@ impl<'g> Lowering<'g> {
 /// `c > 0` (`x = s·c`, possibly under an additive `-inf` mask `select(keep, s·c, -inf)` or
 /// over one) is folded into the exponent as FlashAttention does: the kernel keeps the raw
 /// scores, `exp(c·s - c·m)` with `m` their max is one multiply-add and `ex2`. A recognized
-/// causal mask's condition is known true on key tiles left of the block's first row, whose
-/// scores then skip the mask.
+/// mask band's condition is known true on key tiles wholly inside it, whose scores then skip
+/// the mask.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Prologue {
     /// The value evaluated per score (`None`: the raw score as it is).
     root: Option<ValueId>,
     /// A value of the prologue that is `s·scale`, read as the raw score.
     alias: Option<ValueId>,
-    /// The causal mask's condition (true where a score is kept).
+    /// The mask band's condition (true where a score is kept).
     keep: Option<ValueId>,
     /// The folded scale.
     scale: Option<f64>,

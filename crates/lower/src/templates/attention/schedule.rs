@@ -1,6 +1,6 @@
-//! The order in which the persistent attention kernel's blocks take their work units when the
-//! units differ in length (a causal mask: query tile `t` reads `t + 1` key tiles of its own
-//! size).
+//! The key tiles a query tile's mask band reaches ([`band_tiles`]), and the order in which the
+//! persistent attention kernel's blocks take their work units when the units differ in length
+//! (a causal mask: query tile `t` reads `t + 1` key tiles of its own size).
 //!
 //! A block per SM walking the units round-robin (`unit = block + i · blocks`) gives each block
 //! the units whose index has its residue: with 16 query tiles a batch entry and 132 blocks,

@@ -15,8 +15,8 @@
 //!    (its 64 rows of Q, the K tile), f32 accumulators, the first k-step overwriting them;
 //! 2. applies the prologue and the online softmax (the parent module's, on the same register
 //!    order: each warp's part of `wgmma_m64nk16_d` is atoms of `mma_m16n8k16_c`), leaving
-//!    `P = exp(S - m)` in the f32 score registers; on a causal key tile left of the block's
-//!    first row the mask is known to keep every score;
+//!    `P = exp(S - m)` in the f32 score registers; on a key tile wholly inside a mask band
+//!    (left of a causal diagonal) the mask is known to keep every score;
 //! 3. waits for V, then `O += P·V` by `wgmma.rs` with P as the register A operand (rounded to
 //!    the inputs' type pairwise as the instruction's registers are packed), and releases the
 //!    stage.
@@ -31,7 +31,8 @@
 //! boxes (the
 //! `tma` module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors'
 //! transpose flags). Rows and keys past the sequence's end are TMA's zero fill and the
-//! prologue's `-inf`; a causal mask stops the key loop at the block's last row. A head dim
+//! prologue's `-inf`; a mask band (a causal mask, a sliding window) limits the key loop to the
+//! tiles it reaches from the unit's rows (`schedule::band_tiles`). A head dim
 //! of 32 is a 64-wide tile whose upper half TMA fills with zeros (`Q·Kᵀ` takes the real
 //! k-steps only; `P·V` is 64 wide and the zero columns are not stored).
 //!
@@ -263,7 +264,7 @@ impl Builder<'_, '_> {
             );
             (st, ph)
         };
-        // With a causal mask the units differ in length: where a block has more than one, the
+        // With a mask band the units differ in length: where a block has more than one, the
         // blocks take them in the order `schedule::balanced_order` finds, from a table.
         // Measured on the H200 (run 125): att_causal_d64_s2k 0.2258 -> 0.1920 ms,
         // att_causal_d128_s4k 0.5209 -> 0.4826.
