@@ -285,11 +285,6 @@ impl std::fmt::Display for Band {
     }
 }
 
-/// Whether an accepted chain's prologue is a causal mask: [`band`] is `row >= col`.
-pub fn causal(d: &impl Dag, m: &AttentionMatch) -> bool {
-    band(d, m).is_some_and(|b| b.is_causal())
-}
-
 /// The band of an accepted chain's prologue mask that the kernel may use to skip key tiles:
 /// its last step (possibly followed by a multiplication or division by a positive constant)
 /// is `select(keep, s, -inf)` (or `select(drop, -inf, s)`), where `keep` is a comparison or a
@@ -344,13 +339,19 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
     } else {
         return None;
     };
-    let rank = d.shape(x).len() as i64;
-    let scores_shape = d.shape(x).to_vec();
+    let scores = d.shape(x);
+    let (sq, sk) = match scores {
+        [.., q, k] if *q < AFFINE_LIMIT as u64 && *k < AFFINE_LIMIT as u64 => {
+            (*q as i64, *k as i64)
+        }
+        _ => return None,
+    };
     // `a·row + b·col + c` of an integer value (memoized: shared subexpressions).
     let mut walk = Affine {
         d,
-        rank,
-        scores: &scores_shape,
+        scores,
+        sq,
+        sk,
         memo: Default::default(),
     };
     let mut affine = |i: usize| walk.of(i);
@@ -415,10 +416,6 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
     }
     let holds_diagonal = bounds.lo.unwrap_or(0) <= 0 && bounds.hi.unwrap_or(0) >= 0;
     // `row - col` is in `[-(sk - 1), sq - 1]`: a bound outside it bounds nothing.
-    let (sq, sk) = match scores_shape.as_slice() {
-        [.., q, k] => (*q as i64, *k as i64),
-        _ => return None,
-    };
     bounds.lo = bounds.lo.filter(|&l| l > -(sk - 1));
     bounds.hi = bounds.hi.filter(|&h| h < sq - 1);
     (holds_diagonal && (bounds.lo.is_some() || bounds.hi.is_some())).then_some(bounds)
@@ -430,11 +427,12 @@ pub fn band(d: &impl Dag, m: &AttentionMatch) -> Option<Band> {
 const AFFINE_LIMIT: i64 = 1 << 30;
 
 /// The walk of a band's comparisons over the DAG `d` whose scores have shape `scores`
-/// (`rank` dims); `memo` holds the values visited.
+/// (`sq` rows, `sk` columns, both under [`AFFINE_LIMIT`]); `memo` holds the values visited.
 struct Affine<'a, D> {
     d: &'a D,
-    rank: i64,
     scores: &'a [u64],
+    sq: i64,
+    sk: i64,
     memo: std::collections::HashMap<usize, Option<(i64, i64, i64)>>,
 }
 
@@ -448,10 +446,7 @@ impl<D: Dag> Affine<'_, D> {
         }
         // Every value over the scores' rows and columns stays under the limit: no 32-bit
         // wrapping where the comparison reads it exactly.
-        let (sq, sk) = match self.scores {
-            [.., q, k] => (*q as i64, *k as i64),
-            _ => return None,
-        };
+        let (sq, sk) = (self.sq, self.sk);
         let v = self.compute(i).filter(|&(a, b, c)| {
             [a, b, c].iter().all(|x| x.abs() < AFFINE_LIMIT)
                 && a.abs() * sq + b.abs() * sk + c.abs() < AFFINE_LIMIT
@@ -461,11 +456,9 @@ impl<D: Dag> Affine<'_, D> {
     }
 
     fn compute(&mut self, i: usize) -> Option<(i64, i64, i64)> {
-        let (d, rank, scores) = (self.d, self.rank, self.scores);
+        let (d, scores) = (self.d, self.scores);
+        let rank = scores.len() as i64;
         let mut rec = |j: usize| self.of(j);
-        if scores.iter().any(|&n| n as i64 >= AFFINE_LIMIT) {
-            return None;
-        }
         match d.op(i)? {
             OpKind::Broadcast => rec(*d.operands(i).first()?),
             OpKind::Iota => {

@@ -204,106 +204,98 @@ impl Builder<'_, '_> {
                 let (m, l) = s.att_state();
                 s.zero(&acc_o, dv16 / 8)?;
                 // With a mask band, only the key tiles inside it.
-                let (k_first, k_end) = match p.band {
-                    None => (Expr::Int(0), int(sk)),
-                    Some(_) => {
-                        let (kf, nk) = s.att_key_tiles(p.band, &q0, BQ, bkv, sk.div_ceil(bkv));
-                        (mul(kf.clone(), int(bkv)), mul(add(kf, nk), int(bkv)))
-                    }
-                };
+                let (kf, nk) = s.att_key_tiles(p.band, &q0, BQ, bkv, sk.div_ceil(bkv));
+                let (k_first, k_end) = (mul(kf.clone(), int(bkv)), mul(add(kf, nk), int(bkv)));
                 s.for_("k0", k_first, k_end, int(bkv), false, |s, k0| {
-                    let body = |s: &mut Self| -> R<()> {
-                        s.out.push(Stmt::Sync);
-                        let k_tile = TileLoad {
-                            v: kt,
-                            access: qk.access_b.clone(),
-                            rows: bkv,
-                            extent: sk,
-                            row0: k0.clone(),
-                            row_pos: 1,
-                            k_fast: !k_keys_fast,
-                            smem: smem_k.clone(),
-                            strides: (k_r, k_k),
-                            bk: d16,
-                            threads: THREADS,
-                        };
-                        s.tc_tile_load(&k_tile, &Expr::Int(0), &bi, d, dt)?;
-                        let v_tile = TileLoad {
-                            v,
-                            access: pv.access_b.clone(),
-                            rows: dv16,
-                            extent: dv,
-                            row0: Expr::Int(0),
-                            row_pos: 1,
-                            k_fast: !v_d_fast,
-                            smem: smem_v.clone(),
-                            strides: (v_r, v_k),
-                            bk: bkv,
-                            threads: THREADS,
-                        };
-                        s.tc_tile_load(&v_tile, &k0, &bi, sk, dt)?;
-                        s.out.push(Stmt::Sync);
-                        // S = Q·Kᵀ.
-                        s.zero(&acc_s, bkv / 8)?;
-                        // Each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
-                        // fragment registers live at once).
-                        s.unrolled("ks", d16 / 16, &mut |s, ks| {
-                            s.unrolled("j", bkv / 16, &mut |s, j| {
-                                s.out.push(Stmt::Intrinsic {
-                                    op: Intrinsic::ldmatrix_x4(trans_k),
-                                    args: vec![
-                                        kir::Arg::at(&fk_pairs, vec![j.clone()]),
-                                        kir::Arg::at(
-                                            &rows_k,
-                                            vec![lane.clone(), j.clone(), ks.clone()],
-                                        ),
-                                    ],
-                                });
-                                for half in 0..2 {
-                                    let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
-                                    s.out.push(Stmt::Intrinsic {
-                                        op: Intrinsic::MmaM16n8k16,
-                                        args: vec![
-                                            kir::Arg::at(&acc_s, vec![atom.clone()]),
-                                            kir::Arg::at(&fq, vec![ks.clone()]),
-                                            kir::Arg::at(&fk, vec![atom]),
-                                        ],
-                                    });
-                                }
-                                Ok(())
-                            })
-                        })?;
-                        s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv, false)?;
-                        s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
-                        // O += P·V.
-                        s.unrolled("kk", bkv / 16, &mut |s, kk| {
-                            s.unrolled("j", dv16 / 16, &mut |s, j| {
-                                s.out.push(Stmt::Intrinsic {
-                                    op: Intrinsic::ldmatrix_x4(trans_v),
-                                    args: vec![
-                                        kir::Arg::at(&fv_pairs, vec![j.clone()]),
-                                        kir::Arg::at(
-                                            &rows_v,
-                                            vec![lane.clone(), j.clone(), kk.clone()],
-                                        ),
-                                    ],
-                                });
-                                for half in 0..2 {
-                                    let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
-                                    s.out.push(Stmt::Intrinsic {
-                                        op: Intrinsic::MmaM16n8k16,
-                                        args: vec![
-                                            kir::Arg::at(&acc_o, vec![atom.clone()]),
-                                            kir::Arg::at(&p_a, vec![kk.clone()]),
-                                            kir::Arg::at(&fv, vec![atom]),
-                                        ],
-                                    });
-                                }
-                                Ok(())
-                            })
-                        })
+                    s.out.push(Stmt::Sync);
+                    let k_tile = TileLoad {
+                        v: kt,
+                        access: qk.access_b.clone(),
+                        rows: bkv,
+                        extent: sk,
+                        row0: k0.clone(),
+                        row_pos: 1,
+                        k_fast: !k_keys_fast,
+                        smem: smem_k.clone(),
+                        strides: (k_r, k_k),
+                        bk: d16,
+                        threads: THREADS,
                     };
-                    body(s)
+                    s.tc_tile_load(&k_tile, &Expr::Int(0), &bi, d, dt)?;
+                    let v_tile = TileLoad {
+                        v,
+                        access: pv.access_b.clone(),
+                        rows: dv16,
+                        extent: dv,
+                        row0: Expr::Int(0),
+                        row_pos: 1,
+                        k_fast: !v_d_fast,
+                        smem: smem_v.clone(),
+                        strides: (v_r, v_k),
+                        bk: bkv,
+                        threads: THREADS,
+                    };
+                    s.tc_tile_load(&v_tile, &k0, &bi, sk, dt)?;
+                    s.out.push(Stmt::Sync);
+                    // S = Q·Kᵀ.
+                    s.zero(&acc_s, bkv / 8)?;
+                    // Each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
+                    // fragment registers live at once).
+                    s.unrolled("ks", d16 / 16, &mut |s, ks| {
+                        s.unrolled("j", bkv / 16, &mut |s, j| {
+                            s.out.push(Stmt::Intrinsic {
+                                op: Intrinsic::ldmatrix_x4(trans_k),
+                                args: vec![
+                                    kir::Arg::at(&fk_pairs, vec![j.clone()]),
+                                    kir::Arg::at(
+                                        &rows_k,
+                                        vec![lane.clone(), j.clone(), ks.clone()],
+                                    ),
+                                ],
+                            });
+                            for half in 0..2 {
+                                let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
+                                s.out.push(Stmt::Intrinsic {
+                                    op: Intrinsic::MmaM16n8k16,
+                                    args: vec![
+                                        kir::Arg::at(&acc_s, vec![atom.clone()]),
+                                        kir::Arg::at(&fq, vec![ks.clone()]),
+                                        kir::Arg::at(&fk, vec![atom]),
+                                    ],
+                                });
+                            }
+                            Ok(())
+                        })
+                    })?;
+                    s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv, false)?;
+                    s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
+                    // O += P·V.
+                    s.unrolled("kk", bkv / 16, &mut |s, kk| {
+                        s.unrolled("j", dv16 / 16, &mut |s, j| {
+                            s.out.push(Stmt::Intrinsic {
+                                op: Intrinsic::ldmatrix_x4(trans_v),
+                                args: vec![
+                                    kir::Arg::at(&fv_pairs, vec![j.clone()]),
+                                    kir::Arg::at(
+                                        &rows_v,
+                                        vec![lane.clone(), j.clone(), kk.clone()],
+                                    ),
+                                ],
+                            });
+                            for half in 0..2 {
+                                let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
+                                s.out.push(Stmt::Intrinsic {
+                                    op: Intrinsic::MmaM16n8k16,
+                                    args: vec![
+                                        kir::Arg::at(&acc_o, vec![atom.clone()]),
+                                        kir::Arg::at(&p_a, vec![kk.clone()]),
+                                        kir::Arg::at(&fv, vec![atom]),
+                                    ],
+                                });
+                            }
+                            Ok(())
+                        })
+                    })
                 })?;
                 s.att_store(p, &acc_o, &l, &rc, (&q0, &bi), BQ)
             },

@@ -32,9 +32,9 @@
 //! `tma` module's [`Operand`]): any of Q, K, V may be K-major or MN-major (the descriptors'
 //! transpose flags). Rows and keys past the sequence's end are TMA's zero fill and the
 //! prologue's `-inf`; a mask band (a causal mask, a sliding window) limits the key loop to the
-//! tiles it reaches from the unit's rows (`schedule::band_tiles`). A head dim
-//! of 32 is a 64-wide tile whose upper half TMA fills with zeros (`Q·Kᵀ` takes the real
-//! k-steps only; `P·V` is 64 wide and the zero columns are not stored).
+//! tiles it reaches from the unit's rows (`schedule::band_tiles`). A head dim is computed in
+//! tiles of 64 columns that TMA fills with zeros past it (`Q·Kᵀ` takes the real k-steps only;
+//! `P·V` is whole tiles wide and the zero columns are not stored).
 //!
 //! At the end of a unit each consumer stores `O / l` through its rows of the unit's Q tile
 //! (the `staged` module: 16-byte copies instead of scattered 2-byte stores) and only then
@@ -288,9 +288,8 @@ impl Builder<'_, '_> {
         };
         // The block's walk over work units, the same in the producer and the consumers:
         // `f(unit count j, q0, batch, (first key tile kf, key tiles nk), key tiles before this
-        // unit)`. Query tiles
-        // go last to first within a batch entry (a causal mask's longest rows first); blocks
-        // running together share a batch entry's K and V in L2.
+        // unit)`. Query tiles go last to first within a batch entry (a causal mask's longest
+        // rows first); blocks running together share a batch entry's K and V in L2.
         let walk = |s: &mut Self,
                     f: &mut dyn FnMut(&mut Self, Expr, Expr, Expr, (Expr, Expr), Expr) -> R<()>|
          -> R<()> {

@@ -164,8 +164,9 @@ impl Builder<'_, '_> {
             (lo, hi)
         };
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
-        // Element (or vector) `e` of `total`, `per_thread` a thread: the last step guarded
-        // where the threads do not divide the tile (an attention head dim of 80: 32 x 80).
+        // Element (or vector) `e` of `total`, `total / threads` (rounded up) a thread: the last
+        // step guarded where the threads do not divide the tile (an attention head dim of 80:
+        // 32 x 80).
         let guarded =
             |s: &mut Self, total: u64, f: &mut dyn FnMut(&mut Self, Expr) -> R<()>| -> R<()> {
                 s.unrolled("l", total.div_ceil(t.threads), &mut |s, l| {
