@@ -334,6 +334,37 @@ fn heads_split_by_views_and_merged_back_in_the_store() {
     );
 }
 
+/// The heads merged back and read by the output projection (`tests/gpu/attention_projection.ir`):
+/// the attention kernel stores the merged heads, the projection reads them as a plain matrix
+/// (a TMA operand on sm_90a), and both kernels (emulated, sm_80) match the interpreter.
+#[test]
+fn heads_merged_for_the_output_projection() {
+    let path = irc_tests::root().join("tests/gpu/attention_projection.ir");
+    let src = std::fs::read_to_string(&path).expect("reads");
+    let g = &irc_frontend::parse_module(&src).expect("parses").graphs[0];
+    let lower = |wgmma: bool| {
+        let options = irc_lower::LowerOptions {
+            wgmma,
+            ..Default::default()
+        };
+        let p = irc_lower::plan_and_lower_with(g, Default::default(), &options).expect("lowers");
+        irc_kir::verify_module(&p.kernels).expect("verifies");
+        p
+    };
+    let p = lower(false);
+    let fused = irc_fused::print_module(&p.fused);
+    assert!(fused.contains("store %o3 -> @o3"), "{fused}");
+    assert!(!fused.contains("buffer @o ="), "{fused}");
+    for (got, want) in emulate::against_interpreter_all(g, &p.kernels, 3) {
+        let c = irc_interp::compare::compare(&got, &want).unwrap();
+        assert!(c.passed(), "{c:?}");
+    }
+    // On sm_90a the projection is the wgmma template (a TMA producer warpgroup: 384 threads).
+    let hopper = lower(true).kernels;
+    let proj = hopper.kernels.iter().find(|k| k.name.ends_with("matmul")).expect("a matmul");
+    assert_eq!(proj.block[0], 384, "{}", irc_kir::print_module(&hopper));
+}
+
 #[test]
 fn soft_capping_and_clamps_in_the_prologue() {
     // Gemma-style soft-capping (tanh(s / c) * c) and a clamp from below, per score.

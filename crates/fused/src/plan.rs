@@ -309,6 +309,10 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 Why::ReadOutsideEpilogue => {
                     "a statement outside this kernel's epilogue reads it".into()
                 }
+                Why::ViewForMatmul(m) => format!(
+                    "the matmul %{} reads it: the attention output is stored in that layout",
+                    names[*m]
+                ),
             };
             remarks.push(Remark {
                 group: name.clone(),
@@ -343,8 +347,13 @@ pub fn plan_graph(g: &Graph, src: SourceInfo<'_>, forced: &[ValueId]) -> (Module
                 )
             } else {
                 let views: Vec<String> = stores.iter().map(|&v| format!("%{}", names[v])).collect();
+                let what = if stores.iter().all(|v| dag.results().contains(v)) {
+                    "the result"
+                } else {
+                    "its view"
+                };
                 format!(
-                    "the {} %{} is not stored: its kernel stores the result {} through the view's \
+                    "the {} %{} is not stored: its kernel stores {what} {} through the view's \
                      layout (no copy kernel)",
                     op.name(),
                     names[leader],

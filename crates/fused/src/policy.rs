@@ -44,7 +44,9 @@
 //!    scores, their elementwise prologue and the softmax are computed in its registers
 //!    ([`Home::Attention`]) — when the prologue can be recomputed per tile, the type is f16 or
 //!    bf16 and the head dims are multiples of 8 up to 256 ([`crate::attention`] says each
-//!    reason it declines). A result view of the output (rule 2's chain) is stored by that kernel.
+//!    reason it declines). A result view of the output (rule 2's chain) is stored by that kernel,
+//!    as is a chain of views of it that a matmul reads ([`Why::ViewForMatmul`]: the heads
+//!    merged back for the output projection, which then reads a plain buffer).
 //!
 //! 9. **Row prologue store** (last): a row composite's input `x` that is stored anyway (a graph
 //!    result, or read by several statements) and would be its own pointwise kernel is computed
@@ -165,6 +167,9 @@ pub enum Why {
     Forced,
     /// Computed in a matmul's epilogue and read by a statement outside it.
     ReadOutsideEpilogue,
+    /// A view of an attention output that the matmul at this node reads: the attention kernel
+    /// stores its output through it, in the layout the matmul reads.
+    ViewForMatmul(usize),
 }
 
 /// Where a node's value lives.
@@ -301,6 +306,45 @@ fn viewed_anchor(
     }
 }
 
+/// The last view of a chain from the attention output `o` that a matmul reads (rule 2 for
+/// attention, toward matmuls), with its first matmul reader: `o` and every view before the last
+/// read only by the next view, none a result or forced, each inline, the element count kept.
+/// Its other readers read the stored view.
+fn merged_view(
+    d: &impl Dag,
+    o: usize,
+    uses: &[usize],
+    is_result: &[bool],
+    forced_at: &impl Fn(usize) -> bool,
+    home: &[Home],
+) -> Option<(usize, usize)> {
+    let numel = |i: usize| d.shape(i).iter().product::<u64>();
+    let readers = |v: usize| (v + 1..d.len()).filter(move |&i| d.operands(i).contains(&v));
+    let mut v = o;
+    let mut last = None;
+    loop {
+        if is_result[v] || forced_at(v) {
+            return None;
+        }
+        let rs: Vec<usize> = readers(v).collect();
+        let views = rs.iter().all(|&r| d.kind(r) == NodeKind::View);
+        match rs.as_slice() {
+            [r] if views && uses[v] == 1 => {
+                if home[*r] != Home::Inline || numel(*r) != numel(o) {
+                    return None;
+                }
+                last = Some(*r);
+                v = *r;
+            }
+            _ if v != o => {
+                let matmul = |r: &&usize| d.kind(**r) == NodeKind::Anchor(OpKind::Matmul);
+                return Some((last?, *rs.iter().find(matmul)?));
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// Decides the home of every node; `forced[i]` marks views lowering must store (rule 7).
 pub fn decide(d: &impl Dag, forced: &[bool]) -> Vec<Home> {
     decide_explained(d, forced).home
@@ -428,6 +472,17 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
         {
             home[r] = stored(Why::Result, a);
             home[a] = Home::Epilogue;
+        }
+    }
+    // Rule 2 for attention, toward matmuls: an attention output read only through a chain of
+    // views (each read only by the next, the element count kept) whose last view a matmul
+    // reads — the heads merged back, `[B, S, H·D]`, for the output projection — is stored by
+    // the attention kernel through the chain, so the matmul reads a plain buffer rather than a
+    // view whose K mode crosses heads (which no TMA box reads).
+    for a in attention.iter().filter(|a| a.declined.is_none()) {
+        if let Some((last, m)) = merged_view(d, a.output, &uses, &is_result, &forced_at, &home) {
+            home[last] = stored(Why::ViewForMatmul(m), a.output);
+            home[a.output] = Home::Epilogue;
         }
     }
     // Rule 6: epilogues.

@@ -162,7 +162,8 @@ fn copies_that_read_constants_share_them() {
 "
         )
     };
-    let t = "tensor<4x16x512x64xf16>";
+    // 512 units of 128 query rows: more than the 264 blocks of two an SM, so a table.
+    let t = "tensor<8x16x512x64xf16>";
     let text = format!(
         "graph @layers(%q0: {t}, %q1: {t}, %k: {t}, %v: {t}) -> ({t}, {t}) {{\n{}{}  return %o0, %o1\n}}\n",
         layer("0", "q0"),

@@ -1,5 +1,6 @@
 //! The Hopper attention kernel's configuration space: the number of consumer warpgroups,
-//! whether each pipelines its key tiles, and whether they take turns issuing their products.
+//! whether each pipelines its key tiles, whether they take turns issuing their products, and
+//! how many blocks share an SM.
 //!
 //! A block has one producer warpgroup and `consumers` consumer warpgroups of 64 query rows
 //! each (block rows `64 * consumers`), key tiles of 128 ([`keys_per_tile`]: 64 above head dim
@@ -14,6 +15,10 @@
 //! output it won at most 2% and lost up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80); on
 //! the H200 since (runs 122-123) it wins 2-5% without a causal mask where a consumer pipelines
 //! or the head dim is 128, and loses 3-4% elsewhere, which is what the heuristic follows.
+//! `occupancy = 2` puts two blocks on an SM, each with half its registers (two consumers: 104
+//! a thread) and half its shared memory, on key tiles of 64: one block's softmax, its units'
+//! first tile and its output then overlap the other block's products. It fits the serial
+//! schedule at head dims up to 64.
 
 use super::config::{Config, TemplateSpace};
 use super::problem::{Problem, ProblemShape};
@@ -25,11 +30,12 @@ pub(crate) const PRODUCER_REGS: u64 = 24;
 /// Keys per tile up to head dim 128.
 pub(crate) const BKV: u64 = 128;
 
-/// Keys per tile for head dims `d` (Q·Kᵀ) and `dv` (V): [`BKV`], or 64 above head dim 128 —
-/// K and V tiles of 128 keys by 256 would leave room for one stage in shared memory, and 64
-/// f32 scores a thread beside 128 O accumulators for no more than 240 registers.
-pub(crate) fn keys_per_tile(d: u64, dv: u64) -> u64 {
-    if d.max(dv) > 128 { 64 } else { BKV }
+/// Keys per tile for head dims `d` (Q·Kᵀ) and `dv` (V) with `occupancy` blocks an SM:
+/// [`BKV`], or 64 above head dim 128 — K and V tiles of 128 keys by 256 would leave room for
+/// one stage in shared memory, and 64 f32 scores a thread beside 128 O accumulators for no
+/// more than 240 registers — or where two blocks share the SM (half its registers each).
+pub(crate) fn keys_per_tile(d: u64, dv: u64, occupancy: u64) -> u64 {
+    if d.max(dv) > 128 || occupancy > 1 { 64 } else { BKV }
 }
 
 /// A point of the Hopper attention kernel's space.
@@ -41,6 +47,10 @@ pub struct AttentionConfig {
     pub pipelined: bool,
     /// Whether the consumers take turns issuing their products.
     pub pingpong: bool,
+    /// Blocks resident on an SM: 1, or 2 (each with half the SM's registers and shared
+    /// memory, key tiles of 64), so that one block's softmax and its units' first and last
+    /// tiles overlap the other's products.
+    pub occupancy: u64,
 }
 
 impl fmt::Display for AttentionConfig {
@@ -52,6 +62,9 @@ impl fmt::Display for AttentionConfig {
         if self.pingpong {
             write!(f, ",pingpong")?;
         }
+        if self.occupancy != 1 {
+            write!(f, ",occupancy={}", self.occupancy)?;
+        }
         Ok(())
     }
 }
@@ -59,25 +72,30 @@ impl fmt::Display for AttentionConfig {
 impl std::str::FromStr for AttentionConfig {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not `consumers=N[,pipelined][,pingpong]`");
+        let bad = || format!("`{s}` is not `consumers=N[,pipelined][,pingpong][,occupancy=N]`");
         let mut parts = s.split(',');
         let consumers = parts
             .next()
             .and_then(|p| p.strip_prefix("consumers="))
             .and_then(|v| v.parse().ok())
             .ok_or_else(bad)?;
-        let (mut pipelined, mut pingpong) = (false, false);
+        let (mut pipelined, mut pingpong, mut occupancy) = (false, false, None);
         for p in parts {
             match p {
+                _ if occupancy.is_some() => return Err(bad()),
                 "pipelined" if !pipelined && !pingpong => pipelined = true,
                 "pingpong" if !pingpong => pingpong = true,
-                _ => return Err(bad()),
+                _ => match p.strip_prefix("occupancy=").and_then(|v| v.parse().ok()) {
+                    Some(n) => occupancy = Some(n),
+                    None => return Err(bad()),
+                },
             }
         }
         Ok(AttentionConfig {
             consumers,
             pipelined,
             pingpong,
+            occupancy: occupancy.unwrap_or(1),
         })
     }
 }
@@ -95,7 +113,11 @@ impl AttentionConfig {
     /// pipelines over at least 8 key tiles, three consumers share the SM or the head dim is
     /// over 128 (runs 122-123: 2-5% faster there, 3% slower on causal rows; run 176: 8%
     /// slower pipelined over 512 keys; run 177: 6-7% slower with two consumers at head dim
-    /// 128 over 1k and 2k keys, even at 80).
+    /// 128 over 1k and 2k keys, even at 80); two blocks an SM where two consumers run the
+    /// serial schedule at head dims up to 64 (run 182: causal d64 over 2k keys 6% faster,
+    /// the serial schedule 5-11% faster on every non-causal d32-d64 row, equal over 77 keys;
+    /// slower than one pipelined block, whose two score buffers do not fit half the
+    /// registers).
     pub fn heuristic(
         sq: u64,
         sk: u64,
@@ -107,10 +129,19 @@ impl AttentionConfig {
         // A head dim between the tiles' 64-column steps is computed as the next one.
         let dv = dv.next_multiple_of(64);
         let busy = |rows: u64| busy_share(sq, batch, rows, sms);
-        let whole = sk % keys_per_tile(dv, dv) == 0;
+        let whole = sk % keys_per_tile(dv, dv, 1) == 0;
         // Three only where their accumulators fit three consumers' registers (not at head
         // dim 256).
-        let fits_three = consumer_need(false, dv, causal, sk) <= consumer_regs(3);
+        let point = |consumers, occupancy| AttentionConfig {
+            consumers,
+            pipelined: false,
+            pingpong: false,
+            occupancy,
+        };
+        let fits = |c: AttentionConfig| {
+            consumer_need(&c, dv, causal, sq, sk) <= consumer_regs(c.consumers, c.occupancy)
+        };
+        let fits_three = fits(point(3, 1));
         let consumers =
             if dv > 64 && fits_three && !causal && whole && busy(192) >= 0.95 * busy(128) {
                 3
@@ -118,11 +149,22 @@ impl AttentionConfig {
                 2
             };
         let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 4 * BKV;
+        // Two blocks an SM where a consumer's serial schedule fits half the registers.
+        let occupancy = if consumers == 2
+            && !pipelined
+            && fits(point(2, 2))
+        {
+            2
+        } else {
+            1
+        };
         AttentionConfig {
             consumers,
             pipelined,
-            pingpong: !causal
+            pingpong: occupancy == 1
+                && !causal
                 && ((pipelined && sk >= 8 * BKV) || (dv > 64 && consumers == 3) || dv > 128),
+            occupancy,
         }
     }
 
@@ -132,23 +174,33 @@ impl AttentionConfig {
     }
 }
 
-/// The registers each consumer thread may use: the 64K-register file less the producer's,
-/// shared by the consumers, a multiple of 8, at most 240 (240 with two consumers, 160 with
-/// three).
-pub(crate) fn consumer_regs(consumers: u64) -> u64 {
-    ((65536 - 128 * PRODUCER_REGS) / (128 * consumers.max(1)) / 8 * 8).min(240)
+/// The registers each consumer thread may use with `occupancy` blocks an SM: a block starts
+/// with its share of the 64K-register file evenly over its threads (a multiple of 8, what
+/// `__launch_bounds__(threads, occupancy)` lets the assembler take), the producer gives all
+/// but [`PRODUCER_REGS`] back and the consumers share them, a multiple of 8, at most 240:
+/// one block with two consumers 240, with three 160; two blocks with two consumers 104.
+pub(crate) fn consumer_regs(consumers: u64, occupancy: u64) -> u64 {
+    let threads = 128 * (consumers + 1);
+    let entry = 65536 / occupancy.max(1) / threads / 8 * 8;
+    ((entry * threads).saturating_sub(128 * PRODUCER_REGS) / (128 * consumers.max(1)) / 8 * 8)
+        .min(240)
 }
 
-/// The registers a consumer thread needs: the S accumulators (two buffers when `pipelined`)
-/// and O's, keys/2 + dv/2, beside about 24 more (addresses, row state) — ptxas fits head dim
-/// 128 in 160 without spilling — and, with a causal mask's two prologue paths (masked and
-/// whole tiles) or the guards of keys that do not fill the last tile, about 16 more. O's
-/// columns are whole tiles of 64.
-fn consumer_need(pipelined: bool, dv: u64, causal: bool, sk: u64) -> u64 {
+/// The registers a consumer thread of `c` needs over `sq` queries and `sk` keys: the S
+/// accumulators (two buffers when pipelined) and O's, keys/2 + dv/2, beside about 24 more
+/// (addresses, row state) — ptxas fits head dim 128 in 160 without spilling — about 16 more
+/// for a causal mask's two prologue paths (masked and whole tiles), 16 for the guards of keys
+/// that do not fill the last tile and 8 for queries that do not fill the last block. O's
+/// columns are whole tiles of 64. Measured by ptxas at two blocks an SM (104 registers, head
+/// dims 32-64): causal, or keys or queries in tails, fit; causal with either tail, or both
+/// tails, spill 4-84 bytes.
+fn consumer_need(c: &AttentionConfig, dv: u64, causal: bool, sq: u64, sk: u64) -> u64 {
     let dv = dv.next_multiple_of(64);
-    let bkv = keys_per_tile(dv, dv);
-    let extra = if causal || sk % bkv != 0 { 16 } else { 0 };
-    let buffers = if pipelined { 2 } else { 1 };
+    let bkv = keys_per_tile(dv, dv, c.occupancy);
+    let extra = 16 * u64::from(causal)
+        + 16 * u64::from(sk % bkv != 0)
+        + 8 * u64::from(sq % c.rows() != 0);
+    let buffers = if c.pipelined { 2 } else { 1 };
     buffers * bkv / 2 + dv / 2 + 24 + extra
 }
 
@@ -169,7 +221,7 @@ impl TemplateSpace for AttentionSpace {
         "attention_wgmma"
     }
     fn version(&self) -> u32 {
-        4
+        5
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let (sq, sk, dv, causal, batch) = match p.shape {
@@ -192,21 +244,27 @@ impl TemplateSpace for AttentionSpace {
         ))
     }
     fn enumerate(&self, _: &Problem, _: &Target) -> Vec<Config> {
-        [(2, false), (3, false), (2, true)]
+        [(2, false, 1), (3, false, 1), (2, true, 1), (2, false, 2)]
             .into_iter()
-            .flat_map(|(consumers, pipelined)| {
+            .flat_map(|(consumers, pipelined, occupancy)| {
                 [false, true].map(|pingpong| {
                     Config::Attention(AttentionConfig {
                         consumers,
                         pipelined,
                         pingpong,
+                        occupancy,
                     })
                 })
             })
             .collect()
     }
     fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
-        let (Config::Attention(c), ProblemShape::Attention { sk, dv, causal, .. }) = (c, &p.shape)
+        let (
+            Config::Attention(c),
+            ProblemShape::Attention {
+                sq, sk, dv, causal, ..
+            },
+        ) = (c, &p.shape)
         else {
             return Err("not a point of attention_wgmma's space".into());
         };
@@ -219,12 +277,15 @@ impl TemplateSpace for AttentionSpace {
                 c.consumers
             ));
         }
-        let need = consumer_need(c.pipelined, *dv, *causal, *sk);
-        if need > consumer_regs(c.consumers) {
+        if !matches!(c.occupancy, 1 | 2) {
+            return Err(format!("{} blocks an SM (1 or 2)", c.occupancy));
+        }
+        let need = consumer_need(c, *dv, *causal, *sq, *sk);
+        let regs = consumer_regs(c.consumers, c.occupancy);
+        if need > regs {
             return Err(format!(
-                "{need} registers a consumer thread; {} consumers have {}",
-                c.consumers,
-                consumer_regs(c.consumers)
+                "{need} registers a consumer thread; {} consumers in {} block(s) an SM have {regs}",
+                c.consumers, c.occupancy
             ));
         }
         Ok(())
@@ -242,8 +303,8 @@ impl TemplateSpace for AttentionSpace {
         // The products of the sequence's rows at the peak, over the share of the GPU the
         // blocks keep busy (the tail block's padding, the last wave's fill).
         let flops = 4.0 * (batch * sq * sk * dv) as f64;
-        flops / (t.peak_tflops * 1e6) / busy_share(*sq, *batch, c.rows(), u64::from(t.sms))
-            + t.launch_us
+        let slots = u64::from(t.sms) * c.occupancy;
+        flops / (t.peak_tflops * 1e6) / busy_share(*sq, *batch, c.rows(), slots) + t.launch_us
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
         text.parse().map(Config::Attention)
@@ -304,8 +365,16 @@ mod tests {
             "consumers=2,pipelined,pingpong"
         );
         assert_eq!(h(512, 64, false, 512).to_string(), "consumers=2,pipelined");
-        assert_eq!(h(256, 64, false, 512).to_string(), "consumers=2");
-        assert_eq!(h(2048, 64, true, 128).to_string(), "consumers=2");
+        // The serial schedule at head dims up to 64: two blocks an SM (run 182).
+        assert_eq!(h(256, 64, false, 512).to_string(), "consumers=2,occupancy=2");
+        assert_eq!(h(2048, 64, true, 128).to_string(), "consumers=2,occupancy=2");
+        assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2,occupancy=2");
+        // Not where its registers would spill (ptxas): tails of both queries and keys.
+        assert_eq!(h(1000, 32, false, 64).to_string(), "consumers=2");
+        assert_eq!(
+            AttentionConfig::heuristic(4096, 77, 40, false, 16, 132).to_string(),
+            "consumers=2,occupancy=2"
+        );
         assert_eq!(h(4096, 128, true, 64).to_string(), "consumers=2");
         // Head dim 256: two consumers (three would need 184 registers a thread of 160).
         assert_eq!(h(8192, 256, false, 32).to_string(), "consumers=2,pingpong");

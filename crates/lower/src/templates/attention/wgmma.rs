@@ -4,11 +4,11 @@
 //! consumer warpgroups) beside a producer warpgroup: one producer thread issues every TMA load
 //! (`setmaxnreg.dec` gives its registers away), each consumer owns 64 query rows
 //! (`setmaxnreg.inc`). The producer loads the Q tile once, then K and V tiles of
-//! [`keys_per_tile`] keys (128, or 64 above head dim 128) into a ring of stages, each stage
-//! with its own "K full", "V full" and "empty" mbarriers, so a consumer starts `Q·Kᵀ` while V
-//! is still arriving and the producer runs up to the ring's depth ahead. Q has two buffers (the
-//! next unit's tile loads while this one's run) where two K/V stages still fit beside them,
-//! else one (head dim 256). For each key tile a consumer:
+//! [`keys_per_tile`] keys (128, or 64 above head dim 128 or with two blocks an SM) into a
+//! ring of stages, each stage with its own "K full", "V full" and "empty" mbarriers, so a
+//! consumer starts `Q·Kᵀ` while V is still arriving and the producer runs up to the ring's
+//! depth ahead. Q has two buffers (the next unit's tile loads while this one's run) where two
+//! K/V stages still fit beside them, else one (head dim 256). For each key tile a consumer:
 //!
 //! 1. waits for K, then `S = Q·Kᵀ` by `wgmma.m64nNk16` (N the tile's keys) with both operands
 //!    in shared memory
@@ -35,6 +35,11 @@
 //! tiles it reaches from the unit's rows (`schedule::band_tiles`). A head dim is computed in
 //! tiles of 64 columns that TMA fills with zeros past it (`Q·Kᵀ` takes the real k-steps only;
 //! `P·V` is whole tiles wide and the zero columns are not stored).
+//!
+//! With `AttentionConfig::occupancy` 2, two blocks share an SM, each with half its registers
+//! (`__launch_bounds__(threads, 2)`: 80 a thread at entry, 104 a consumer's after the
+//! producer's `setmaxnreg.dec`) and half its shared memory, on key tiles of 64: one block's
+//! softmax and its units' first and last tiles run beside the other's products.
 //!
 //! At the end of a unit each consumer stores `O / l` through its rows of the unit's Q tile
 //! (the `staged` module: 16-byte copies instead of scattered 2-byte stores) and only then
@@ -123,7 +128,8 @@ impl Builder<'_, '_> {
         let Some(oq) = read(self, q, &p.qk.access_a, bq, dk, d, p.sq) else {
             return Ok(false);
         };
-        let bkv = keys_per_tile(dk, dvp);
+        let occupancy = cfg.occupancy.max(1);
+        let bkv = keys_per_tile(dk, dvp, occupancy);
         let Some(ok) = read(self, kt, &k_rows, bkv, dk, d, p.sk) else {
             return Ok(false);
         };
@@ -134,10 +140,11 @@ impl Builder<'_, '_> {
         let stage_elems = ok.tile_elems() + ov.tile_elems();
         // Two Q tiles (the next work unit's loads while this one's run) where the K/V ring
         // beside them still has two stages, else one (head dim 256), then the ring.
+        // A block's share of the SM's shared memory (each block reserves 1 KiB of it).
+        let shared = ((target.max_dynamic_shared_bytes + 1024) / occupancy - 1024)
+            .min(target.max_dynamic_shared_bytes);
         let stages_beside = |q_tiles: u64| {
-            let budget = target
-                .max_dynamic_shared_bytes
-                .saturating_sub(q_tiles * oq.tile_elems() * 2 + 1024);
+            let budget = shared.saturating_sub(q_tiles * oq.tile_elems() * 2 + 1024);
             (budget / (stage_elems * 2)).min(4)
         };
         let q_tiles = if stages_beside(2) >= 2 { 2 } else { 1 };
@@ -145,9 +152,11 @@ impl Builder<'_, '_> {
         if stages < 2 {
             return Ok(false);
         }
-        // Persistent: a block per SM walks the work units (a query tile of one batch entry).
+        // Persistent: a block per SM (or two) walks the work units (a query tile of one batch
+        // entry).
         let units = tiles_q * p.batch.max(1);
-        self.kernel.grid = [units.min(u64::from(target.sms)) as u32, 1, 1];
+        self.kernel.grid = [units.min(u64::from(target.sms) * occupancy) as u32, 1, 1];
+        self.kernel.occupancy = occupancy as u32;
         self.kernel.block = [(128 * (nc + 1)) as u32, 1, 1];
         let li = |s: u64, d: i64| Layout::int(s as i64, d).map_err(internal);
         let mq = self.tensor_map(&oq, dt)?;
@@ -440,7 +449,7 @@ impl Builder<'_, '_> {
         let consumer = self.block(|s| {
             s.out.push(intr(
                 Intrinsic::SetMaxNregInc,
-                vec![imm(consumer_regs(nc) as i64)],
+                vec![imm(consumer_regs(nc, occupancy) as i64)],
             ));
             let c = s.let_(
                 "cw",
