@@ -110,10 +110,11 @@ impl AttentionConfig {
     /// else two; pipelined for head dims of 64 and below without a causal mask over at least
     /// 4 whole key tiles (measured faster there — run 176: 14% on 512 keys — slower on
     /// causal or head-dim-128 problems); ping-pong without a causal mask where a consumer
-    /// pipelines over at least 8 key tiles, three consumers share the SM or the head dim is
-    /// over 128 (runs 122-123: 2-5% faster there, 3% slower on causal rows; run 176: 8%
-    /// slower pipelined over 512 keys; run 177: 6-7% slower with two consumers at head dim
-    /// 128 over 1k and 2k keys, even at 80); two blocks an SM where two consumers run the
+    /// pipelines over at least 8 key tiles or the head dim is over 128 (runs 122-123: 2-5%
+    /// faster there, 3% slower on causal rows; run 176: 8% slower pipelined over 512 keys;
+    /// run 177: 6-7% slower with two consumers at head dim 128 over 1k and 2k keys, even at
+    /// 80; runs 173, 177 and 185: 1-12% slower with three consumers on every row measured,
+    /// attention_long 0.826 against 0.798 ms); two blocks an SM where two consumers run the
     /// serial schedule at head dims up to 64 (run 182: causal d64 over 2k keys 6% faster,
     /// the serial schedule 5-11% faster on every non-causal d32-d64 row, equal over 77 keys;
     /// slower than one pipelined block, whose two score buffers do not fit half the
@@ -163,7 +164,7 @@ impl AttentionConfig {
             pipelined,
             pingpong: occupancy == 1
                 && !causal
-                && ((pipelined && sk >= 8 * BKV) || (dv > 64 && consumers == 3) || dv > 128),
+                && ((pipelined && sk >= 8 * BKV) || dv > 128),
             occupancy,
         }
     }
@@ -357,8 +358,8 @@ mod tests {
         // Grouped-query attention over 2k keys: 704 units of 192 rows fill their sixth wave a
         // third; 1024 of 128 rows fill their eighth three quarters.
         assert_eq!(h(2048, 128, false, 64).to_string(), "consumers=2");
-        assert_eq!(h(8192, 128, false, 32).to_string(), "consumers=3,pingpong");
-        assert_eq!(h(4096, 128, false, 64).to_string(), "consumers=3,pingpong");
+        assert_eq!(h(8192, 128, false, 32).to_string(), "consumers=3");
+        assert_eq!(h(4096, 128, false, 64).to_string(), "consumers=3");
         assert_eq!(h(1024, 128, false, 256).to_string(), "consumers=2");
         assert_eq!(
             h(4096, 64, false, 64).to_string(),
