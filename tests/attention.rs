@@ -361,7 +361,11 @@ fn heads_merged_for_the_output_projection() {
     }
     // On sm_90a the projection is the wgmma template (a TMA producer warpgroup: 384 threads).
     let hopper = lower(true).kernels;
-    let proj = hopper.kernels.iter().find(|k| k.name.ends_with("matmul")).expect("a matmul");
+    let proj = hopper
+        .kernels
+        .iter()
+        .find(|k| k.name.ends_with("matmul"))
+        .expect("a matmul");
     assert_eq!(proj.block[0], 384, "{}", irc_kir::print_module(&hopper));
 }
 

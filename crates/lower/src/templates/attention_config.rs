@@ -35,7 +35,11 @@ pub(crate) const BKV: u64 = 128;
 /// one stage in shared memory, and 64 f32 scores a thread beside 128 O accumulators for no
 /// more than 240 registers — or where two blocks share the SM (half its registers each).
 pub(crate) fn keys_per_tile(d: u64, dv: u64, occupancy: u64) -> u64 {
-    if d.max(dv) > 128 || occupancy > 1 { 64 } else { BKV }
+    if d.max(dv) > 128 || occupancy > 1 {
+        64
+    } else {
+        BKV
+    }
 }
 
 /// A point of the Hopper attention kernel's space.
@@ -151,10 +155,7 @@ impl AttentionConfig {
             };
         let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 4 * BKV;
         // Two blocks an SM where a consumer's serial schedule fits half the registers.
-        let occupancy = if consumers == 2
-            && !pipelined
-            && fits(point(2, 2))
-        {
+        let occupancy = if consumers == 2 && !pipelined && fits(point(2, 2)) {
             2
         } else {
             1
@@ -162,9 +163,7 @@ impl AttentionConfig {
         AttentionConfig {
             consumers,
             pipelined,
-            pingpong: occupancy == 1
-                && !causal
-                && ((pipelined && sk >= 8 * BKV) || dv > 128),
+            pingpong: occupancy == 1 && !causal && ((pipelined && sk >= 8 * BKV) || dv > 128),
             occupancy,
         }
     }
@@ -198,9 +197,8 @@ pub(crate) fn consumer_regs(consumers: u64, occupancy: u64) -> u64 {
 fn consumer_need(c: &AttentionConfig, dv: u64, causal: bool, sq: u64, sk: u64) -> u64 {
     let dv = dv.next_multiple_of(64);
     let bkv = keys_per_tile(dv, dv, c.occupancy);
-    let extra = 16 * u64::from(causal)
-        + 16 * u64::from(sk % bkv != 0)
-        + 8 * u64::from(sq % c.rows() != 0);
+    let extra =
+        16 * u64::from(causal) + 16 * u64::from(sk % bkv != 0) + 8 * u64::from(sq % c.rows() != 0);
     let buffers = if c.pipelined { 2 } else { 1 };
     buffers * bkv / 2 + dv / 2 + 24 + extra
 }
@@ -367,8 +365,14 @@ mod tests {
         );
         assert_eq!(h(512, 64, false, 512).to_string(), "consumers=2,pipelined");
         // The serial schedule at head dims up to 64: two blocks an SM (run 182).
-        assert_eq!(h(256, 64, false, 512).to_string(), "consumers=2,occupancy=2");
-        assert_eq!(h(2048, 64, true, 128).to_string(), "consumers=2,occupancy=2");
+        assert_eq!(
+            h(256, 64, false, 512).to_string(),
+            "consumers=2,occupancy=2"
+        );
+        assert_eq!(
+            h(2048, 64, true, 128).to_string(),
+            "consumers=2,occupancy=2"
+        );
         assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2,occupancy=2");
         // Not where its registers would spill (ptxas): tails of both queries and keys.
         assert_eq!(h(1000, 32, false, 64).to_string(), "consumers=2");
