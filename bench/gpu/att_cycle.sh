@@ -9,19 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 bash bench/gpu/unpack.sh >/dev/null
 ln -sf irc .device-bin/irc-new
-pass=0 fail=0
-for f in examples/attention*.ir tests/gpu/attention*.ir; do
-    for b in cuda mlir; do
-        if out=$(.device-bin/irc run "$f" --device gpu --random --check --backend "$b" 2>&1); then
-            pass=$((pass + 1)); status=ok
-        else
-            fail=$((fail + 1)); status=FAIL
-        fi
-        printf '%-4s %-5s %-36s %s\n' "$status" "$b" "$f" \
-            "$(echo "$out" | grep -iE 'rel|error|mismatch' | tail -1 | cut -c1-110)"
-    done
-done
-echo "checks: $pass passed, $fail failed"
+bash bench/gpu/check_all.sh .device-bin/irc examples/attention*.ir tests/gpu/attention*.ir
 graphs=("$@")
 [ ${#graphs[@]} = 0 ] && graphs=(bench/gpu/attention/*.ir examples/attention.ir examples/attention_long.ir)
 ROUNDS=${ROUNDS:-2} bash bench/gpu/ab_bench.sh "${NAMES:-base new}" "${graphs[@]}"

@@ -3,7 +3,7 @@
 # (examples/, examples/small/, tests/gpu/) with the CUDA backend and, when the irc binary has
 # the `mlir` feature, the MLIR backend. Prints one line per run and a summary; exits 1 on any
 # failure. Usage: bench/gpu/check_all.sh [IRC [FILE...]]   (default .device-bin/irc, the whole
-# corpus)
+# corpus; IRC_RUN_ARGS: more arguments for each `irc run`, e.g. `--tune-cache PATH`)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 irc=${1:-.device-bin/irc}
@@ -16,7 +16,8 @@ pass=0 fail=0
 for f in "${files[@]}"; do
     for b in "${backends[@]}"; do
         start=$(date +%s%N)
-        if out=$("$irc" run "$f" --device gpu --random --check --backend "$b" 2>&1); then
+        # shellcheck disable=SC2086 # IRC_RUN_ARGS is a list of arguments
+        if out=$("$irc" run "$f" --device gpu --random --check --backend "$b" ${IRC_RUN_ARGS:-} 2>&1); then
             pass=$((pass + 1)); status=ok
         else
             fail=$((fail + 1)); status=FAIL
