@@ -7,7 +7,9 @@ check or time one point of a space on every graph without a toggle in the code. 
     python3 bench/gpu/force_config.py IRC TEMPLATE@VERSION CONFIG CACHE [--arch ARCH] FILE...
 
 VERSION is the space's configuration-space version (`TemplateSpace::version`; a cache entry
-under another version is not read). Prints each file and whether a kernel got CONFIG.
+under another version is not read). Prints each file and how many kernels got CONFIG; exits 1
+when irc fails on a file or when no kernel of any file got CONFIG (a wrong version, a point
+that fails the checks everywhere), so that a check run over the cache cannot pass vacuously.
 """
 import json
 import re
@@ -24,8 +26,11 @@ def main(argv):
     template, version = space.split("@v")
     entries = {}
     for f in rest:
-        out = subprocess.run([irc, "tune", "--list", "--top-k", "100", "--arch", arch, "-O", f],
-                             capture_output=True, text=True).stdout
+        run = subprocess.run([irc, "tune", "--list", "--no-tune-cache", "--top-k", "100",
+                              "--arch", arch, "-O", f], capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"{f}: irc tune --list failed:\n{run.stderr}")
+        out = run.stdout
         hits = 0
         for block in re.split(r"(?m)^(?=kernel \d+/\d+: )", out):
             m = re.match(r"kernel \d+/\d+: @\S+ \(([^;]+); (.*)\): ", block)
@@ -43,6 +48,8 @@ def main(argv):
         print(f"{f}: {hits} kernel(s) with {config}")
     with open(cache, "w") as fh:
         json.dump({"format": "irc-tune-cache", "version": 1, "entries": entries}, fh, indent=1)
+    if not entries:
+        sys.exit(f"no kernel of the {len(rest)} file(s) got {config} ({space})")
 
 
 if __name__ == "__main__":

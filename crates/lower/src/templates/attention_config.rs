@@ -126,15 +126,15 @@ impl AttentionConfig {
     pub fn heuristic(
         sq: u64,
         sk: u64,
-        dv: u64,
+        (d, dv): (u64, u64),
         causal: bool,
         batch: u64,
         sms: u64,
     ) -> AttentionConfig {
         // A head dim between the tiles' 64-column steps is computed as the next one.
-        let dv = dv.next_multiple_of(64);
+        let (d, dv) = (d.next_multiple_of(64), dv.next_multiple_of(64));
         let busy = |rows: u64| busy_share(sq, batch, rows, sms);
-        let whole = sk % keys_per_tile(dv, dv, 1) == 0;
+        let whole = sk % keys_per_tile(d, dv, 1) == 0;
         // Three only where their accumulators fit three consumers' registers (not at head
         // dim 256).
         let point = |consumers, occupancy| AttentionConfig {
@@ -144,7 +144,7 @@ impl AttentionConfig {
             occupancy,
         };
         let fits = |c: AttentionConfig| {
-            consumer_need(&c, dv, causal, sq, sk) <= consumer_regs(c.consumers, c.occupancy)
+            consumer_need(&c, (d, dv), causal, sq, sk) <= consumer_regs(c.consumers, c.occupancy)
         };
         let fits_three = fits(point(3, 1));
         let consumers =
@@ -154,8 +154,9 @@ impl AttentionConfig {
                 2
             };
         let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 4 * BKV;
-        // Two blocks an SM where a consumer's serial schedule fits half the registers.
-        let occupancy = if consumers == 2 && !pipelined && fits(point(2, 2)) {
+        // Two blocks an SM where a consumer's serial schedule fits half the registers, at head
+        // dims up to 64 (Q's tiles and the K/V ring fit half the shared memory).
+        let occupancy = if consumers == 2 && !pipelined && d.max(dv) <= 64 && fits(point(2, 2)) {
             2
         } else {
             1
@@ -194,13 +195,33 @@ pub(crate) fn consumer_regs(consumers: u64, occupancy: u64) -> u64 {
 /// columns are whole tiles of 64. Measured by ptxas at two blocks an SM (104 registers, head
 /// dims 32-64): causal, or keys or queries in tails, fit; causal with either tail, or both
 /// tails, spill 4-84 bytes.
-fn consumer_need(c: &AttentionConfig, dv: u64, causal: bool, sq: u64, sk: u64) -> u64 {
+fn consumer_need(c: &AttentionConfig, (d, dv): (u64, u64), causal: bool, sq: u64, sk: u64) -> u64 {
     let dv = dv.next_multiple_of(64);
-    let bkv = keys_per_tile(dv, dv, c.occupancy);
+    let bkv = keys_per_tile(d.next_multiple_of(64), dv, c.occupancy);
     let extra =
         16 * u64::from(causal) + 16 * u64::from(sk % bkv != 0) + 8 * u64::from(sq % c.rows() != 0);
     let buffers = if c.pipelined { 2 } else { 1 };
     buffers * bkv / 2 + dv / 2 + 24 + extra
+}
+
+/// The Q buffers and K/V stages a block holds in its share of the SM's shared memory
+/// (`max_dynamic_shared` a block alone, `occupancy` blocks an SM, each reserving 1 KiB; 1 KiB
+/// for the barriers): two Q tiles (the next unit's loads while this one's run) where two
+/// stages still fit beside them, else one; then up to 4 stages. `q_elems` and `stage_elems`
+/// count 16-bit elements (a Q tile; a K tile and a V tile).
+pub(crate) fn ring(
+    max_dynamic_shared: u64,
+    occupancy: u64,
+    q_elems: u64,
+    stage_elems: u64,
+) -> (u64, u64) {
+    let shared = ((max_dynamic_shared + 1024) / occupancy.max(1) - 1024).min(max_dynamic_shared);
+    let beside = |q_tiles: u64| {
+        let budget = shared.saturating_sub(q_tiles * q_elems * 2 + 1024);
+        (budget / (stage_elems * 2).max(1)).min(4)
+    };
+    let q_tiles = if beside(2) >= 2 { 2 } else { 1 };
+    (q_tiles, beside(q_tiles))
 }
 
 /// The share of the GPU that blocks of `rows` query rows keep busy over `batch` batch entries
@@ -223,20 +244,21 @@ impl TemplateSpace for AttentionSpace {
         5
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
-        let (sq, sk, dv, causal, batch) = match p.shape {
+        let (sq, sk, d, dv, causal, batch) = match p.shape {
             ProblemShape::Attention {
                 sq,
                 sk,
+                d,
                 dv,
                 causal,
                 batch,
-            } => (sq, sk, dv, causal, batch),
-            _ => (0, 0, 64, false, 1),
+            } => (sq, sk, d, dv, causal, batch),
+            _ => (0, 0, 64, 64, false, 1),
         };
         Config::Attention(AttentionConfig::heuristic(
             sq,
             sk,
-            dv,
+            (d, dv),
             causal,
             batch,
             u64::from(t.sms),
@@ -257,11 +279,16 @@ impl TemplateSpace for AttentionSpace {
             })
             .collect()
     }
-    fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
+    fn check(&self, c: &Config, p: &Problem, t: &Target) -> Result<(), String> {
         let (
             Config::Attention(c),
             ProblemShape::Attention {
-                sq, sk, dv, causal, ..
+                sq,
+                sk,
+                d,
+                dv,
+                causal,
+                ..
             },
         ) = (c, &p.shape)
         else {
@@ -279,7 +306,22 @@ impl TemplateSpace for AttentionSpace {
         if !matches!(c.occupancy, 1 | 2) {
             return Err(format!("{} blocks an SM (1 or 2)", c.occupancy));
         }
-        let need = consumer_need(c, *dv, *causal, *sq, *sk);
+        // Q's tiles and at least two K/V stages in the block's share of shared memory.
+        let (dk, dvp) = (d.next_multiple_of(64), dv.next_multiple_of(64));
+        let bkv = keys_per_tile(dk, dvp, c.occupancy);
+        let (_, stages) = ring(
+            t.max_dynamic_shared_bytes,
+            c.occupancy,
+            c.rows() * dk,
+            bkv * (dk + dvp),
+        );
+        if stages < 2 {
+            return Err(format!(
+                "{stages} K/V stage(s) of {bkv} keys beside Q's tile (head dims {d} and {dv}) in {} block(s) an SM's shared memory",
+                c.occupancy
+            ));
+        }
+        let need = consumer_need(c, (*d, *dv), *causal, *sq, *sk);
         let regs = consumer_regs(c.consumers, c.occupancy);
         if need > regs {
             return Err(format!(
@@ -322,6 +364,7 @@ mod tests {
                 batch: 1,
                 sq: 1024,
                 sk: 1024,
+                d: 64,
                 dv: 64,
                 causal: false,
             },
@@ -352,7 +395,9 @@ mod tests {
     /// 122-123): three consumers only where their last wave is about as full as two's.
     #[test]
     fn the_heuristic_follows_the_measurements() {
-        let h = |sq, dv, causal, batch| AttentionConfig::heuristic(sq, sq, dv, causal, batch, 132);
+        let h = |sq, dv, causal, batch| {
+            AttentionConfig::heuristic(sq, sq, (dv, dv), causal, batch, 132)
+        };
         // Grouped-query attention over 2k keys: 704 units of 192 rows fill their sixth wave a
         // third; 1024 of 128 rows fill their eighth three quarters.
         assert_eq!(h(2048, 128, false, 64).to_string(), "consumers=2");
@@ -374,10 +419,37 @@ mod tests {
             "consumers=2,occupancy=2"
         );
         assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2,occupancy=2");
+        // Not where Q·Kᵀ's head dim is larger: at 256 a 64 KB Q tile leaves half the shared
+        // memory one K/V stage (the kernel could not be built, and the chain ran unfused).
+        let c = AttentionConfig::heuristic(1024, 1024, (256, 64), true, 32, 132);
+        assert_eq!(c.to_string(), "consumers=2");
+        let two = AttentionConfig { occupancy: 2, ..c };
+        let problem = |d| Problem {
+            template: "attention_wgmma",
+            shape: ProblemShape::Attention {
+                batch: 32,
+                sq: 1024,
+                sk: 1024,
+                d,
+                dv: 64,
+                causal: true,
+            },
+            dtype: irc_ir::DType::F16,
+            bytes: 0,
+            flops: 0,
+            signature: String::new(),
+        };
+        let check = |d| AttentionSpace.check(&Config::Attention(two), &problem(d), &Target::h100());
+        assert!(
+            check(256).is_err_and(|e| e.contains("1 K/V stage")),
+            "{:?}",
+            check(256)
+        );
+        assert_eq!(check(64), Ok(()));
         // Not where its registers would spill (ptxas): tails of both queries and keys.
         assert_eq!(h(1000, 32, false, 64).to_string(), "consumers=2");
         assert_eq!(
-            AttentionConfig::heuristic(4096, 77, 40, false, 16, 132).to_string(),
+            AttentionConfig::heuristic(4096, 77, (40, 40), false, 16, 132).to_string(),
             "consumers=2,occupancy=2"
         );
         assert_eq!(h(4096, 128, true, 64).to_string(), "consumers=2");

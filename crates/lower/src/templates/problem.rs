@@ -33,12 +33,14 @@ pub enum ProblemShape {
     Row { rows: u64, k: u64, passes: u64 },
     /// `batch` independent `m x k @ k x n` products.
     Matmul { batch: u64, m: u64, n: u64, k: u64 },
-    /// `batch` attentions of `sq` queries over `sk` keys, values of head dim `dv`; `causal`
-    /// when the prologue is a recognized mask band (a causal mask, a sliding window).
+    /// `batch` attentions of `sq` queries over `sk` keys, `Q·Kᵀ` of head dim `d`, values of
+    /// head dim `dv`; `causal` when the prologue is a recognized mask band (a causal mask, a
+    /// sliding window).
     Attention {
         batch: u64,
         sq: u64,
         sk: u64,
+        d: u64,
         dv: u64,
         causal: bool,
     },
@@ -168,6 +170,7 @@ pub(crate) fn problem_of<'m>(
                 batch,
                 sq,
                 sk,
+                d,
                 dv,
                 causal: ops.band.is_some(),
             }
@@ -235,11 +238,17 @@ pub(crate) fn problem_of<'m>(
             batch,
             sq,
             sk,
+            d,
             dv,
             causal,
         } => format!(
-            "attention {} b{batch} q{sq} k{sk} d{dv}{}",
+            "attention {} b{batch} q{sq} k{sk} d{}{}",
             result.dtype,
+            if d == dv {
+                format!("{dv}")
+            } else {
+                format!("{d}v{dv}")
+            },
             if *causal { " causal" } else { "" }
         ),
     };

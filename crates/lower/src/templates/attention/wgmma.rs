@@ -46,7 +46,7 @@
 //! releases the tile to the producer.
 
 use super::super::attention_config::{
-    AttentionConfig, PRODUCER_REGS, consumer_regs, keys_per_tile,
+    AttentionConfig, PRODUCER_REGS, consumer_regs, keys_per_tile, ring,
 };
 use super::super::config::Config;
 use super::super::tma::{Operand, operand};
@@ -83,7 +83,7 @@ impl Builder<'_, '_> {
             _ => AttentionConfig::heuristic(
                 p.sq,
                 p.sk,
-                dv,
+                (d, dv),
                 p.band.is_some(),
                 p.batch,
                 u64::from(self.l.options.target.sms),
@@ -137,18 +137,15 @@ impl Builder<'_, '_> {
             return Ok(false);
         };
         let target = self.l.options.target.clone();
-        let stage_elems = ok.tile_elems() + ov.tile_elems();
         // Two Q tiles (the next work unit's loads while this one's run) where the K/V ring
-        // beside them still has two stages, else one (head dim 256), then the ring.
-        // A block's share of the SM's shared memory (each block reserves 1 KiB of it).
-        let shared = ((target.max_dynamic_shared_bytes + 1024) / occupancy - 1024)
-            .min(target.max_dynamic_shared_bytes);
-        let stages_beside = |q_tiles: u64| {
-            let budget = shared.saturating_sub(q_tiles * oq.tile_elems() * 2 + 1024);
-            (budget / (stage_elems * 2)).min(4)
-        };
-        let q_tiles = if stages_beside(2) >= 2 { 2 } else { 1 };
-        let stages = stages_beside(q_tiles);
+        // beside them still has two stages, else one (head dim 256), then the ring, in the
+        // block's share of the SM's shared memory.
+        let (q_tiles, stages) = ring(
+            target.max_dynamic_shared_bytes,
+            occupancy,
+            oq.tile_elems(),
+            ok.tile_elems() + ov.tile_elems(),
+        );
         if stages < 2 {
             return Ok(false);
         }
