@@ -709,6 +709,21 @@ fn whole_slices_of_anchors_are_stored_by_them() {
     }
 }
 
+/// Slices of a transposed view (rotary embedding on heads split by views,
+/// `tests/gpu/rotary_heads.ir`) read through the transpose: one kernel, no copy of it, and the
+/// emulated kernel matches the interpreter. The slices' access, coalesced over two of the
+/// view's dimensions, once made lowering copy the transpose ("its layout cannot be composed").
+#[test]
+fn slices_of_a_transposed_view_read_through_it() {
+    let src = std::fs::read_to_string(irc_tests::root().join("tests/gpu/rotary_heads.ir")).unwrap();
+    let k = lower_verify_and_emulate(&src);
+    assert_eq!(k.kernels.len(), 1, "{}", irc_kir::print_module(&k));
+    // Backwards too: the halves of a transposed view walked last to first.
+    lower_verify_and_emulate(
+        "graph @g(%x: tensor<2x5x3x8xf32>) -> tensor<2x3x5x4xf32> {\n  %t = transpose %x {perm = [0, 2, 1, 3]}\n  %s = slice %t {axes = [3], starts = [7], ends = [-9], steps = [-2]}\n  %n = neg %s\n  return %n\n}\n",
+    );
+}
+
 /// A NaN constant read by two kernels is the same statement in both groups: attribute
 /// equality compares floats bit for bit (with `==`, NaN differed from itself and the Fused IR
 /// verifier refused the plan: "%c is defined differently in another group").

@@ -31,7 +31,10 @@ pub(crate) fn has_negative_stride(access: &Layout) -> bool {
 /// that to `view(offset) + Σ c_l · m_l · view(st_k)` when every leaf of the access steps along
 /// one dimension `k` (its stride is `m_l · st_k`, `st` the row-major strides, `m_l` possibly
 /// negative) and every coordinate stays inside its dimension (no carry between dimensions).
-/// Returns that access layout (the access's modes, each flattened) and offset, or `None`.
+/// A leaf that runs on past its dimension's end in whole rows of it (a coalesced access over
+/// several dimensions: `(8192 : 64)` over dims of 512 and 16 with strides 64 and 32768) is
+/// split at the dimension's extent first. Returns that access layout (the access's modes,
+/// each flattened) and offset, or `None`.
 pub(crate) fn per_dim(
     view: &Layout,
     shape: &[u64],
@@ -49,24 +52,39 @@ pub(crate) fn per_dim(
     for mode in access.modes() {
         let (mut sizes, mut strides) = (vec![], vec![]);
         for (size, stride) in mode.leaves() {
-            let mapped = if size <= 1 || stride == 0 {
-                0
-            } else {
+            if size <= 1 || stride == 0 {
+                sizes.push(size);
+                strides.push(0);
+                continue;
+            }
+            let (mut size, mut stride) = (size, stride);
+            loop {
                 // The dimension the stride steps along: the one whose stride divides it with
                 // a quotient below its extent.
                 let k = (0..shape.len())
                     .find(|&k| stride % st[k] == 0 && (stride / st[k]).unsigned_abs() < shape[k])?;
                 let m = stride / st[k];
-                let reach = (size - 1).checked_mul(m)?;
+                // Steps that stay inside dimension k from its start; a leaf that goes on
+                // past them in whole rows of it continues along the next dimension out.
+                let fit = (shape[k] as i64).checked_add(m.abs() - 1)? / m.abs();
+                let (n, rest) = match size <= fit {
+                    true => (size, 1),
+                    false if shape[k] as i64 % m.abs() == 0 && size % fit == 0 => (fit, size / fit),
+                    false => return None,
+                };
+                let reach = (n - 1).checked_mul(m)?;
                 if reach < 0 {
                     lo[k] += reach;
                 } else {
                     hi[k] += reach;
                 }
-                m.checked_mul(image(k)?)?
-            };
-            sizes.push(size);
-            strides.push(mapped);
+                sizes.push(n);
+                strides.push(m.checked_mul(image(k)?)?);
+                if rest == 1 {
+                    break;
+                }
+                (size, stride) = (rest, stride.checked_mul(n)?);
+            }
         }
         modes.push(Layout::flat(&sizes, &strides).ok()?);
     }
