@@ -296,6 +296,36 @@ def workload_fns(name, path):
             return F.scaled_dot_product_attention(q, k, v, scale=scale)
 
         return eager, {"sdpa": sdpa}
+    if name.startswith("block_llama"):
+        # A Llama-style decoder block (bench/gpu/attention/block_llama_*.ir): grouped-query
+        # heads (K/V repeated over each group), rotary embedding by rotate-half, causal
+        # attention, SwiGLU MLP; eager with the attention written out, and SDPA.
+        eps = rmsnorm_eps(path)
+        scale = attention_scale(path)
+        dd = signature(path)[0][6][1][-1]
+
+        def block(x, g1, wq, wk, wv, wo, cos, sin, g2, wg, wu, wd, attend):
+            b, s, dm = x.shape
+            heads, kv = dm // dd, wk.shape[-1] // dd
+            h = F.rms_norm(x, (dm,), g1, eps)
+            split = lambda t, n: t.reshape(b, s, n, dd).transpose(1, 2)
+            rot = lambda t: t * cos + torch.cat((-t[..., dd // 2:], t[..., : dd // 2]), -1) * sin
+            q, k, v = rot(split(h @ wq, heads)), rot(split(h @ wk, kv)), split(h @ wv, kv)
+            k, v = (t.repeat_interleave(heads // kv, dim=1) for t in (k, v))
+            x2 = x + attend(q, k, v).transpose(1, 2).reshape(b, s, dm) @ wo
+            h2 = F.rms_norm(x2, (dm,), g2, eps)
+            return x2 + (F.silu(h2 @ wg) * (h2 @ wu)) @ wd
+
+        def written(q, k, v):
+            n = q.shape[-2]
+            keep = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+            s = ((q @ k.transpose(-1, -2)) * scale).masked_fill(~keep, float("-inf"))
+            return torch.softmax(s, dim=-1) @ v
+
+        def fused(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+
+        return (lambda *xs: block(*xs, written)), {"sdpa": lambda *xs: block(*xs, fused)}
     if name.startswith("block_"):
         # A pre-norm transformer block (bench/gpu/attention/block_*.ir): eager with the
         # attention written out, and the same block with SDPA as the extra baseline.
@@ -415,6 +445,12 @@ def flops_and_bytes(name, params, results):
     elif name == "matmul_divide_exp":
         b, h, s, dd = shapes["q"]
         flops = 2 * b * h * s * s * dd
+    elif name.startswith("block_llama"):
+        b, s, dm = shapes["x"]
+        kv, f, dd = shapes["wk"][-1], shapes["wg"][-1], shapes["cos"][-1]
+        # Q and O projections, K and V (grouped), gate, up and down, and the causal
+        # attention's two products (half the scores).
+        flops = 2 * b * s * (2 * dm * dm + 2 * dm * kv + 3 * dm * f) + 2 * b * s * s * dm
     elif name.startswith("block_"):
         b, s, dm = shapes["x"]
         f = shapes["w1"][-1]

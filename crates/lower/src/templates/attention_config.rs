@@ -127,7 +127,7 @@ impl AttentionConfig {
         sq: u64,
         sk: u64,
         (d, dv): (u64, u64),
-        causal: bool,
+        (causal, plain): (bool, bool),
         batch: u64,
         sms: u64,
     ) -> AttentionConfig {
@@ -155,12 +155,14 @@ impl AttentionConfig {
             };
         let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 4 * BKV;
         // Two blocks an SM where a consumer's serial schedule fits half the registers, at head
-        // dims up to 64 (Q's tiles and the K/V ring fit half the shared memory).
-        let occupancy = if consumers == 2 && !pipelined && d.max(dv) <= 64 && fits(point(2, 2)) {
-            2
-        } else {
-            1
-        };
+        // dims up to 64 (Q's tiles and the K/V ring fit half the shared memory) and with no
+        // more of a prologue than a scale and a mask band.
+        let occupancy =
+            if consumers == 2 && !pipelined && plain && d.max(dv) <= 64 && fits(point(2, 2)) {
+                2
+            } else {
+                1
+            };
         AttentionConfig {
             consumers,
             pipelined,
@@ -244,22 +246,23 @@ impl TemplateSpace for AttentionSpace {
         5
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
-        let (sq, sk, d, dv, causal, batch) = match p.shape {
+        let (sq, sk, d, dv, causal, plain, batch) = match p.shape {
             ProblemShape::Attention {
                 sq,
                 sk,
                 d,
                 dv,
                 causal,
+                plain,
                 batch,
-            } => (sq, sk, d, dv, causal, batch),
-            _ => (0, 0, 64, 64, false, 1),
+            } => (sq, sk, d, dv, causal, plain, batch),
+            _ => (0, 0, 64, 64, false, true, 1),
         };
         Config::Attention(AttentionConfig::heuristic(
             sq,
             sk,
             (d, dv),
-            causal,
+            (causal, plain),
             batch,
             u64::from(t.sms),
         ))
@@ -288,6 +291,7 @@ impl TemplateSpace for AttentionSpace {
                 d,
                 dv,
                 causal,
+                plain,
                 ..
             },
         ) = (c, &p.shape)
@@ -305,6 +309,12 @@ impl TemplateSpace for AttentionSpace {
         }
         if !matches!(c.occupancy, 1 | 2) {
             return Err(format!("{} blocks an SM (1 or 2)", c.occupancy));
+        }
+        if c.occupancy == 2 && !plain {
+            return Err(
+                "two blocks an SM take no more of a prologue than a scale and a mask band (a tensor read or more arithmetic per score spills half the registers)"
+                    .into(),
+            );
         }
         // Q's tiles and at least two K/V stages in the block's share of shared memory.
         let (dk, dvp) = (d.next_multiple_of(64), dv.next_multiple_of(64));
@@ -367,6 +377,7 @@ mod tests {
                 d: 64,
                 dv: 64,
                 causal: false,
+                plain: true,
             },
             dtype: irc_ir::DType::F16,
             bytes: 0,
@@ -396,7 +407,7 @@ mod tests {
     #[test]
     fn the_heuristic_follows_the_measurements() {
         let h = |sq, dv, causal, batch| {
-            AttentionConfig::heuristic(sq, sq, (dv, dv), causal, batch, 132)
+            AttentionConfig::heuristic(sq, sq, (dv, dv), (causal, true), batch, 132)
         };
         // Grouped-query attention over 2k keys: 704 units of 192 rows fill their sixth wave a
         // third; 1024 of 128 rows fill their eighth three quarters.
@@ -421,7 +432,7 @@ mod tests {
         assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2,occupancy=2");
         // Not where Q·Kᵀ's head dim is larger: at 256 a 64 KB Q tile leaves half the shared
         // memory one K/V stage (the kernel could not be built, and the chain ran unfused).
-        let c = AttentionConfig::heuristic(1024, 1024, (256, 64), true, 32, 132);
+        let c = AttentionConfig::heuristic(1024, 1024, (256, 64), (true, true), 32, 132);
         assert_eq!(c.to_string(), "consumers=2");
         let two = AttentionConfig { occupancy: 2, ..c };
         let problem = |d| Problem {
@@ -433,6 +444,7 @@ mod tests {
                 d,
                 dv: 64,
                 causal: true,
+                plain: true,
             },
             dtype: irc_ir::DType::F16,
             bytes: 0,
@@ -446,10 +458,30 @@ mod tests {
             check(256)
         );
         assert_eq!(check(64), Ok(()));
+        // Not with more of a prologue than a scale and a mask band (an additive mask tensor,
+        // soft-capping: a crash hunt's 411 graphs, ptxas spilling 12-88 bytes at 104 registers).
+        assert_eq!(
+            AttentionConfig::heuristic(256, 256, (64, 64), (false, false), 64, 132).to_string(),
+            "consumers=2"
+        );
+        let prologue = Problem {
+            shape: ProblemShape::Attention {
+                batch: 32,
+                sq: 1024,
+                sk: 1024,
+                d: 64,
+                dv: 64,
+                causal: true,
+                plain: false,
+            },
+            ..problem(64)
+        };
+        let rejected = AttentionSpace.check(&Config::Attention(two), &prologue, &Target::h100());
+        assert!(rejected.is_err_and(|e| e.contains("prologue")));
         // Not where its registers would spill (ptxas): tails of both queries and keys.
         assert_eq!(h(1000, 32, false, 64).to_string(), "consumers=2");
         assert_eq!(
-            AttentionConfig::heuristic(4096, 77, (40, 40), false, 16, 132).to_string(),
+            AttentionConfig::heuristic(4096, 77, (40, 40), (false, true), 16, 132).to_string(),
             "consumers=2,occupancy=2"
         );
         assert_eq!(h(4096, 128, true, 64).to_string(), "consumers=2");

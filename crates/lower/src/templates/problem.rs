@@ -35,7 +35,8 @@ pub enum ProblemShape {
     Matmul { batch: u64, m: u64, n: u64, k: u64 },
     /// `batch` attentions of `sq` queries over `sk` keys, `Q·Kᵀ` of head dim `d`, values of
     /// head dim `dv`; `causal` when the prologue is a recognized mask band (a causal mask, a
-    /// sliding window).
+    /// sliding window); `plain` when the prologue is no more than a scale and that band (no
+    /// tensor read per score, no other arithmetic).
     Attention {
         batch: u64,
         sq: u64,
@@ -43,6 +44,7 @@ pub enum ProblemShape {
         d: u64,
         dv: u64,
         causal: bool,
+        plain: bool,
     },
 }
 
@@ -173,6 +175,7 @@ pub(crate) fn problem_of<'m>(
                 d,
                 dv,
                 causal: ops.band.is_some(),
+                plain: ops.plain,
             }
         }
         Category::Matmul => {
@@ -241,15 +244,17 @@ pub(crate) fn problem_of<'m>(
             d,
             dv,
             causal,
+            plain,
         } => format!(
-            "attention {} b{batch} q{sq} k{sk} d{}{}",
+            "attention {} b{batch} q{sq} k{sk} d{}{}{}",
             result.dtype,
             if d == dv {
                 format!("{dv}")
             } else {
                 format!("{d}v{dv}")
             },
-            if *causal { " causal" } else { "" }
+            if *causal { " causal" } else { "" },
+            if *plain { "" } else { " prologue" }
         ),
     };
     let ops = g.ops().count();

@@ -87,6 +87,8 @@ pub(crate) struct AttentionOps<'g> {
     pub(crate) output: &'g Inst,
     /// The prologue's mask band, when it is one (key tiles outside it are skipped).
     pub(crate) band: Option<Band>,
+    /// Whether the prologue is no more than a scale and that band ([`Prologue::plain`]).
+    pub(crate) plain: bool,
 }
 
 fn unsupported(reason: String) -> Retry {
@@ -131,11 +133,14 @@ impl<'g> Lowering<'g> {
             declined: None,
             declined_at: None,
         };
+        let band = irc_fused::attention::band(dag, &m);
+        let form = prologue_form(self.g, softmax.operands[0], scores.result, band.is_some());
         Ok(crate::templates::AttentionOps {
             scores,
             softmax,
             output,
-            band: irc_fused::attention::band(dag, &m),
+            band,
+            plain: form.plain,
         })
     }
 }
@@ -156,6 +161,113 @@ pub(super) struct Prologue {
     keep: Option<ValueId>,
     /// The folded scale.
     scale: Option<f64>,
+    /// Whether it is no more than a scale and a recognized mask band kept in the canonical
+    /// form (`select(keep, s, -inf)`), which the kernel evaluates in a few registers.
+    plain: bool,
+}
+
+/// The statement computing `x`, if one does.
+fn def_of(g: &irc_ir::Graph, x: ValueId) -> Option<&irc_ir::Inst> {
+    match g.values[x.index()].def {
+        irc_ir::ValueDef::Inst(i) => Some(&g.insts[i]),
+        irc_ir::ValueDef::Param(_) => None,
+    }
+}
+
+/// `(y, c)` where `x` is `y · c` (either order) for a splat constant `c > 0`, rounded to its
+/// type.
+fn scaled(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, f64)> {
+    let inst = def_of(g, x)?;
+    if inst.op != irc_ir::OpKind::Mul {
+        return None;
+    }
+    let [a, b] = inst.operands.as_slice() else {
+        return None;
+    };
+    let constant = |c: ValueId| -> Option<f64> {
+        let ci = def_of(g, c)?;
+        if ci.op.category() != irc_ir::Category::Constant {
+            return None;
+        }
+        let v = g.values[c.index()]
+            .ty
+            .dtype
+            .round(irc_fused::policy::splat_value(&ci.attrs)?);
+        (v > 0.0 && v.is_finite()).then_some(v)
+    };
+    match (constant(*b), constant(*a)) {
+        (Some(c), _) => Some((*a, c)),
+        (None, Some(c)) => Some((*b, c)),
+        _ => None,
+    }
+}
+
+/// `(keep, y)` where `x` is `select(keep, y, -inf)`.
+fn masked(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, ValueId)> {
+    let inst = def_of(g, x)?;
+    if inst.op != irc_ir::OpKind::Select {
+        return None;
+    }
+    let [keep, y, other] = inst.operands.as_slice() else {
+        return None;
+    };
+    let oi = def_of(g, *other)?;
+    let splat = irc_fused::policy::splat_value(&oi.attrs);
+    (oi.op.category() == irc_ir::Category::Constant && splat == Some(f64::NEG_INFINITY))
+        .then_some((*keep, *y))
+}
+
+/// The prologue `x` of the scores `s` as the kernels evaluate it ([`Prologue`]); `causal`
+/// when it is a recognized mask band.
+fn prologue_form(g: &irc_ir::Graph, x: ValueId, s: ValueId, causal: bool) -> Prologue {
+    let keep = |k: ValueId| causal.then_some(k);
+    // The score as the kernel holds it: `s`, or `s` cast to f32 (the prologue runs in f32).
+    let score = |v: ValueId| {
+        v == s
+            || def_of(g, v).is_some_and(|i| {
+                i.op == irc_ir::OpKind::Cast
+                    && i.operands.first() == Some(&s)
+                    && g.values[v.index()].ty.dtype == DType::F32
+            })
+    };
+    // A scale of the score, nothing else; under the band's select in its canonical form
+    // (`keep` known on whole tiles) the prologue is `plain`.
+    let scaled_score = |v: ValueId| score(v) || scaled(g, v).is_some_and(|(y, _)| score(y));
+    if let Some((y, c)) = scaled(g, x) {
+        if y == s {
+            return Prologue {
+                scale: Some(c),
+                plain: true,
+                ..Prologue::default()
+            };
+        }
+        if let Some((k, kept)) = masked(g, y)
+            && kept == s
+        {
+            return Prologue {
+                root: Some(y),
+                keep: keep(k),
+                scale: Some(c),
+                alias: None,
+                plain: causal,
+            };
+        }
+    }
+    if let Some((k, kept)) = masked(g, x) {
+        let scaled = scaled(g, kept).filter(|&(y, _)| y == s);
+        return Prologue {
+            root: Some(x),
+            alias: scaled.map(|_| kept),
+            keep: keep(k),
+            scale: scaled.map(|(_, c)| c),
+            plain: causal && scaled_score(kept),
+        };
+    }
+    Prologue {
+        root: Some(x),
+        plain: scaled_score(x),
+        ..Prologue::default()
+    }
 }
 
 /// What both schedules know of an attention group: its values, extents, and where `O` goes.
@@ -223,7 +335,7 @@ impl Builder<'_, '_> {
         };
         let plan = AttPlan {
             s_mm,
-            prologue: self.prologue_form(ops.softmax.operands[0], s_mm, ops.band.is_some()),
+            prologue: prologue_form(self.l.g, ops.softmax.operands[0], s_mm, ops.band.is_some()),
             o_mm,
             dt,
             sq,
@@ -245,85 +357,6 @@ impl Builder<'_, '_> {
             return Ok(());
         }
         self.attention_mma(ops, &plan)
-    }
-
-    /// `(y, c)` where `x` is `y · c` (either order) for a splat constant `c > 0`, rounded to
-    /// its type.
-    fn scaled(&self, x: ValueId) -> Option<(ValueId, f64)> {
-        let inst = self.def(x)?;
-        if inst.op != irc_ir::OpKind::Mul {
-            return None;
-        }
-        let [a, b] = inst.operands.as_slice() else {
-            return None;
-        };
-        let constant = |c: ValueId| -> Option<f64> {
-            let ci = self.def(c)?;
-            if ci.op.category() != irc_ir::Category::Constant {
-                return None;
-            }
-            let v = self
-                .ty(c)
-                .dtype
-                .round(irc_fused::policy::splat_value(&ci.attrs)?);
-            (v > 0.0 && v.is_finite()).then_some(v)
-        };
-        match (constant(*b), constant(*a)) {
-            (Some(c), _) => Some((*a, c)),
-            (None, Some(c)) => Some((*b, c)),
-            _ => None,
-        }
-    }
-
-    /// `(keep, y)` where `x` is `select(keep, y, -inf)`.
-    fn masked(&self, x: ValueId) -> Option<(ValueId, ValueId)> {
-        let inst = self.def(x)?;
-        if inst.op != irc_ir::OpKind::Select {
-            return None;
-        }
-        let [keep, y, other] = inst.operands.as_slice() else {
-            return None;
-        };
-        let oi = self.def(*other)?;
-        let splat = irc_fused::policy::splat_value(&oi.attrs);
-        (oi.op.category() == irc_ir::Category::Constant && splat == Some(f64::NEG_INFINITY))
-            .then_some((*keep, *y))
-    }
-
-    /// The prologue `x` of the scores `s` as the kernels evaluate it ([`Prologue`]).
-    fn prologue_form(&self, x: ValueId, s: ValueId, causal: bool) -> Prologue {
-        let keep = |k: ValueId| causal.then_some(k);
-        if let Some((y, c)) = self.scaled(x) {
-            if y == s {
-                return Prologue {
-                    scale: Some(c),
-                    ..Prologue::default()
-                };
-            }
-            if let Some((k, kept)) = self.masked(y)
-                && kept == s
-            {
-                return Prologue {
-                    root: Some(y),
-                    keep: keep(k),
-                    scale: Some(c),
-                    alias: None,
-                };
-            }
-        }
-        if let Some((k, kept)) = self.masked(x) {
-            let scaled = self.scaled(kept).filter(|&(y, _)| y == s);
-            return Prologue {
-                root: Some(x),
-                alias: scaled.map(|_| kept),
-                keep: keep(k),
-                scale: scaled.map(|(_, c)| c),
-            };
-        }
-        Prologue {
-            root: Some(x),
-            ..Prologue::default()
-        }
     }
 
     /// Whether mode `mode` of `v` read at `access` is contiguous in memory (looking through
