@@ -87,7 +87,9 @@ pub(crate) struct AttentionOps<'g> {
     pub(crate) output: &'g Inst,
     /// The prologue's mask band, when it is one (key tiles outside it are skipped).
     pub(crate) band: Option<Band>,
-    /// Whether the prologue is no more than a scale and that band ([`Prologue::plain`]).
+    /// Whether the kernel's per-score and per-output work is small: the prologue no more than
+    /// a scale and a one-sided band ([`Prologue::plain`]), the output stored as it is (or
+    /// through views), no epilogue (set by the caller, which knows the group's roots).
     pub(crate) plain: bool,
 }
 
@@ -135,12 +137,14 @@ impl<'g> Lowering<'g> {
         };
         let band = irc_fused::attention::band(dag, &m);
         let form = prologue_form(self.g, softmax.operands[0], scores.result, band.is_some());
+        // A band bounded on one side (a causal mask), compared once per score.
+        let one_sided = band.is_none_or(|b| b.lo.is_none() || b.hi.is_none());
         Ok(crate::templates::AttentionOps {
             scores,
             softmax,
             output,
             band,
-            plain: form.plain,
+            plain: form.plain && one_sided,
         })
     }
 }
@@ -221,18 +225,9 @@ fn masked(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, ValueId)> {
 /// when it is a recognized mask band.
 fn prologue_form(g: &irc_ir::Graph, x: ValueId, s: ValueId, causal: bool) -> Prologue {
     let keep = |k: ValueId| causal.then_some(k);
-    // The score as the kernel holds it: `s`, or `s` cast to f32 (the prologue runs in f32).
-    let score = |v: ValueId| {
-        v == s
-            || def_of(g, v).is_some_and(|i| {
-                i.op == irc_ir::OpKind::Cast
-                    && i.operands.first() == Some(&s)
-                    && g.values[v.index()].ty.dtype == DType::F32
-            })
-    };
     // A scale of the score, nothing else; under the band's select in its canonical form
     // (`keep` known on whole tiles) the prologue is `plain`.
-    let scaled_score = |v: ValueId| score(v) || scaled(g, v).is_some_and(|(y, _)| score(y));
+    let scaled_score = |v: ValueId| v == s || scaled(g, v).is_some_and(|(y, _)| y == s);
     if let Some((y, c)) = scaled(g, x) {
         if y == s {
             return Prologue {
