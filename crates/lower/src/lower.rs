@@ -373,18 +373,7 @@ impl<'g> Lowering<'g> {
         };
         let hopper = self.options.wgmma && self.options.mma.is_none();
         let attention = match grp.attention() {
-            Some(att) => {
-                let mut ops = self.attention_ops(grp, att)?;
-                // An epilogue (a residual, a cast) is more work per output.
-                let out = ops.output.result;
-                let stored_as_is = |r: &ValueId| {
-                    *r == out
-                        || matches!(self.g.values[r.index()].def,
-                            ValueDef::Inst(i) if is_view(self.g.insts[i].op))
-                };
-                ops.plain &= roots.iter().all(stored_as_is);
-                Some(ops)
-            }
+            Some(att) => Some(self.attention_ops(grp, att, &roots)?),
             None => None,
         };
         let template = match attention {

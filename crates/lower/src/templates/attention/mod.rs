@@ -89,7 +89,7 @@ pub(crate) struct AttentionOps<'g> {
     pub(crate) band: Option<Band>,
     /// Whether the kernel's per-score and per-output work is small: the prologue no more than
     /// a scale and a one-sided band ([`Prologue::plain`]), the output stored as it is (or
-    /// through views), no epilogue (set by the caller, which knows the group's roots).
+    /// through views), no epilogue.
     pub(crate) plain: bool,
 }
 
@@ -101,11 +101,13 @@ fn unsupported(reason: String) -> Retry {
 }
 
 impl<'g> Lowering<'g> {
-    /// The statements of an attention group, and its prologue's mask band if it is one.
+    /// The statements of an attention group storing `roots`, and its prologue's mask band if
+    /// it is one.
     pub(crate) fn attention_ops(
         &self,
         grp: &irc_fused::Group,
         att: irc_fused::AttentionStmts,
+        roots: &[ValueId],
     ) -> R<crate::templates::AttentionOps<'g>> {
         let inst_of = |k: usize| -> R<&'g Inst> {
             let irc_fused::Stmt::Op(o) = &grp.stmts[k] else {
@@ -137,14 +139,18 @@ impl<'g> Lowering<'g> {
         };
         let band = irc_fused::attention::band(dag, &m);
         let form = prologue_form(self.g, softmax.operands[0], scores.result, band.is_some());
-        // A band bounded on one side (a causal mask), compared once per score.
+        // A band bounded on one side (a causal mask), compared once per score; the output
+        // stored as it is or through views (an epilogue, a residual or a cast, is more work).
         let one_sided = band.is_none_or(|b| b.lo.is_none() || b.hi.is_none());
+        let as_is = roots
+            .iter()
+            .all(|&r| r == output.result || def_of(self.g, r).is_some_and(|i| is_view(i.op)));
         Ok(crate::templates::AttentionOps {
             scores,
             softmax,
             output,
             band,
-            plain: form.plain && one_sided,
+            plain: form.plain && one_sided && as_is,
         })
     }
 }
