@@ -14,11 +14,13 @@
 //! the others' products hold the tensor cores. Measured on an H100 before the kernel staged its
 //! output it won at most 2% and lost up to 14% elsewhere (`bench/gpu/NOTES.md`, run 80); on
 //! the H200 since (runs 122-123) it wins 2-5% without a causal mask where a consumer pipelines
-//! or the head dim is 128, and loses 3-4% elsewhere, which is what the heuristic follows.
-//! `occupancy = 2` puts two blocks on an SM, each with half its registers (two consumers: 104
-//! a thread) and half its shared memory, on key tiles of 64: one block's softmax, its units'
-//! first tile and its output then overlap the other block's products. It fits the serial
-//! schedule at head dims up to 64.
+//! or the head dim is 128, and loses 3-4% elsewhere (and always with three consumers), which is
+//! what the heuristic follows. `occupancy = 2` puts two blocks on an SM, each with half its
+//! registers (two consumers: 104 a thread) and half its shared memory, on key tiles of 64: one
+//! block's softmax, its units' first tile and its output then overlap the other block's
+//! products. It fits the serial schedule at head dims up to 64 of a *plain* kernel (a scale and
+//! a one-sided mask band, no epilogue: `ProblemShape::Attention::plain`); ptxas spills where
+//! the prologue reads a tensor or does more per score.
 
 use super::config::{Config, TemplateSpace};
 use super::problem::{Problem, ProblemShape};
