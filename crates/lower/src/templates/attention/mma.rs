@@ -167,6 +167,40 @@ impl Builder<'_, '_> {
             Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
         );
         let rc = self.att_coords(&lane, &warp)?;
+        // `acc += a · B` over `k / 16` k-steps and `n / 16` pairs of 8-column atoms of B (its
+        // fragments `b`, as pairs `b_pairs`, read from `rows` by `ldmatrix.x4`, transposed with
+        // `trans`): each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
+        // fragment registers live at once). `S = Q·Kᵀ` and `O += P·V`.
+        let products = |s: &mut Self,
+                        (acc, a): (&str, &str),
+                        (b_pairs, b, rows, trans): (&str, &str, &str, bool),
+                        k: u64,
+                        n: u64|
+         -> R<()> {
+            s.unrolled("ks", k / 16, &mut |s, ks| {
+                s.unrolled("j", n / 16, &mut |s, j| {
+                    s.out.push(Stmt::Intrinsic {
+                        op: Intrinsic::ldmatrix_x4(trans),
+                        args: vec![
+                            kir::Arg::at(b_pairs, vec![j.clone()]),
+                            kir::Arg::at(rows, vec![lane.clone(), j.clone(), ks.clone()]),
+                        ],
+                    });
+                    for half in 0..2 {
+                        let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
+                        s.out.push(Stmt::Intrinsic {
+                            op: Intrinsic::MmaM16n8k16,
+                            args: vec![
+                                kir::Arg::at(acc, vec![atom.clone()]),
+                                kir::Arg::at(a, vec![ks.clone()]),
+                                kir::Arg::at(b, vec![atom]),
+                            ],
+                        });
+                    }
+                    Ok(())
+                })
+            })
+        };
         self.for_(
             "b",
             bx(Builtin::BidY),
@@ -239,63 +273,23 @@ impl Builder<'_, '_> {
                     s.out.push(Stmt::Sync);
                     // S = Q·Kᵀ.
                     s.zero(&acc_s, bkv / 8)?;
-                    // Each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
-                    // fragment registers live at once).
-                    s.unrolled("ks", d16 / 16, &mut |s, ks| {
-                        s.unrolled("j", bkv / 16, &mut |s, j| {
-                            s.out.push(Stmt::Intrinsic {
-                                op: Intrinsic::ldmatrix_x4(trans_k),
-                                args: vec![
-                                    kir::Arg::at(&fk_pairs, vec![j.clone()]),
-                                    kir::Arg::at(
-                                        &rows_k,
-                                        vec![lane.clone(), j.clone(), ks.clone()],
-                                    ),
-                                ],
-                            });
-                            for half in 0..2 {
-                                let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
-                                s.out.push(Stmt::Intrinsic {
-                                    op: Intrinsic::MmaM16n8k16,
-                                    args: vec![
-                                        kir::Arg::at(&acc_s, vec![atom.clone()]),
-                                        kir::Arg::at(&fq, vec![ks.clone()]),
-                                        kir::Arg::at(&fk, vec![atom]),
-                                    ],
-                                });
-                            }
-                            Ok(())
-                        })
-                    })?;
+                    products(
+                        s,
+                        (&acc_s, &fq),
+                        (&fk_pairs, &fk, &rows_k, trans_k),
+                        d16,
+                        bkv,
+                    )?;
                     s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv, false)?;
                     s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
                     // O += P·V.
-                    s.unrolled("kk", bkv / 16, &mut |s, kk| {
-                        s.unrolled("j", dv16 / 16, &mut |s, j| {
-                            s.out.push(Stmt::Intrinsic {
-                                op: Intrinsic::ldmatrix_x4(trans_v),
-                                args: vec![
-                                    kir::Arg::at(&fv_pairs, vec![j.clone()]),
-                                    kir::Arg::at(
-                                        &rows_v,
-                                        vec![lane.clone(), j.clone(), kk.clone()],
-                                    ),
-                                ],
-                            });
-                            for half in 0..2 {
-                                let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
-                                s.out.push(Stmt::Intrinsic {
-                                    op: Intrinsic::MmaM16n8k16,
-                                    args: vec![
-                                        kir::Arg::at(&acc_o, vec![atom.clone()]),
-                                        kir::Arg::at(&p_a, vec![kk.clone()]),
-                                        kir::Arg::at(&fv, vec![atom]),
-                                    ],
-                                });
-                            }
-                            Ok(())
-                        })
-                    })
+                    products(
+                        s,
+                        (&acc_o, &p_a),
+                        (&fv_pairs, &fv, &rows_v, trans_v),
+                        bkv,
+                        dv16,
+                    )
                 })?;
                 s.att_store(p, &acc_o, &l, &rc, (&q0, &bi), BQ)
             },
