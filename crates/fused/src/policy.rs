@@ -309,24 +309,22 @@ fn viewed_anchor(
 /// The last view of a chain from the attention output `o` that a matmul reads (rule 2 for
 /// attention, toward matmuls), with its first matmul reader: `o` and every view before the last
 /// read only by the next view, none a result or forced, each inline, the element count kept.
-/// Its other readers read the stored view.
+/// Its other readers read the stored view. `readers`: each node's distinct readers.
 fn merged_view(
     d: &impl Dag,
     o: usize,
-    uses: &[usize],
-    is_result: &[bool],
+    (readers, uses, is_result): (&[Vec<usize>], &[usize], &[bool]),
     forced_at: &impl Fn(usize) -> bool,
     home: &[Home],
 ) -> Option<(usize, usize)> {
     let numel = |i: usize| d.shape(i).iter().product::<u64>();
-    let readers = |v: usize| (v + 1..d.len()).filter(move |&i| d.operands(i).contains(&v));
     let mut v = o;
     let mut last = None;
     loop {
         if is_result[v] || forced_at(v) {
             return None;
         }
-        let rs: Vec<usize> = readers(v).collect();
+        let rs = &readers[v];
         let views = rs.iter().all(|&r| d.kind(r) == NodeKind::View);
         match rs.as_slice() {
             [r] if views && uses[v] == 1 => {
@@ -474,18 +472,7 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
             home[a] = Home::Epilogue;
         }
     }
-    // Rule 2 for attention, toward matmuls: an attention output read only through a chain of
-    // views (each read only by the next, the element count kept) whose last view a matmul
-    // reads — the heads merged back, `[B, S, H·D]`, for the output projection — is stored by
-    // the attention kernel through the chain, so the matmul reads a plain buffer rather than a
-    // view whose K mode crosses heads (which no TMA box reads).
-    for a in attention.iter().filter(|a| a.declined.is_none()) {
-        if let Some((last, m)) = merged_view(d, a.output, &uses, &is_result, &forced_at, &home) {
-            home[last] = stored(Why::ViewForMatmul(m), a.output);
-            home[a.output] = Home::Epilogue;
-        }
-    }
-    // Rule 6: epilogues.
+    // Each node's distinct readers, in node order (rule 2 toward matmuls, rule 6).
     let mut readers: Vec<Vec<usize>> = vec![vec![]; n];
     for i in 0..n {
         for &o in d.operands(i) {
@@ -495,6 +482,19 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
             }
         }
     }
+    // Rule 2 for attention, toward matmuls: an attention output read only through a chain of
+    // views (each read only by the next, the element count kept) whose last view a matmul
+    // reads — the heads merged back, `[B, S, H·D]`, for the output projection — is stored by
+    // the attention kernel through the chain, so the matmul reads a plain buffer rather than a
+    // view whose K mode crosses heads (which no TMA box reads).
+    for a in attention.iter().filter(|a| a.declined.is_none()) {
+        let at = (&readers[..], &uses[..], &is_result[..]);
+        if let Some((last, m)) = merged_view(d, a.output, at, &forced_at, &home) {
+            home[last] = stored(Why::ViewForMatmul(m), a.output);
+            home[a.output] = Home::Epilogue;
+        }
+    }
+    // Rule 6: epilogues.
     // Stamps (the matmul's index) instead of fresh vectors: rule 6 stays linear in what each
     // closure touches, not in the graph per matmul.
     let mut member = vec![usize::MAX; n];
