@@ -456,3 +456,52 @@ fn one_head_and_the_default_softmax_axis() {
     let src = "graph @g(%q: tensor<16x32xf16>, %k: tensor<16x32xf16>, %v: tensor<16x32xf16>) -> tensor<16x32xf16> {\n  %s = matmul %q, %k {transpose_b = true}\n  %p = softmax %s\n  %o = matmul %p, %v\n  return %o\n}\n";
     check(src);
 }
+
+/// Two blocks an SM (`AttentionConfig::occupancy`) only for a plain kernel: causal head dim 64
+/// over whole tiles takes them; the same graph with an additive mask tensor, with the mask
+/// written as what it drops (`keep` not known on whole tiles), or with a residual after the
+/// output keeps one block (ptxas spilled those at 104 registers a thread).
+#[test]
+fn two_blocks_an_sm_only_for_plain_kernels() {
+    let graph = |mask: &str, extra_param: &str, epilogue: &str| {
+        format!(
+            "graph @g(%q: tensor<2x4x256x64xf16>, %k: tensor<2x4x256x64xf16>, %v: tensor<2x4x256x64xf16>{extra_param}) -> tensor<2x4x256x64xf16> {{
+              %s = matmul %q, %k {{transpose_b = true}}
+              %c = constant {{value = 0.125}} : tensor<f16>
+              %ss = mul %s, %c
+              %row = iota {{axis = 0}} : tensor<256x256xi32>
+              %col = iota {{axis = 1}} : tensor<256x256xi32>
+              %ninf = constant {{value = -inf}} : tensor<f16>
+              {mask}
+              %p = softmax %m {{axis = -1}}
+              %o = matmul %p, %v
+              {epilogue}
+            }}"
+        )
+    };
+    let occupancy = |src: &str| {
+        let m = irc_frontend::parse_module(src).expect("parses");
+        let hopper = irc_lower::LowerOptions {
+            wgmma: true,
+            ..Default::default()
+        };
+        let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
+            .expect("lowers")
+            .kernels;
+        let att = k.kernels.iter().find(|k| k.name.ends_with("attention"));
+        att.expect("an attention kernel").occupancy
+    };
+    let causal = "%keep = ge %row, %col\n%m = select %keep, %ss, %ninf";
+    assert_eq!(occupancy(&graph(causal, "", "return %o")), 2);
+    let mask = "%keep = ge %row, %col\n%mc = select %keep, %ss, %ninf\n%m = add %mc, %am";
+    let with_mask = graph(mask, ", %am: tensor<256x256xf16>", "return %o");
+    assert_eq!(occupancy(&with_mask), 1);
+    let negated = "%drop = gt %col, %row\n%m = select %drop, %ninf, %ss";
+    assert_eq!(occupancy(&graph(negated, "", "return %o")), 1);
+    let residual = graph(
+        causal,
+        ", %r: tensor<2x4x256x64xf16>",
+        "%y = add %o, %r\nreturn %y",
+    );
+    assert_eq!(occupancy(&residual), 1);
+}

@@ -87,6 +87,8 @@ pub(crate) struct AttentionOps<'g> {
     pub(crate) output: &'g Inst,
     /// The prologue's mask band, when it is one (key tiles outside it are skipped).
     pub(crate) band: Option<Band>,
+    /// How the kernels evaluate the prologue.
+    pub(crate) prologue: Prologue,
     /// Whether the kernel's per-score and per-output work is small: the prologue no more than
     /// a scale and a one-sided band ([`Prologue::plain`]), the output stored as it is (or
     /// through views), no epilogue.
@@ -151,6 +153,7 @@ impl<'g> Lowering<'g> {
             output,
             band,
             plain: form.plain && one_sided && as_is,
+            prologue: form,
         })
     }
 }
@@ -162,7 +165,7 @@ impl<'g> Lowering<'g> {
 /// mask band's condition is known true on key tiles wholly inside it, whose scores then skip
 /// the mask.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Prologue {
+pub(crate) struct Prologue {
     /// The value evaluated per score (`None`: the raw score as it is).
     root: Option<ValueId>,
     /// A value of the prologue that is `s·scale`, read as the raw score.
@@ -336,7 +339,7 @@ impl Builder<'_, '_> {
         };
         let plan = AttPlan {
             s_mm,
-            prologue: prologue_form(self.l.g, ops.softmax.operands[0], s_mm, ops.band.is_some()),
+            prologue: ops.prologue,
             o_mm,
             dt,
             sq,

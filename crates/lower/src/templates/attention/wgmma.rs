@@ -84,7 +84,7 @@ impl Builder<'_, '_> {
                 p.sq,
                 p.sk,
                 (d, dv),
-                (p.band.is_some(), p.prologue.plain),
+                (p.band.is_some(), ops.plain),
                 p.batch,
                 u64::from(self.l.options.target.sms),
             ),
