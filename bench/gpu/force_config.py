@@ -24,6 +24,9 @@ def main(argv):
     if rest[:1] == ["--arch"]:
         arch, rest = rest[1], rest[2:]
     template, version = space.split("@v")
+    # Entries are keyed by the irc version too (`irc --version`: "irc X.Y.Z").
+    irc_version = subprocess.run([irc, "--version"], capture_output=True,
+                                 text=True).stdout.split()[-1]
     entries = {}
     for f in rest:
         run = subprocess.run([irc, "tune", "--list", "--no-tune-cache", "--top-k", "100",
@@ -39,9 +42,9 @@ def main(argv):
             if not re.search(rf"(?m)^\s+{re.escape(config)}\s+estimate", block):
                 continue
             problem = m.group(2)
-            key = f"{template}@v{version}:{problem}|{arch}|irc 0.1.0"
+            key = f"{template}@v{version}:{problem}|{arch}|irc {irc_version}"
             entries[key] = dict(template=template, space_version=int(version), problem=problem,
-                                arch=arch, irc_version="0.1.0", config=config, ms=0.0,
+                                arch=arch, irc_version=irc_version, config=config, ms=0.0,
                                 default_config=config, default_ms=0.0, device="forced",
                                 candidates=1, tuned_at=0)
             hits += 1
