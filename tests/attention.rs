@@ -77,6 +77,20 @@ fn wide_reference(src: &str, g: &irc_ir::Graph, ty: &irc_ir::TensorType) -> Tens
     Tensor::new(ty.clone(), Data::from_f64(ty.dtype, values)).unwrap()
 }
 
+/// The kernels of `src`'s first graph with the Hopper templates (sm_90a), verified.
+fn hopper_kernels(src: &str) -> irc_kir::Module {
+    let m = irc_frontend::parse_module(src).expect("parses");
+    let hopper = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
+        .expect("lowers")
+        .kernels;
+    irc_kir::verify_module(&k).expect("verifies");
+    k
+}
+
 /// Whether the kernel walks only the key tiles of a mask band (`for %k0.. = (%kf.. * 64) to
 /// ((%kf.. + %nk..) * 64)`).
 fn skips_tiles(kir: &str) -> bool {
@@ -137,14 +151,7 @@ fn head_dim_256_on_hopper_and_unfused_on_sm80() {
     let src = causal_bf16(70, 256);
     let m = irc_frontend::parse_module(&src).expect("parses");
     let g = &m.graphs[0];
-    let hopper = irc_lower::LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let k = irc_lower::plan_and_lower_with(g, Default::default(), &hopper)
-        .expect("lowers")
-        .kernels;
-    irc_kir::verify_module(&k).expect("verifies");
+    let k = hopper_kernels(&src);
     let text = irc_kir::print_module(&k);
     assert_eq!(k.kernels.len(), 1, "{text}");
     assert!(k.kernels[0].name.ends_with("attention"), "{text}");
@@ -195,16 +202,7 @@ fn different_head_dims_for_keys_and_values() {
 /// `Q·Kᵀ` takes its 10 real k-steps, `P·V` is `m64n192k16`.
 #[test]
 fn head_dim_160_on_hopper() {
-    let src = causal_bf16(70, 160);
-    let m = irc_frontend::parse_module(&src).expect("parses");
-    let hopper = irc_lower::LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
-        .expect("lowers")
-        .kernels;
-    irc_kir::verify_module(&k).expect("verifies");
+    let k = hopper_kernels(&causal_bf16(70, 160));
     let text = irc_kir::print_module(&k);
     assert_eq!(k.kernels.len(), 1, "{text}");
     assert!(text.contains("wgmma.rs.m64n192k16"), "{text}");
@@ -480,14 +478,7 @@ fn two_blocks_an_sm_only_for_plain_kernels() {
         )
     };
     let occupancy = |src: &str| {
-        let m = irc_frontend::parse_module(src).expect("parses");
-        let hopper = irc_lower::LowerOptions {
-            wgmma: true,
-            ..Default::default()
-        };
-        let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
-            .expect("lowers")
-            .kernels;
+        let k = hopper_kernels(src);
         let att = k.kernels.iter().find(|k| k.name.ends_with("attention"));
         att.expect("an attention kernel").occupancy
     };
