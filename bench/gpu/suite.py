@@ -84,7 +84,8 @@ ATTENTIONS = sorted(p.stem for p in (REPO / "bench" / "gpu" / "attention").glob(
 # Elementwise kernels (`--suite pointwise`): one `bench/gpu/pointwise/NAME.ir` each — a
 # bias and GELU, SwiGLU's gate, a cast, row and column broadcasts, matrix transposes read by
 # elementwise ops, NCHW <-> NHWC permutes and attention's head split as graph results, one
-# unary op; each graph's PyTorch version is read from the graph itself (`graph_fn`).
+# unary op, rotary embedding (a concat of slices of the heads); each graph's PyTorch version
+# is read from the graph itself (`graph_fn`).
 POINTWISE = sorted(p.stem for p in (REPO / "bench" / "gpu" / "pointwise").glob("*.ir"))
 SUITES = {
     "headline": WORKLOADS,
@@ -193,9 +194,9 @@ GRAPH_OPS = {
 
 
 def graph_fn(path, exact=False):
-    """A PyTorch function of a pointwise graph (its elementwise ops, casts and views), taking
-    the parameters in order; results are materialized (`contiguous`), as irc stores them. With
-    `exact`, casts are skipped (the float64 reference)."""
+    """A PyTorch function of a pointwise graph (its elementwise ops, casts, views, slices and
+    concats), taking the parameters in order; results are materialized (`contiguous`), as irc
+    stores them. With `exact`, casts are skipped (the float64 reference)."""
     text = path.read_text()
     head = text[text.index("graph @") : text.index("{")]
     names = re.findall(r"%(\w+)\s*:", head.split("->")[0])
@@ -223,6 +224,15 @@ def graph_fn(path, exact=False):
                 env[out] = a[0].reshape(ints(attrs, "shape"))
             elif op == "broadcast":
                 env[out] = a[0].expand(ints(attrs, "shape"))
+            elif op == "slice":
+                idx = [slice(None)] * a[0].dim()
+                starts, ends = ints(attrs, "starts"), ints(attrs, "ends")
+                axes = ints(attrs, "axes") if "axes" in attrs else list(range(len(starts)))
+                for ax, s, e in zip(axes, starts, ends):
+                    idx[ax] = slice(s, e)
+                env[out] = a[0][tuple(idx)]
+            elif op == "concat":
+                env[out] = torch.cat(a, dim=int(re.search(r"axis = (-?\d+)", attrs).group(1)))
             elif op == "cast":
                 env[out] = a[0] if exact else a[0].to(DTYPES[re.search(r"dtype = (\w+)", attrs).group(1)])
             else:

@@ -1,5 +1,5 @@
 //! Small constructors of kernel-IR expressions and layouts the lowering and every template
-//! use (`bx`, `add`, `mul`, `lt`, `int`, `lit`, `cast_to`, `concat`, `row_threads`).
+//! use (`bx`, `add`, `mul`, `sub`, `div`, `rem`, `lt`, `int`, `lit`, `cast_to`, `concat`, `row_threads`).
 
 use crate::lower::{Builder, R, THREADS, internal};
 use irc_ir::DType;
@@ -16,6 +16,18 @@ pub(crate) fn add(a: Expr, b: Expr) -> Expr {
 
 pub(crate) fn mul(a: Expr, b: Expr) -> Expr {
     Expr::idx(IdxOp::Mul, a, b)
+}
+
+pub(crate) fn sub(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Sub, a, b)
+}
+
+pub(crate) fn div(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Div, a, b)
+}
+
+pub(crate) fn rem(a: Expr, b: Expr) -> Expr {
+    Expr::idx(IdxOp::Rem, a, b)
 }
 
 pub(crate) fn lt(a: Expr, b: Expr) -> Expr {

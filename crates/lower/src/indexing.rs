@@ -159,7 +159,7 @@ impl Builder<'_, '_> {
     }
 
     /// `value` at the coordinate `[index]` of a row-major walk of it.
-    fn value_at_index(&mut self, value: ValueId, index: Expr) -> R<Expr> {
+    pub(crate) fn value_at_index(&mut self, value: ValueId, index: Expr) -> R<Expr> {
         let n = self.ty(value).numel();
         let saved = std::mem::replace(&mut self.coord, vec![index]);
         let r = self.value_at(value, &linear(n).map_err(internal)?);
@@ -227,6 +227,17 @@ impl Builder<'_, '_> {
         let axis = self.axis(inst, 0);
         let inner = row_major(&shape)[axis];
         let n = shape[axis] as i64;
+        // Each operand: where it starts along the axis and its extent there.
+        let mut parts = vec![];
+        let mut start = 0i64;
+        for &o in &inst.operands {
+            let len = self.ty(o).shape[axis] as i64;
+            parts.push((o, start, len));
+            start += len;
+        }
+        if let Some(e) = self.vector_concat(&parts, (inner, n), dtype, access, offset)? {
+            return Ok(e);
+        }
         let r = self.index_at(access, offset)?;
         let q = Expr::idx(
             IdxOp::Rem,
@@ -239,14 +250,6 @@ impl Builder<'_, '_> {
             Ty::Idx,
             Expr::idx(IdxOp::Div, r.clone(), Expr::Int(inner * n)),
         );
-        // Each operand: where it starts along the axis and its extent there.
-        let mut parts = vec![];
-        let mut start = 0i64;
-        for &o in &inst.operands {
-            let len = self.ty(o).shape[axis] as i64;
-            parts.push((o, start, len));
-            start += len;
-        }
         let var = self.fresh("c");
         let ty = self.wide_of(dtype);
         self.out.push(Stmt::Var {

@@ -632,10 +632,3 @@ impl Builder<'_, '_> {
     }
 }
 
-fn div(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Div, a, b)
-}
-
-fn rem(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Rem, a, b)
-}

@@ -3,7 +3,8 @@
 //! `copy.width` from them.
 //!
 //! A template opens a vector loop ([`Builder::vector_loop`]) at a coordinate whose mode 0 is
-//! `vb·width + v` (`vb` the vector's index along the row, `v` the unrolled element). While the
+//! `vb·width + v` (`vb` the vector's index along the row, `v` the unrolled element), or
+//! another mode ([`Builder::vector_loop_along`]: a matmul epilogue's columns). While the
 //! body is built, every read of a global buffer at exactly that coordinate whose layout reads
 //! `width` consecutive, aligned elements ([`vector_layout`]) becomes a register read, its copy
 //! hoisted before the loop; every [`Builder::store_elem`] to such a buffer becomes a register
@@ -71,8 +72,10 @@ pub(crate) fn vector_layout(access: &Layout, width: u64, offset: i64) -> Option<
 pub(crate) struct VectorStage {
     /// The coordinate reads must be at to be vectorized: `[vb·width + v, at[1..]]`.
     coord: Vec<Expr>,
-    /// The vector layouts' coordinate: `[vb, at[1..]]`.
+    /// The vector layouts' coordinate: `[vb, at without mode..]`.
     at: Vec<Expr>,
+    /// The coordinate mode the vectors run along.
+    mode: usize,
     /// The unrolled element variable.
     v: Expr,
     width: u64,
@@ -94,14 +97,30 @@ impl Builder<'_, '_> {
         at: Vec<Expr>,
         f: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
     ) -> R<()> {
+        self.vector_loop_along(width, 0, at, f)
+    }
+
+    /// [`Builder::vector_loop`] along coordinate mode `mode`: the coordinate is `at` with
+    /// `at[mode]` replaced by `kx = at[mode]·width + v` (a matmul epilogue's `[m, n, batch]`
+    /// runs along `n`).
+    pub(crate) fn vector_loop_along(
+        &mut self,
+        width: u64,
+        mode: usize,
+        at: Vec<Expr>,
+        f: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<()> {
         if width <= 1 {
-            return f(self, at[0].clone(), Expr::Int(0));
+            return f(self, at[mode].clone(), Expr::Int(0));
         }
         let var = self.fresh("v");
         let v = Expr::var(&var);
+        let mut vat = vec![at[mode].clone()];
+        vat.extend(at.iter().enumerate().filter(|&(i, _)| i != mode).map(|(_, e)| e.clone()));
         let saved = self.vectors.replace(VectorStage {
             coord: vec![],
-            at: at.clone(),
+            at: vat,
+            mode,
             v: v.clone(),
             width,
             before: vec![],
@@ -112,10 +131,10 @@ impl Builder<'_, '_> {
             let kx = b.let_(
                 "kx",
                 Ty::Idx,
-                add(mul(at[0].clone(), int(width)), v.clone()),
+                add(mul(at[mode].clone(), int(width)), v.clone()),
             );
-            let mut coord = vec![kx.clone()];
-            coord.extend(at[1..].iter().cloned());
+            let mut coord = at.clone();
+            coord[mode] = kx.clone();
             if let Some(st) = b.vectors.as_mut() {
                 st.coord = coord;
             }
@@ -229,6 +248,18 @@ impl Builder<'_, '_> {
         if access.rank() != coord.len() {
             return None;
         }
+        // Vectors along another mode than the first: that mode first (the vector layout's
+        // coordinate is the stage's `at`, in the same order).
+        let moved;
+        let access = if st.mode != 0 {
+            let modes = access.modes();
+            let mut order = vec![modes.get(st.mode)?.clone()];
+            order.extend(modes.iter().enumerate().filter(|&(i, _)| i != st.mode).map(|(_, m)| m.clone()));
+            moved = Layout::concat(&order).ok()?;
+            &moved
+        } else {
+            access
+        };
         Some((vector_layout(access, st.width, offset)?, st.width))
     }
 
@@ -341,6 +372,109 @@ impl Builder<'_, '_> {
             value,
         });
         Ok(())
+    }
+}
+
+impl Builder<'_, '_> {
+    /// A concat read at the open vector loop's coordinate where every vector lies inside one
+    /// operand (the concat's access reads the vector's elements consecutively from an
+    /// aligned index, and each operand's start and the concat's row, in elements of its
+    /// row-major walk, are multiples of the width): the operand is chosen once per vector,
+    /// before the loop, and computed there by a vector loop of its own — whose reads vectorize
+    /// as any other — into registers the loop's elements read. `None` where the concat does
+    /// not allow it (it is then computed element by element).
+    pub(crate) fn vector_concat(
+        &mut self,
+        parts: &[(irc_ir::ValueId, i64, i64)],
+        (inner, n): (i64, i64),
+        dtype: DType,
+        access: &Layout,
+        offset: i64,
+    ) -> R<Option<Expr>> {
+        let Some(st) = self.vectors.as_ref().filter(|_| self.at_vector_coord()) else {
+            return Ok(None);
+        };
+        let w = st.width as i64;
+        let aligned = |x: i64| x % w == 0;
+        if !aligned(n * inner)
+            || !parts.iter().all(|&(_, start, _)| aligned(start * inner))
+            || self.vectorizable(&self.coord, access, offset, dtype).is_none()
+        {
+            return Ok(None);
+        }
+        let (v, mode) = (st.v.clone(), st.mode);
+        let mut coord0 = self.coord.clone();
+        coord0[mode] = mul(st.at[0].clone(), int(st.width));
+        let wide = self.wide_of(dtype);
+        let reg = self.tensor(
+            Space::Registers,
+            wide,
+            Layout::int(w, 1).map_err(internal)?,
+        );
+        // The branches' reads are at their own coordinates: neither the open loop's vectors
+        // nor a shared-memory transpose's tiles (which hold operands at the loop's) serve them.
+        let (outer_stage, saved_coord) = (self.vectors.take(), self.coord.clone());
+        let transpose = self.stage.take();
+        let before = self.block(|b| {
+            let e = irc_kir::offset_expr(access, &coord0).map_err(internal)?;
+            let r0 = b.let_("r", Ty::Idx, add(e, Expr::Int(offset)));
+            let q = b.let_("q", Ty::Idx, rem(div(r0.clone(), Expr::Int(inner)), Expr::Int(n)));
+            let outer = b.let_("o", Ty::Idx, div(r0.clone(), Expr::Int(inner * n)));
+            let stmts = b.vector_concat_branches(parts, &reg, (&q, &outer, &r0), (inner, n, w))?;
+            b.out.extend(stmts);
+            Ok(())
+        });
+        self.coord = saved_coord;
+        self.vectors = outer_stage;
+        self.stage = transpose;
+        let before = before?;
+        if let Some(st) = self.vectors.as_mut() {
+            st.before.extend(before);
+        }
+        Ok(Some(self.let_("c", Ty::Elem(wide), Expr::load(&reg, vec![v]))))
+    }
+
+    /// `if q < end0 { reg <- vector of x0 } else { ... }`: each operand's vector at its own
+    /// row-major index `r0` less the rows of the others before it (`concat_branches`'s `j`).
+    fn vector_concat_branches(
+        &mut self,
+        parts: &[(irc_ir::ValueId, i64, i64)],
+        reg: &str,
+        (q, outer, r0): (&Expr, &Expr, &Expr),
+        (inner, n, w): (i64, i64, i64),
+    ) -> R<Vec<Stmt>> {
+        let [(o, start, len), rest @ ..] = parts else {
+            return Ok(vec![]);
+        };
+        let j0 = sub(
+            sub(r0.clone(), mul(outer.clone(), Expr::Int((n - len) * inner))),
+            Expr::Int(start * inner),
+        );
+        let body = self.block(|b| {
+            let jb = b.let_("jb", Ty::Idx, div(j0, Expr::Int(w)));
+            b.vector_loop(w as u64, vec![jb], |b, kx, v| {
+                let e = b.value_at_index(*o, kx)?;
+                b.out.push(Stmt::Store {
+                    tensor: reg.to_string(),
+                    coord: vec![v],
+                    value: e,
+                });
+                Ok(())
+            })
+        })?;
+        if rest.is_empty() {
+            return Ok(body);
+        }
+        let orelse = self.block(|b| {
+            let nested = b.vector_concat_branches(rest, reg, (q, outer, r0), (inner, n, w))?;
+            b.out.extend(nested);
+            Ok(())
+        })?;
+        Ok(vec![Stmt::If {
+            cond: lt(q.clone(), Expr::Int(start + len)),
+            body,
+            orelse,
+        }])
     }
 }
 

@@ -516,12 +516,11 @@ impl Builder<'_, '_> {
                             },
                             src: staged_frag.clone(),
                         });
-                        s.unrolled("z", 8, &mut |s, z| {
-                            let gn = s.let_(
-                                "gn",
-                                Ty::Idx,
-                                add(mul(gn8.clone(), Expr::Int(8)), z.clone()),
-                            );
+                        // Along the columns (coordinate mode 1): an operand the chain reads
+                        // 8 contiguous aligned elements of (a residual, a bias row) is one
+                        // 16-byte copy before the loop.
+                        let at = vec![gm.clone(), gn8.clone(), bi.clone()];
+                        s.vector_loop_along(8, 1, at, |s, gn, z| {
                             let staged = Expr::load(src8, vec![z.clone()]);
                             s.coord = vec![gm.clone(), gn, bi.clone()];
                             let targets: Vec<(String, Vec<Expr>)> = regs

@@ -651,13 +651,6 @@ fn intr(op: Intrinsic, args: Vec<Arg>) -> Stmt {
     Stmt::Intrinsic { op, args }
 }
 
-fn div(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Div, a, b)
-}
-
-fn rem(a: Expr, b: Expr) -> Expr {
-    Expr::idx(IdxOp::Rem, a, b)
-}
 
 fn eq(a: Expr, b: Expr) -> Expr {
     Expr::idx(IdxOp::Eq, a, b)
