@@ -116,7 +116,12 @@ impl Builder<'_, '_> {
         let var = self.fresh("v");
         let v = Expr::var(&var);
         let mut vat = vec![at[mode].clone()];
-        vat.extend(at.iter().enumerate().filter(|&(i, _)| i != mode).map(|(_, e)| e.clone()));
+        vat.extend(
+            at.iter()
+                .enumerate()
+                .filter(|&(i, _)| i != mode)
+                .map(|(_, e)| e.clone()),
+        );
         let saved = self.vectors.replace(VectorStage {
             coord: vec![],
             at: vat,
@@ -254,7 +259,13 @@ impl Builder<'_, '_> {
         let access = if st.mode != 0 {
             let modes = access.modes();
             let mut order = vec![modes.get(st.mode)?.clone()];
-            order.extend(modes.iter().enumerate().filter(|&(i, _)| i != st.mode).map(|(_, m)| m.clone()));
+            order.extend(
+                modes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != st.mode)
+                    .map(|(_, m)| m.clone()),
+            );
             moved = Layout::concat(&order).ok()?;
             &moved
         } else {
@@ -398,7 +409,9 @@ impl Builder<'_, '_> {
         let aligned = |x: i64| x % w == 0;
         if !aligned(n * inner)
             || !parts.iter().all(|&(_, start, _)| aligned(start * inner))
-            || self.vectorizable(&self.coord, access, offset, dtype).is_none()
+            || self
+                .vectorizable(&self.coord, access, offset, dtype)
+                .is_none()
         {
             return Ok(None);
         }
@@ -406,11 +419,7 @@ impl Builder<'_, '_> {
         let mut coord0 = self.coord.clone();
         coord0[mode] = mul(st.at[0].clone(), int(st.width));
         let wide = self.wide_of(dtype);
-        let reg = self.tensor(
-            Space::Registers,
-            wide,
-            Layout::int(w, 1).map_err(internal)?,
-        );
+        let reg = self.tensor(Space::Registers, wide, Layout::int(w, 1).map_err(internal)?);
         // The branches' reads are at their own coordinates: neither the open loop's vectors
         // nor a shared-memory transpose's tiles (which hold operands at the loop's) serve them.
         let (outer_stage, saved_coord) = (self.vectors.take(), self.coord.clone());
@@ -418,7 +427,11 @@ impl Builder<'_, '_> {
         let before = self.block(|b| {
             let e = irc_kir::offset_expr(access, &coord0).map_err(internal)?;
             let r0 = b.let_("r", Ty::Idx, add(e, Expr::Int(offset)));
-            let q = b.let_("q", Ty::Idx, rem(div(r0.clone(), Expr::Int(inner)), Expr::Int(n)));
+            let q = b.let_(
+                "q",
+                Ty::Idx,
+                rem(div(r0.clone(), Expr::Int(inner)), Expr::Int(n)),
+            );
             let outer = b.let_("o", Ty::Idx, div(r0.clone(), Expr::Int(inner * n)));
             let stmts = b.vector_concat_branches(parts, &reg, (&q, &outer, &r0), (inner, n, w))?;
             b.out.extend(stmts);
@@ -431,7 +444,11 @@ impl Builder<'_, '_> {
         if let Some(st) = self.vectors.as_mut() {
             st.before.extend(before);
         }
-        Ok(Some(self.let_("c", Ty::Elem(wide), Expr::load(&reg, vec![v]))))
+        Ok(Some(self.let_(
+            "c",
+            Ty::Elem(wide),
+            Expr::load(&reg, vec![v]),
+        )))
     }
 
     /// `if q < end0 { reg <- vector of x0 } else { ... }`: each operand's vector at its own

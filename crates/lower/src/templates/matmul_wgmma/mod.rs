@@ -651,7 +651,6 @@ fn intr(op: Intrinsic, args: Vec<Arg>) -> Stmt {
     Stmt::Intrinsic { op, args }
 }
 
-
 fn eq(a: Expr, b: Expr) -> Expr {
     Expr::idx(IdxOp::Eq, a, b)
 }
