@@ -306,17 +306,24 @@ impl Builder<'_, '_> {
             Ty::Idx,
             add(m0.clone(), mul(c.clone(), Expr::Int(64))),
         );
+        // Whether element (gm, gn) is inside the output: always, where the tiles divide it
+        // (no guard: the unrolled chunks of the epilogue are then straight-line code, whose
+        // operand loads ptxas issues together instead of one a guarded chunk).
+        let whole = p.m % super::BM == 0 && p.n % bn == 0;
         let in_range = |gm: &Expr, gn: &Expr| {
-            Expr::idx(
-                IdxOp::And,
-                lt(gm.clone(), int(p.m)),
-                lt(gn.clone(), int(p.n)),
-            )
+            (!whole).then(|| {
+                Expr::idx(
+                    IdxOp::And,
+                    lt(gm.clone(), int(p.m)),
+                    lt(gn.clone(), int(p.n)),
+                )
+            })
         };
         // One value of output element (gm, gn) through the chain to every root, where it is
         // inside the output.
         let store_at = |s: &mut Self, gm: Expr, gn: Expr, value: Expr| -> R<()> {
-            s.if_(in_range(&gm, &gn), |s| {
+            let cond = in_range(&gm, &gn);
+            let body = s.block(|s| {
                 s.coord = vec![gm.clone(), gn.clone(), bi.clone()];
                 s.epilogue_stores(
                     mm,
@@ -326,7 +333,9 @@ impl Builder<'_, '_> {
                     &epi.outs,
                     vec![gm, gn, bi.clone()],
                 )
-            })
+            })?;
+            s.guarded(cond, body);
+            Ok(())
         };
         // Value v's (row, column) in the consumer's tile.
         let place = |s: &mut Self, v: &Expr| -> R<(Expr, Expr)> {
@@ -558,15 +567,23 @@ impl Builder<'_, '_> {
                     }
                     Ok(())
                 })?;
-                s.out.push(Stmt::If {
-                    cond: in_range(&gm, &mul(gn8.clone(), Expr::Int(8))),
-                    body,
-                    orelse: vec![],
-                });
+                s.guarded(in_range(&gm, &mul(gn8.clone(), Expr::Int(8))), body);
                 Ok(())
             })?;
             s.out.push(named_barrier());
             Ok(())
         })
+    }
+
+    /// `body`, inside `if cond` where there is a condition.
+    fn guarded(&mut self, cond: Option<Expr>, body: Vec<Stmt>) {
+        match cond {
+            Some(cond) => self.out.push(Stmt::If {
+                cond,
+                body,
+                orelse: vec![],
+            }),
+            None => self.out.extend(body),
+        }
     }
 }
