@@ -90,7 +90,8 @@ impl Builder<'_, '_> {
     /// approximate `exp2` and `rcp` (relative errors about 2^-22, against the 2^-9 to 2^-12 of
     /// the rounding; Triton computes every `exp` so) instead of the accurate sequences:
     /// `exp(x) = 2^(x·log2 e)`, `sigmoid(x) = rcp(1 + exp(−x))`,
-    /// `silu(x) = rcp((1 + exp(−x)) · rcp(x))`, and `gelu(x) = x · Φ(x)` with `Φ` from
+    /// `silu(x) = (x·s) · rcp((1 + exp(−x))·s)` (`s` a power of two keeping the reciprocal
+    /// normal), and `gelu(x) = x · Φ(x)` with `Φ` from
     /// Abramowitz and Stegun's 7.1.26 (`erfc(z) ≈ P(t)·e^(−z²)`, `t = 1/(1 + p·z)`, absolute
     /// error below 1.5e-7), taken as `erfc` itself below zero (no cancellation in `1 + erf`).
     pub(crate) fn scalar_math(&mut self, f: Func, args: Vec<Expr>, dtype: DType) -> Expr {
@@ -109,11 +110,21 @@ impl Builder<'_, '_> {
             Func::Exp => exp(x),
             Func::Sigmoid => call(Func::Rcp, vec![fadd(c(1.0), exp(call(Func::Neg, vec![x])))]),
             Func::Silu => {
-                // rcp((1 + exp(−x)) · rcp(x)): x · rcp(1 + exp(−x)) would flush the reciprocal
-                // to zero where it is subnormal (x near −88) though the product is a normal
-                // value of bf16.
+                // (x·s) · rcp((1 + exp(−x))·s), s = 2^-64 below x = −64 and 1 elsewhere (two
+                // SFU operations, not three): x · rcp(1 + exp(−x)) alone would flush the
+                // reciprocal to zero where it is subnormal (x near −88) though the product is
+                // a normal value of bf16; s keeps it normal, and is exact.
+                let s = call(
+                    Func::Select,
+                    vec![
+                        call(Func::Lt, vec![x.clone(), c(-64.0)]),
+                        c(2f64.powi(-64)),
+                        c(1.0),
+                    ],
+                );
+                let s = self.let_("s", f32, s);
                 let den = fadd(c(1.0), exp(call(Func::Neg, vec![x.clone()])));
-                call(Func::Rcp, vec![fmul(den, call(Func::Rcp, vec![x]))])
+                fmul(fmul(x, s.clone()), call(Func::Rcp, vec![fmul(den, s)]))
             }
             Func::Gelu => {
                 // z = |x|/√2; q = P(t)·e^(−z²) = erfc(z); Φ(x) = q/2 below zero, else 1 − q/2.
