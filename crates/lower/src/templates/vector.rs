@@ -113,6 +113,21 @@ impl Builder<'_, '_> {
         if width <= 1 {
             return f(self, at[mode].clone(), Expr::Int(0));
         }
+        let (before, body) = self.vector_loop_parts(width, mode, at, f)?;
+        self.out.extend(before);
+        self.out.extend(body);
+        Ok(())
+    }
+
+    /// A vector loop's copies into registers, and the loop with the copies out of registers
+    /// after it (`width` at least 2).
+    fn vector_loop_parts(
+        &mut self,
+        width: u64,
+        mode: usize,
+        at: Vec<Expr>,
+        f: impl FnOnce(&mut Self, Expr, Expr) -> R<()>,
+    ) -> R<(Vec<Stmt>, Vec<Stmt>)> {
         let var = self.fresh("v");
         let v = Expr::var(&var);
         let mut vat = vec![at[mode].clone()];
@@ -152,17 +167,16 @@ impl Builder<'_, '_> {
                 "vector loop closed twice".into(),
             ))
         })?;
-        self.out.extend(stage.before);
-        self.out.push(Stmt::For {
+        let mut out = vec![Stmt::For {
             var,
             start: Expr::Int(0),
             end: int(width),
             step: Expr::Int(1),
             unroll: true,
             body,
-        });
-        self.out.extend(stage.after);
-        Ok(())
+        }];
+        out.extend(stage.after);
+        Ok((stage.before, out))
     }
 
     /// A row's `vecs` vectors spread over a group of `lanes` threads, `unroll` vectors per
@@ -433,7 +447,7 @@ impl Builder<'_, '_> {
                 rem(div(r0.clone(), Expr::Int(inner)), Expr::Int(n)),
             );
             let outer = b.let_("o", Ty::Idx, div(r0.clone(), Expr::Int(inner * n)));
-            let stmts = b.vector_concat_branches(parts, &reg, (&q, &outer, &r0), (inner, n, w))?;
+            let stmts = b.vector_concat_branches(parts, &reg, (&q, &outer, &r0), (inner, w))?;
             b.out.extend(stmts);
             Ok(())
         });
@@ -451,47 +465,57 @@ impl Builder<'_, '_> {
         )))
     }
 
-    /// `if q < end0 { reg <- vector of x0 } else { ... }`: each operand's vector at its own
-    /// row-major index `r0` less the rows of the others before it (`concat_branches`'s `j`).
+    /// Every operand's vector read at once, then `if q < end0 { reg <- x0 } else { ... }`:
+    /// each operand's registers are loaded before the branches (a warp whose lanes take
+    /// different operands waits for one load, not one an operand) at its own row-major index
+    /// (`concat_branches`'s `j`) with the axis position taken modulo the operand's extent,
+    /// `(q − start + K) mod len` (`K` the least multiple of `len` not below `start`), which is
+    /// `q − start` inside the operand and an aligned vector inside it elsewhere.
     fn vector_concat_branches(
         &mut self,
         parts: &[(irc_ir::ValueId, i64, i64)],
         reg: &str,
         (q, outer, r0): (&Expr, &Expr, &Expr),
-        (inner, n, w): (i64, i64, i64),
+        (inner, w): (i64, i64),
     ) -> R<Vec<Stmt>> {
-        let [(o, start, len), rest @ ..] = parts else {
-            return Ok(vec![]);
-        };
-        let j0 = sub(
-            sub(r0.clone(), mul(outer.clone(), Expr::Int((n - len) * inner))),
-            Expr::Int(start * inner),
-        );
-        let body = self.block(|b| {
-            let jb = b.let_("jb", Ty::Idx, div(j0, Expr::Int(w)));
-            b.vector_loop(w as u64, vec![jb], |b, kx, v| {
-                let e = b.value_at_index(*o, kx)?;
+        let mut bodies = vec![];
+        // An operand empty along the axis holds no element.
+        for &(o, start, len) in parts.iter().filter(|p| p.2 > 0) {
+            let k = (start + len - 1) / len * len;
+            let pos = rem(
+                add(sub(q.clone(), Expr::Int(start)), Expr::Int(k)),
+                Expr::Int(len),
+            );
+            let j0 = add(
+                mul(
+                    add(mul(outer.clone(), Expr::Int(len)), pos),
+                    Expr::Int(inner),
+                ),
+                rem(r0.clone(), Expr::Int(inner)),
+            );
+            let jb = self.let_("jb", Ty::Idx, div(j0, Expr::Int(w)));
+            let (before, body) = self.vector_loop_parts(w as u64, 0, vec![jb], |b, kx, v| {
+                let e = b.value_at_index(o, kx)?;
                 b.out.push(Stmt::Store {
                     tensor: reg.to_string(),
                     coord: vec![v],
                     value: e,
                 });
                 Ok(())
-            })
-        })?;
-        if rest.is_empty() {
-            return Ok(body);
+            })?;
+            self.out.extend(before);
+            bodies.push((start + len, body));
         }
-        let orelse = self.block(|b| {
-            let nested = b.vector_concat_branches(rest, reg, (q, outer, r0), (inner, n, w))?;
-            b.out.extend(nested);
-            Ok(())
-        })?;
-        Ok(vec![Stmt::If {
-            cond: lt(q.clone(), Expr::Int(start + len)),
-            body,
-            orelse,
-        }])
+        // The branches, innermost first: the last operand is the final else.
+        let mut chain = bodies.pop().map(|(_, b)| b).unwrap_or_default();
+        while let Some((end, body)) = bodies.pop() {
+            chain = vec![Stmt::If {
+                cond: lt(q.clone(), Expr::Int(end)),
+                body,
+                orelse: chain,
+            }];
+        }
+        Ok(chain)
     }
 }
 
