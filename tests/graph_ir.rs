@@ -530,6 +530,33 @@ fn pointwise_kernels_copy_vectors_where_the_layouts_allow() {
     assert!(copies(bools).is_empty());
 }
 
+/// A concat whose every 16-byte vector lies in one operand reads each operand in vectors (the
+/// operand chosen once a vector, every operand's copy issued before the branches); where an
+/// operand starts inside a vector, element by element. Each runs in the emulator against the
+/// interpreter.
+#[test]
+fn concats_read_whole_vectors_of_one_operand() {
+    let copies = |text: &str| {
+        irc_kir::print_module(&one_pointwise_kernel(text))
+            .matches("copy.8 ")
+            .count()
+    };
+    // Three operands along the last axis (8, 16 and 8 columns), one negated: the output's
+    // copy and one an operand.
+    let last = "graph @l(%a: tensor<6x8xf16>, %b: tensor<6x16xf16>, %c: tensor<6x8xf16>, %y: tensor<6x32xf16>) -> tensor<6x32xf16> {\n  %n = neg %b\n  %k = concat %a, %n, %c {axis = 1}\n  %s = add %k, %y\n  return %s\n}\n";
+    assert_eq!(copies(last), 5);
+    // Along the first axis (rows of 24: each vector in one operand's row), one operand a
+    // broadcast row.
+    let first = "graph @f(%a: tensor<3x24xbf16>, %r: tensor<24xbf16>) -> tensor<5x24xbf16> {\n  %b = broadcast %r {shape = [2, 24]}\n  %k = concat %a, %b {axis = 0}\n  %e = exp %k\n  return %e\n}\n";
+    assert_eq!(copies(first), 3);
+    // Rotary embedding's halves of a transposed view ([S, H, D] read as [H, S, D]).
+    let halves = "graph @h(%x: tensor<5x2x32xf16>) -> tensor<2x5x32xf16> {\n  %t = transpose %x {perm = [1, 0, 2]}\n  %a = slice %t {axes = [2], starts = [0], ends = [16]}\n  %b = slice %t {axes = [2], starts = [16], ends = [32]}\n  %n = neg %b\n  %k = concat %n, %a {axis = 2}\n  %s = add %k, %t\n  return %s\n}\n";
+    assert_eq!(copies(halves), 4);
+    // The second operand starts 4 columns into a vector: read element by element.
+    let straddling = "graph @s(%a: tensor<6x4xf16>, %b: tensor<6x12xf16>) -> tensor<6x16xf16> {\n  %k = concat %a, %b {axis = 1}\n  %e = exp %k\n  return %e\n}\n";
+    assert_eq!(copies(straddling), 1);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
