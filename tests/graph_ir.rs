@@ -615,6 +615,58 @@ proptest! {
         );
         emulates_as_interpreted(&text);
     }
+
+    /// Concats in pointwise kernels compute what the interpreter does, whether each vector
+    /// lies in one operand (read in vectors, every operand's before the branches) or not:
+    /// two or three operands of random extents along the first or last axis, f16, bf16 or
+    /// f32, the first operand negated or read through a transpose.
+    #[test]
+    fn concats_compute_what_the_interpreter_does(
+        lens in prop::collection::vec(prop::sample::select(vec![4u64, 8, 12, 16, 24]), 2..=3),
+        other in prop::sample::select(vec![3u64, 8, 16]),
+        last in any::<bool>(),
+        dt in prop::sample::select(vec!["f16", "bf16", "f32"]),
+        first in prop::sample::select(vec!["plain", "neg", "transposed"]),
+    ) {
+        let shape = |n: u64| match last {
+            true => format!("tensor<{other}x{n}x{dt}>"),
+            false => format!("tensor<{n}x{other}x{dt}>"),
+        };
+        let total: u64 = lens.iter().sum();
+        let mut params = vec![];
+        let mut body = String::new();
+        let mut names = vec![];
+        for (i, &n) in lens.iter().enumerate() {
+            match (i, first) {
+                (0, "transposed") => {
+                    let t = match last {
+                        true => format!("tensor<{n}x{other}x{dt}>"),
+                        false => format!("tensor<{other}x{n}x{dt}>"),
+                    };
+                    params.push(format!("%x0: {t}"));
+                    body += "  %o0 = transpose %x0 {perm = [1, 0]}\n";
+                }
+                (0, "neg") => {
+                    params.push(format!("%x0: {}", shape(n)));
+                    body += "  %o0 = neg %x0\n";
+                }
+                _ => {
+                    params.push(format!("%x{i}: {}", shape(n)));
+                    body += &format!("  %o{i} = exp %x{i}\n");
+                }
+            }
+            names.push(format!("%o{i}"));
+        }
+        params.push(format!("%y: {}", shape(total)));
+        let axis = usize::from(last);
+        body += &format!("  %k = concat {} {{axis = {axis}}}\n  %z = add %k, %y\n", names.join(", "));
+        let text = format!(
+            "graph @c({}) -> {} {{\n{body}  return %z\n}}\n",
+            params.join(", "),
+            shape(total)
+        );
+        emulates_as_interpreted(&text);
+    }
 }
 
 /// Sibling pointwise results reading the same buffers are one kernel (fusion rule 12) that
