@@ -85,6 +85,18 @@ pub(crate) fn math_dtype(d: DType) -> DType {
 }
 
 impl Builder<'_, '_> {
+    /// `body`, inside `if cond` where there is a condition.
+    pub(crate) fn guarded(&mut self, cond: Option<Expr>, body: Vec<irc_kir::Stmt>) {
+        match cond {
+            Some(cond) => self.out.push(irc_kir::Stmt::If {
+                cond,
+                body,
+                orelse: vec![],
+            }),
+            None => self.out.extend(body),
+        }
+    }
+
     /// Scalar function `f` of `args` (already in [`math_dtype`]) for a result of `dtype`. Where
     /// the result is rounded to a 16-bit float next, the transcendental ops run on the SFU's
     /// approximate `exp2` and `rcp` (relative errors about 2^-22, against the 2^-9 to 2^-12 of

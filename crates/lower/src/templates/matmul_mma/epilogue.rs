@@ -215,16 +215,24 @@ impl Builder<'_, '_> {
                                     ))),
                                 })
                                 .collect::<R<_>>()?;
-                            if let Some(src) = &src {
-                                s.unrolled("z", w, &mut |s, z| {
-                                    let gn = add(gn0.clone(), z.clone());
-                                    let cond = Expr::idx(
-                                        IdxOp::And,
-                                        lt(gm.clone(), int(p.m)),
-                                        lt(gn, int(p.n)),
-                                    );
-                                    s.if_(cond, |s| {
-                                        let gn = s.let_("cz", Ty::Idx, add(gn0.clone(), z.clone()));
+                            // The vector's elements are all inside the output or none
+                            // (N is a multiple of w): one guard a vector, none where the tiles
+                            // divide the output (the unrolled chunks are then straight-line
+                            // code, their loads issued together). Operands the chain reads 8
+                            // contiguous aligned elements of are one copy (`vector_loop_along`).
+                            let whole = p.m % cfg.bm == 0 && p.n % cfg.bn == 0;
+                            let cond = (!whole).then(|| {
+                                Expr::idx(
+                                    IdxOp::And,
+                                    lt(gm.clone(), int(p.m)),
+                                    lt(gn0.clone(), int(p.n)),
+                                )
+                            });
+                            let body = s.block(|s| {
+                                if let Some(src) = &src {
+                                    let vb = s.let_("cb", Ty::Idx, div(gn0.clone(), int(w)));
+                                    let at = vec![gm.clone(), vb, bi.clone()];
+                                    s.vector_loop_along(w, 1, at, |s, gn, z| {
                                         let staged = Expr::load(src, vec![z.clone()]);
                                         s.coord = vec![gm.clone(), gn, bi.clone()];
                                         let targets: Vec<(String, Vec<Expr>)> = regs
@@ -237,28 +245,20 @@ impl Builder<'_, '_> {
                                             })
                                             .collect();
                                         s.roots_into(mm, staged, &p.access_c, roots, &targets)
-                                    })
-                                })?;
-                            }
-                            let cond = Expr::idx(
-                                IdxOp::And,
-                                lt(gm.clone(), int(p.m)),
-                                lt(gn0.clone(), int(p.n)),
-                            );
-                            for ((&root, gv), reg) in roots.iter().zip(gvs).zip(&regs) {
-                                let src = match (root == mm, reg, &src) {
-                                    (false, Some(t), _) | (_, None, Some(t)) => kir::Frag {
-                                        tensor: t.clone(),
-                                        at: vec![],
-                                    },
-                                    _ => staged_frag.clone(),
-                                };
-                                let gv = gv.clone();
-                                s.if_(cond.clone(), |s| {
+                                    })?;
+                                }
+                                for ((&root, gv), reg) in roots.iter().zip(gvs).zip(&regs) {
+                                    let src = match (root == mm, reg, &src) {
+                                        (false, Some(t), _) | (_, None, Some(t)) => kir::Frag {
+                                            tensor: t.clone(),
+                                            at: vec![],
+                                        },
+                                        _ => staged_frag.clone(),
+                                    };
                                     s.out.push(Stmt::Copy {
                                         width: w as u32,
                                         dst: kir::Frag {
-                                            tensor: gv,
+                                            tensor: gv.clone(),
                                             at: vec![
                                                 gm.clone(),
                                                 Expr::idx(IdxOp::Div, gn0.clone(), int(w)),
@@ -267,9 +267,10 @@ impl Builder<'_, '_> {
                                         },
                                         src,
                                     });
-                                    Ok(())
-                                })?;
-                            }
+                                }
+                                Ok(())
+                            })?;
+                            s.guarded(cond, body);
                             Ok(())
                         }
                         None => s.unrolled("z", w, &mut |s, z| {

@@ -574,16 +574,4 @@ impl Builder<'_, '_> {
             Ok(())
         })
     }
-
-    /// `body`, inside `if cond` where there is a condition.
-    fn guarded(&mut self, cond: Option<Expr>, body: Vec<Stmt>) {
-        match cond {
-            Some(cond) => self.out.push(Stmt::If {
-                cond,
-                body,
-                orelse: vec![],
-            }),
-            None => self.out.extend(body),
-        }
-    }
 }
