@@ -220,7 +220,7 @@ impl Builder<'_, '_> {
                             // divide the output (the unrolled chunks are then straight-line
                             // code, their loads issued together). Operands the chain reads 8
                             // contiguous aligned elements of are one copy (`vector_loop_along`).
-                            let whole = p.m % cfg.bm == 0 && p.n % cfg.bn == 0;
+                            let whole = p.m.is_multiple_of(cfg.bm) && p.n.is_multiple_of(cfg.bn);
                             let cond = (!whole).then(|| {
                                 Expr::idx(
                                     IdxOp::And,

@@ -309,7 +309,7 @@ impl Builder<'_, '_> {
         // Whether element (gm, gn) is inside the output: always, where the tiles divide it
         // (no guard: the unrolled chunks of the epilogue are then straight-line code, whose
         // operand loads ptxas issues together instead of one a guarded chunk).
-        let whole = p.m % super::BM == 0 && p.n % bn == 0;
+        let whole = p.m.is_multiple_of(super::BM) && p.n.is_multiple_of(bn);
         let in_range = |gm: &Expr, gn: &Expr| {
             (!whole).then(|| {
                 Expr::idx(
