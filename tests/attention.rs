@@ -8,6 +8,7 @@
 mod emulate;
 
 use irc_interp::{compare, random::random_tensor, tensor::Data, tensor::Tensor};
+use irc_tests::hopper_kernels;
 use std::collections::HashMap;
 
 /// Checks the graph's one attention kernel against the interpreter; returns the kernel IR text.
@@ -75,20 +76,6 @@ fn wide_reference(src: &str, g: &irc_ir::Graph, ty: &irc_ir::TensorType) -> Tens
     let out = irc_interp::run_graph(w, inputs).expect("interprets the f32 graph");
     let values = out[0].data.to_f64();
     Tensor::new(ty.clone(), Data::from_f64(ty.dtype, values)).unwrap()
-}
-
-/// The kernels of `src`'s first graph with the Hopper templates (sm_90a), verified.
-fn hopper_kernels(src: &str) -> irc_kir::Module {
-    let m = irc_frontend::parse_module(src).expect("parses");
-    let hopper = irc_lower::LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
-        .expect("lowers")
-        .kernels;
-    irc_kir::verify_module(&k).expect("verifies");
-    k
 }
 
 /// Whether the kernel walks only the key tiles of a mask band (`for %k0.. = (%kf.. * 64) to

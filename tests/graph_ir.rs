@@ -823,15 +823,7 @@ fn a_norm_prologue_fits_beside_a_short_k_epilogue() {
         let src = format!(
             "graph @rg(%x: tensor<4096x{k}xbf16>, %g: tensor<{k}xbf16>, %w: tensor<{k}x1024xbf16>) -> tensor<4096x1024xbf16> {{\n  %n = rmsnorm %x, %g {{axis = -1, eps = 1e-6}}\n  %y = matmul %n, %w\n  return %y\n}}\n"
         );
-        let m = irc_frontend::parse_module(&src).expect("parses");
-        let options = irc_lower::LowerOptions {
-            wgmma: true,
-            ..Default::default()
-        };
-        let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &options)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .kernels;
-        irc_kir::verify_module(&k).expect("verifies");
+        let k = irc_tests::hopper_kernels(&src);
         assert_eq!(k.kernels.len(), 1, "the norm in the matmul's kernel");
     }
 }

@@ -32,6 +32,21 @@ pub fn check(input: &str, expected: &str) {
     );
 }
 
+/// The kernels of `src`'s first graph lowered with the Hopper templates (sm_90a), verified.
+#[track_caller]
+pub fn hopper_kernels(src: &str) -> irc_kir::Module {
+    let m = irc_frontend::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+    let hopper = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let k = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &hopper)
+        .unwrap_or_else(|e| panic!("{e}\n{src}"))
+        .kernels;
+    irc_kir::verify_module(&k).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    k
+}
+
 /// Checks that `input` is rejected with a diagnostic whose message contains `expected` and
 /// whose span starts on the 1-based line `line`.
 #[track_caller]

@@ -14,6 +14,7 @@ mod emulate;
 
 use irc_interp::compare;
 use irc_lower::{LowerOptions, MmaConfig};
+use irc_tests::hopper_kernels;
 
 /// Checks the graph's matmul kernel under `cfg` against the interpreter; returns the kernel
 /// IR text.
@@ -181,16 +182,7 @@ fn rmsnorm_as_the_a_prologue_in_one_kernel() {
 #[test]
 fn the_hopper_norm_prologue_scales_register_pairs() {
     for (k, g) in [(320, true), (256, true), (320, false)] {
-        let src = norm_gemm(130, k, 96, g);
-        let m = irc_frontend::parse_module(&src).expect("parses");
-        let options = LowerOptions {
-            wgmma: true,
-            ..Default::default()
-        };
-        let kernels = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &options)
-            .expect("lowers")
-            .kernels;
-        irc_kir::verify_module(&kernels).expect("verifies");
+        let kernels = hopper_kernels(&norm_gemm(130, k, 96, g));
         let text = irc_kir::print_module(&kernels);
         assert_eq!(irc_kir::parse_module(&text).expect("re-parses"), kernels);
         assert_eq!(text.matches("kernel @").count(), 1, "{text}");
@@ -205,15 +197,7 @@ fn the_hopper_norm_prologue_scales_register_pairs() {
 /// another intrinsic's row (it reported `ldmatrix.x4 takes 2 operands` for an N of 80).
 #[test]
 fn a_wgmma_shape_outside_the_table_is_reported_as_such() {
-    let src = norm_gemm(130, 256, 96, false);
-    let m = irc_frontend::parse_module(&src).expect("parses");
-    let options = LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let mut kernels = irc_lower::plan_and_lower_with(&m.graphs[0], Default::default(), &options)
-        .expect("lowers")
-        .kernels;
+    let mut kernels = hopper_kernels(&norm_gemm(130, 256, 96, false));
     fn retarget(body: &mut [irc_kir::Stmt]) -> bool {
         body.iter_mut().any(|s| match s {
             irc_kir::Stmt::Intrinsic { op, .. } if matches!(op, irc_kir::Intrinsic::WgmmaRs(_)) => {
@@ -378,13 +362,7 @@ fn realigning_copies_put_every_element_in_its_padded_row() {
     let src = "graph @g(%a: tensor<2049x9xf16>, %b: tensor<9x7283xf16>,\n               %a2: tensor<3x260x1031xbf16>, %b2: tensor<200x1031xbf16>)\n    -> (tensor<2049x7283xf16>, tensor<3x260x200xbf16>) {\n  %c = matmul %a, %b\n  %c2 = matmul %a2, %b2 {transpose_b = true}\n  return %c, %c2\n}\n";
     let m = irc_frontend::parse_module(src).expect("parses");
     let g = &m.graphs[0];
-    let options = LowerOptions {
-        wgmma: true,
-        ..Default::default()
-    };
-    let mut k = irc_lower::plan_and_lower_with(g, Default::default(), &options)
-        .expect("lowers")
-        .kernels;
+    let mut k = hopper_kernels(src);
     let copies = |n: &str| n.ends_with("_realign_a") || n.ends_with("_realign_b");
     k.launches.retain(|l| copies(&l.kernel));
     assert_eq!(k.launches.len(), 4, "{:?}", k.launches);

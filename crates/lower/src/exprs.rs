@@ -1,9 +1,10 @@
 //! Small constructors of kernel-IR expressions and layouts the lowering and every template
-//! use (`bx`, `add`, `mul`, `sub`, `div`, `rem`, `lt`, `int`, `lit`, `cast_to`, `concat`, `row_threads`).
+//! use (`bx`, `add`, `mul`, `sub`, `div`, `rem`, `lt`, `int`, `lit`, `cast_to`, `concat`,
+//! `row_threads`, `Builder::guarded`).
 
 use crate::lower::{Builder, R, THREADS, internal};
 use irc_ir::DType;
-use irc_kir::{Builtin, Expr, Func, IdxOp, Ty};
+use irc_kir::{Builtin, Expr, Func, IdxOp, Stmt, Ty};
 use irc_layout::Layout;
 
 pub(crate) fn bx(b: Builtin) -> Expr {
@@ -86,9 +87,9 @@ pub(crate) fn math_dtype(d: DType) -> DType {
 
 impl Builder<'_, '_> {
     /// `body`, inside `if cond` where there is a condition.
-    pub(crate) fn guarded(&mut self, cond: Option<Expr>, body: Vec<irc_kir::Stmt>) {
+    pub(crate) fn guarded(&mut self, cond: Option<Expr>, body: Vec<Stmt>) {
         match cond {
-            Some(cond) => self.out.push(irc_kir::Stmt::If {
+            Some(cond) => self.out.push(Stmt::If {
                 cond,
                 body,
                 orelse: vec![],

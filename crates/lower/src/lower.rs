@@ -602,10 +602,7 @@ impl<'l, 'g> Builder<'l, 'g> {
     }
 
     pub(crate) fn def(&self, v: ValueId) -> Option<&'g Inst> {
-        match self.l.g.values[v.index()].def {
-            ValueDef::Inst(i) => Some(&self.l.g.insts[i]),
-            ValueDef::Param(_) => None,
-        }
+        self.l.g.def_inst(v)
     }
 
     pub(crate) fn param(&mut self, buffer: &str) -> String {

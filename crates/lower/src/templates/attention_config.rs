@@ -136,7 +136,7 @@ impl AttentionConfig {
         // A head dim between the tiles' 64-column steps is computed as the next one.
         let (d, dv) = (d.next_multiple_of(64), dv.next_multiple_of(64));
         let busy = |rows: u64| busy_share(sq, batch, rows, sms);
-        let whole = sk % keys_per_tile(d, dv, 1) == 0;
+        let whole = sk.is_multiple_of(keys_per_tile(d, dv, 1));
         // Three only where their accumulators fit three consumers' registers (not at head
         // dim 256).
         let point = |consumers, occupancy| AttentionConfig {
@@ -202,8 +202,9 @@ pub(crate) fn consumer_regs(consumers: u64, occupancy: u64) -> u64 {
 fn consumer_need(c: &AttentionConfig, (d, dv): (u64, u64), causal: bool, sq: u64, sk: u64) -> u64 {
     let dv = dv.next_multiple_of(64);
     let bkv = keys_per_tile(d.next_multiple_of(64), dv, c.occupancy);
-    let extra =
-        16 * u64::from(causal) + 16 * u64::from(sk % bkv != 0) + 8 * u64::from(sq % c.rows() != 0);
+    let extra = 16 * u64::from(causal)
+        + 16 * u64::from(!sk.is_multiple_of(bkv))
+        + 8 * u64::from(!sq.is_multiple_of(c.rows()));
     let buffers = if c.pipelined { 2 } else { 1 };
     buffers * bkv / 2 + dv / 2 + 24 + extra
 }
@@ -368,24 +369,29 @@ impl TemplateSpace for AttentionSpace {
 mod tests {
     use super::*;
 
-    #[test]
-    fn points_print_and_parse_back() {
-        let problem = Problem {
+    /// An f16 attention problem of 1024 queries over 1024 keys, values of head dim 64.
+    fn problem(batch: u64, d: u64, causal: bool, plain: bool) -> Problem {
+        Problem {
             template: "attention_wgmma",
             shape: ProblemShape::Attention {
-                batch: 1,
+                batch,
                 sq: 1024,
                 sk: 1024,
-                d: 64,
+                d,
                 dv: 64,
-                causal: false,
-                plain: true,
+                causal,
+                plain,
             },
             dtype: irc_ir::DType::F16,
             bytes: 0,
             flops: 0,
             signature: String::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn points_print_and_parse_back() {
+        let problem = problem(1, 64, false, true);
         for p in AttentionSpace.enumerate(&problem, &Target::h100()) {
             let Config::Attention(c) = p else {
                 panic!("{p:?}")
@@ -437,48 +443,21 @@ mod tests {
         let c = AttentionConfig::heuristic(1024, 1024, (256, 64), (true, true), 32, 132);
         assert_eq!(c.to_string(), "consumers=2");
         let two = AttentionConfig { occupancy: 2, ..c };
-        let problem = |d| Problem {
-            template: "attention_wgmma",
-            shape: ProblemShape::Attention {
-                batch: 32,
-                sq: 1024,
-                sk: 1024,
-                d,
-                dv: 64,
-                causal: true,
-                plain: true,
-            },
-            dtype: irc_ir::DType::F16,
-            bytes: 0,
-            flops: 0,
-            signature: String::new(),
-        };
-        let check = |d| AttentionSpace.check(&Config::Attention(two), &problem(d), &Target::h100());
+        let check = |p: &Problem| AttentionSpace.check(&Config::Attention(two), p, &Target::h100());
+        let deep = problem(32, 256, true, true);
         assert!(
-            check(256).is_err_and(|e| e.contains("1 K/V stage")),
+            check(&deep).is_err_and(|e| e.contains("1 K/V stage")),
             "{:?}",
-            check(256)
+            check(&deep)
         );
-        assert_eq!(check(64), Ok(()));
+        assert_eq!(check(&problem(32, 64, true, true)), Ok(()));
         // Not with more of a prologue than a scale and a mask band (an additive mask tensor,
         // soft-capping: a crash hunt's 411 graphs, ptxas spilling 12-88 bytes at 104 registers).
         assert_eq!(
             AttentionConfig::heuristic(256, 256, (64, 64), (false, false), 64, 132).to_string(),
             "consumers=2"
         );
-        let prologue = Problem {
-            shape: ProblemShape::Attention {
-                batch: 32,
-                sq: 1024,
-                sk: 1024,
-                d: 64,
-                dv: 64,
-                causal: true,
-                plain: false,
-            },
-            ..problem(64)
-        };
-        let rejected = AttentionSpace.check(&Config::Attention(two), &prologue, &Target::h100());
+        let rejected = check(&problem(32, 64, true, false));
         assert!(rejected.is_err_and(|e| e.contains("prologue")));
         // Not where its registers would spill (ptxas): tails of both queries and keys.
         assert_eq!(h(1000, 32, false, 64).to_string(), "consumers=2");

@@ -146,7 +146,7 @@ impl<'g> Lowering<'g> {
         let one_sided = band.is_none_or(|b| b.lo.is_none() || b.hi.is_none());
         let as_is = roots
             .iter()
-            .all(|&r| r == output.result || def_of(self.g, r).is_some_and(|i| is_view(i.op)));
+            .all(|&r| r == output.result || self.g.def_inst(r).is_some_and(|i| is_view(i.op)));
         Ok(crate::templates::AttentionOps {
             scores,
             softmax,
@@ -179,18 +179,10 @@ pub(crate) struct Prologue {
     plain: bool,
 }
 
-/// The statement computing `x`, if one does.
-fn def_of(g: &irc_ir::Graph, x: ValueId) -> Option<&irc_ir::Inst> {
-    match g.values[x.index()].def {
-        irc_ir::ValueDef::Inst(i) => Some(&g.insts[i]),
-        irc_ir::ValueDef::Param(_) => None,
-    }
-}
-
 /// `(y, c)` where `x` is `y · c` (either order) for a splat constant `c > 0`, rounded to its
 /// type.
 fn scaled(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, f64)> {
-    let inst = def_of(g, x)?;
+    let inst = g.def_inst(x)?;
     if inst.op != irc_ir::OpKind::Mul {
         return None;
     }
@@ -198,7 +190,7 @@ fn scaled(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, f64)> {
         return None;
     };
     let constant = |c: ValueId| -> Option<f64> {
-        let ci = def_of(g, c)?;
+        let ci = g.def_inst(c)?;
         if ci.op.category() != irc_ir::Category::Constant {
             return None;
         }
@@ -217,14 +209,14 @@ fn scaled(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, f64)> {
 
 /// `(keep, y)` where `x` is `select(keep, y, -inf)`.
 fn masked(g: &irc_ir::Graph, x: ValueId) -> Option<(ValueId, ValueId)> {
-    let inst = def_of(g, x)?;
+    let inst = g.def_inst(x)?;
     if inst.op != irc_ir::OpKind::Select {
         return None;
     }
     let [keep, y, other] = inst.operands.as_slice() else {
         return None;
     };
-    let oi = def_of(g, *other)?;
+    let oi = g.def_inst(*other)?;
     let splat = irc_fused::policy::splat_value(&oi.attrs);
     (oi.op.category() == irc_ir::Category::Constant && splat == Some(f64::NEG_INFINITY))
         .then_some((*keep, *y))
