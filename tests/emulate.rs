@@ -40,13 +40,22 @@ pub fn against_interpreter_all(
     k: &kir::Module,
     seed: u64,
 ) -> Vec<(irc_interp::tensor::Tensor, irc_interp::tensor::Tensor)> {
-    use irc_interp::tensor::{Data, Tensor};
-    let inputs: Vec<Tensor> = g
+    let inputs = g
         .params
         .iter()
         .enumerate()
         .map(|(i, &p)| irc_interp::random::random_tensor(g.ty(p), seed, i as u64))
         .collect();
+    against_interpreter_on(g, k, inputs)
+}
+
+/// [`against_interpreter_all`] on the given inputs (one per parameter, in order).
+pub fn against_interpreter_on(
+    g: &irc_ir::Graph,
+    k: &kir::Module,
+    inputs: Vec<irc_interp::tensor::Tensor>,
+) -> Vec<(irc_interp::tensor::Tensor, irc_interp::tensor::Tensor)> {
+    use irc_interp::tensor::{Data, Tensor};
     let by_name: HashMap<String, Vec<f64>> = k
         .buffers
         .iter()

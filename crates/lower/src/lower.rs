@@ -526,6 +526,10 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) vectors: Option<crate::templates::VectorStage>,
     /// The open shared-memory transpose of a pointwise kernel (`templates/transpose.rs`).
     pub(crate) stage: Option<crate::templates::TransposeStage>,
+    /// Values this kernel stores that are computed, never read from their buffers, while it
+    /// is set: a pass that runs before their stores (an epilogue reduction's operand chain,
+    /// `templates/epilogue_reduce.rs`) would read memory no thread has written yet.
+    pub(crate) unstored: std::collections::HashSet<ValueId>,
 }
 
 impl<'l, 'g> Builder<'l, 'g> {
@@ -568,6 +572,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             known: HashMap::new(),
             vectors: None,
             stage: None,
+            unstored: Default::default(),
         }
     }
 
@@ -780,7 +785,7 @@ impl<'l, 'g> Builder<'l, 'g> {
         load: bool,
     ) -> R<Expr> {
         let dtype = self.ty(v).dtype;
-        if load && self.l.buffer_of.contains_key(&v) {
+        if load && self.l.buffer_of.contains_key(&v) && !self.unstored.contains(&v) {
             let buffer = self.l.buffer_of[&v].clone();
             let p = self.param(&buffer);
             if let Some(e) = self.staged_read(&p, dtype, access, offset)? {

@@ -221,7 +221,11 @@ impl Builder<'_, '_> {
             self.coord = at.iter().map(|&e| e.clone()).collect();
             self.overrides
                 .insert(mm, (p.access_c.clone(), value.clone()));
+            // The chain's values this kernel stores (a residual sum that is also normalized)
+            // are stored after the reduction pass: it computes them.
+            self.unstored = self.roots.iter().copied().collect();
             let x = self.compute_at(r.operand, &p.access_c, false);
+            self.unstored.clear();
             self.overrides.remove(&mm);
             x?
         };
