@@ -404,10 +404,10 @@ fn realigning_copies_put_every_element_in_its_padded_row() {
 /// stream) and `mean(h²)` reduced in the same kernel's epilogue. The reduction pass runs before
 /// the stores, so it computes `h` (it read `h`'s buffer, not yet written: every Llama-style
 /// model's output was NaN or garbage on the GPU). The attention output comes in through the
-/// heads-merging views, as an imported model has it.
+/// heads-merging views, as an imported model has it; three column tiles add their partials.
 #[test]
 fn a_stored_chain_value_is_computed_by_the_reduction_pass() {
-    let src = "graph @g(%x: tensor<1x40x64xf32>, %a: tensor<1x4x40x16xf32>, %w: tensor<64x64xf32>) -> (tensor<1x40x1xf32>, tensor<1x40x64xf32>) {\n  %t = transpose %a {perm = [0, 2, 1, 3]}\n  %r = reshape %t {shape = [1, 40, -1]}\n  %m = matmul %r, %w\n  %h = add %x, %m\n  %two = constant {value = 2.0} : tensor<f32>\n  %p = pow %h, %two\n  %s = reduce_mean %p {axes = [-1], keepdims = true}\n  return %s, %h\n}\n";
+    let src = "graph @g(%x: tensor<1x40x136xf32>, %a: tensor<1x4x40x16xf32>, %w: tensor<64x136xf32>) -> (tensor<1x40x1xf32>, tensor<1x40x136xf32>) {\n  %t = transpose %a {perm = [0, 2, 1, 3]}\n  %r = reshape %t {shape = [1, 40, -1]}\n  %m = matmul %r, %w\n  %h = add %x, %m\n  %two = constant {value = 2.0} : tensor<f32>\n  %p = pow %h, %two\n  %s = reduce_mean %p {axes = [-1], keepdims = true}\n  return %s, %h\n}\n";
     check_reductions(src, "64x64x32/2x2/3");
     check_reductions(&src.replace("f32>", "f16>"), "64x64x32/2x2/3");
 }
