@@ -411,7 +411,39 @@ impl Builder<'_, '_> {
         }
         self.let_("w", Ty::Elem(w), Expr::cast(w, e))
     }
+
+    /// A float constant as wide mode reads it: finite values beyond `±WIDE_BOUND` become
+    /// `±WIDE_BOUND` (see there); elsewhere, and for integers, `x` itself.
+    pub(crate) fn bound_lit(&self, d: DType, x: f64) -> f64 {
+        match self.wide && d.is_float() && x.is_finite() && x.abs() > WIDE_BOUND {
+            true => WIDE_BOUND.copysign(x),
+            false => x,
+        }
+    }
+
+    /// A float read from memory (`e`, already widened) as wide mode sees it: a finite value
+    /// below `-WIDE_BOUND` becomes `-WIDE_BOUND`; `-inf` stays (an f16 never reaches it).
+    pub(crate) fn bound_read(&mut self, d: DType, e: Expr) -> Expr {
+        if !self.wide || !matches!(d, DType::BF16 | DType::F32 | DType::F64) {
+            return e;
+        }
+        let w = self.wide_of(d);
+        let lit = |x: f64| Expr::lit(w, x);
+        let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
+        let bounded = call(Func::Max, vec![e.clone(), lit(-WIDE_BOUND)]);
+        let inf = call(Func::Eq, vec![e.clone(), lit(f64::NEG_INFINITY)]);
+        self.let_("bd", Ty::Elem(w), call(Func::Select, vec![inf, e, bounded]))
+    }
 }
+
+/// The magnitude wide mode (an attention prologue) bounds finite float constants and reads to:
+/// `2^100`. A mask written as the type's lowest finite value (Hugging Face's
+/// `finfo(dtype).min`, -3.4e38 in bf16 or f32) would overflow to `-inf` once the softmax
+/// multiplies it by `log2(e)`, and a row masked whole would then be `-inf - -inf`, NaN, where
+/// the graph's softmax of equal values is uniform. Bounded, the row's scores are still equal
+/// (a score is far below the bound's ulp, 2^76), their exponentials 1 and the row uniform; a
+/// masked score in any other row still gives `exp2` 0.
+pub(crate) const WIDE_BOUND: f64 = 1.2676506002282294e30;
 
 impl<'g> Builder<'_, 'g> {
     /// A view's layout: a coordinate of the view (its row-major index) to the source's index.

@@ -788,16 +788,19 @@ impl<'l, 'g> Builder<'l, 'g> {
         if load && self.l.buffer_of.contains_key(&v) && !self.unstored.contains(&v) {
             let buffer = self.l.buffer_of[&v].clone();
             let p = self.param(&buffer);
-            if let Some(e) = self.staged_read(&p, dtype, access, offset)? {
-                return Ok(self.widen(dtype, e));
-            }
-            if let Some(e) = self.vector_read(&p, dtype, access, offset)? {
-                return Ok(self.widen(dtype, e));
-            }
-            let t = self.tensor_at(Space::Global(p), dtype, access.clone(), offset);
-            let load = Expr::load(&t, self.coord.clone());
-            let v = self.let_("v", Ty::Elem(dtype), load);
-            return Ok(self.widen(dtype, v));
+            let e = match self.staged_read(&p, dtype, access, offset)? {
+                Some(e) => e,
+                None => match self.vector_read(&p, dtype, access, offset)? {
+                    Some(e) => e,
+                    None => {
+                        let t = self.tensor_at(Space::Global(p), dtype, access.clone(), offset);
+                        let load = Expr::load(&t, self.coord.clone());
+                        self.let_("v", Ty::Elem(dtype), load)
+                    }
+                },
+            };
+            let e = self.widen(dtype, e);
+            return Ok(self.bound_read(dtype, e));
         }
         let inst = self
             .def(v)
@@ -829,12 +832,16 @@ impl<'l, 'g> Builder<'l, 'g> {
         match inst.op.category() {
             Category::Constant => {
                 if let Some(x) = splat_value(&inst.attrs) {
+                    let x = self.bound_lit(dtype, x);
                     return Ok(self.widen(dtype, Expr::lit(dtype, x)));
                 }
                 let name = format!("{}_c{}", self.kernel.name, self.constants.len());
                 let mut flat = vec![];
                 flatten_value(inst.attrs.get("value").unwrap_or(&Attr::Int(0)), &mut flat);
-                let values = flat.iter().map(attr_f64).collect();
+                let values = flat
+                    .iter()
+                    .map(|a| self.bound_lit(dtype, attr_f64(a)))
+                    .collect();
                 self.constants.push(kir::ConstDecl {
                     name: name.clone(),
                     dtype,
