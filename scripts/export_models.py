@@ -15,6 +15,7 @@ model's sizes):
 Usage:
     python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...]
                                      [--batch 1,8] [--device cpu|cuda] [--time]
+                                     [--dtype float32|float16|bfloat16]
     python3 scripts/export_models.py --out tests/onnx_models/hf --size tiny   # the fixtures
 
 For each model it writes OUT/<model>_<size>.onnx, OUT/<model>_<size>.<input>.npy and
@@ -133,13 +134,15 @@ BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit}
 
 
 class Positional(torch.nn.Module):
-    """Calls the model with its inputs as positional arguments and returns one tensor."""
+    """Calls the model with its inputs as positional arguments and returns one tensor; float
+    inputs (ViT's pixels) are given as float32 and cast to the model's `dtype` inside."""
 
-    def __init__(self, model, names):
+    def __init__(self, model, names, dtype=torch.float32):
         super().__init__()
-        self.model, self.names = model, names
+        self.model, self.names, self.dtype = model, names, dtype
 
     def forward(self, *args):
+        args = [a.to(self.dtype) if a.is_floating_point() else a for a in args]
         out = self.model(**dict(zip(self.names, args)))
         if isinstance(out, (tuple, list)):
             out = out[0]
@@ -151,7 +154,7 @@ class Positional(torch.nn.Module):
 
 
 def time_torch(wrapped, args, stem):
-    """PyTorch's time for the exported model on the GPU, float32 as exported: eager and
+    """PyTorch's time for the exported model on the GPU, in its type as exported: eager and
     torch.compile, `triton.testing.do_bench` medians (L2 flushed), written to STEM.torch.json."""
     import json
     import triton
@@ -196,7 +199,11 @@ def single_data_file(tmp_dir, stem):
     shutil.rmtree(tmp_dir)
 
 
-def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu"):
+DTYPES = {"float32": (torch.float32, ""), "float16": (torch.float16, "_f16"),
+          "bfloat16": (torch.bfloat16, "_bf16")}
+
+
+def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu", dtype="float32"):
     import shutil
     torch.manual_seed(SEED)
     cfg = dict(CONFIGS[name][size])
@@ -205,9 +212,10 @@ def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu"):
     model, inputs = BUILDERS[name](cfg)
     model.eval()
     names = list(inputs)
-    wrapped = Positional(model, names).eval().to(device)
+    torch_dtype, suffix = DTYPES[dtype]
+    wrapped = Positional(model.to(torch_dtype), names, torch_dtype).eval().to(device)
     args = tuple(inputs[n].to(device) for n in names)
-    stem = os.path.join(out_dir, f"{name}_{size}" + ("" if batch is None else f"_b{batch}"))
+    stem = os.path.join(out_dir, f"{name}_{size}" + ("" if batch is None else f"_b{batch}") + suffix)
     tmp_dir = stem + ".export"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     os.makedirs(tmp_dir)
@@ -255,6 +263,9 @@ def main():
                     help="comma-separated batch sizes replacing the configuration's (files STEM_bB.*)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="where to export and compute the reference (cuda: TF32 off)")
+    ap.add_argument("--dtype", default="float32", choices=list(DTYPES),
+                    help="the weights' and activations' type (files STEM_f16.* / STEM_bf16.*; "
+                         "the reference is PyTorch eager in that type, saved as float32)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     versions = {"torch": torch.__version__}
@@ -277,7 +288,7 @@ def main():
                 # One model's export failing (an op the TorchScript exporter cannot write, as
                 # `aten::diff` in newer transformers' GPT-2 mask) does not stop the others.
                 try:
-                    export(name, size, a.out, a.opset, a.time, batch, a.device)
+                    export(name, size, a.out, a.opset, a.time, batch, a.device, a.dtype)
                 except Exception as e:  # noqa: BLE001 - reported, the rest go on
                     msg = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
                     print(f"{label}: export failed: {msg}", flush=True)

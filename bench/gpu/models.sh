@@ -13,6 +13,7 @@
 #
 # Environment:
 #   MODELS    comma-separated subset of gpt2,bert,llama,vit (default: all four)
+#   DTYPE     float32 (default), float16 or bfloat16: the models' type (files <model>_<size>_bf16.*)
 #   BATCHES   space-separated batch sizes (default: the configuration's batch for small,
 #             "1 8" for bench: the files are then <model>_<size>_b<B>.*)
 #   WORK      where the exports, IR and weights go (default /tmp/irc-models; a bench-size
@@ -35,17 +36,19 @@ step_timeout=${STEP_TIMEOUT:-900}
 results=${OUT:-.}/bench/results
 mkdir -p "$work" "$results/logs"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
-table=$results/$(date +%F)-models-$size${gpu:+-$gpu}.md
+dtype=${DTYPE:-float32}
+case $dtype in float16) suffix=_f16 ;; bfloat16) suffix=_bf16 ;; *) suffix= ;; esac
+table=$results/$(date +%F)-models-$size${suffix}${gpu:+-$gpu}.md
 rows=$work/rows-$size.jsonl
 : > "$rows"
 
 # The exports: one call per model and batch, so memory is given back between them.
-export_flags=(--out "$work" --size "$size" --time)
+export_flags=(--out "$work" --size "$size" --time --dtype "$dtype")
 [ "$size" = bench ] && export_flags+=(--device cuda)
 stems=()
 for model in ${models//,/ }; do
     for b in ${batches:-default}; do
-        if [ "$b" = default ]; then stem=$work/${model}_$size; bflag=(); else stem=$work/${model}_${size}_b$b; bflag=(--batch "$b"); fi
+        if [ "$b" = default ]; then stem=$work/${model}_$size$suffix; bflag=(); else stem=$work/${model}_${size}_b$b$suffix; bflag=(--batch "$b"); fi
         stems+=("$stem")
         python3 scripts/export_models.py "${export_flags[@]}" --models "$model" "${bflag[@]}" \
             > "$stem.export.log" 2>&1
@@ -117,13 +120,13 @@ print(json.dumps(row))" "$imp" "$run" "$check" "$err" "$plain" "$graph" "$torch"
     [ "${KEEP:-0}" = 1 ] || rm -rf "$stem.onnx" "$stem.onnx.data" "$stem.ir" "$stem.safetensors" "$stem.irc" "$stem".*.npy
 done
 
-python3 - "$rows" "$table" "$size" <<'EOF'
+python3 - "$rows" "$table" "$size" "$dtype" <<'EOF'
 import json, sys
-rows_path, table, size = sys.argv[1:4]
+rows_path, table, size, dtype = sys.argv[1:5]
 rows = [json.loads(l) for l in open(rows_path) if l.strip()]
 f = lambda d, k: f"{d[k]:.3f}" if isinstance(d.get(k), (int, float)) else "-"
 out = [f"# Whole models, {size} size: irc (kernel by kernel and as one CUDA graph) beside PyTorch eager and torch.compile", "",
-       "float32 as exported; `irc bench` and `triton.testing.do_bench` medians, L2 flushed. check: `irc run --check` "
+       f"{dtype} as exported; `irc bench` and `triton.testing.do_bench` medians, L2 flushed. check: `irc run --check` "
        "against irc's reference interpreter; rel. error: irc's first output against PyTorch eager's. "
        "floor: the graph's roofline floor; kernels' floors: each kernel's own floor (its flops, every buffer it "
        "reads or writes moved once), summed over the launch sequence.", "",

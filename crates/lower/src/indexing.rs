@@ -515,3 +515,19 @@ impl<'g> Builder<'_, 'g> {
         }
     }
 }
+
+/// Whether two access layouts are the same map of the iteration coordinate (mode by mode, the
+/// coordinate's top-level entries): a read through a reshape composes to an equal function
+/// that may be written differently.
+pub(crate) fn same_map(a: &Layout, b: &Layout) -> bool {
+    if a == b {
+        return true;
+    }
+    let flat = |l: &Layout| -> Option<Vec<Layout>> {
+        l.modes()
+            .iter()
+            .map(|m| irc_layout::coalesce(m).ok())
+            .collect()
+    };
+    a.rank() == b.rank() && flat(a).is_some() && flat(a) == flat(b)
+}

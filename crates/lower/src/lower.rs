@@ -20,7 +20,7 @@
 //! CuTe's colexicographic 1-D coordinate is the row-major linear index.
 
 use crate::LowerError;
-use crate::indexing::{has_negative_stride, per_dim};
+use crate::indexing::{has_negative_stride, per_dim, same_map};
 use irc_fused::policy::splat_value;
 use irc_ir::infer::flatten_value;
 use irc_ir::print::value_names;
@@ -889,20 +889,4 @@ impl<'l, 'g> Builder<'l, 'g> {
             )))),
         }
     }
-}
-
-/// Whether two access layouts are the same map of the iteration coordinate (mode by mode, the
-/// coordinate's top-level entries): a read through a reshape composes to an equal function
-/// that may be written differently.
-pub(crate) fn same_map(a: &Layout, b: &Layout) -> bool {
-    if a == b {
-        return true;
-    }
-    let flat = |l: &Layout| -> Option<Vec<Layout>> {
-        l.modes()
-            .iter()
-            .map(|m| irc_layout::coalesce(m).ok())
-            .collect()
-    };
-    a.rank() == b.rank() && flat(a).is_some() && flat(a) == flat(b)
 }
