@@ -311,8 +311,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     /// Every random graph lowers to a kernel IR module that verifies, prints, re-parses to
-    /// itself, and emits CUDA with a valid launch manifest: for sm_80 (mma.sync) and with the
-    /// Hopper templates (sm_90a, the CLI's default).
+    /// itself, emits CUDA with a valid launch manifest and has no kernel reading a buffer it
+    /// writes: for sm_80 (mma.sync) and with the Hopper templates (sm_90a, the CLI's default).
     #[test]
     fn random_graphs_lower_to_verified_kernels(m in arb_module()) {
         let g = &m.graphs[0];
@@ -328,6 +328,8 @@ proptest! {
             let cu = irc_emit_cuda::emit(&k);
             cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
+            let own = irc_tests::reads_of_own_writes(&k);
+            prop_assert!(own.is_empty(), "{:?}\n{}", own, irc_ir::print_module(&m));
         }
         irc_tests::check_fusion_agrees(g).map_err(TestCaseError::fail)?;
     }

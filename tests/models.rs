@@ -9,8 +9,6 @@
 mod emulate;
 
 use irc_interp::tensor::{Data, Tensor};
-use irc_kir::{Expr, Module, Space, Stmt};
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 const MODELS: [&str; 4] = ["gpt2", "bert", "llama", "vit"];
@@ -78,99 +76,6 @@ fn the_exported_models_kernels_compute_what_the_interpreter_does() {
     }
 }
 
-/// The global tensors an expression loads from.
-fn loads<'a>(e: &'a Expr, out: &mut HashSet<&'a str>) {
-    match e {
-        Expr::Load { tensor, coord } => {
-            out.insert(tensor);
-            coord.iter().for_each(|c| loads(c, out));
-        }
-        Expr::Idx(_, a, b) => {
-            loads(a, out);
-            loads(b, out);
-        }
-        Expr::Call(_, args) => args.iter().for_each(|a| loads(a, out)),
-        _ => {}
-    }
-}
-
-/// The tensors a kernel body reads: loads anywhere, copy sources, intrinsic operands read.
-fn read_tensors(body: &[Stmt]) -> HashSet<&str> {
-    let mut out = HashSet::new();
-    irc_kir::walk(body, &mut |s| match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => loads(value, &mut out),
-        Stmt::Var { init, .. } => loads(init, &mut out),
-        Stmt::Store { coord, value, .. } => {
-            loads(value, &mut out);
-            coord.iter().for_each(|c| loads(c, &mut out));
-        }
-        Stmt::For {
-            start, end, step, ..
-        } => [start, end, step]
-            .into_iter()
-            .for_each(|e| loads(e, &mut out)),
-        Stmt::If { cond, .. } => loads(cond, &mut out),
-        Stmt::Copy { src, .. } => {
-            out.insert(&src.tensor);
-        }
-        Stmt::BlockReduce { value, .. } | Stmt::WarpReduce { value, .. } => loads(value, &mut out),
-        Stmt::Intrinsic { op, args } => {
-            for ((_, kind), arg) in op.info().args.iter().zip(args) {
-                match arg {
-                    irc_kir::Arg::Frag(f) if !kind.writes() => {
-                        out.insert(&f.tensor);
-                    }
-                    irc_kir::Arg::Expr(e) => loads(e, &mut out),
-                    _ => {}
-                }
-            }
-        }
-        Stmt::Sync => {}
-    });
-    out
-}
-
-/// Each kernel of `k` that reads a buffer it writes, with the buffer, unless the buffer is the
-/// kernel's own workspace (a temp no other launch touches: split reductions' partials).
-fn reads_of_own_writes(k: &Module) -> Vec<String> {
-    let mut users: HashMap<&str, usize> = HashMap::new();
-    for l in &k.launches {
-        for a in l.args.iter().collect::<HashSet<_>>() {
-            *users.entry(a.as_str()).or_default() += 1;
-        }
-    }
-    let mut bad = vec![];
-    for l in &k.launches {
-        let kernel = k.kernels.iter().find(|x| x.name == l.kernel).unwrap();
-        let buffer_of = |t: &str| -> Option<&str> {
-            let decl = kernel.tensors.iter().find(|d| d.name == t)?;
-            match &decl.space {
-                Space::Global(p) => {
-                    let i = kernel.params.iter().position(|x| &x.name == p)?;
-                    Some(l.args[i].as_str())
-                }
-                _ => None,
-            }
-        };
-        let written: HashSet<&str> = irc_kir::written_tensors(&kernel.body)
-            .into_iter()
-            .filter_map(buffer_of)
-            .collect();
-        for b in read_tensors(&kernel.body).into_iter().filter_map(buffer_of) {
-            let decl = k.buffers.iter().find(|d| d.name == b).unwrap();
-            let workspace = users[b] == 1
-                && matches!(
-                    decl.kind,
-                    irc_kir::BufferKind::Temp | irc_kir::BufferKind::Zeroed
-                );
-            if written.contains(b) && !workspace {
-                bad.push(format!("@{} reads {b}, which it writes", l.kernel));
-            }
-        }
-    }
-    bad
-}
-
 #[test]
 fn no_kernel_reads_a_buffer_it_writes() {
     let hopper = irc_lower::LowerOptions {
@@ -196,7 +101,7 @@ fn no_kernel_reads_a_buffer_it_writes() {
             let Ok(lowered) = irc_lower::plan_and_lower_with(g, Default::default(), options) else {
                 continue;
             };
-            let bad = reads_of_own_writes(&lowered.kernels);
+            let bad = irc_tests::reads_of_own_writes(&lowered.kernels);
             assert!(bad.is_empty(), "{name}: {bad:?}");
             checked += 1;
         }
