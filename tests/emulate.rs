@@ -77,6 +77,20 @@ pub fn against_interpreter_on(
         .collect()
 }
 
+/// Asserts that each pair of [`against_interpreter_all`] (the kernels' result, the
+/// interpreter's) agrees within the result dtype's tolerance; `what` names the case.
+#[allow(dead_code)]
+#[track_caller]
+pub fn assert_agree(
+    pairs: Vec<(irc_interp::tensor::Tensor, irc_interp::tensor::Tensor)>,
+    what: &str,
+) {
+    for (i, (got, want)) in pairs.into_iter().enumerate() {
+        let cmp = irc_interp::compare::compare(&got, &want).expect("comparable results");
+        assert!(cmp.passed(), "{what} result {i}: {cmp:?}");
+    }
+}
+
 /// One element an asynchronous copy will write: (shared tensor key, offset, value).
 type Landing = (String, usize, f64);
 

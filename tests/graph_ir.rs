@@ -406,13 +406,7 @@ fn emulates_as_interpreted(text: &str) {
     let m = irc_frontend::parse_module(text).unwrap();
     let g = &m.graphs[0];
     let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default()).unwrap();
-    for (i, (got, want)) in emulate::against_interpreter_all(g, &k, 17)
-        .into_iter()
-        .enumerate()
-    {
-        let cmp = irc_interp::compare::compare(&got, &want).unwrap();
-        assert!(cmp.passed(), "result {i}: {cmp:?}");
-    }
+    emulate::assert_agree(emulate::against_interpreter_all(g, &k, 17), &g.name);
 }
 
 #[test]

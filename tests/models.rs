@@ -66,13 +66,7 @@ fn the_exported_models_kernels_compute_what_the_interpreter_does() {
         let k = irc_lower::plan_and_lower(&g, Default::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .kernels;
-        for (i, (got, want)) in emulate::against_interpreter_on(&g, &k, inputs)
-            .into_iter()
-            .enumerate()
-        {
-            let cmp = irc_interp::compare::compare(&got, &want).unwrap();
-            assert!(cmp.passed(), "{name} result {i}: {cmp:?}");
-        }
+        emulate::assert_agree(emulate::against_interpreter_on(&g, &k, inputs), name);
     }
 }
 
