@@ -189,3 +189,16 @@ fn every_small_example_runs() {
         );
     }
 }
+
+/// The check's tolerance follows the precision a result went through: an f32 result of a bf16
+/// product is held to bf16's bar, one computed in f32 from bf16 inputs to f32's, an f64 cast of
+/// an f32 product to f32's, an integer result exactly.
+#[test]
+fn result_tolerances_follow_the_values_computed_on_the_way() {
+    let src = "graph @g(%a: tensor<4x8xbf16>, %b: tensor<8x4xbf16>, %x: tensor<4x8xf32>, %w: tensor<8x4xf32>) -> (tensor<4x4xf32>, tensor<4x8xf32>, tensor<4x4xf64>, tensor<4x4xi32>, tensor<4x4xbf16>) {\n  %m = matmul %a, %b\n  %f = cast %m {dtype = f32}\n  %c = cast %a {dtype = f32}\n  %y = add %c, %x\n  %p = matmul %x, %w\n  %d = cast %p {dtype = f64}\n  %i = cast %p {dtype = i32}\n  return %f, %y, %d, %i, %m\n}\n";
+    let m = irc_frontend::parse_module(src).unwrap();
+    assert_eq!(
+        irc_interp::compare::result_tolerances(&m.graphs[0]),
+        [1e-2, 1e-4, 1e-4, 0.0, 1e-2]
+    );
+}

@@ -5,7 +5,7 @@ use crate::opt::Backend;
 use crate::run::{RunArgs, save_and_print};
 use anyhow::{Context, Result, bail};
 use half::{bf16, f16};
-use irc_interp::compare::{Comparison, compare};
+use irc_interp::compare::{Comparison, compare_at, result_tolerances};
 use irc_interp::sample::{RowPlan, gather, plan, sample_rows};
 use irc_interp::{Data, Tensor, run_graph};
 use irc_ir::{DType, Graph};
@@ -163,6 +163,8 @@ pub struct CheckHow {
 pub struct Reference {
     plan: Option<(RowPlan, Vec<u64>)>,
     refs: Vec<Tensor>,
+    /// Each result's tolerance (`irc_interp::compare::result_tolerances`).
+    tolerances: Vec<f64>,
     /// What the reference ran on, in words.
     pub description: String,
 }
@@ -180,6 +182,7 @@ impl Reference {
             return Ok(Reference {
                 plan: None,
                 refs: run_graph(graph, inputs)?,
+                tolerances: result_tolerances(graph),
                 description: "the reference interpreter on the whole graph".into(),
             });
         };
@@ -209,6 +212,7 @@ impl Reference {
         );
         Ok(Reference {
             refs: run_graph(&sliced, sliced_inputs)?,
+            tolerances: result_tolerances(graph),
             plan: Some((p, rows)),
             description,
         })
@@ -226,7 +230,8 @@ impl Reference {
         };
         gots.iter()
             .zip(&self.refs)
-            .map(|(got, want)| Ok(compare(got, want)?))
+            .zip(&self.tolerances)
+            .map(|((got, want), &tol)| Ok(compare_at(got, want, tol)?))
             .collect()
     }
 }
@@ -376,7 +381,7 @@ mod tests {
             let got = run_graph(&small, sliced).unwrap();
             for (i, (o, &a)) in full.iter().zip(&p.result_axes).enumerate() {
                 let want = gather(o, a, &rows).unwrap();
-                let c = compare(&got[i], &want).unwrap();
+                let c = irc_interp::compare::compare(&got[i], &want).unwrap();
                 // Row slicing changes no arithmetic; matmul blocking may reorder sums.
                 assert!(c.rel_err < 1e-6 && c.bad_nonfinite == 0, "{path}: {c:?}");
             }

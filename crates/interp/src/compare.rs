@@ -18,6 +18,39 @@ pub fn tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// The tolerance for each result of `g`, in `return` order: a float result's is the loosest of
+/// its own type's and those of the float values computed on its way (not the parameters, read
+/// exactly by both sides, nor constants): a result rounded through bf16 can be checked no closer
+/// than bf16's bar, whatever type it ends in (an f32 sum of a bf16 product, an f64 cast of an f32
+/// product). An integer result is exact.
+pub fn result_tolerances(g: &irc_ir::Graph) -> Vec<f64> {
+    g.results
+        .iter()
+        .map(|&r| {
+            let own = tolerance(g.ty(r).dtype);
+            if !g.ty(r).dtype.is_float() {
+                return own;
+            }
+            let mut seen = std::collections::HashSet::new();
+            let (mut stack, mut tol) = (vec![r], own);
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v) {
+                    continue;
+                }
+                let Some(inst) = g.def_inst(v) else { continue };
+                if inst.op.category() == irc_ir::Category::Constant {
+                    continue;
+                }
+                if g.ty(v).dtype.is_float() {
+                    tol = tol.max(tolerance(g.ty(v).dtype));
+                }
+                stack.extend(&inst.operands);
+            }
+            tol
+        })
+        .collect()
+}
+
 /// How a result compares with its reference.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
@@ -39,6 +72,15 @@ impl Comparison {
 
 /// Compares `out` with `reference` (same type) at `tolerance(dtype)`.
 pub fn compare(out: &Tensor, reference: &Tensor) -> Result<Comparison, InterpError> {
+    compare_at(out, reference, tolerance(out.ty.dtype))
+}
+
+/// [`compare`] at the given tolerance (a graph's: [`result_tolerances`]).
+pub fn compare_at(
+    out: &Tensor,
+    reference: &Tensor,
+    tolerance: f64,
+) -> Result<Comparison, InterpError> {
     if out.ty != reference.ty {
         return Err(InterpError::BadInput(format!(
             "cannot compare {} with a reference of {}",
@@ -67,7 +109,7 @@ pub fn compare(out: &Tensor, reference: &Tensor) -> Result<Comparison, InterpErr
         max_abs_err: max_abs,
         bad_nonfinite: bad,
         count: o.len(),
-        tolerance: tolerance(out.ty.dtype),
+        tolerance,
     })
 }
 
