@@ -488,8 +488,11 @@ fn two_blocks_an_sm_only_for_plain_kernels() {
 /// the scores, the first two keys padding, so the first two query rows are masked whole. In
 /// bf16 (and f32) the lowest finite value overflows to -inf once multiplied by `log2(e)`, and the
 /// kernel's rows masked whole were NaN (0 · NaN then spreads through the next layer's `P·V`);
-/// the graph's softmax of equal scores is uniform, and so is the kernel's now. Also a bf16 mask
-/// given as an input tensor, with -inf in one row (which stays NaN, as the graph has it).
+/// the graph's softmax of equal scores is uniform, and so is the kernel's now. In f16 the
+/// graph's rounding of `s + finfo.min` absorbs the score (and BERT's -10000 in bf16 too): the
+/// kernel rounds that sum as the graph does, so the rows agree with the unfused graph itself.
+/// Also a bf16 mask given as an input tensor, with -inf in one row (which stays NaN, as the
+/// graph has it).
 #[test]
 fn rows_masked_whole_by_the_lowest_finite_value_are_uniform() {
     let (s, heads) = (24usize, 2usize);
@@ -498,48 +501,57 @@ fn rows_masked_whole_by_the_lowest_finite_value_are_uniform() {
         .iter()
         .map(|&k| if k { "true" } else { "false" })
         .collect();
+    // The kernel's result and the unfused graph's, the mask (if an input) given.
+    let run = |src: &str, mask: Option<Vec<f64>>| {
+        let m = irc_frontend::parse_module(src).unwrap();
+        let g = &m.graphs[0];
+        let k = irc_lower::lower_graph(g, Default::default()).unwrap();
+        assert_eq!(k.kernels.len(), 1, "{src}");
+        let mut inputs: Vec<Tensor> = (0..3)
+            .map(|i| random_tensor(g.ty(g.params[i]), 7, i as u64))
+            .collect();
+        if let Some(mask) = mask {
+            let ty = g.ty(g.params[3]).clone();
+            inputs.push(Tensor::new(ty.clone(), Data::from_f64(ty.dtype, mask)).unwrap());
+        }
+        let mut by_name = HashMap::new();
+        for (b, t) in k.buffers.iter().zip(&inputs) {
+            by_name.insert(b.name.clone(), t.data.to_f64());
+        }
+        let out = emulate::run(&k, &by_name);
+        let reference = irc_interp::run_graph(g, inputs).unwrap();
+        let ty = g.ty(g.results[0]).clone();
+        let got = out[&k.results[0]].clone();
+        let got = Tensor::new(ty.clone(), Data::from_f64(ty.dtype, got)).unwrap();
+        let c = compare::compare(&got, &reference[0]).unwrap();
+        (got, c)
+    };
     let graph = |dt: &str, lowest: &str| {
         format!(
             "graph @m(%q: tensor<1x{heads}x{s}x64x{dt}>, %k: tensor<1x{heads}x{s}x64x{dt}>, %v: tensor<1x{heads}x{s}x64x{dt}>) -> tensor<1x{heads}x{s}x64x{dt}> {{\n  %kt = transpose %k {{perm = [0, 1, 3, 2]}}\n  %s = matmul %q, %kt\n  %c = constant {{value = 0.125}} : tensor<{dt}>\n  %ss = mul %s, %c\n  %keep = constant {{value = [{}]}} : tensor<1x1x{s}x{s}xi1>\n  %z = constant {{value = 0.0}} : tensor<{dt}>\n  %lo = constant {{value = {lowest}}} : tensor<{dt}>\n  %mask = select %keep, %z, %lo\n  %sm = add %ss, %mask\n  %p = softmax %sm {{axis = -1}}\n  %o = matmul %p, %v\n  return %o\n}}\n",
             bools.join(", ")
         )
     };
-    check(&graph("bf16", "-3.3895313892515355e38"));
-    check(&graph("f16", "-65504.0"));
+    for (dt, lowest) in [
+        ("bf16", "-3.3895313892515355e38"),
+        ("f16", "-65504.0"),
+        ("bf16", "-10000.0"),
+    ] {
+        let (_, c) = run(&graph(dt, lowest), None);
+        assert!(c.passed(), "{dt} {lowest}: {c:?}");
+    }
     // The mask as an input: finfo.min where masked, one row of -inf.
     let src = format!(
         "graph @m(%q: tensor<1x{heads}x{s}x64xbf16>, %k: tensor<1x{heads}x{s}x64xbf16>, %v: tensor<1x{heads}x{s}x64xbf16>, %mask: tensor<1x1x{s}x{s}xbf16>) -> tensor<1x{heads}x{s}x64xbf16> {{\n  %kt = transpose %k {{perm = [0, 1, 3, 2]}}\n  %s = matmul %q, %kt\n  %c = constant {{value = 0.125}} : tensor<bf16>\n  %ss = mul %s, %c\n  %sm = add %ss, %mask\n  %p = softmax %sm {{axis = -1}}\n  %o = matmul %p, %v\n  return %o\n}}\n"
     );
-    let m = irc_frontend::parse_module(&src).unwrap();
-    let g = &m.graphs[0];
-    let k = irc_lower::lower_graph(g, Default::default()).unwrap();
-    assert_eq!(k.kernels.len(), 1);
-    let mut inputs: Vec<Tensor> = (0..3)
-        .map(|i| random_tensor(g.ty(g.params[i]), 7, i as u64))
-        .collect();
-    let lowest = -3.3895313892515355e38;
     let mask: Vec<f64> = (0..s * s)
         .map(|e| match (e / s, keep[e]) {
             (5, _) => f64::NEG_INFINITY,
             (_, true) => 0.0,
-            (_, false) => lowest,
+            (_, false) => -3.3895313892515355e38,
         })
         .collect();
-    let ty = g.ty(g.params[3]).clone();
-    inputs.push(Tensor::new(ty, Data::from_f64(irc_ir::DType::BF16, mask)).unwrap());
-    let mut by_name = HashMap::new();
-    for (b, t) in k.buffers.iter().zip(&inputs) {
-        by_name.insert(b.name.clone(), t.data.to_f64());
-    }
-    let out = emulate::run(&k, &by_name);
-    let reference = irc_interp::run_graph(g, inputs).unwrap();
-    let ty = g.ty(g.results[0]).clone();
-    let got = Tensor::new(
-        ty.clone(),
-        Data::from_f64(ty.dtype, out[&k.results[0]].clone()),
-    )
-    .unwrap();
-    let c = compare::compare(&got, &reference[0]).unwrap();
+    let (got, c) = run(&src, Some(mask));
     assert!(c.passed(), "{c:?}");
     let nan = got.data.to_f64().iter().filter(|x| x.is_nan()).count();
     assert_eq!(nan, heads * 64, "only the -inf row is NaN");

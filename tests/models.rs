@@ -102,38 +102,3 @@ fn no_kernel_reads_a_buffer_it_writes() {
     }
     assert!(checked > 100, "only {checked} lowerings checked");
 }
-
-#[test]
-fn tmp_emulate_list() {
-    let Ok(list) = std::env::var("IRC_EMU_LIST") else {
-        return;
-    };
-    let mut bad = 0;
-    for path in std::fs::read_to_string(list).unwrap().lines() {
-        let text = std::fs::read_to_string(path).unwrap();
-        let Ok(m) = irc_frontend::parse_module(&text) else {
-            continue;
-        };
-        let g = &m.graphs[0];
-        let Ok(k) = irc_lower::lower_graph(g, Default::default()) else {
-            println!("LOWERFAIL {path}");
-            continue;
-        };
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            emulate::against_interpreter_all(g, &k, 3)
-        }));
-        match r {
-            Err(_) => println!("PANIC {path}"),
-            Ok(pairs) => {
-                for (i, (got, want)) in pairs.into_iter().enumerate() {
-                    let cmp = irc_interp::compare::compare(&got, &want).unwrap();
-                    if !cmp.passed() {
-                        bad += 1;
-                        println!("MISMATCH {path} result {i}: {cmp:?}");
-                    }
-                }
-            }
-        }
-    }
-    println!("bad {bad}");
-}

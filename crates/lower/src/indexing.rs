@@ -436,6 +436,40 @@ impl Builder<'_, '_> {
     }
 }
 
+impl Builder<'_, '_> {
+    /// Wide mode: whether `inst`, of 16-bit type `dtype`, is an addition of a mask constant so
+    /// large that the type's rounding absorbs the score it is added to (`add(s, select(keep, 0,
+    /// -10000))`, Hugging Face's `finfo(f16).min`: |c| ≥ 2^(mantissa bits), where the ulp is 1
+    /// or more). The unfused graph rounds that sum to `dtype`, so a row masked whole is uniform
+    /// there; computed in f32 it would keep the scores. Such an addition is rounded as the
+    /// graph rounds it (two conversions a score, only in these kernels).
+    pub(crate) fn absorbs_scores(&self, inst: &Inst, dtype: DType) -> bool {
+        let bits = match dtype {
+            DType::F16 => 10,
+            DType::BF16 => 7,
+            _ => return false,
+        };
+        let large = |v: ValueId| {
+            let Some(c) = self.l.g.def_inst(v) else {
+                return false;
+            };
+            let splat = |c: &Inst| {
+                c.op == OpKind::Constant
+                    && irc_fused::policy::splat_value(&c.attrs)
+                        .is_some_and(|x| x.is_finite() && x.abs() >= f64::from(1u32 << bits))
+            };
+            splat(c)
+                || (c.op == OpKind::Select
+                    && c.operands[1..]
+                        .iter()
+                        .any(|&b| self.l.g.def_inst(b).is_some_and(splat)))
+        };
+        self.wide
+            && matches!(inst.op, OpKind::Add | OpKind::Sub)
+            && inst.operands.iter().any(|&o| large(o))
+    }
+}
+
 /// The magnitude wide mode (an attention prologue) bounds finite float constants and reads to:
 /// `2^100`. A mask written as the type's lowest finite value (Hugging Face's
 /// `finfo(dtype).min`, -3.4e38 in bf16 or f32) would overflow to `-inf` once the softmax

@@ -875,6 +875,8 @@ impl<'l, 'g> Builder<'l, 'g> {
                 let result = self.wide_of(dtype);
                 if math != result {
                     e = Expr::cast(result, e);
+                } else if self.absorbs_scores(inst, dtype) {
+                    e = Expr::cast(result, Expr::cast(dtype, e));
                 }
                 Ok(self.let_("v", Ty::Elem(result), e))
             }
