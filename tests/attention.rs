@@ -489,8 +489,9 @@ fn two_blocks_an_sm_only_for_plain_kernels() {
 /// bf16 (and f32) the lowest finite value overflows to -inf once multiplied by `log2(e)`, and the
 /// kernel's rows masked whole were NaN (0 · NaN then spreads through the next layer's `P·V`);
 /// the graph's softmax of equal scores is uniform, and so is the kernel's now. In f16 the
-/// graph's rounding of `s + finfo.min` absorbs the score (and BERT's -10000 in bf16 too): the
-/// kernel rounds that sum as the graph does, so the rows agree with the unfused graph itself.
+/// graph's rounding of `s + finfo.min` absorbs the score (and BERT's -10000 in bf16 too, and
+/// the mask written `(1 - keep) · min`): the kernel rounds that sum as the graph does, so the
+/// rows agree with the unfused graph itself.
 /// Also a bf16 mask given as an input tensor, with -inf in one row (which stays NaN, as the
 /// graph has it).
 #[test]
@@ -514,16 +515,8 @@ fn rows_masked_whole_by_the_lowest_finite_value_are_uniform() {
             let ty = g.ty(g.params[3]).clone();
             inputs.push(Tensor::new(ty.clone(), Data::from_f64(ty.dtype, mask)).unwrap());
         }
-        let mut by_name = HashMap::new();
-        for (b, t) in k.buffers.iter().zip(&inputs) {
-            by_name.insert(b.name.clone(), t.data.to_f64());
-        }
-        let out = emulate::run(&k, &by_name);
-        let reference = irc_interp::run_graph(g, inputs).unwrap();
-        let ty = g.ty(g.results[0]).clone();
-        let got = out[&k.results[0]].clone();
-        let got = Tensor::new(ty.clone(), Data::from_f64(ty.dtype, got)).unwrap();
-        let c = compare::compare(&got, &reference[0]).unwrap();
+        let (got, want) = emulate::against_interpreter_on(g, &k, inputs).swap_remove(0);
+        let c = compare::compare(&got, &want).unwrap();
         (got, c)
     };
     let graph = |dt: &str, lowest: &str| {
@@ -539,6 +532,13 @@ fn rows_masked_whole_by_the_lowest_finite_value_are_uniform() {
     ] {
         let (_, c) = run(&graph(dt, lowest), None);
         assert!(c.passed(), "{dt} {lowest}: {c:?}");
+        // As BERT writes it: `(1 - keep) · lowest`.
+        let scaled = graph(dt, lowest).replace(
+            "  %mask = select %keep, %z, %lo\n",
+            &format!("  %kf = cast %keep {{dtype = {dt}}}\n  %one = constant {{value = 1.0}} : tensor<{dt}>\n  %inv = sub %one, %kf\n  %mask = mul %inv, %lo\n"),
+        );
+        let (_, c) = run(&scaled, None);
+        assert!(c.passed(), "{dt} (1 - keep) · {lowest}: {c:?}");
     }
     // The mask as an input: finfo.min where masked, one row of -inf.
     let src = format!(

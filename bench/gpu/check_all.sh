@@ -20,8 +20,9 @@ for f in "${files[@]}"; do
     if [[ $f == *.onnx ]]; then
         inputs=()
         for npy in "${f%.onnx}".*.npy; do
+            [ -e "$npy" ] || continue
             name=${npy#"${f%.onnx}".}; name=${name%.npy}
-            [[ $name == out* ]] || inputs+=(--input "$name=$npy")
+            [[ $name == out[0-9]* ]] || inputs+=(--input "$name=$npy")
         done
     fi
     for b in "${backends[@]}"; do

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Whole models on the GPU (issue 15): exports GPT-2, BERT, Llama and ViT to ONNX with seeded random
-# weights (scripts/export_models.py, PyTorch eager's float32 outputs beside them), imports each
+# weights (scripts/export_models.py, PyTorch eager's outputs beside them, saved as float32), imports each
 # with `irc import` (a model over 2 GB through its external data file), runs it with
 # `irc run --device gpu --check` (irc's own check against the reference interpreter, on sampled
 # rows when large) and compares the first output with PyTorch's (||irc - torch|| / ||torch||),
 # then times it with `irc bench` (kernel by kernel, and replayed as one CUDA graph:
-# `--cuda-graph`) beside PyTorch eager and torch.compile (float32, as exported;
+# `--cuda-graph`) beside PyTorch eager and torch.compile (in the models' type, as exported: DTYPE;
 # `triton.testing.do_bench`). The graph's floor and the sum of its kernels' own floors come from
 # `irc bench --json`.
 #
@@ -13,7 +13,8 @@
 #
 # Environment:
 #   MODELS    comma-separated subset of gpt2,bert,llama,vit (default: all four)
-#   DTYPE     float32 (default), float16 or bfloat16: the models' type (files <model>_<size>_bf16.*)
+#   DTYPE     float32 (default), float16 or bfloat16: the models' type (files <model>_<size>_f16.*,
+#             <model>_<size>_bf16.*; PyTorch eager and torch.compile run in that type too)
 #   BATCHES   space-separated batch sizes (default: the configuration's batch for small,
 #             "1 8" for bench: the files are then <model>_<size>_b<B>.*)
 #   WORK      where the exports, IR and weights go (default /tmp/irc-models; a bench-size
@@ -37,9 +38,14 @@ results=${OUT:-.}/bench/results
 mkdir -p "$work" "$results/logs"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
 dtype=${DTYPE:-float32}
-case $dtype in float16) suffix=_f16 ;; bfloat16) suffix=_bf16 ;; *) suffix= ;; esac
+case $dtype in
+    float32) suffix= ;;
+    float16) suffix=_f16 ;;
+    bfloat16) suffix=_bf16 ;;
+    *) echo "models.sh: DTYPE must be float32, float16 or bfloat16 (got $dtype)" >&2; exit 2 ;;
+esac
 table=$results/$(date +%F)-models-$size${suffix}${gpu:+-$gpu}.md
-rows=$work/rows-$size.jsonl
+rows=$work/rows-$size$suffix.jsonl
 : > "$rows"
 
 # The exports: one call per model and batch, so memory is given back between them.

@@ -415,8 +415,10 @@ impl Builder<'_, '_> {
     /// A float constant as wide mode reads it: finite values beyond `±WIDE_BOUND` become
     /// `±WIDE_BOUND` (see there); elsewhere, and for integers, `x` itself.
     pub(crate) fn bound_lit(&self, d: DType, x: f64) -> f64 {
-        match self.wide && d.is_float() && x.is_finite() && x.abs() > WIDE_BOUND {
-            true => WIDE_BOUND.copysign(x),
+        // A constant its type rounds to ±inf stays (it is ±inf in the graph too).
+        let r = d.round(x);
+        match self.wide && d.is_float() && r.is_finite() && r.abs() > WIDE_BOUND {
+            true => WIDE_BOUND.copysign(r),
             false => x,
         }
     }
@@ -449,24 +451,31 @@ impl Builder<'_, '_> {
             DType::BF16 => 7,
             _ => return false,
         };
-        let large = |v: ValueId| {
-            let Some(c) = self.l.g.def_inst(v) else {
-                return false;
-            };
-            let splat = |c: &Inst| {
-                c.op == OpKind::Constant
-                    && irc_fused::policy::splat_value(&c.attrs)
-                        .is_some_and(|x| x.is_finite() && x.abs() >= f64::from(1u32 << bits))
-            };
-            splat(c)
-                || (c.op == OpKind::Select
-                    && c.operands[1..]
-                        .iter()
-                        .any(|&b| self.l.g.def_inst(b).is_some_and(splat)))
-        };
         self.wide
             && matches!(inst.op, OpKind::Add | OpKind::Sub)
-            && inst.operands.iter().any(|&o| large(o))
+            && inst
+                .operands
+                .iter()
+                .any(|&o| self.carries_large(o, f64::from(1u32 << bits), 8))
+    }
+
+    /// Whether `v` may be a finite constant of magnitude at least `at`: such a splat, seen
+    /// through views and casts, chosen by a `select` or scaling a value (`(1 - m) · min`, as
+    /// BERT writes its padding mask), within `depth` steps.
+    fn carries_large(&self, v: ValueId, at: f64, depth: u32) -> bool {
+        let Some(c) = self.l.g.def_inst(v) else {
+            return false;
+        };
+        let splat = |c: &Inst| {
+            c.op == OpKind::Constant
+                && irc_fused::policy::splat_value(&c.attrs)
+                    .is_some_and(|x| x.is_finite() && x.abs() >= at)
+        };
+        let down = |u: ValueId| depth > 0 && self.carries_large(u, at, depth - 1);
+        splat(c)
+            || ((is_view(c.op) || c.op == OpKind::Cast) && down(c.operands[0]))
+            || (c.op == OpKind::Select && c.operands[1..].iter().any(|&b| down(b)))
+            || (c.op == OpKind::Mul && c.operands.iter().any(|&b| down(b)))
     }
 }
 

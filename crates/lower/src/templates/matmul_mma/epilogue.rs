@@ -299,10 +299,17 @@ impl Builder<'_, '_> {
                 // 16-byte vectors) branches around each load: unrolling batches none of them
                 // but holds their registers beside the accumulators the other half still
                 // stores (1.2 KB of spills on sm_80 for a bias of 60 + 68 columns).
-                if let Some(Stmt::For { unroll, body, .. }) = s.out.get_mut(at)
-                    && has_branch(body)
-                {
-                    *unroll = false;
+                let global: std::collections::HashSet<&str> = s
+                    .kernel
+                    .tensors
+                    .iter()
+                    .filter(|t| matches!(t.space, kir::Space::Global(_)))
+                    .map(|t| t.name.as_str())
+                    .collect();
+                let rolled = matches!(s.out.get(at), Some(Stmt::For { body, .. })
+                    if loads_under_branch(body, &global));
+                if let Some(Stmt::For { unroll, .. }) = s.out.get_mut(at) {
+                    *unroll &= !rolled;
                 }
                 Ok(())
             },
@@ -315,11 +322,40 @@ impl Builder<'_, '_> {
     }
 }
 
-/// Whether `body` has an `if` with an `else`: a choice between two computations (or loads).
-fn has_branch(body: &[Stmt]) -> bool {
+/// Whether `body` loads from a `global` tensor inside an `if` with an `else`: an operand
+/// chosen, and read, element by element (a concat whose operands split the vectors; an aligned
+/// one loads every operand's vector before its branch, which picks among registers).
+fn loads_under_branch(body: &[Stmt], global: &std::collections::HashSet<&str>) -> bool {
+    fn loads(e: &Expr, global: &std::collections::HashSet<&str>) -> bool {
+        match e {
+            Expr::Load { tensor, coord } => {
+                global.contains(tensor.as_str()) || coord.iter().any(|c| loads(c, global))
+            }
+            Expr::Idx(_, a, b) => loads(a, global) || loads(b, global),
+            Expr::Call(_, args) => args.iter().any(|a| loads(a, global)),
+            _ => false,
+        }
+    }
     let mut found = false;
     kir::walk(body, &mut |s| {
-        found |= matches!(s, Stmt::If { orelse, .. } if !orelse.is_empty());
+        if let Stmt::If {
+            body: then, orelse, ..
+        } = s
+            && !orelse.is_empty()
+        {
+            for branch in [then, orelse] {
+                kir::walk(branch, &mut |t| {
+                    found |= match t {
+                        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => {
+                            loads(value, global)
+                        }
+                        Stmt::Store { value, .. } => loads(value, global),
+                        Stmt::Copy { src, .. } => global.contains(src.tensor.as_str()),
+                        _ => false,
+                    };
+                });
+            }
+        }
     });
     found
 }
