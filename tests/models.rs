@@ -1,7 +1,8 @@
 //! Whole models through the kernels: the transformer exports of `scripts/export_models.py`
 //! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, Llama and ViT with one layer) lowered to
-//! kernels and run by the kernel-IR emulator on their exported inputs and weights, against the
-//! reference interpreter; and, on these models and the whole corpus, the rule that a kernel
+//! kernels and run by the kernel-IR emulator on their exported inputs and weights (and, made
+//! bf16, on random ones), against the reference interpreter; and, on these models and the
+//! whole corpus, the rule that a kernel
 //! never reads a buffer it writes (its own workspace aside): a read can come before the write,
 //! in another thread or block, with nothing ordering them.
 
@@ -104,4 +105,42 @@ fn no_kernel_reads_a_buffer_it_writes() {
         }
     }
     assert!(checked > 100, "only {checked} lowerings checked");
+}
+
+/// The four models with every f32 type made bf16 (their masks' `finfo(f32).min` made bf16's):
+/// their attention then runs fused, with the models' own masks in its prologue (f32 attention
+/// is not fused), and the kernels compute what the interpreter does on the exported inputs and
+/// weights (made bf16) — the decoders' first two query rows masked whole (causal, padding).
+#[test]
+fn the_models_in_bf16_run_fused_attention_as_interpreted() {
+    for name in MODELS {
+        let (g, inputs) = model(name);
+        let m = irc_ir::Module { graphs: vec![g] };
+        let text = irc_ir::print_module(&m)
+            .replace("xf32>", "xbf16>")
+            .replace("tensor<f32>", "tensor<bf16>")
+            .replace("-3.4028234663852886e38", "-3.3895313892515355e38");
+        let m = irc_frontend::parse_module(&text).unwrap();
+        let g = &m.graphs[0];
+        let k = irc_lower::plan_and_lower(g, Default::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .kernels;
+        let fused = k.kernels.iter().filter(|k| k.name.ends_with("attention"));
+        assert_eq!(fused.count(), 1, "{name}: one fused attention kernel");
+        let inputs = inputs
+            .into_iter()
+            .zip(&g.params)
+            .map(|(t, &p)| {
+                let ty = g.ty(p).clone();
+                match ty.dtype {
+                    irc_ir::DType::BF16 => {
+                        let data = Data::from_f64(ty.dtype, t.data.to_f64());
+                        Tensor::new(ty, data).unwrap()
+                    }
+                    _ => t,
+                }
+            })
+            .collect();
+        emulate::assert_agree(emulate::against_interpreter_on(g, &k, inputs), name);
+    }
 }
