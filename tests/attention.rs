@@ -146,13 +146,7 @@ fn head_dim_256_on_hopper_and_unfused_on_sm80() {
     assert!(text.contains("wgmma.rs.m64n256k16"), "{text}");
     let k80 = irc_lower::lower_graph(g, Default::default()).expect("lowers for sm_80");
     assert_eq!(k80.kernels.len(), 3);
-    for (i, (got, want)) in emulate::against_interpreter_all(g, &k80, 7)
-        .into_iter()
-        .enumerate()
-    {
-        let c = compare::compare(&got, &want).unwrap();
-        assert!(c.passed(), "result {i}: {c:?}");
-    }
+    emulate::assert_agree(emulate::against_interpreter_all(g, &k80, 7), &g.name);
 }
 
 /// Head dims between the tiles' steps: 40 (a 48-column tile), 80 and 112 (32-key tiles whose
@@ -340,10 +334,7 @@ fn heads_merged_for_the_output_projection() {
     let fused = irc_fused::print_module(&p.fused);
     assert!(fused.contains("store %o3 -> @o3"), "{fused}");
     assert!(!fused.contains("buffer @o ="), "{fused}");
-    for (got, want) in emulate::against_interpreter_all(g, &p.kernels, 3) {
-        let c = irc_interp::compare::compare(&got, &want).unwrap();
-        assert!(c.passed(), "{c:?}");
-    }
+    emulate::assert_agree(emulate::against_interpreter_all(g, &p.kernels, 3), &g.name);
     // On sm_90a the projection is the wgmma template (a TMA producer warpgroup: 384 threads).
     let hopper = lower(true).kernels;
     let proj = hopper

@@ -390,13 +390,7 @@ fn result_views_of_a_row_composite_read_elsewhere_are_stored_by_its_kernel() {
         let g = &m.graphs[0];
         let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default()).unwrap();
         assert_eq!(k.kernels.len(), kernels, "@{}: {:?}", g.name, k.launches);
-        for (i, (got, want)) in emulate::against_interpreter_all(g, &k, 17)
-            .into_iter()
-            .enumerate()
-        {
-            let cmp = irc_interp::compare::compare(&got, &want).unwrap();
-            assert!(cmp.passed(), "@{} result {i}: {cmp:?}", g.name);
-        }
+        emulate::assert_agree(emulate::against_interpreter_all(g, &k, 17), &g.name);
     }
 }
 

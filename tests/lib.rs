@@ -150,60 +150,8 @@ pub fn check_fusion_agrees(g: &irc_ir::Graph) -> Result<bool, String> {
     Ok(true)
 }
 
-use irc_kir::{Expr, Module, Space, Stmt};
+use irc_kir::{Module, Space};
 use std::collections::{HashMap, HashSet};
-
-/// The global tensors an expression loads from.
-fn loads<'a>(e: &'a Expr, out: &mut HashSet<&'a str>) {
-    match e {
-        Expr::Load { tensor, coord } => {
-            out.insert(tensor);
-            coord.iter().for_each(|c| loads(c, out));
-        }
-        Expr::Idx(_, a, b) => {
-            loads(a, out);
-            loads(b, out);
-        }
-        Expr::Call(_, args) => args.iter().for_each(|a| loads(a, out)),
-        _ => {}
-    }
-}
-
-/// The tensors a kernel body reads: loads anywhere, copy sources, intrinsic operands read.
-fn read_tensors(body: &[Stmt]) -> HashSet<&str> {
-    let mut out = HashSet::new();
-    irc_kir::walk(body, &mut |s| match s {
-        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => loads(value, &mut out),
-        Stmt::Var { init, .. } => loads(init, &mut out),
-        Stmt::Store { coord, value, .. } => {
-            loads(value, &mut out);
-            coord.iter().for_each(|c| loads(c, &mut out));
-        }
-        Stmt::For {
-            start, end, step, ..
-        } => [start, end, step]
-            .into_iter()
-            .for_each(|e| loads(e, &mut out)),
-        Stmt::If { cond, .. } => loads(cond, &mut out),
-        Stmt::Copy { src, .. } => {
-            out.insert(&src.tensor);
-        }
-        Stmt::BlockReduce { value, .. } | Stmt::WarpReduce { value, .. } => loads(value, &mut out),
-        Stmt::Intrinsic { op, args } => {
-            for ((_, kind), arg) in op.info().args.iter().zip(args) {
-                match arg {
-                    irc_kir::Arg::Frag(f) if !kind.writes() => {
-                        out.insert(&f.tensor);
-                    }
-                    irc_kir::Arg::Expr(e) => loads(e, &mut out),
-                    _ => {}
-                }
-            }
-        }
-        Stmt::Sync => {}
-    });
-    out
-}
 
 /// Each kernel of `k` that reads a buffer it writes, with the buffer, unless the buffer is the
 /// kernel's own workspace (a temp no other launch touches: split reductions' partials): nothing
@@ -232,7 +180,10 @@ pub fn reads_of_own_writes(k: &Module) -> Vec<String> {
             .into_iter()
             .filter_map(buffer_of)
             .collect();
-        for b in read_tensors(&kernel.body).into_iter().filter_map(buffer_of) {
+        for b in irc_kir::read_tensors(&kernel.body)
+            .into_iter()
+            .filter_map(buffer_of)
+        {
             let decl = k.buffers.iter().find(|d| d.name == b).unwrap();
             let workspace = users[b] == 1
                 && matches!(

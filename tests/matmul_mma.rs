@@ -257,13 +257,10 @@ fn check_reductions(src: &str, c: &str) {
         text.contains("atom.arrive") && text.contains("zeroed"),
         "{text}"
     );
-    for (i, (got, reference)) in emulate::against_interpreter_all(g, &k, 5)
-        .into_iter()
-        .enumerate()
-    {
-        let cmp = compare::compare(&got, &reference).unwrap();
-        assert!(cmp.passed(), "{src} {c}: result {i}: {cmp:?}");
-    }
+    emulate::assert_agree(
+        emulate::against_interpreter_all(g, &k, 5),
+        &format!("{src} {c}:"),
+    );
 }
 
 #[test]
@@ -342,13 +339,7 @@ fn several_outputs_of_one_kernel_by_16_byte_copies() {
         let text = irc_kir::print_module(&k);
         assert_eq!(text.matches("kernel @").count(), 1, "{text}");
         assert_eq!(text.matches("copy.8 %").count(), 4, "{text}");
-        for (i, (got, reference)) in emulate::against_interpreter_all(g, &k, 3)
-            .into_iter()
-            .enumerate()
-        {
-            let cmp = compare::compare(&got, &reference).unwrap();
-            assert!(cmp.passed(), "{c}: result {i}: {cmp:?}");
-        }
+        emulate::assert_agree(emulate::against_interpreter_all(g, &k, 3), &format!("{c}:"));
     }
 }
 

@@ -3,7 +3,8 @@
 # (examples/, examples/small/, tests/gpu/), and `irc run --device gpu --check` on the exported
 # transformer models (tests/onnx_models/hf/*_tiny.onnx, on their exported inputs), with the
 # CUDA backend and, when the irc binary has the `mlir` feature, the MLIR backend. Prints one
-# line per run and a summary; exits 1 on any failure. Usage: bench/gpu/check_all.sh [IRC [FILE...]]   (default .device-bin/irc, the whole
+# line per run and a summary; exits 1 on any failure.
+# Usage: bench/gpu/check_all.sh [IRC [FILE...]]   (default .device-bin/irc, the whole
 # corpus; IRC_RUN_ARGS: more arguments for each `irc run`, e.g. `--tune-cache PATH`)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -776,6 +776,57 @@ pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
     out
 }
 
+/// The tensors a body reads: loads in any expression, copy sources and the operands
+/// intrinsics read (the counterpart of [`written_tensors`]).
+pub fn read_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
+    fn loads<'a>(e: &'a Expr, out: &mut std::collections::HashSet<&'a str>) {
+        match e {
+            Expr::Load { tensor, coord } => {
+                out.insert(tensor);
+                coord.iter().for_each(|c| loads(c, out));
+            }
+            Expr::Idx(_, a, b) => {
+                loads(a, out);
+                loads(b, out);
+            }
+            Expr::Call(_, args) => args.iter().for_each(|a| loads(a, out)),
+            Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Builtin(_) => {}
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    walk(body, &mut |s| match s {
+        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => loads(value, &mut out),
+        Stmt::Var { init, .. } => loads(init, &mut out),
+        Stmt::Store { coord, value, .. } => {
+            loads(value, &mut out);
+            coord.iter().for_each(|c| loads(c, &mut out));
+        }
+        Stmt::For {
+            start, end, step, ..
+        } => [start, end, step]
+            .into_iter()
+            .for_each(|e| loads(e, &mut out)),
+        Stmt::If { cond, .. } => loads(cond, &mut out),
+        Stmt::Copy { src, .. } => {
+            out.insert(&src.tensor);
+        }
+        Stmt::BlockReduce { value, .. } | Stmt::WarpReduce { value, .. } => loads(value, &mut out),
+        Stmt::Intrinsic { op, args } => {
+            for ((_, kind), arg) in op.info().args.iter().zip(args) {
+                match arg {
+                    Arg::Frag(f) if !kind.writes() => {
+                        out.insert(&f.tensor);
+                    }
+                    Arg::Expr(e) => loads(e, &mut out),
+                    Arg::Frag(_) => {}
+                }
+            }
+        }
+        Stmt::Sync => {}
+    });
+    out
+}
+
 /// One leaf of an offset computation: `((c / div) % modulo) * stride`, where `modulo` is `None`
 /// when the coordinate never reaches the leaf's size (the last leaf of a mode).
 #[derive(Clone, Debug, PartialEq, Eq)]

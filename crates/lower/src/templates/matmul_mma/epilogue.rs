@@ -326,35 +326,14 @@ impl Builder<'_, '_> {
 /// chosen, and read, element by element (a concat whose operands split the vectors; an aligned
 /// one loads every operand's vector before its branch, which picks among registers).
 fn loads_under_branch(body: &[Stmt], global: &std::collections::HashSet<&str>) -> bool {
-    fn loads(e: &Expr, global: &std::collections::HashSet<&str>) -> bool {
-        match e {
-            Expr::Load { tensor, coord } => {
-                global.contains(tensor.as_str()) || coord.iter().any(|c| loads(c, global))
-            }
-            Expr::Idx(_, a, b) => loads(a, global) || loads(b, global),
-            Expr::Call(_, args) => args.iter().any(|a| loads(a, global)),
-            _ => false,
-        }
-    }
     let mut found = false;
     kir::walk(body, &mut |s| {
-        if let Stmt::If {
-            body: then, orelse, ..
-        } = s
+        if let Stmt::If { body, orelse, .. } = s
             && !orelse.is_empty()
         {
-            for branch in [then, orelse] {
-                kir::walk(branch, &mut |t| {
-                    found |= match t {
-                        Stmt::Let { value, .. } | Stmt::Assign { value, .. } => {
-                            loads(value, global)
-                        }
-                        Stmt::Store { value, .. } => loads(value, global),
-                        Stmt::Copy { src, .. } => global.contains(src.tensor.as_str()),
-                        _ => false,
-                    };
-                });
-            }
+            found |= [body, orelse]
+                .iter()
+                .any(|b| kir::read_tensors(b).iter().any(|t| global.contains(t)));
         }
     });
     found
