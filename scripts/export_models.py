@@ -11,6 +11,8 @@ model's sizes):
   bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask [B, S]
   llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids, attention_mask [B, S]
   vit    Vision transformer         timm VisionTransformer            x (pixels) [B, 3, H, W]
+  resnet ResNet-D (ResNet-50 at      timm ResNet                       x (pixels) [B, 3, H, W]
+         bench size)
 
 Usage:
     python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...]
@@ -79,6 +81,15 @@ CONFIGS = {
         "small": dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10, batch=1),
         "bench": dict(img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12, num_classes=1000, batch=8),
     },
+    # avg_down: the downsampling shortcut is AvgPool2d(2, ceil_mode=True, count_include_pad=False)
+    # and a 1x1 conv (ResNet-D), so the export has MaxPool, AveragePool and Conv with padding.
+    "resnet": {
+        "tiny": dict(layers=[1, 1, 1, 1], channels=(8, 8, 16, 16), stem_width=8, avg_down=True,
+                     img_size=32, num_classes=10, batch=1),
+        "small": dict(layers=[1, 1, 1, 1], channels=(16, 32, 64, 128), stem_width=16, avg_down=True,
+                      img_size=64, num_classes=10, batch=1),
+        "bench": dict(layers=[3, 4, 6, 3], bottleneck=True, img_size=224, num_classes=1000, batch=8),
+    },
 }
 
 
@@ -130,7 +141,31 @@ def vit(cfg):
     return model, {"x": pixels}
 
 
-BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit}
+def resnet(cfg):
+    from timm.models.resnet import BasicBlock, Bottleneck, ResNet
+    cfg = dict(cfg)
+    batch, img = cfg.pop("batch"), cfg.pop("img_size")
+    block = Bottleneck if cfg.pop("bottleneck", False) else BasicBlock
+    # zero_init_last would zero each block's last norm: the residual branches would add nothing.
+    try:
+        model = ResNet(block=block, zero_init_last=False, **cfg)
+    except TypeError:  # a timm without `channels`: the standard widths
+        cfg.pop("channels", None)
+        model = ResNet(block=block, zero_init_last=False, **cfg)
+    # Batch norm statistics and affine parameters away from (0, 1), so the folded or imported
+    # normalization is checked too.
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    pixels = torch.randn(batch, 3, img, img)
+    return model, {"x": pixels}
+
+
+BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit, "resnet": resnet}
 
 
 class Positional(torch.nn.Module):

@@ -677,6 +677,23 @@ fn sibling_results_share_a_kernel() {
     assert_eq!(text.matches(" shared = ").count(), 2, "{text}");
 }
 
+/// A max pool as the ONNX importer writes it (padding by `concat`, nine strided slices, a
+/// chain of `max`): the padded value, read by the nine taps of one kernel, is computed at each
+/// read (fusion rule 13), so the pool is one kernel with no padded copy; the emulator computes
+/// what the interpreter does, the -inf padding included.
+#[test]
+fn window_taps_compute_their_padding_inline() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gpu/pool_taps.ir"),
+    )
+    .unwrap();
+    emulates_as_interpreted(&text);
+    let m = irc_frontend::parse_module(&text).unwrap();
+    let k = irc_lower::lower_graph(&m.graphs[0], irc_lower::SourceInfo::default()).unwrap();
+    assert_eq!(k.kernels.len(), 1, "{}", irc_kir::print_module(&k));
+    assert_eq!(k.buffers.len(), 2, "only the input and the result");
+}
+
 /// The transcendental ops whose results are rounded to 16 bits run on the SFU's approximate
 /// `exp2` and `rcp`, `gelu` on Abramowitz and Stegun's `erfc` (spec/layout-ir.md): every value
 /// over [-12, 12] in steps of 1/64, the infinities, NaN and both zeros is within two units in

@@ -1,7 +1,9 @@
 //! Whole models through the kernels: the transformer exports of `scripts/export_models.py`
-//! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, Llama and ViT with one layer) lowered to
-//! kernels and run by the kernel-IR emulator on their exported inputs and weights (and, made
-//! bf16, on random ones), against the reference interpreter; and, on these models and the
+//! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, Llama and ViT with one layer) and the
+//! small CNN of `scripts/cnn_fixture.py` (`tests/onnx_models/cnn.onnx`: convolutions, pools,
+//! pads, a group norm) lowered to kernels and run by the kernel-IR emulator on their exported
+//! inputs and weights (the transformers also made bf16), against the reference interpreter;
+//! and, on these models and the
 //! whole corpus, the rule that a kernel
 //! never reads a buffer it writes (its own workspace aside): a read can come before the write,
 //! in another thread or block, with nothing ordering them.
@@ -12,10 +14,20 @@ mod emulate;
 use irc_interp::tensor::{Data, Tensor};
 use std::path::Path;
 
+/// The transformers; [`ALL`] adds the CNN.
 const MODELS: [&str; 4] = ["gpt2", "bert", "llama", "vit"];
+const ALL: [&str; 5] = ["gpt2", "bert", "llama", "vit", "cnn"];
+
+/// The path of a model's files without the extension (`<stem>.onnx`, `<stem>.<input>.npy`).
+fn stem(name: &str) -> String {
+    match name {
+        "cnn" => "tests/onnx_models/cnn".into(),
+        _ => format!("tests/onnx_models/hf/{name}_tiny"),
+    }
+}
 
 fn import(name: &str) -> irc_onnx::Imported {
-    let path = irc_tests::root().join(format!("tests/onnx_models/hf/{name}_tiny.onnx"));
+    let path = irc_tests::root().join(format!("{}.onnx", stem(name)));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     irc_onnx::import_model(&bytes, &Default::default())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -49,7 +61,7 @@ fn model(name: &str) -> (irc_ir::Graph, Vec<Tensor>) {
     let mut inputs = vec![];
     for &p in &g.params[..imported.num_inputs()] {
         let param = g.values[p.index()].name.clone().unwrap_or_default();
-        let path = irc_tests::root().join(format!("tests/onnx_models/hf/{name}_tiny.{param}.npy"));
+        let path = irc_tests::root().join(format!("{}.{param}.npy", stem(name)));
         inputs.push(npy(&path, g.ty(p)));
     }
     inputs.extend(imported.weights.iter().map(|(_, t)| t.clone()));
@@ -62,7 +74,7 @@ fn model(name: &str) -> (irc_ir::Graph, Vec<Tensor>) {
 
 #[test]
 fn the_exported_models_kernels_compute_what_the_interpreter_does() {
-    for name in MODELS {
+    for name in ALL {
         let (g, inputs) = model(name);
         let k = irc_lower::plan_and_lower(&g, Default::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -77,10 +89,8 @@ fn no_kernel_reads_a_buffer_it_writes() {
         wgmma: true,
         ..Default::default()
     };
-    let mut graphs: Vec<(String, irc_ir::Graph)> = MODELS
-        .iter()
-        .map(|&n| (n.to_string(), model(n).0))
-        .collect();
+    let mut graphs: Vec<(String, irc_ir::Graph)> =
+        ALL.iter().map(|&n| (n.to_string(), model(n).0)).collect();
     for path in irc_tests::corpus() {
         let text = std::fs::read_to_string(&path).unwrap();
         let m = irc_frontend::parse_module(&text).unwrap();
@@ -96,7 +106,7 @@ fn no_kernel_reads_a_buffer_it_writes() {
             // A corpus graph may need a GPU's own template (an error here); a model lowers.
             let lowered = match irc_lower::plan_and_lower_with(g, Default::default(), options) {
                 Ok(l) => l,
-                Err(e) if MODELS.contains(&name.as_str()) => panic!("{name}: {e}"),
+                Err(e) if ALL.contains(&name.as_str()) => panic!("{name}: {e}"),
                 Err(_) => continue,
             };
             let bad = irc_tests::reads_of_own_writes(&lowered.kernels);

@@ -48,6 +48,7 @@ pub mod policy;
 mod print;
 pub mod prologue;
 pub mod reduce_epilogue;
+mod taps;
 mod verify;
 
 pub use evt::{Broadcast, Evt, EvtNode, Role};

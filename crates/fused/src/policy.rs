@@ -65,6 +65,11 @@
 //!     graph stays acyclic: it stores both (up to four values), reading their common inputs
 //!     once (`a + b` and `a · b` both results). Values stored because several statements read
 //!     them are left to rule 11.
+//! 13. **Window taps** (last): a value rule 4 stored is computed inline instead when it is
+//!     cheap (a few views, `concat`s and arithmetic ops without a transcendental function) and
+//!     every reader, at least one a view, ends in one pointwise kernel: a pooling window's or a
+//!     convolution's taps (strided slices) of a padded input read the input through the
+//!     padding's `concat` ([`crate::taps`]).
 //!
 //! Everything else (single-use elementwise ops, views, immediates) is computed inside the
 //! kernel of each value that reads it.
@@ -674,6 +679,8 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     // both read in that kernel).
     siblings_share_a_kernel(d, &mut home, &claimed, &forced_at);
     shared_within_one_kernel(d, &readers, &mut home, &claimed, &is_result, &forced_at);
+    // Rule 13: a cheap value read through views by the taps of one pointwise kernel.
+    crate::taps::taps_in_one_kernel(d, &readers, &mut home, &claimed, &is_result, &forced_at);
     Decisions {
         home,
         attention,

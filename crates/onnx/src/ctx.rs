@@ -177,8 +177,17 @@ impl<'o> Ctx<'o> {
         } else {
             self.opts.inline_limit
         };
-        let id = if t.ty.numel() <= limit {
-            let value = constant_attr(&t.data, t.ty.rank() == 0);
+        // A computed tensor of one repeated value (padding, a broadcast fill) is a splat
+        // constant however large: free in a kernel, where a weight would be read from memory.
+        let items = constant_attr(&t.data, t.ty.rank() == 0);
+        let splat = match &items {
+            Attr::Array(v) if name.is_none() && t.ty.numel() > limit => {
+                v.windows(2).all(|w| w[0] == w[1]).then(|| v[0].clone())
+            }
+            _ => None,
+        };
+        let id = if t.ty.numel() <= limit || splat.is_some() {
+            let value = splat.unwrap_or(items);
             let attrs = Attrs::new().with("value", value);
             let id = self
                 .b

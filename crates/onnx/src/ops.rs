@@ -6,6 +6,8 @@
 mod conv;
 mod einsum;
 mod math;
+mod pad;
+mod pool;
 mod shape;
 
 /// Every handler, for the table.
@@ -13,6 +15,8 @@ mod handlers {
     pub use super::conv::*;
     pub use super::einsum::*;
     pub use super::math::*;
+    pub use super::pad::*;
+    pub use super::pool::*;
     pub use super::shape::*;
 }
 
@@ -110,6 +114,7 @@ table! {
     "And" => h::and, "select(a, b, false)";
     "ArgMax" => h::argmax, "reduce_max, eq, iota, select, reduce_min";
     "ArgMin" => h::argmin, "reduce_min, eq, iota, select, reduce_min";
+    "AveragePool" => h::average_pool, "pad (concat of zeros), a strided slice per kernel tap, add, div (by the window's count where padding or ceil_mode makes it vary)";
     "BatchNormalization" => h::batchnorm, "inference form: (x - mean) · rsqrt(var + eps) · scale + bias";
     "Cast" => h::cast, "cast";
     "CastLike" => h::cast_like, "cast";
@@ -139,6 +144,7 @@ table! {
     "GlobalMaxPool" => h::global_max_pool, "reduce_max over spatial axes";
     "Greater" => h::greater, "gt";
     "GreaterOrEqual" => h::greater_or_equal, "ge";
+    "GroupNormalization" => h::group_norm, "reshape to [N, G, C/G · spatial], layernorm, reshape, mul, add (per-channel or per-group scale and bias)";
     "HardSigmoid" => h::hard_sigmoid, "max(0, min(1, alpha · x + beta))";
     "HardSwish" => h::hard_swish, "x · hardsigmoid(x)";
     "Identity" => h::identity, "the operand itself";
@@ -151,8 +157,10 @@ table! {
     "LessOrEqual" => h::less_or_equal, "le";
     "Log" => h::log, "log";
     "LogSoftmax" => h::log_softmax, "log_softmax";
+    "LpPool" => h::lp_pool, "abs, mul or pow, pad (concat of zeros), a strided slice per kernel tap, add, sqrt or pow";
     "MatMul" => h::matmul, "matmul";
     "Max" => h::max, "max (variadic)";
+    "MaxPool" => h::max_pool, "pad (concat of -inf), a strided slice per kernel tap, max (first output only)";
     "Mean" => h::mean, "add, div (variadic)";
     "Min" => h::min, "min (variadic)";
     "Mish" => h::mish, "x · tanh(log(1 + exp(x)))";
@@ -162,6 +170,7 @@ table! {
     "OneHot" => h::one_hot, "iota, eq, select";
     "Or" => h::or, "select(a, true, b)";
     "PRelu" => h::prelu, "select(x < 0, slope · x, x)";
+    "Pad" => h::pad, "concat with a broadcast constant, an edge slice broadcast, a reversed slice (reflect) or the far end's slice (wrap); slice for negative pads";
     "Pow" => h::pow, "pow (exponent cast to the base's dtype)";
     "RMSNormalization" => h::rmsnorm, "rmsnorm";
     "Range" => h::range, "known tensor (folded)";

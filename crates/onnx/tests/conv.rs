@@ -3,26 +3,7 @@
 //! and the patch-embedding form (stride = kernel) that the importer writes without slices.
 
 mod common;
-use common::{FLOAT, f32s, int_attr, model, node, value};
-use irc_onnx::proto::AttributeProto;
-
-fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        ints: v.to_vec(),
-        r#type: 7,
-        ..Default::default()
-    }
-}
-
-fn str_attr(name: &str, v: &str) -> AttributeProto {
-    AttributeProto {
-        name: name.into(),
-        s: v.as_bytes().to_vec(),
-        r#type: 3,
-        ..Default::default()
-    }
-}
+use common::{FLOAT, f32s, int_attr, ints_attr, model, node, str_attr, value};
 
 struct Case {
     x: Vec<u64>,

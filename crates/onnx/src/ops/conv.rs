@@ -10,32 +10,34 @@ use super::math::{bin, one, reshape_to};
 use crate::ctx::{Ctx, R, Val};
 use irc_ir::{Attr, Attrs, OpKind, ints};
 
-/// The spatial geometry of one convolution.
-struct Geometry {
-    kernel: Vec<u64>,
-    strides: Vec<u64>,
-    dilations: Vec<u64>,
-    /// Zeros added before and after each spatial dim.
-    pads: Vec<(u64, u64)>,
-    out: Vec<u64>,
+/// The spatial geometry of one convolution or pooling window.
+pub(super) struct Geometry {
+    pub kernel: Vec<u64>,
+    pub strides: Vec<u64>,
+    pub dilations: Vec<u64>,
+    /// Values added before and after each spatial dim (the `pads` attribute or `auto_pad`).
+    pub pads: Vec<(u64, u64)>,
+    /// Further values after each spatial dim, beyond `pads`, that the last window of a
+    /// pooling with `ceil_mode` reaches (never counted as padding).
+    pub overhang: Vec<u64>,
+    pub out: Vec<u64>,
 }
 
-fn positive(v: Vec<i64>, what: &str) -> R<Vec<u64>> {
+pub(super) fn positive(v: Vec<i64>, what: &str) -> R<Vec<u64>> {
     v.iter()
         .map(|&d| u64::try_from(d).ok().filter(|&d| d > 0))
         .collect::<Option<Vec<u64>>>()
         .ok_or_else(|| format!("{what} {v:?} must be positive"))
 }
 
-fn geometry(n: &Node, spatial: &[u64], wk: &[u64]) -> R<Geometry> {
+/// The geometry of a `kernel` sliding over `spatial` as the node's `strides`, `dilations`,
+/// `pads` and `auto_pad` say; with `ceil`, a last partial window is kept when it starts inside
+/// the input or its leading padding (ONNX's and PyTorch's `ceil_mode`).
+pub(super) fn geometry(n: &Node, spatial: &[u64], kernel: Vec<u64>, ceil: bool) -> R<Geometry> {
     let r = spatial.len();
-    let kernel = match n.ints("kernel_shape") {
-        Some(k) => positive(k, "kernel_shape")?,
-        None => wk.to_vec(),
-    };
-    if kernel != wk {
+    if kernel.len() != r {
         return Err(format!(
-            "kernel_shape {kernel:?} differs from the weights' {wk:?}"
+            "kernel_shape {kernel:?} needs {r} values, one per spatial dim"
         ));
     }
     let strides = positive(n.ints("strides").unwrap_or(vec![1; r]), "strides")?;
@@ -77,45 +79,62 @@ fn geometry(n: &Node, spatial: &[u64], wk: &[u64]) -> R<Geometry> {
                 span[i]
             ));
         }
-        out.push((padded - span[i]) / strides[i] + 1);
+        let mut o = if ceil {
+            (padded - span[i]).div_ceil(strides[i]) + 1
+        } else {
+            (padded - span[i]) / strides[i] + 1
+        };
+        if ceil && o > 1 && (o - 1) * strides[i] >= spatial[i] + pads[i].0 {
+            o -= 1;
+        }
+        out.push(o);
     }
+    let overhang = (0..r)
+        .map(|i| {
+            let padded = spatial[i] + pads[i].0 + pads[i].1;
+            ((out[i] - 1) * strides[i] + span[i]).saturating_sub(padded)
+        })
+        .collect();
     Ok(Geometry {
         kernel,
         strides,
         dilations,
         pads,
+        overhang,
         out,
     })
 }
 
-/// `x` with `before` and `after` zeros along `axis` (a concat with broadcast zeros).
-fn pad_axis(cx: &mut Ctx, x: &Val, axis: usize, before: u64, after: u64) -> R<Val> {
+/// `x` with `before` and `after` values `fill` along `axis` (a concat with a broadcast
+/// scalar).
+pub(super) fn pad_axis(
+    cx: &mut Ctx,
+    x: &Val,
+    axis: usize,
+    (before, after): (u64, u64),
+    fill: f64,
+) -> R<Val> {
     if before == 0 && after == 0 {
         return Ok(x.clone());
     }
     let ty = cx.ty(x);
-    let zero = cx.scalar(0.0, ty.dtype);
-    let mut parts = Vec::new();
-    for (k, count) in [(0, before), (1, after)] {
+    let value = cx.scalar(fill, ty.dtype);
+    let mut ops: Vec<Val> = Vec::new();
+    for (count, is_x) in [(before, false), (0, true), (after, false)] {
+        if is_x {
+            ops.push(x.clone());
+            continue;
+        }
         if count == 0 {
             continue;
         }
         let mut shape: Vec<i64> = ty.shape.iter().map(|&d| d as i64).collect();
         shape[axis] = count as i64;
-        let z = cx.op(
+        ops.push(cx.op(
             OpKind::Broadcast,
-            &[&zero],
+            &[&value],
             Attrs::new().with("shape", ints(&shape)),
-        )?;
-        parts.push((k, z));
-    }
-    let mut ops: Vec<Val> = Vec::new();
-    if let Some((_, z)) = parts.iter().find(|(k, _)| *k == 0) {
-        ops.push(z.clone());
-    }
-    ops.push(x.clone());
-    if let Some((_, z)) = parts.iter().find(|(k, _)| *k == 1) {
-        ops.push(z.clone());
+        )?);
     }
     let refs: Vec<&Val> = ops.iter().collect();
     cx.op(
@@ -123,6 +142,46 @@ fn pad_axis(cx: &mut Ctx, x: &Val, axis: usize, before: u64, after: u64) -> R<Va
         &refs,
         Attrs::new().with("axis", Attr::Int(axis as i64)),
     )
+}
+
+/// `x` `[N, C, spatial...]` padded for the windows of `g`: `fill` in the padding, `beyond`
+/// in a pooling's overhang past it.
+pub(super) fn pad_spatial(cx: &mut Ctx, x: &Val, g: &Geometry, fill: f64, beyond: f64) -> R<Val> {
+    let mut p = x.clone();
+    for (i, &(before, after)) in g.pads.iter().enumerate() {
+        p = pad_axis(cx, &p, 2 + i, (before, after), fill)?;
+        p = pad_axis(cx, &p, 2 + i, (0, g.overhang[i]), beyond)?;
+    }
+    Ok(p)
+}
+
+/// One window offset per kernel tap (the last spatial dim fastest, the weights' order): the
+/// strided slice `[N, C, out...]` of the padded `p` that the tap reads at each output position.
+pub(super) fn windows(cx: &mut Ctx, p: &Val, g: &Geometry) -> R<Vec<Val>> {
+    let r = g.out.len();
+    let k: u64 = g.kernel.iter().product();
+    let mut taps = Vec::with_capacity(k as usize);
+    for off in 0..k {
+        let mut rem = off;
+        let mut at = vec![0; r];
+        for i in (0..r).rev() {
+            at[i] = rem % g.kernel[i];
+            rem /= g.kernel[i];
+        }
+        let starts: Vec<i64> = (0..r).map(|i| (at[i] * g.dilations[i]) as i64).collect();
+        let ends: Vec<i64> = (0..r)
+            .map(|i| starts[i] + ((g.out[i] - 1) * g.strides[i]) as i64 + 1)
+            .collect();
+        let axes: Vec<i64> = (0..r).map(|i| 2 + i as i64).collect();
+        let steps: Vec<i64> = g.strides.iter().map(|&s| s as i64).collect();
+        let attrs = Attrs::new()
+            .with("axes", ints(&axes))
+            .with("starts", ints(&starts))
+            .with("ends", ints(&ends))
+            .with("steps", ints(&steps));
+        taps.push(cx.op(OpKind::Slice, &[p], attrs)?);
+    }
+    Ok(taps)
 }
 
 /// The columns `[N, C, K, L]` (K kernel offsets, L output positions) of `x` `[N, C, spatial]`.
@@ -155,32 +214,10 @@ fn columns(cx: &mut Ctx, x: &Val, g: &Geometry) -> R<Val> {
         )?;
         return reshape_to(cx, &t, &[nb, c, k, l]);
     }
-    let mut p = x.clone();
-    for i in 0..r {
-        p = pad_axis(cx, &p, 2 + i, g.pads[i].0, g.pads[i].1)?;
-    }
+    let p = pad_spatial(cx, x, g, 0.0, 0.0)?;
     let mut cols = Vec::with_capacity(k as usize);
-    for off in 0..k {
-        // The kernel offset's coordinates, the last spatial dim fastest (the weights' order).
-        let mut rem = off;
-        let mut at = vec![0; r];
-        for i in (0..r).rev() {
-            at[i] = rem % g.kernel[i];
-            rem /= g.kernel[i];
-        }
-        let starts: Vec<i64> = (0..r).map(|i| (at[i] * g.dilations[i]) as i64).collect();
-        let ends: Vec<i64> = (0..r)
-            .map(|i| starts[i] + ((g.out[i] - 1) * g.strides[i]) as i64 + 1)
-            .collect();
-        let axes: Vec<i64> = (0..r).map(|i| 2 + i as i64).collect();
-        let steps: Vec<i64> = g.strides.iter().map(|&s| s as i64).collect();
-        let attrs = Attrs::new()
-            .with("axes", ints(&axes))
-            .with("starts", ints(&starts))
-            .with("ends", ints(&ends))
-            .with("steps", ints(&steps));
-        let s = cx.op(OpKind::Slice, &[&p], attrs)?;
-        cols.push(reshape_to(cx, &s, &[nb, c, 1, l])?);
+    for tap in windows(cx, &p, g)? {
+        cols.push(reshape_to(cx, &tap, &[nb, c, 1, l])?);
     }
     if cols.len() == 1 {
         return Ok(cols.remove(0));
@@ -212,7 +249,17 @@ pub fn conv(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             ws[1]
         ));
     }
-    let g = geometry(n, &xs[2..], &ws[2..])?;
+    let kernel = match n.ints("kernel_shape") {
+        Some(k) => positive(k, "kernel_shape")?,
+        None => ws[2..].to_vec(),
+    };
+    if kernel != ws[2..] {
+        return Err(format!(
+            "kernel_shape {kernel:?} differs from the weights' {:?}",
+            &ws[2..]
+        ));
+    }
+    let g = geometry(n, &xs[2..], kernel, false)?;
     let k: u64 = g.kernel.iter().product();
     let l: u64 = g.out.iter().product();
     let cols = columns(cx, &x, &g)?;

@@ -741,6 +741,53 @@ pub fn instance_norm(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     one(bin(cx, OpKind::Add, &y, &b)?)
 }
 
+/// GroupNormalization: `[N, C, ...]` viewed as `[N, G, C/G · spatial]`, normalized over the
+/// last axis (irc's `layernorm`, in f32 and rounded once), viewed back and scaled and shifted
+/// per channel (opset 21's `[C]` parameters) or per group (opset 18's `[G]`).
+pub fn group_norm(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    let (x, scale, b) = (n.x(0)?, n.x(1)?, n.x(2)?);
+    let ty = cx.ty(&x);
+    if ty.rank() < 2 {
+        return Err(format!("the input {:?} must be [N, C, ...]", ty.shape));
+    }
+    let (nb, c) = (ty.shape[0], ty.shape[1]);
+    let g = u64::try_from(n.int("num_groups", 0))
+        .ok()
+        .filter(|&g| g > 0 && c % g == 0)
+        .ok_or_else(|| format!("num_groups must divide the {c} channels"))?;
+    let per: u64 = ty.shape[1..].iter().product::<u64>() / g;
+    let grouped = reshape_to(cx, &x, &[nb, g, per])?;
+    let attrs = Attrs::new()
+        .with("axis", Attr::Int(-1))
+        .with("eps", Attr::Float(n.float("epsilon", 1e-5) as f64));
+    let y = cx.op(OpKind::Layernorm, &[&grouped], attrs)?;
+    let y = reshape_to(cx, &y, &ty.shape)?;
+    let mut params = Vec::with_capacity(2);
+    for p in [scale, b] {
+        let p = cast_to(cx, &p, ty.dtype)?;
+        let k = cx.ty(&p).numel();
+        let p = if k == c {
+            p
+        } else if k == g {
+            // [G] → [G, C/G] → [C]
+            let col = reshape_to(cx, &p, &[g, 1])?;
+            let wide = cx.op(
+                OpKind::Broadcast,
+                &[&col],
+                Attrs::new().with("shape", ints(&[g as i64, (c / g) as i64])),
+            )?;
+            reshape_to(cx, &wide, &[c])?
+        } else {
+            return Err(format!(
+                "scale and bias must have {c} (channels) or {g} (groups) elements, got {k}"
+            ));
+        };
+        params.push(per_channel(cx, &p, ty.rank())?);
+    }
+    let y = bin(cx, OpKind::Mul, &y, &params[0])?;
+    one(bin(cx, OpKind::Add, &y, &params[1])?)
+}
+
 fn global_pool(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Vec<Val>> {
     let x = n.x(0)?;
     let axes: Vec<i64> = (2..cx.ty(&x).rank() as i64).collect();

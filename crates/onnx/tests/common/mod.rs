@@ -43,6 +43,26 @@ pub fn int_attr(name: &str, i: i64) -> AttributeProto {
     }
 }
 
+/// An integer-list attribute.
+pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        ints: v.to_vec(),
+        r#type: 7,
+        ..Default::default()
+    }
+}
+
+/// A string attribute.
+pub fn str_attr(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        s: v.as_bytes().to_vec(),
+        r#type: 3,
+        ..Default::default()
+    }
+}
+
 /// A tensor attribute.
 pub fn tensor_attr(name: &str, t: TensorProto) -> AttributeProto {
     AttributeProto {
