@@ -1,5 +1,6 @@
 //! Whole models through the kernels: the transformer exports of `scripts/export_models.py`
-//! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, Llama and ViT with one layer) and the
+//! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, Llama and ViT with one layer, a ResNet-D
+//! with one block a stage) and the
 //! small CNN of `scripts/cnn_fixture.py` (`tests/onnx_models/cnn.onnx`: convolutions, pools,
 //! pads, a group norm) lowered to kernels and run by the kernel-IR emulator on their exported
 //! inputs and weights (the transformers also made bf16), against the reference interpreter;
@@ -14,9 +15,9 @@ mod emulate;
 use irc_interp::tensor::{Data, Tensor};
 use std::path::Path;
 
-/// The transformers; [`ALL`] adds the CNN.
+/// The transformers; [`ALL`] adds the CNNs.
 const MODELS: [&str; 4] = ["gpt2", "bert", "llama", "vit"];
-const ALL: [&str; 5] = ["gpt2", "bert", "llama", "vit", "cnn"];
+const ALL: [&str; 6] = ["gpt2", "bert", "llama", "vit", "resnet", "cnn"];
 
 /// The path of a model's files without the extension (`<stem>.onnx`, `<stem>.<input>.npy`).
 fn stem(name: &str) -> String {

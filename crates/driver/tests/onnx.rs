@@ -255,9 +255,10 @@ fn emit_cuda_lowers_v2_ops() {
     ok(&irc(&["--emit=cuda", f.to_str().unwrap()]));
 }
 
-/// Check that the four architectures of `scripts/export_models.py --size tiny` (GPT-2, BERT
+/// Check that the five architectures of `scripts/export_models.py --size tiny` (GPT-2, BERT
 /// and Llama from transformers with a padded attention mask, timm's ViT with its Conv patch
-/// embedding; PyTorch 2.11's TorchScript exporter) import (graph IR plus weights), run on the
+/// embedding, timm's ResNet-D with its max pool, ceil-mode average pools and padded strided
+/// convolutions; PyTorch 2.11's TorchScript exporter) import (graph IR plus weights), run on the
 /// interpreter within 1e-5 of PyTorch eager's float32 output, and compile to CUDA; and the
 /// small CNN of `scripts/cnn_fixture.py` (strided and padded convolutions, max, average and Lp
 /// pools with `ceil_mode`, reflect and edge pads, a group norm) within 1e-5 of ONNX's own
@@ -265,13 +266,13 @@ fn emit_cuda_lowers_v2_ops() {
 #[test]
 fn exported_models_match_pytorch() {
     let d = scratch("hf");
-    for name in ["gpt2", "bert", "llama", "vit", "cnn"] {
+    for name in ["gpt2", "bert", "llama", "vit", "resnet", "cnn"] {
         let stem = match name {
             "cnn" => "cnn".to_string(),
             _ => format!("hf/{name}_tiny"),
         };
         let onnx = model(&format!("{stem}.onnx"));
-        let inputs: &[&str] = if matches!(name, "vit" | "cnn") {
+        let inputs: &[&str] = if matches!(name, "vit" | "resnet" | "cnn") {
             &["x"]
         } else {
             &["input_ids", "attention_mask"]
