@@ -132,13 +132,16 @@ impl Builder<'_, '_> {
             return self.value_at_off(o, access, offset);
         }
         let b = crate::lower::broadcast_layout(&oshape, &shape).map_err(internal)?;
+        // Where the broadcast cannot be composed with the access (a reshape's split that a
+        // broadcast mode does not divide), `v` is stored and read through its own layout.
+        let materialize = || Retry::Materialize(self.l.names[v.index()].clone());
         if offset == 0 && !has_negative_stride(access) {
-            let composed = composition(&b, access).map_err(internal)?;
+            let composed = composition(&b, access).map_err(|_| materialize())?;
             return self.value_at_off(o, &composed, 0);
         }
         match per_dim(&b, &shape, offset, access) {
             Some((a, shift)) => self.value_at_off(o, &a, shift),
-            None => Err(Retry::Materialize(self.l.names[v.index()].clone())),
+            None => Err(materialize()),
         }
     }
 

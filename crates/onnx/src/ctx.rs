@@ -178,10 +178,11 @@ impl<'o> Ctx<'o> {
             self.opts.inline_limit
         };
         // A computed tensor of one repeated value (padding, a broadcast fill) is a splat
-        // constant however large: free in a kernel, where a weight would be read from memory.
+        // constant whatever its size: free in a kernel, where an array or a weight would be
+        // read from memory.
         let items = constant_attr(&t.data, t.ty.rank() == 0);
         let splat = match &items {
-            Attr::Array(v) if name.is_none() && t.ty.numel() > limit => {
+            Attr::Array(v) if name.is_none() && v.len() > 1 => {
                 v.windows(2).all(|w| w[0] == w[1]).then(|| v[0].clone())
             }
             _ => None,
@@ -205,6 +206,19 @@ impl<'o> Ctx<'o> {
         };
         self.materialized.insert(key, (t.clone(), id));
         Ok(id)
+    }
+
+    /// An `iota` of type `ty` along `axis`, written into the graph rather than folded: an index
+    /// costs nothing in a kernel, and what is computed from indices alone (a scan's or mask's
+    /// comparisons) fusion recomputes where it is read instead of loading a folded tensor.
+    pub fn iota(&mut self, ty: &TensorType, axis: usize) -> R<Val> {
+        let attrs = Attrs::new().with("axis", Attr::Int(axis as i64));
+        let id = self
+            .b
+            .op_typed(OpKind::Iota, &[], attrs, Some(ty))
+            .map_err(|e| e.message)?;
+        self.b.set_loc(id, self.loc.clone());
+        Ok(Val::Dyn(id))
     }
 
     /// Adds `op` over `operands`, folding it on the host when every operand is known and the

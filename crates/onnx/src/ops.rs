@@ -8,6 +8,7 @@ mod einsum;
 mod math;
 mod pad;
 mod pool;
+mod scan;
 mod shape;
 
 /// Every handler, for the table.
@@ -17,6 +18,7 @@ mod handlers {
     pub use super::math::*;
     pub use super::pad::*;
     pub use super::pool::*;
+    pub use super::scan::*;
     pub use super::shape::*;
 }
 
@@ -125,6 +127,7 @@ table! {
     "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
     "Conv" => h::conv, "pad (concat of zeros), a strided slice per kernel offset, concat, one batched matmul per group, add (a patch embedding: reshape, transpose)";
     "Cos" => h::cos, "cos";
+    "CumSum" => h::cumsum, "broadcast, select by two iotas' comparison, reduce_sum (blocks of about √n past 1024 elements)";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
     "Dropout" => h::dropout, "identity (inference)";
