@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/onnx_models/cnn.onnx: a small convolutional network of the ops a CNN export
 uses beyond a transformer's (Conv with stride and padding, MaxPool, AveragePool with ceil_mode
-and count_include_pad=0, LpPool, Pad in reflect and edge modes, GroupNormalization,
-GlobalAveragePool, Flatten, Gemm), seeded random weights, with an input and the output of
+and count_include_pad=0, LpPool, Pad in reflect and edge modes, GroupNormalization, Resize
+nearest and linear, GlobalAveragePool, Flatten, Gemm), seeded random weights, with an input and the output of
 ONNX's own reference evaluator (`onnx.reference`) beside it:
 
     tests/onnx_models/cnn.onnx, cnn.x.npy, cnn.out0.npy
@@ -33,6 +33,11 @@ def main():
         nh.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "gn_scale"),
         nh.from_array(np.linspace(-0.2, 0.2, 8).astype(np.float32), "gn_bias"),
         weight("fc_w", 10, 16), weight("fc_b", 10),
+        nh.from_array(np.array([1, 1, 2, 2], np.float32), "up2"),
+        nh.from_array(np.array([1, 1], np.int64), "win_starts"),
+        nh.from_array(np.array([4, 6], np.int64), "win_ends"),
+        nh.from_array(np.array([2, 3], np.int64), "win_axes"),
+        nh.from_array(np.array([1, 1, 1.5, 3], np.float32), "up3"),
     ]
     nodes = [
         h.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -47,8 +52,13 @@ def main():
         h.make_node("LpPool", ["p2"], ["l1"], kernel_shape=[2, 2], p=2),
         h.make_node("MaxPool", ["p2"], ["m2"], kernel_shape=[2, 2], dilations=[2, 2], ceil_mode=1,
                     strides=[2, 2]),
-        h.make_node("GlobalAveragePool", ["l1"], ["gl"]),
-        h.make_node("GlobalAveragePool", ["m2"], ["gm"]),
+        h.make_node("Resize", ["l1", "", "up2"], ["u1"], mode="nearest"),
+        h.make_node("Resize", ["m2", "", "up3"], ["u2"], mode="linear",
+                    coordinate_transformation_mode="half_pixel"),
+        # An off-centre window of the upsampled map, so the nearest indices matter to the mean.
+        h.make_node("Slice", ["u1", "win_starts", "win_ends", "win_axes"], ["win1"]),
+        h.make_node("GlobalAveragePool", ["win1"], ["gl"]),
+        h.make_node("GlobalAveragePool", ["u2"], ["gm"]),
         h.make_node("Concat", ["gl", "gm"], ["gc"], axis=1),
         h.make_node("Flatten", ["gc"], ["f"]),
         h.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1),

@@ -11,6 +11,8 @@ model's sizes):
   bert   BERT-style encoder         transformers.BertModel            input_ids, attention_mask [B, S]
   llama  Llama-style decoder        transformers.LlamaForCausalLM     input_ids, attention_mask [B, S]
   vit    Vision transformer         timm VisionTransformer            x (pixels) [B, 3, H, W]
+  roberta RoBERTa-style encoder     transformers.RobertaModel         input_ids, attention_mask [B, S]
+          (position ids: CumSum)
   resnet ResNet-D (ResNet-50 at      timm ResNet                       x (pixels) [B, 3, H, W]
          bench size)
 
@@ -81,6 +83,15 @@ CONFIGS = {
         "small": dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10, batch=1),
         "bench": dict(img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12, num_classes=1000, batch=8),
     },
+    # Position ids from the mask of non-padding tokens (a CumSum), padding index 1.
+    "roberta": {
+        "tiny": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                     vocab_size=64, max_position_embeddings=18, batch=1, seq=8),
+        "small": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                      vocab_size=256, max_position_embeddings=66, batch=1, seq=16),
+        "bench": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                      vocab_size=50265, max_position_embeddings=514, batch=8, seq=512),
+    },
     # avg_down: the downsampling shortcut is AvgPool2d(2, ceil_mode=True, count_include_pad=False)
     # and a 1x1 conv (ResNet-D), so the export has MaxPool, AveragePool and Conv with padding.
     "resnet": {
@@ -141,6 +152,18 @@ def vit(cfg):
     return model, {"x": pixels}
 
 
+def roberta(cfg):
+    from transformers import RobertaConfig, RobertaModel
+    cfg, s = split(cfg)
+    model = RobertaModel(RobertaConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+    inputs = ids_and_mask(cfg, s)
+    # RoBERTa's padding token is 1: the padded positions hold it, so the position ids'
+    # CumSum over the non-padding mask skips them.
+    inputs["input_ids"][:, :2] = 1
+    inputs["input_ids"][:, 2:] = inputs["input_ids"][:, 2:].clamp(min=2)
+    return model, inputs
+
+
 def resnet(cfg):
     from timm.models.resnet import BasicBlock, Bottleneck, ResNet
     cfg = dict(cfg)
@@ -165,7 +188,8 @@ def resnet(cfg):
     return model, {"x": pixels}
 
 
-BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit, "resnet": resnet}
+BUILDERS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit, "roberta": roberta,
+            "resnet": resnet}
 
 
 class Positional(torch.nn.Module):

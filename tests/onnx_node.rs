@@ -32,8 +32,9 @@ fn run_case(dir: &Path) -> Result<(), String> {
     let mut opts = irc_onnx::Options::default();
     let mut imported = irc_onnx::import_model(&model, &opts);
     // An input that decides a shape (axes, a target shape, starts, split sizes, k, a range's
-    // bounds) has to be known at import time: bind the integer and scalar inputs to the
-    // case's values, as a user would with `Options::known`, and import again.
+    // bounds, Resize's scales) has to be known at import time: bind the integer and scalar
+    // inputs and short float lists to the case's values, as a user would with
+    // `Options::known`, and import again.
     // An empty list of axes is such an input too (a graph input of shape [0] is refused).
     if let Err(e) = &imported
         && (e.to_string().contains("must be known at import time")
@@ -42,7 +43,11 @@ fn run_case(dir: &Path) -> Result<(), String> {
         let names = irc_onnx::input_names(&model).map_err(|e| format!("import: {e}"))?;
         let mut kept = Vec::new();
         for (name, t) in names.into_iter().zip(std::mem::take(&mut inputs)) {
-            if t.ty.rank() == 0 || matches!(t.ty.dtype, irc_ir::DType::I32 | irc_ir::DType::I64) {
+            let short_list = t.ty.rank() == 1 && t.ty.numel() <= 16;
+            if t.ty.rank() == 0
+                || short_list
+                || matches!(t.ty.dtype, irc_ir::DType::I32 | irc_ir::DType::I64)
+            {
                 opts.known.insert(name, t);
             } else {
                 kept.push(t);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whole models on the GPU (issue 15): exports GPT-2, BERT, Llama, ViT and ResNet to ONNX with seeded random
+# Whole models on the GPU (issue 15): exports GPT-2, BERT, Llama, ViT, RoBERTa and ResNet to ONNX with seeded random
 # weights (scripts/export_models.py, PyTorch eager's outputs beside them, saved as float32), imports each
 # with `irc import` (a model over 2 GB through its external data file), runs it with
 # `irc run --device gpu --check` (irc's own check against the reference interpreter, on sampled
@@ -12,7 +12,7 @@
 #   bash bench/gpu/models.sh [small|bench] [IRC]     (on the GPU machine, from the repository root)
 #
 # Environment:
-#   MODELS    comma-separated subset of gpt2,bert,llama,vit,resnet (default: all five)
+#   MODELS    comma-separated subset of gpt2,bert,llama,vit,roberta,resnet (default: all six)
 #   DTYPE     float32 (default), float16 or bfloat16: the models' type (files <model>_<size>_f16.*,
 #             <model>_<size>_bf16.*; PyTorch eager and torch.compile run in that type too)
 #   BATCHES   space-separated batch sizes (default: the configuration's batch for small,
@@ -31,7 +31,7 @@ size=${1:-small}
 irc=${2:-.device-bin/irc}
 irc=$(cd "$(dirname "$irc")" && pwd)/$(basename "$irc")
 work=${WORK:-/tmp/irc-models}
-models=${MODELS:-gpt2,bert,llama,vit,resnet}
+models=${MODELS:-gpt2,bert,llama,vit,roberta,resnet}
 if [ "$size" = bench ]; then batches=${BATCHES-1 8}; else batches=${BATCHES-}; fi
 step_timeout=${STEP_TIMEOUT:-900}
 results=${OUT:-.}/bench/results

@@ -8,6 +8,7 @@ mod einsum;
 mod math;
 mod pad;
 mod pool;
+mod resize;
 mod scan;
 mod shape;
 
@@ -18,6 +19,7 @@ mod handlers {
     pub use super::math::*;
     pub use super::pad::*;
     pub use super::pool::*;
+    pub use super::resize::*;
     pub use super::scan::*;
     pub use super::shape::*;
 }
@@ -189,6 +191,7 @@ table! {
     "ReduceSumSquare" => h::reduce_sum_square, "mul, reduce_sum";
     "Relu" => h::relu, "relu";
     "Reshape" => h::reshape, "reshape";
+    "Resize" => h::resize, "nearest: broadcast and reshape (integer upsampling), strided slice (integer downsampling) or gather; linear: two gathers, sub, mul, add per axis";
     "Selu" => h::selu, "gamma · select(x <= 0, alpha · (exp(x) - 1), x)";
     "Shape" => h::shape, "known tensor (static shapes)";
     "Sigmoid" => h::sigmoid, "sigmoid";
