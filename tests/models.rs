@@ -1,5 +1,5 @@
 //! Whole models through the kernels: the transformer exports of `scripts/export_models.py`
-//! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, Llama and ViT with one layer, a ResNet-D
+//! (`tests/onnx_models/hf/*_tiny.onnx`: GPT-2, BERT, RoBERTa, Llama and ViT with one layer, a ResNet-D
 //! with one block a stage) and the
 //! small CNN of `scripts/cnn_fixture.py` (`tests/onnx_models/cnn.onnx`: convolutions, pools,
 //! pads, a group norm) lowered to kernels and run by the kernel-IR emulator on their exported
@@ -16,8 +16,8 @@ use irc_interp::tensor::{Data, Tensor};
 use std::path::Path;
 
 /// The transformers; [`ALL`] adds the CNNs.
-const MODELS: [&str; 4] = ["gpt2", "bert", "llama", "vit"];
-const ALL: [&str; 6] = ["gpt2", "bert", "llama", "vit", "resnet", "cnn"];
+const MODELS: [&str; 5] = ["gpt2", "bert", "roberta", "llama", "vit"];
+const ALL: [&str; 7] = ["gpt2", "bert", "roberta", "llama", "vit", "resnet", "cnn"];
 
 /// The path of a model's files without the extension (`<stem>.onnx`, `<stem>.<input>.npy`).
 fn stem(name: &str) -> String {
@@ -118,7 +118,7 @@ fn no_kernel_reads_a_buffer_it_writes() {
     assert!(checked > 100, "only {checked} lowerings checked");
 }
 
-/// The four models with every f32 type made bf16 (their masks' `finfo(f32).min` made bf16's):
+/// The transformers with every f32 type made bf16 (their masks' `finfo(f32).min` made bf16's):
 /// their attention then runs fused, with the models' own masks in its prologue (f32 attention
 /// is not fused), and the kernels compute what the interpreter does on the exported inputs and
 /// weights (made bf16) — the decoders' first two query rows masked whole (causal, padding).

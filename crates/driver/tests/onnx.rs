@@ -255,9 +255,9 @@ fn emit_cuda_lowers_v2_ops() {
     ok(&irc(&["--emit=cuda", f.to_str().unwrap()]));
 }
 
-/// Check that the five architectures of `scripts/export_models.py --size tiny` (GPT-2, BERT
-/// and Llama from transformers with a padded attention mask, timm's ViT with its Conv patch
-/// embedding, timm's ResNet-D with its max pool, ceil-mode average pools and padded strided
+/// Check that the six architectures of `scripts/export_models.py --size tiny` (GPT-2, BERT,
+/// RoBERTa (position ids by CumSum) and Llama from transformers with a padded attention mask,
+/// timm's ViT with its Conv patch embedding, timm's ResNet-D with its max pool, ceil-mode average pools and padded strided
 /// convolutions; PyTorch 2.11's TorchScript exporter) import (graph IR plus weights), run on the
 /// interpreter within 1e-5 of PyTorch eager's float32 output, and compile to CUDA; and the
 /// small CNN of `scripts/cnn_fixture.py` (strided and padded convolutions, max, average and Lp
@@ -266,7 +266,7 @@ fn emit_cuda_lowers_v2_ops() {
 #[test]
 fn exported_models_match_pytorch() {
     let d = scratch("hf");
-    for name in ["gpt2", "bert", "llama", "vit", "resnet", "cnn"] {
+    for name in ["gpt2", "bert", "roberta", "llama", "vit", "resnet", "cnn"] {
         let stem = match name {
             "cnn" => "cnn".to_string(),
             _ => format!("hf/{name}_tiny"),
