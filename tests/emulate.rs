@@ -91,28 +91,6 @@ pub fn assert_agree(
     }
 }
 
-/// Whether `got` differs from `want` only where 3xTF32's documented limit shows (spec/layout-ir.md,
-/// the f32 matmul): NaN where f32 arithmetic gives ±inf, in a graph with an f32 matmul (an
-/// infinite operand meets a zero small part, or the small products of a product past f32's
-/// range overflow with the other sign).
-#[allow(dead_code)]
-pub fn nan_for_inf_of_tf32(
-    g: &irc_ir::Graph,
-    got: &irc_interp::tensor::Tensor,
-    want: &irc_interp::tensor::Tensor,
-) -> bool {
-    let f32_matmul = g
-        .insts
-        .iter()
-        .any(|i| i.op == irc_ir::OpKind::Matmul && g.ty(i.result).dtype == DType::F32);
-    let (o, r) = (got.data.to_f64(), want.data.to_f64());
-    f32_matmul
-        && o.iter().zip(&r).all(|(&o, &r)| {
-            let same = o == r || (o.is_nan() && r.is_nan()) || (o.is_finite() && r.is_finite());
-            same || (o.is_nan() && r.is_infinite())
-        })
-}
-
 /// One element an asynchronous copy will write: (shared tensor key, offset, value).
 type Landing = (String, usize, f64);
 
@@ -879,6 +857,9 @@ fn call(f: Func, a: &[f64]) -> f64 {
         Func::Tanh => a[0].tanh(),
         Func::Sin => a[0].sin(),
         Func::Cos => a[0].cos(),
+        Func::Floor => a[0].floor(),
+        Func::Ceil => a[0].ceil(),
+        Func::Round => a[0].round_ties_even(),
         Func::Sigmoid => 1.0 / (1.0 + (-a[0]).exp()),
         Func::Relu => a[0].max(0.0),
         Func::Silu => a[0] / (1.0 + (-a[0]).exp()),

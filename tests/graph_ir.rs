@@ -353,10 +353,31 @@ proptest! {
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
             // 3xTF32's documented limit: NaN where f32 gives ±inf (the saved regression case
             // squares exp(38.25) twice).
-            let tf32_limit = cmp.rel_err <= cmp.tolerance && emulate::nan_for_inf_of_tf32(g, &got, &want);
+            let tf32_limit = cmp.rel_err <= cmp.tolerance && nan_for_inf_of_tf32(g, &got, &want);
             prop_assert!(cmp.passed() || tf32_limit, "result {}: {:?}\n{}", i, cmp, irc_ir::print_module(&m));
         }
     }
+}
+
+/// Whether `got` differs from `want` only where 3xTF32's documented limit shows (spec/layout-ir.md,
+/// the f32 matmul): NaN where f32 arithmetic gives ±inf, in a graph with an f32 matmul (an
+/// infinite operand meets a zero small part, or the small products of a product past f32's
+/// range overflow with the other sign).
+fn nan_for_inf_of_tf32(
+    g: &irc_ir::Graph,
+    got: &irc_interp::tensor::Tensor,
+    want: &irc_interp::tensor::Tensor,
+) -> bool {
+    let f32_matmul = g
+        .insts
+        .iter()
+        .any(|i| i.op == irc_ir::OpKind::Matmul && g.ty(i.result).dtype == irc_ir::DType::F32);
+    let (o, r) = (got.data.to_f64(), want.data.to_f64());
+    f32_matmul
+        && o.iter().zip(&r).all(|(&o, &r)| {
+            let same = o == r || (o.is_nan() && r.is_nan()) || (o.is_finite() && r.is_finite());
+            same || (o.is_nan() && r.is_infinite())
+        })
 }
 
 /// A softmax stored beside a reshape of it that has a buffer of its own (read by a broadcast

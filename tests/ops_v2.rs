@@ -1,7 +1,11 @@
-//! The v2 ops (`gather`, `slice`, `concat`, `select`, comparisons, `iota`, `erf`): canonical
-//! printing and round trip, located typing errors, the interpreter's defined behaviour on
-//! out-of-range indices, and the `-O` pipeline keeping their meaning. Their numerics against
-//! numpy are in `tests/fixtures` (run by `tests/interp.rs`).
+//! The v2 ops (`gather`, `slice`, `concat`, `select`, comparisons, `iota`, `erf`, `floor`,
+//! `ceil`, `round`): canonical printing and round trip, located typing errors, the
+//! interpreter's defined behaviour on out-of-range indices and on halves, and the `-O` pipeline
+//! keeping their meaning. Their numerics against numpy are in `tests/fixtures` (run by
+//! `tests/interp.rs`).
+
+#[path = "emulate.rs"]
+mod emulate;
 
 use irc_interp::{Data, Tensor, run_graph};
 use irc_tests::{check, check_error};
@@ -171,4 +175,92 @@ fn optimized_graph_agrees() {
     let a = run_graph(&m.graphs[0], inputs(&m.graphs[0])).unwrap();
     let b = run_graph(&opt, inputs(&opt)).unwrap();
     assert_eq!(a, b);
+}
+
+/// `round` takes halves to the even integer (as `torch.round` and ONNX Round), `floor` and
+/// `ceil` as their names say, NaN and the infinities unchanged, in the interpreter, in `-O`'s
+/// constant folding, and in the kernels (emulated, every float type: `tests/gpu/rounding.ir`).
+#[test]
+fn rounding_ops_take_halves_to_even() {
+    let xs = [
+        -2.5,
+        -1.5,
+        -0.5,
+        0.5,
+        1.5,
+        2.5,
+        -0.7,
+        0.7,
+        3.2,
+        f64::INFINITY,
+        f64::NAN,
+    ];
+    let src = "graph @r(%x: tensor<11xf32>) -> (tensor<11xf32>, tensor<11xf32>, tensor<11xf32>) {\n  %r = round %x\n  %f = floor %x\n  %c = ceil %x\n  return %r, %f, %c\n}\n";
+    let data = Data::F32(xs.iter().map(|&x| x as f32).collect());
+    let out = run(src, vec![data]).unwrap();
+    let want = [
+        [
+            -2.0,
+            -2.0,
+            -0.0,
+            0.0,
+            2.0,
+            2.0,
+            -1.0,
+            1.0,
+            3.0,
+            f64::INFINITY,
+            f64::NAN,
+        ],
+        [
+            -3.0,
+            -2.0,
+            -1.0,
+            0.0,
+            1.0,
+            2.0,
+            -1.0,
+            0.0,
+            3.0,
+            f64::INFINITY,
+            f64::NAN,
+        ],
+        [
+            -2.0,
+            -1.0,
+            -0.0,
+            1.0,
+            2.0,
+            3.0,
+            -0.0,
+            1.0,
+            4.0,
+            f64::INFINITY,
+            f64::NAN,
+        ],
+    ];
+    for (t, w) in out.iter().zip(want) {
+        let got = t.data.to_f64();
+        for (g, w) in got.iter().zip(w) {
+            assert!(g == &w || (g.is_nan() && w.is_nan()), "{got:?} vs {w:?}");
+        }
+    }
+    // Constant folding agrees: round(2.5) + round(3.5) = 2 + 4.
+    let folded = "graph @k() -> tensor<f32> {\n  %a = constant {value = 2.5} : tensor<f32>\n  %b = constant {value = 3.5} : tensor<f32>\n  %ra = round %a\n  %rb = round %b\n  %y = add %ra, %rb\n  return %y\n}\n";
+    let m = irc_frontend::parse_module(folded).unwrap();
+    let g = irc_passes::manager::PassManager::default_pipeline()
+        .run(&m.graphs[0])
+        .unwrap()
+        .graph;
+    assert!(
+        g.insts.iter().all(|i| i.op != irc_ir::OpKind::Round),
+        "-O folds round of constants"
+    );
+    let y = run_graph(&g, vec![]).unwrap();
+    assert_eq!(y[0].data.to_f64(), vec![6.0]);
+    let text = std::fs::read_to_string(irc_tests::root().join("tests/gpu/rounding.ir")).unwrap();
+    let m = irc_frontend::parse_module(&text).unwrap();
+    let g = &m.graphs[0];
+    let k = irc_lower::lower_graph(g, irc_lower::SourceInfo::default()).unwrap();
+    emulate::assert_agree(emulate::against_interpreter_all(g, &k, 5), "rounding");
 }

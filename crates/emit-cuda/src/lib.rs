@@ -245,6 +245,13 @@ __device__ __forceinline__ float irc_sin(float x) { return sinf(x); }
 __device__ __forceinline__ double irc_sin(double x) { return sin(x); }
 __device__ __forceinline__ float irc_cos(float x) { return cosf(x); }
 __device__ __forceinline__ double irc_cos(double x) { return cos(x); }
+__device__ __forceinline__ float irc_floor(float x) { return floorf(x); }
+__device__ __forceinline__ double irc_floor(double x) { return floor(x); }
+__device__ __forceinline__ float irc_ceil(float x) { return ceilf(x); }
+__device__ __forceinline__ double irc_ceil(double x) { return ceil(x); }
+// Halves to even: rint in the default rounding mode (cvt.rni).
+__device__ __forceinline__ float irc_round(float x) { return rintf(x); }
+__device__ __forceinline__ double irc_round(double x) { return rint(x); }
 __device__ __forceinline__ float irc_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double irc_pow(double a, double b) { return pow(a, b); }
 // An f32 rounded to TF32 (to nearest, ties away), still an f32: mma.m16n8k8.tf32's operands.

@@ -51,6 +51,28 @@ impl Real for f64 {
     }
 }
 
+/// The nearest integer, halves to the even one (IEEE `roundToIntegralTiesToEven`); NaN and the
+/// infinities as they are.
+pub fn round_half_even<T: Float>(x: T) -> T {
+    let f = x.floor();
+    let d = x - f;
+    let half = T::from(0.5).unwrap_or_else(T::nan);
+    let two = T::one() + T::one();
+    if d < half {
+        f
+    } else if d > half {
+        f + T::one()
+    } else if d == half {
+        if (f / two).floor() * two == f {
+            f
+        } else {
+            f + T::one()
+        }
+    } else {
+        x
+    }
+}
+
 /// NaN-propagating maximum, as `torch.maximum`.
 fn nan_max<T: Float>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
@@ -98,6 +120,9 @@ fn unary_real<T: Real>(op: OpKind, x: T) -> T {
         OpKind::Erf => x.erf(),
         OpKind::Sin => x.sin(),
         OpKind::Cos => x.cos(),
+        OpKind::Floor => x.floor(),
+        OpKind::Ceil => x.ceil(),
+        OpKind::Round => round_half_even(x),
         _ => T::nan(),
     }
 }

@@ -280,6 +280,9 @@ define_ops! {
     Erf       = "erf",       Unary, exactly(1), ["x"], Float, [], "Gauss error function, erf(x) (`torch.erf`).";
     Sin       = "sin",       Unary, exactly(1), ["x"], Float, [], "Sine of x in radians (`torch.sin`).";
     Cos       = "cos",       Unary, exactly(1), ["x"], Float, [], "Cosine of x in radians (`torch.cos`).";
+    Floor     = "floor",     Unary, exactly(1), ["x"], Float, [], "The largest integer not above x (`torch.floor`).";
+    Ceil      = "ceil",      Unary, exactly(1), ["x"], Float, [], "The smallest integer not below x (`torch.ceil`).";
+    Round     = "round",     Unary, exactly(1), ["x"], Float, [], "The nearest integer, halves to even (`torch.round`, ONNX Round).";
     Eq        = "eq",        Compare, exactly(2), ["a", "b"], Any, [], "a == b, as i1 (NaN compares unequal).";
     Ne        = "ne",        Compare, exactly(2), ["a", "b"], Any, [], "a != b, as i1 (true where either is NaN).";
     Lt        = "lt",        Compare, exactly(2), ["a", "b"], Any, [], "a < b, as i1 (false where either is NaN; false < true).";

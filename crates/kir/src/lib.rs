@@ -467,6 +467,10 @@ pub enum Func {
     Erf,
     Sin,
     Cos,
+    Floor,
+    Ceil,
+    /// To the nearest integer, halves to even (PTX `cvt.rni`).
+    Round,
     /// Comparisons, giving `i1`: IEEE on floats (false with a NaN operand, except `ne`).
     Eq,
     Ne,
@@ -486,7 +490,7 @@ pub enum Func {
 }
 
 impl Func {
-    pub const NAMED: [Func; 34] = [
+    pub const NAMED: [Func; 37] = [
         Func::Neg,
         Func::Abs,
         Func::Exp,
@@ -512,6 +516,9 @@ impl Func {
         Func::Erf,
         Func::Sin,
         Func::Cos,
+        Func::Floor,
+        Func::Ceil,
+        Func::Round,
         Func::Eq,
         Func::Ne,
         Func::Lt,
@@ -550,6 +557,9 @@ impl Func {
             Func::Erf => "erf",
             Func::Sin => "sin",
             Func::Cos => "cos",
+            Func::Floor => "floor",
+            Func::Ceil => "ceil",
+            Func::Round => "round",
             Func::Eq => "eq",
             Func::Ne => "ne",
             Func::Lt => "lt",

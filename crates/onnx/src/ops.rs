@@ -122,6 +122,7 @@ table! {
     "BatchNormalization" => h::batchnorm, "inference form: (x - mean) · rsqrt(var + eps) · scale + bias";
     "Cast" => h::cast, "cast";
     "CastLike" => h::cast_like, "cast";
+    "Ceil" => h::ceil, "ceil";
     "Celu" => h::celu, "max(0, x) + min(0, alpha · (exp(x / alpha) - 1))";
     "Clip" => h::clip, "max, min";
     "Concat" => h::concat, "concat";
@@ -141,6 +142,7 @@ table! {
     "Expand" => h::expand, "broadcast";
     "EyeLike" => h::eye_like, "iota, eq, cast";
     "Flatten" => h::flatten, "reshape";
+    "Floor" => h::floor, "floor";
     "Gather" => h::gather, "gather";
     "GatherElements" => h::gather_elements, "iota, mul, add, select, gather of the flattened data";
     "Gelu" => h::gelu, "gelu (approximate='tanh': its tanh formula)";
@@ -192,6 +194,7 @@ table! {
     "Relu" => h::relu, "relu";
     "Reshape" => h::reshape, "reshape";
     "Resize" => h::resize, "nearest: broadcast and reshape (integer upsampling), strided slice (integer downsampling) or gather; linear: two gathers, sub, mul, add per axis";
+    "Round" => h::round, "round (halves to even)";
     "Selu" => h::selu, "gamma · select(x <= 0, alpha · (exp(x) - 1), x)";
     "Shape" => h::shape, "known tensor (static shapes)";
     "Sigmoid" => h::sigmoid, "sigmoid";

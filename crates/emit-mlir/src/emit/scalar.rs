@@ -423,6 +423,9 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
             (Func::Erf, true) => self.un("math.erf", x),
             (Func::Sin, true) => self.un("math.sin", x),
             (Func::Cos, true) => self.un("math.cos", x),
+            (Func::Floor, true) => self.un("math.floor", x),
+            (Func::Ceil, true) => self.un("math.ceil", x),
+            (Func::Round, true) => self.un("math.roundeven", x),
             (Func::Sqrt, true) => self.sqrt_rn(d, x),
             (Func::Rsqrt, true) => {
                 let s = self.sqrt_rn(d, x)?;

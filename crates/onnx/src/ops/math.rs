@@ -152,6 +152,15 @@ pub fn sin(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 pub fn cos(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     unary(cx, n, OpKind::Cos)
 }
+pub fn floor(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    unary(cx, n, OpKind::Floor)
+}
+pub fn ceil(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    unary(cx, n, OpKind::Ceil)
+}
+pub fn round(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    unary(cx, n, OpKind::Round)
+}
 pub fn reciprocal(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     unary(cx, n, OpKind::Recip)
 }

@@ -144,6 +144,9 @@ fn unary_value(op: OpKind, x: f64) -> Option<f64> {
         OpKind::Tanh => x.tanh(),
         OpKind::Sin => x.sin(),
         OpKind::Cos => x.cos(),
+        OpKind::Floor => x.floor(),
+        OpKind::Ceil => x.ceil(),
+        OpKind::Round => x.round_ties_even(),
         OpKind::Recip => 1.0 / x,
         OpKind::Relu => {
             if x.is_nan() {
