@@ -2,7 +2,7 @@
 """Writes tests/onnx_models/cnn.onnx: a small convolutional network of the ops a CNN export
 uses beyond a transformer's (Conv with stride and padding, MaxPool, AveragePool with ceil_mode
 and count_include_pad=0, LpPool, Pad in reflect and edge modes, GroupNormalization, Resize
-nearest and linear, GlobalAveragePool, Flatten, Gemm), seeded random weights, with an input and the output of
+nearest and linear, ConvTranspose, GlobalAveragePool, Flatten, Gemm), seeded random weights, with an input and the output of
 ONNX's own reference evaluator (`onnx.reference`) beside it:
 
     tests/onnx_models/cnn.onnx, cnn.x.npy, cnn.out0.npy
@@ -33,6 +33,7 @@ def main():
         nh.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "gn_scale"),
         nh.from_array(np.linspace(-0.2, 0.2, 8).astype(np.float32), "gn_bias"),
         weight("fc_w", 10, 16), weight("fc_b", 10),
+        weight("ct_w", 8, 8, 3, 3, scale=0.2), weight("ct_b", 8),
         nh.from_array(np.array([1, 1, 2, 2], np.float32), "up2"),
         nh.from_array(np.array([1, 1], np.int64), "win_starts"),
         nh.from_array(np.array([4, 6], np.int64), "win_ends"),
@@ -59,7 +60,12 @@ def main():
         h.make_node("Slice", ["u1", "win_starts", "win_ends", "win_axes"], ["win1"]),
         h.make_node("GlobalAveragePool", ["win1"], ["gl"]),
         h.make_node("GlobalAveragePool", ["u2"], ["gm"]),
-        h.make_node("Concat", ["gl", "gm"], ["gc"], axis=1),
+        # A decoder's upsampling: 3x3, stride 2, padding 1, output_padding 1 (4x5 -> 8x10).
+        h.make_node("ConvTranspose", ["g1", "ct_w", "ct_b"], ["ct"], strides=[2, 2], pads=[1, 1, 1, 1],
+                    output_padding=[1, 1]),
+        h.make_node("GlobalAveragePool", ["ct"], ["gct"]),
+        h.make_node("Add", ["gm", "gct"], ["gm2"]),
+        h.make_node("Concat", ["gl", "gm2"], ["gc"], axis=1),
         h.make_node("Flatten", ["gc"], ["f"]),
         h.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], transB=1),
     ]

@@ -4,6 +4,7 @@
 //! from this table and the node-test results.
 
 mod conv;
+mod deconv;
 mod einsum;
 mod math;
 mod pad;
@@ -15,6 +16,7 @@ mod shape;
 /// Every handler, for the table.
 mod handlers {
     pub use super::conv::*;
+    pub use super::deconv::*;
     pub use super::einsum::*;
     pub use super::math::*;
     pub use super::pad::*;
@@ -129,6 +131,7 @@ table! {
     "Constant" => h::constant, "known tensor";
     "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
     "Conv" => h::conv, "pad (concat of zeros), a strided slice per kernel offset, concat, one batched matmul per group, add (a patch embedding: reshape, transpose)";
+    "ConvTranspose" => h::conv_transpose, "the input spread by the strides (concat with zeros, reshape, slice) and padded, then Conv's im2col and batched matmul with the weights regrouped and flipped (slices of step -1)";
     "Cos" => h::cos, "cos";
     "CumSum" => h::cumsum, "broadcast, select by two iotas' comparison, reduce_sum (blocks of about √n past 1024 elements)";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";

@@ -242,7 +242,7 @@ pub fn conv(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         .ok()
         .filter(|&g| g > 0)
         .ok_or("group must be positive")?;
-    let (nb, c, m) = (xs[0], xs[1], ws[0]);
+    let (c, m) = (xs[1], ws[0]);
     if c % groups != 0 || m % groups != 0 || ws[1] * groups != c {
         return Err(format!(
             "{c} input channels, {m} filters of {} channels and {groups} groups do not agree",
@@ -260,21 +260,36 @@ pub fn conv(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let g = geometry(n, &xs[2..], kernel, false)?;
+    one(convolve(cx, &x, &w, n.opt(2), groups, &g)?)
+}
+
+/// The convolution of `x` `[N, C, spatial...]` by `w` `[M, C/groups, k...]` over the windows
+/// of `g`, plus the bias `[M]`: im2col and one batched matmul per group.
+pub(super) fn convolve(
+    cx: &mut Ctx,
+    x: &Val,
+    w: &Val,
+    bias: Option<Val>,
+    groups: u64,
+    g: &Geometry,
+) -> R<Val> {
+    let (xs, ws) = (cx.ty(x).shape, cx.ty(w).shape);
+    let (nb, c, m) = (xs[0], xs[1], ws[0]);
     let k: u64 = g.kernel.iter().product();
     let l: u64 = g.out.iter().product();
-    let cols = columns(cx, &x, &g)?;
+    let cols = columns(cx, x, g)?;
     // [N, C, K, L] -> [N, groups, C/groups · K, L]; weights [groups, M/groups, C/groups · K].
     let cols = reshape_to(cx, &cols, &[nb, groups, c / groups * k, l])?;
-    let wg = reshape_to(cx, &w, &[groups, m / groups, c / groups * k])?;
+    let wg = reshape_to(cx, w, &[groups, m / groups, c / groups * k])?;
     let y = bin(cx, OpKind::Matmul, &wg, &cols)?;
     let mut out = vec![nb, m];
     out.extend(&g.out);
     let mut y = reshape_to(cx, &y, &out)?;
-    if let Some(b) = n.opt(2) {
+    if let Some(b) = bias {
         let mut bshape = vec![1, m];
         bshape.extend(std::iter::repeat_n(1, g.out.len()));
         let b = reshape_to(cx, &b, &bshape)?;
         y = bin(cx, OpKind::Add, &y, &b)?;
     }
-    one(y)
+    Ok(y)
 }
