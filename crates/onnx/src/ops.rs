@@ -174,6 +174,7 @@ table! {
     "Mean" => h::mean, "add, div (variadic)";
     "Min" => h::min, "min (variadic)";
     "Mish" => h::mish, "x · tanh(log(1 + exp(x)))";
+    "Mod" => h::modulo, "a - b · trunc(a / b) in f64 (fmod=1), shifted by b to b's sign (fmod=0); select at infinite b";
     "Mul" => h::mul, "mul";
     "Neg" => h::neg, "neg";
     "Not" => h::not, "eq(x, false)";

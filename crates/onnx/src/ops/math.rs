@@ -219,6 +219,45 @@ pub fn div(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     one(cast_to(cx, &q, d)?)
 }
 
+/// Mod, computed in f64 (exact for integers below 2^53): `fmod=1` is C's `fmod`, `a - b · q`
+/// with the quotient truncated (the sign of `a`; `a` itself where `b` is infinite and `a`
+/// finite); `fmod=0` is Python's `%` (numpy's `remainder`): that, plus `b` where it is nonzero
+/// and its sign is not `b`'s, and a zero signed as `b`.
+pub fn modulo(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    let (a, b) = (n.x(0)?, n.x(1)?);
+    let d = cx.ty(&a).dtype;
+    let f64s = |cx: &mut Ctx, x: f64| cx.scalar(x, DType::F64);
+    let (fa, fb) = (cast_to(cx, &a, DType::F64)?, cast_to(cx, &b, DType::F64)?);
+    let q = bin(cx, OpKind::Div, &fa, &fb)?;
+    let zero = f64s(cx, 0.0);
+    let neg = bin(cx, OpKind::Lt, &q, &zero)?;
+    let up = un(cx, OpKind::Ceil, &q)?;
+    let down = un(cx, OpKind::Floor, &q)?;
+    let t = select(cx, &neg, &up, &down)?;
+    let bt = bin(cx, OpKind::Mul, &fb, &t)?;
+    let r = bin(cx, OpKind::Sub, &fa, &bt)?;
+    // fmod(a, ±inf) = a for a finite (b · 0 would be NaN), NaN for a infinite.
+    let inf = f64s(cx, f64::INFINITY);
+    let nan = f64s(cx, f64::NAN);
+    let (abs_a, abs_b) = (un(cx, OpKind::Abs, &fa)?, un(cx, OpKind::Abs, &fb)?);
+    let b_inf = bin(cx, OpKind::Eq, &abs_b, &inf)?;
+    let a_finite = bin(cx, OpKind::Lt, &abs_a, &inf)?;
+    let at_inf = select(cx, &a_finite, &fa, &nan)?;
+    let mut r = select(cx, &b_inf, &at_inf, &r)?;
+    if n.int("fmod", 0) == 0 {
+        let nonzero = bin(cx, OpKind::Ne, &r, &zero)?;
+        let r_neg = bin(cx, OpKind::Lt, &r, &zero)?;
+        let b_neg = bin(cx, OpKind::Lt, &fb, &zero)?;
+        let other = bin(cx, OpKind::Ne, &r_neg, &b_neg)?;
+        let shifted = bin(cx, OpKind::Add, &r, &fb)?;
+        let moved = select(cx, &other, &shifted, &r)?;
+        let neg_zero = f64s(cx, -0.0);
+        let signed_zero = select(cx, &b_neg, &neg_zero, &zero)?;
+        r = select(cx, &nonzero, &moved, &signed_zero)?;
+    }
+    one(cast_to(cx, &r, d)?)
+}
+
 pub fn pow(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let (a, b) = (n.x(0)?, n.x(1)?);
     let d = cx.ty(&a).dtype;
