@@ -718,13 +718,19 @@ fn window_taps_compute_their_padding_inline() {
     assert_eq!(k.buffers.len(), 2, "only the input and the result");
 }
 
-/// A blocked scan as the ONNX importer writes a long CumSum (RoBERTa's position ids), and the
+/// A blocked scan as the ONNX importer writes a long CumSum (RoBERTa's position ids), the
 /// broadcast read through a reshape its mode does not divide that it contains (once an internal
-/// error of the layout algebra's composition: now the sum is stored): both lower, and their
-/// kernels compute what the interpreter does.
+/// error of the layout algebra's composition: now the sum is stored), and a chain of views whose
+/// composition the algebra returns wrong (Swin's patch merging of its window reverse: once
+/// silently wrong results, now checked and stored): they lower, and their kernels compute what
+/// the interpreter does.
 #[test]
 fn ragged_reshapes_of_broadcasts_are_stored_and_computed() {
-    for file in ["gpu/broadcast_ragged_reshape.ir", "gpu/cumsum_positions.ir"] {
+    for file in [
+        "gpu/broadcast_ragged_reshape.ir",
+        "gpu/cumsum_positions.ir",
+        "gpu/ragged_view_chain.ir",
+    ] {
         let text =
             std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
                 .unwrap();

@@ -98,6 +98,24 @@ pub(crate) fn per_dim(
     Some((Layout::concat(&modes).ok()?, view.eval(offset).ok()?))
 }
 
+/// `view ∘ access`, checked to be the function it names: CuTe's composition also accepts a
+/// stride below a mode size it does not divide (an access of `[28, 2]` through the transpose
+/// `(8,7)` of a `[7, 8]` tensor), where the layout it returns is not `view(access(i))`. Checked at
+/// up to 512 indices (the first 256 and 256 spread over the rest), where such a split shows at
+/// its first wrap; `None` when the composition fails or disagrees, so the view is stored.
+pub(crate) fn checked_composition(view: &Layout, access: &Layout) -> Option<Layout> {
+    let composed = composition(view, access).ok()?;
+    let n = access.size().ok()?;
+    let spread = (n / 256).max(1);
+    let sample = (0..n.min(256)).chain((0..256).map(|k| k * spread).filter(|&i| i < n));
+    for i in sample {
+        if composed.eval(i).ok()? != view.eval(access.eval(i).ok()?).ok()? {
+            return None;
+        }
+    }
+    Some(composed)
+}
+
 impl Builder<'_, '_> {
     /// A slice's view layout (a coordinate of the slice, its row-major index, to the source's
     /// index less the window's start) and the start offset.
@@ -136,7 +154,7 @@ impl Builder<'_, '_> {
         // broadcast mode does not divide), `v` is stored and read through its own layout.
         let materialize = || Retry::Materialize(self.l.names[v.index()].clone());
         if offset == 0 && !has_negative_stride(access) {
-            let composed = composition(&b, access).map_err(|_| materialize())?;
+            let composed = checked_composition(&b, access).ok_or_else(materialize)?;
             return self.value_at_off(o, &composed, 0);
         }
         match per_dim(&b, &shape, offset, access) {

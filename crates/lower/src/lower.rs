@@ -11,10 +11,12 @@
 //!    tiles, register accumulators, batch broadcasting and transposed operands through layouts).
 //! 3. **Access layouts.** Every read goes through [`Builder::value_at`] with an *access layout*
 //!    from the kernel's iteration coordinate to the value's row-major linear index. Reading
-//!    through a view composes the view's layout with the access ([`composition`]); reading a
-//!    buffer makes a tensor whose layout is the access itself. A view whose composition is not a
-//!    layout (a reshape of a permuted tensor that does not divide evenly) makes the planner
-//!    materialize that view and start again.
+//!    through a view composes the view's layout with the access
+//!    ([`irc_layout::composition`], checked on a sample of indices:
+//!    `crate::indexing::checked_composition`); reading a buffer makes a tensor whose layout is
+//!    the access itself. A view whose composition is not a layout, or not the composite (a
+//!    reshape of a permuted tensor that does not divide evenly), makes the planner materialize
+//!    that view and start again.
 //!
 //! Layouts list a tensor's dimensions innermost first (mode 0 is the last dimension), so that
 //! CuTe's colexicographic 1-D coordinate is the row-major linear index.
@@ -27,7 +29,7 @@ use irc_ir::print::value_names;
 use irc_ir::{Attr, Category, DType, Graph, Inst, OpKind, ValueDef, ValueId};
 use irc_kir::BufferKind;
 use irc_kir::{self as kir, Expr, Func, Space, Stmt, TensorDecl, Ty};
-use irc_layout::{Layout, LayoutError, composition};
+use irc_layout::{Layout, LayoutError};
 use std::collections::HashMap;
 
 pub(crate) use crate::exprs::*;
@@ -818,7 +820,8 @@ impl<'l, 'g> Builder<'l, 'g> {
             // (a reshape is the identity on indices and keeps it as it is).
             let (composed, shift) =
                 if inst.op == OpKind::Reshape || (offset == 0 && !has_negative_stride(access)) {
-                    let composed = composition(&view, access).map_err(|_| materialize())?;
+                    let composed = crate::indexing::checked_composition(&view, access)
+                        .ok_or_else(materialize)?;
                     (composed, offset)
                 } else {
                     per_dim(&view, shape, offset, access).ok_or_else(materialize)?
