@@ -96,11 +96,7 @@ fn check(c: Case) {
             })
             .collect(),
     };
-    let fill = |n: u64, seed: u64| -> Vec<f32> {
-        (0..n)
-            .map(|k| ((k * 37 + seed) % 17) as f32 * 0.125 - 1.0)
-            .collect()
-    };
+    let fill = common::pattern;
     let x = fill(c.x.iter().product(), 1);
     let w = fill(c.w.iter().product(), 5);
     let b = fill(c.w[0], 9);
@@ -138,15 +134,7 @@ fn check(c: Case) {
         vec![value("y", FLOAT, &oshape)],
     );
     let got = common::run(&m, data).unwrap_or_else(|e| panic!("{:?} {:?}: {e}", c.x, c.w));
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
-            "{:?} {:?}: element {k}: {g} vs {w}",
-            c.x,
-            c.w
-        );
-    }
+    common::assert_near(&got, &want, &format!("{:?} {:?}", c.x, c.w));
 }
 
 #[test]

@@ -77,11 +77,7 @@ fn reference(c: &Case, x: &[f32], w: &[f32], b: &[f32]) -> (Vec<u64>, Vec<f64>) 
 }
 
 fn check(c: Case) {
-    let fill = |n: u64, seed: u64| -> Vec<f32> {
-        (0..n)
-            .map(|k| ((k * 37 + seed) % 17) as f32 * 0.125 - 1.0)
-            .collect()
-    };
+    let fill = common::pattern;
     let x = fill(c.x.iter().product(), 1);
     let w = fill(c.w.iter().product(), 5);
     let m = c.w[1] * c.group;
@@ -108,15 +104,7 @@ fn check(c: Case) {
     );
     let inputs = vec![f32s(&c.x, x), f32s(&c.w, w), f32s(&[m], b)];
     let got = common::run(&mdl, inputs).unwrap_or_else(|e| panic!("{:?} {:?}: {e}", c.x, c.w));
-    assert_eq!(got.len(), want.len());
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
-            "{:?} {:?}: element {k}: {g} vs {w}",
-            c.x,
-            c.w
-        );
-    }
+    common::assert_near(&got, &want, &format!("{:?} {:?}", c.x, c.w));
 }
 
 #[test]

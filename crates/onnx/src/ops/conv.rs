@@ -249,6 +249,12 @@ pub fn conv(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             ws[1]
         ));
     }
+    let g = geometry(n, &xs[2..], kernel_of(n, &ws)?, false)?;
+    one(convolve(cx, &x, &w, n.opt(2), groups, &g)?)
+}
+
+/// The kernel's spatial shape: the weights' `ws[2..]`, which `kernel_shape` must equal if given.
+pub(super) fn kernel_of(n: &Node, ws: &[u64]) -> R<Vec<u64>> {
     let kernel = match n.ints("kernel_shape") {
         Some(k) => positive(k, "kernel_shape")?,
         None => ws[2..].to_vec(),
@@ -259,8 +265,7 @@ pub fn conv(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             &ws[2..]
         ));
     }
-    let g = geometry(n, &xs[2..], kernel, false)?;
-    one(convolve(cx, &x, &w, n.opt(2), groups, &g)?)
+    Ok(kernel)
 }
 
 /// The convolution of `x` `[N, C, spatial...]` by `w` `[M, C/groups, k...]` over the windows

@@ -7,7 +7,7 @@
 //! `Conv`.
 
 use super::Node;
-use super::conv::{Geometry, convolve, pad_axis, positive};
+use super::conv::{Geometry, convolve, kernel_of, pad_axis, positive};
 use super::math::reshape_to;
 use crate::ctx::{Ctx, R, Val};
 use irc_ir::{Attr, Attrs, OpKind, ints};
@@ -90,16 +90,7 @@ pub fn conv_transpose(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         ));
     }
     let m = mg * groups;
-    let kernel = match n.ints("kernel_shape") {
-        Some(k) => positive(k, "kernel_shape")?,
-        None => ws[2..].to_vec(),
-    };
-    if kernel != ws[2..] {
-        return Err(format!(
-            "kernel_shape {kernel:?} differs from the weights' {:?}",
-            &ws[2..]
-        ));
-    }
+    let kernel = kernel_of(n, &ws)?;
     let list = |name: &str, default: u64| -> R<Vec<u64>> {
         let v = n.ints(name).unwrap_or(vec![default as i64; r]);
         if v.len() != r || v.iter().any(|&x| x < 0) {

@@ -133,16 +133,18 @@ fn pick(cx: &mut Ctx, x: &Val, a: usize, idx: &[i64]) -> R<Val> {
     )
 }
 
+/// The axes `scales`, `sizes` and `roi` list (the `axes` attribute, or every axis).
+fn resized_axes(n: &Node, rank: usize) -> R<Vec<usize>> {
+    match n.ints("axes") {
+        Some(a) => a.into_iter().map(|a| super::math::axis(a, rank)).collect(),
+        None => Ok((0..rank).collect()),
+    }
+}
+
 /// The scales and output sizes per axis, from the `scales` or `sizes` input (over `axes`).
 fn target(cx: &Ctx, n: &Node, shape: &[u64]) -> R<(Vec<f64>, Vec<u64>)> {
     let rank = shape.len();
-    let axes: Vec<usize> = match n.ints("axes") {
-        Some(a) => a
-            .into_iter()
-            .map(|a| super::math::axis(a, rank))
-            .collect::<R<_>>()?,
-        None => (0..rank).collect(),
-    };
+    let axes = resized_axes(n, rank)?;
     let list = |i: usize| -> Option<Vec<f64>> {
         let v = n.opt(i)?;
         let t = cx.known(&v)?;
@@ -231,13 +233,7 @@ fn crop(cx: &Ctx, n: &Node, rank: usize, mode: &str) -> R<Vec<(f64, f64)>> {
         .ok_or("roi must be known at import time")?
         .data
         .to_f64();
-    let axes: Vec<usize> = match n.ints("axes") {
-        Some(a) => a
-            .into_iter()
-            .map(|a| super::math::axis(a, rank))
-            .collect::<R<_>>()?,
-        None => (0..rank).collect(),
-    };
+    let axes = resized_axes(n, rank)?;
     if r.len() != 2 * axes.len() {
         return Err(format!(
             "roi has {} values for {} axes",

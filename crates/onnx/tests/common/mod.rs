@@ -141,3 +141,21 @@ pub fn run(bytes: &[u8], mut inputs: Vec<Tensor>) -> Result<Vec<f64>, String> {
     let outs = run_graph(&imported.graph, inputs).map_err(|e| e.to_string())?;
     Ok(outs[0].data.to_f64())
 }
+
+/// `n` small values in a repeating pattern (multiples of 1/8 in [-1, 1)), offset by `seed`.
+pub fn pattern(n: u64, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|k| ((k * 37 + seed) % 17) as f32 * 0.125 - 1.0)
+        .collect()
+}
+
+/// Every element of `got` within 1e-4 (relative, plus absolute at zero) of `want`.
+pub fn assert_near(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+            "{what}: element {k}: {g} vs {w}"
+        );
+    }
+}
