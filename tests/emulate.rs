@@ -16,12 +16,17 @@
 //! the next starts) and races between blocks.
 
 use irc_ir::DType;
-use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt};
+use irc_kir::{self as kir, Builtin, Expr, IdxOp, Intrinsic, Space, Stmt};
 use irc_layout::{
     IntTuple, mma_m16n8k8_tf32_a, mma_m16n8k8_tf32_b, mma_m16n8k16_a, mma_m16n8k16_b,
     mma_m16n8k16_c,
 };
 use std::collections::{HashMap, VecDeque};
+
+/// The scalar semantics: each `Func` and reduction on f64 values.
+#[path = "emulate_math.rs"]
+mod math;
+use math::{call, reduce};
 
 /// Runs `k` (lowered from `g`) on seeded random inputs (`seed`), and `g` on the interpreter:
 /// the kernels' first result and the interpreter's, as tensors of the result's type.
@@ -821,83 +826,5 @@ impl<'k> Block<'k> {
             // so never meets `mul.x2`, which only the Hopper norm prologue issues.
             other => panic!("the emulator does not model `{}`", other.name()),
         }
-    }
-}
-
-fn reduce(op: ReduceOp, v: &[f64]) -> f64 {
-    match op {
-        ReduceOp::Sum => v.iter().sum(),
-        ReduceOp::Max => v.iter().copied().fold(f64::NEG_INFINITY, |a, b| {
-            if a.is_nan() || b.is_nan() {
-                f64::NAN
-            } else {
-                a.max(b)
-            }
-        }),
-        ReduceOp::Min => v.iter().copied().fold(f64::INFINITY, |a, b| {
-            if a.is_nan() || b.is_nan() {
-                f64::NAN
-            } else {
-                a.min(b)
-            }
-        }),
-    }
-}
-
-fn call(f: Func, a: &[f64]) -> f64 {
-    let b = |x: bool| f64::from(u8::from(x));
-    match f {
-        Func::Neg => -a[0],
-        Func::Abs => a[0].abs(),
-        Func::Exp => a[0].exp(),
-        Func::Exp2 => a[0].exp2(),
-        Func::Log => a[0].ln(),
-        Func::Sqrt => a[0].sqrt(),
-        Func::Rsqrt => 1.0 / a[0].sqrt(),
-        Func::Tanh => a[0].tanh(),
-        Func::Sin => a[0].sin(),
-        Func::Cos => a[0].cos(),
-        Func::Floor => a[0].floor(),
-        Func::Ceil => a[0].ceil(),
-        Func::Round => a[0].round_ties_even(),
-        Func::Sigmoid => 1.0 / (1.0 + (-a[0]).exp()),
-        Func::Relu => a[0].max(0.0),
-        Func::Silu => a[0] / (1.0 + (-a[0]).exp()),
-        Func::Recip | Func::Rcp => 1.0 / a[0],
-        Func::Add => a[0] + a[1],
-        Func::Sub => a[0] - a[1],
-        Func::Mul => a[0] * a[1],
-        Func::Div => a[0] / a[1],
-        Func::Max => reduce(ReduceOp::Max, a),
-        Func::Min => reduce(ReduceOp::Min, a),
-        Func::MaxNum => a[0].max(a[1]),
-        Func::Pow => a[0].powf(a[1]),
-        Func::Eq => b(a[0] == a[1]),
-        Func::Ne => b(a[0] != a[1]),
-        Func::Lt => b(a[0] < a[1]),
-        Func::Le => b(a[0] <= a[1]),
-        Func::Gt => b(a[0] > a[1]),
-        Func::Ge => b(a[0] >= a[1]),
-        Func::Select => {
-            if a[0] != 0.0 {
-                a[1]
-            } else {
-                a[2]
-            }
-        }
-        Func::Index => a[0],
-        Func::Cast(d) => round(d, a[0]),
-        // cvt.rna.tf32.f32: to nearest, ties away from zero, on the f32's bits.
-        Func::Tf32 => {
-            let x = a[0] as f32;
-            if x.is_nan() {
-                return f64::from(x);
-            }
-            f64::from(f32::from_bits(
-                x.to_bits().wrapping_add(0x1000) & 0xffff_e000,
-            ))
-        }
-        Func::Erf => libm::erf(a[0]),
-        Func::Gelu => 0.5 * a[0] * (1.0 + libm::erf(a[0] / std::f64::consts::SQRT_2)),
     }
 }

@@ -9,6 +9,7 @@
 use super::Node;
 use super::conv::{Geometry, convolve, kernel_of, pad_axis, positive};
 use super::math::reshape_to;
+use super::pad::slice_axis;
 use crate::ctx::{Ctx, R, Val};
 use irc_ir::{Attr, Attrs, OpKind, ints};
 
@@ -38,16 +39,7 @@ fn spread(cx: &mut Ctx, x: &Val, axis: usize, s: u64) -> R<Val> {
     let mut flat = shape.clone();
     flat[axis] = n * s;
     let wide = reshape_to(cx, &both, &flat)?;
-    slice(cx, &wide, axis, 0, ((n - 1) * s + 1) as i64, 1)
-}
-
-fn slice(cx: &mut Ctx, x: &Val, axis: usize, start: i64, end: i64, step: i64) -> R<Val> {
-    let attrs = Attrs::new()
-        .with("axes", ints(&[axis as i64]))
-        .with("starts", ints(&[start]))
-        .with("ends", ints(&[end]))
-        .with("steps", ints(&[step]));
-    cx.op(OpKind::Slice, &[x], attrs)
+    slice_axis(cx, &wide, axis, 0, ((n - 1) * s + 1) as i64, 1)
 }
 
 /// `x` padded with `before` and `after` zeros along `axis`, or cropped where either is
@@ -59,7 +51,7 @@ fn pad_or_crop(cx: &mut Ctx, x: &Val, axis: usize, before: i64, after: i64) -> R
         if n + before.min(0) + after.min(0) <= 0 {
             return Err(format!("the padding crops spatial dim {} away", axis - 2));
         }
-        y = slice(cx, &y, axis, -before.min(0), n + after.min(0), 1)?;
+        y = slice_axis(cx, &y, axis, -before.min(0), n + after.min(0), 1)?;
     }
     pad_axis(
         cx,
@@ -185,7 +177,7 @@ pub fn conv_transpose(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let mut wf = reshape_to(cx, &wt, &merged)?;
     for (i, &k) in kernel.iter().enumerate() {
         if k > 1 {
-            wf = slice(cx, &wf, 2 + i, k as i64 - 1, -(k as i64) - 1, -1)?;
+            wf = slice_axis(cx, &wf, 2 + i, k as i64 - 1, -(k as i64) - 1, -1)?;
         }
     }
     let g = Geometry {

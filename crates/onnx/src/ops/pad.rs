@@ -8,7 +8,15 @@ use super::math::{axis, cast_to, known_ints, one, reshape_to};
 use crate::ctx::{Ctx, R, Val};
 use irc_ir::{Attr, Attrs, OpKind, ints};
 
-fn slice_axis(cx: &mut Ctx, x: &Val, a: usize, start: i64, end: i64, step: i64) -> R<Val> {
+/// `x[start:end:step]` along axis `a`.
+pub(super) fn slice_axis(
+    cx: &mut Ctx,
+    x: &Val,
+    a: usize,
+    start: i64,
+    end: i64,
+    step: i64,
+) -> R<Val> {
     let attrs = Attrs::new()
         .with("axes", ints(&[a as i64]))
         .with("starts", ints(&[start]))
