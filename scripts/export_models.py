@@ -20,6 +20,8 @@ Usage:
     python3 scripts/export_models.py --out models [--size tiny|small|bench|all] [--models gpt2,bert,...]
                                      [--batch 1,8] [--device cpu|cuda] [--time]
                                      [--dtype float32|float16|bfloat16]
+                                     [--exporter torchscript|dynamo] [--opset N]
+                                     [--attention eager|sdpa]
     python3 scripts/export_models.py --out tests/onnx_models/hf --size tiny   # the fixtures
 
 For each model it writes OUT/<model>_<size>.onnx, OUT/<model>_<size>.<input>.npy and
@@ -40,8 +42,10 @@ Notes:
 - The text models take an explicit attention mask, its first two positions padding: without
   one, newer transformers look for packed sequences with `torch.diff`, which the TorchScript
   exporter cannot write; with padding, PyTorch's reference checks the mask's handling too.
-- Attention is exported in its eager form (`attn_implementation="eager"`), so it appears as
-  MatMul/Softmax/Where that irc imports, not as a fused SDPA op.
+- Attention is exported in its eager form by default (`attn_implementation="eager"`), so it
+  appears as MatMul/Softmax/Where. `--exporter dynamo --opset 23 --attention sdpa` writes what
+  current PyTorch writes for these models by default: the dynamo exporter (files STEM_dyn23),
+  attention as ONNX's `Attention` op (files STEM_sdpa_dyn23).
 - The exporter folds constant subgraphs (`do_constant_folding=True`), so position ids and the
   causal mask become initializers or constant subgraphs that `irc import` folds; Llama's
   rotary tables are Sin/Cos of a constant.
@@ -55,6 +59,8 @@ import numpy as np
 import torch
 
 SEED = 15
+# The transformers models' attention implementation (`--attention`): "eager" or "sdpa".
+ATTENTION = {"impl": "eager"}
 
 CONFIGS = {
     "gpt2": {
@@ -125,21 +131,21 @@ def ids_and_mask(cfg, s):
 def gpt2(cfg):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg, s = split(cfg)
-    model = GPT2LMHeadModel(GPT2Config(**cfg, use_cache=False, attn_implementation="eager"))
+    model = GPT2LMHeadModel(GPT2Config(**cfg, use_cache=False, attn_implementation=ATTENTION["impl"]))
     return model, ids_and_mask(cfg, s)
 
 
 def bert(cfg):
     from transformers import BertConfig, BertModel
     cfg, s = split(cfg)
-    model = BertModel(BertConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+    model = BertModel(BertConfig(**cfg, attn_implementation=ATTENTION["impl"]), add_pooling_layer=False)
     return model, ids_and_mask(cfg, s)
 
 
 def llama(cfg):
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg, s = split(cfg)
-    model = LlamaForCausalLM(LlamaConfig(**cfg, use_cache=False, attn_implementation="eager"))
+    model = LlamaForCausalLM(LlamaConfig(**cfg, use_cache=False, attn_implementation=ATTENTION["impl"]))
     return model, ids_and_mask(cfg, s)
 
 
@@ -155,7 +161,7 @@ def vit(cfg):
 def roberta(cfg):
     from transformers import RobertaConfig, RobertaModel
     cfg, s = split(cfg)
-    model = RobertaModel(RobertaConfig(**cfg, attn_implementation="eager"), add_pooling_layer=False)
+    model = RobertaModel(RobertaConfig(**cfg, attn_implementation=ATTENTION["impl"]), add_pooling_layer=False)
     inputs = ids_and_mask(cfg, s)
     # RoBERTa's padding token is 1: the padded positions hold it, so the position ids'
     # CumSum over the non-padding mask skips them.
@@ -262,7 +268,8 @@ DTYPES = {"float32": (torch.float32, ""), "float16": (torch.float16, "_f16"),
           "bfloat16": (torch.bfloat16, "_bf16")}
 
 
-def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu", dtype="float32"):
+def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu", dtype="float32",
+           exporter="torchscript"):
     import shutil
     torch.manual_seed(SEED)
     cfg = dict(CONFIGS[name][size])
@@ -274,6 +281,10 @@ def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu", dt
     torch_dtype, suffix = DTYPES[dtype]
     wrapped = Positional(model.to(torch_dtype), names, torch_dtype).eval().to(device)
     args = tuple(inputs[n].to(device) for n in names)
+    if ATTENTION["impl"] != "eager":
+        suffix += "_" + ATTENTION["impl"]
+    if exporter == "dynamo":
+        suffix += f"_dyn{opset}"
     stem = os.path.join(out_dir, f"{name}_{size}" + ("" if batch is None else f"_b{batch}") + suffix)
     tmp_dir = stem + ".export"
     shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -284,11 +295,17 @@ def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu", dt
                       do_constant_folding=True)
         path = os.path.join(tmp_dir, "model.onnx")
         try:
-            try:
-                torch.onnx.export(wrapped, args, path, dynamo=False, **kwargs)
-            except TypeError:  # a torch without the dynamo switch: the TorchScript exporter
-                torch.onnx.export(wrapped, args, path, **kwargs)
+            if exporter == "dynamo":
+                del kwargs["do_constant_folding"]
+                torch.onnx.export(wrapped, args, path, dynamo=True, external_data=False, **kwargs)
+            else:
+                try:
+                    torch.onnx.export(wrapped, args, path, dynamo=False, **kwargs)
+                except TypeError:  # a torch without the dynamo switch: TorchScript's exporter
+                    torch.onnx.export(wrapped, args, path, **kwargs)
         except (RuntimeError, ValueError) as e:
+            if exporter == "dynamo":
+                raise
             # Torches that do not switch to external data by themselves past 2 GB ask for it.
             if not any(k in str(e) for k in ("2GB", "2GiB", "2 GB", "external", "protobuf")):
                 raise
@@ -325,7 +342,13 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=list(DTYPES),
                     help="the weights' and activations' type (files STEM_f16.* / STEM_bf16.*; "
                          "the reference is PyTorch eager in that type, saved as float32)")
+    ap.add_argument("--exporter", default="torchscript", choices=["torchscript", "dynamo"],
+                    help="PyTorch's TorchScript exporter, or the dynamo one (files STEM_dynOPSET)")
+    ap.add_argument("--attention", default="eager", choices=["eager", "sdpa"],
+                    help="the transformers models' attention (sdpa at opset 23+ with the dynamo "
+                         "exporter: ONNX's Attention op; files STEM_sdpa)")
     a = ap.parse_args()
+    ATTENTION["impl"] = a.attention
     os.makedirs(a.out, exist_ok=True)
     versions = {"torch": torch.__version__}
     for mod in ("transformers", "timm", "onnx"):
@@ -347,7 +370,8 @@ def main():
                 # One model's export failing (an op the TorchScript exporter cannot write, as
                 # `aten::diff` in newer transformers' GPT-2 mask) does not stop the others.
                 try:
-                    export(name, size, a.out, a.opset, a.time, batch, a.device, a.dtype)
+                    export(name, size, a.out, a.opset, a.time, batch, a.device, a.dtype,
+                           a.exporter)
                 except Exception as e:  # noqa: BLE001 - reported, the rest go on
                     msg = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
                     print(f"{label}: export failed: {msg}", flush=True)

@@ -15,15 +15,47 @@ mod emulate;
 use irc_interp::tensor::{Data, Tensor};
 use std::path::Path;
 
-/// The transformers; [`ALL`] adds the CNNs.
-const MODELS: [&str; 5] = ["gpt2", "bert", "roberta", "llama", "vit"];
-const ALL: [&str; 7] = ["gpt2", "bert", "roberta", "llama", "vit", "resnet", "cnn"];
+/// The transformers (`*_sdpa`: exported by the dynamo exporter at opset 23 with PyTorch's
+/// SDPA attention, which is ONNX's `Attention` op); [`ALL`] adds the CNNs and the f16 export.
+const MODELS: [&str; 7] = [
+    "gpt2",
+    "bert",
+    "roberta",
+    "llama",
+    "vit",
+    "llama_sdpa",
+    "bert_sdpa",
+];
+const ALL: [&str; 10] = [
+    "gpt2",
+    "bert",
+    "roberta",
+    "llama",
+    "vit",
+    "llama_sdpa",
+    "bert_sdpa",
+    "llama_f16_sdpa",
+    "resnet",
+    "cnn",
+];
 
 /// The path of a model's files without the extension (`<stem>.onnx`, `<stem>.<input>.npy`).
 fn stem(name: &str) -> String {
     match name {
         "cnn" => "tests/onnx_models/cnn".into(),
-        _ => format!("tests/onnx_models/hf/{name}_tiny"),
+        _ => match name.strip_suffix("_sdpa") {
+            // `llama_f16_sdpa`: llama_tiny_f16_sdpa_dyn23.
+            Some(base) => {
+                let (model, dtype) = base.split_once('_').map_or((base, ""), |(m, d)| (m, d));
+                let dtype = if dtype.is_empty() {
+                    String::new()
+                } else {
+                    format!("_{dtype}")
+                };
+                format!("tests/onnx_models/hf/{model}_tiny{dtype}_sdpa_dyn23")
+            }
+            None => format!("tests/onnx_models/hf/{name}_tiny"),
+        },
     }
 }
 
@@ -130,6 +162,7 @@ fn the_models_in_bf16_run_fused_attention_as_interpreted() {
         let text = irc_ir::print_module(&m)
             .replace("xf32>", "xbf16>")
             .replace("tensor<f32>", "tensor<bf16>")
+            .replace("{dtype = f32}", "{dtype = bf16}")
             .replace("-3.4028234663852886e38", "-3.3895313892515355e38");
         let m = irc_frontend::parse_module(&text).unwrap();
         let g = &m.graphs[0];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: `irc run --device gpu --random --check` on every graph of the corpus
 # (examples/, examples/small/, tests/gpu/), and `irc run --device gpu --check` on the exported
-# transformer models (tests/onnx_models/hf/*_tiny.onnx, on their exported inputs), with the
+# transformer models (tests/onnx_models/hf/*_tiny*.onnx, on their exported inputs), with the
 # CUDA backend and, when the irc binary has the `mlir` feature, the MLIR backend. Prints one
 # line per run and a summary; exits 1 on any failure.
 # Usage: bench/gpu/check_all.sh [IRC [FILE...]]   (default .device-bin/irc, the whole
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 irc=${1:-.device-bin/irc}
 shift || true
 files=("$@")
-[ ${#files[@]} -gt 0 ] || files=(examples/*.ir examples/small/*.ir tests/gpu/*.ir tests/onnx_models/hf/*_tiny.onnx)
+[ ${#files[@]} -gt 0 ] || files=(examples/*.ir examples/small/*.ir tests/gpu/*.ir tests/onnx_models/hf/*_tiny*.onnx)
 backends=(cuda)
 if "$irc" --emit=mlir examples/small/gemm.ir >/dev/null 2>&1; then backends+=(mlir); fi
 pass=0 fail=0

@@ -3,9 +3,11 @@
 //! handlers live in [`crate::ops::handlers`]; `spec/onnx.md`'s coverage table is generated
 //! from this table and the node-test results.
 
+mod attention;
 mod conv;
 mod deconv;
 mod einsum;
+mod index;
 mod math;
 mod pad;
 mod pool;
@@ -15,9 +17,11 @@ mod shape;
 
 /// Every handler, for the table.
 mod handlers {
+    pub use super::attention::*;
     pub use super::conv::*;
     pub use super::deconv::*;
     pub use super::einsum::*;
+    pub use super::index::*;
     pub use super::math::*;
     pub use super::pad::*;
     pub use super::pool::*;
@@ -120,8 +124,9 @@ table! {
     "And" => h::and, "select(a, b, false)";
     "ArgMax" => h::argmax, "reduce_max, eq, iota, select, reduce_min";
     "ArgMin" => h::argmin, "reduce_min, eq, iota, select, reduce_min";
+    "Attention" => h::attention, "matmul, mul (scale), tanh (softcap), select or add (mask), select over iota comparisons (causal, window), softmax, matmul: the chain the planner fuses; reshape and transpose for 3-D inputs, broadcast for grouped-query heads, concat of the cache";
     "AveragePool" => h::average_pool, "pad (concat of zeros), a strided slice per kernel tap, add, div (by the window's count where padding or ceil_mode makes it vary)";
-    "BatchNormalization" => h::batchnorm, "inference form: (x - mean) · rsqrt(var + eps) · scale + bias";
+    "BatchNormalization" => h::batchnorm, "(x - mean) · rsqrt(var + eps) · scale + bias (training_mode=1: the batch's statistics by reduce_mean, and the running statistics' updates)";
     "Cast" => h::cast, "cast";
     "CastLike" => h::cast_like, "cast";
     "Ceil" => h::ceil, "ceil";
@@ -148,6 +153,7 @@ table! {
     "Floor" => h::floor, "floor";
     "Gather" => h::gather, "gather";
     "GatherElements" => h::gather_elements, "iota, mul, add, select, gather of the flattened data";
+    "GatherND" => h::gather_nd, "gather of the data flattened over the indexed dims (flat offsets folded where the indices are known; else slice, mul, add, select)";
     "Gelu" => h::gelu, "gelu (approximate='tanh': its tanh formula)";
     "Gemm" => h::gemm, "matmul (transpose flags), mul, add";
     "GlobalAveragePool" => h::global_avg_pool, "reduce_mean over spatial axes";
@@ -176,6 +182,7 @@ table! {
     "Mish" => h::mish, "x · tanh(log(1 + exp(x)))";
     "Mod" => h::modulo, "a - b · trunc(a / b) in f64 (fmod=1), shifted by b to b's sign (fmod=0); select at infinite b";
     "Mul" => h::mul, "mul";
+    "NonZero" => h::non_zero, "known tensor (of a known input only)";
     "Neg" => h::neg, "neg";
     "Not" => h::not, "eq(x, false)";
     "OneHot" => h::one_hot, "iota, eq, select";
@@ -199,6 +206,8 @@ table! {
     "Reshape" => h::reshape, "reshape";
     "Resize" => h::resize, "nearest: broadcast and reshape (integer upsampling), strided slice (integer downsampling) or gather; linear: two gathers, sub, mul, add per axis";
     "Round" => h::round, "round (halves to even)";
+    "ScatterElements" => h::scatter_elements, "gather of the updates, select against the data (indices known at import)";
+    "ScatterND" => h::scatter_nd, "gather of the updates, select against the data (indices known at import)";
     "Selu" => h::selu, "gamma · select(x <= 0, alpha · (exp(x) - 1), x)";
     "Shape" => h::shape, "known tensor (static shapes)";
     "Sigmoid" => h::sigmoid, "sigmoid";

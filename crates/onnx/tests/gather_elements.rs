@@ -3,7 +3,7 @@
 //! index outside its axis as a run-time error of the interpreter, never a neighbouring read.
 
 mod common;
-use common::{FLOAT, INT64, f32s, i64s, int_attr, model, node, value};
+use common::{FLOAT, INT64, Lcg, f32s, i64s, int_attr, model, node, strides, value};
 
 fn run(xs: &[u64], x: Vec<f32>, is: &[u64], i: Vec<i64>, axis: i64) -> Result<Vec<f32>, String> {
     let m = model(
@@ -22,13 +22,6 @@ fn run(xs: &[u64], x: Vec<f32>, is: &[u64], i: Vec<i64>, axis: i64) -> Result<Ve
 
 /// The ONNX definition, element by element.
 fn reference(xs: &[u64], x: &[f32], is: &[u64], i: &[i64], axis: usize) -> Vec<f32> {
-    let strides = |s: &[u64]| -> Vec<u64> {
-        let mut st = vec![1; s.len()];
-        for d in (0..s.len().saturating_sub(1)).rev() {
-            st[d] = st[d + 1] * s[d + 1];
-        }
-        st
-    };
     let (xst, ist) = (strides(xs), strides(is));
     (0..i.len())
         .map(|p| {
@@ -46,19 +39,6 @@ fn reference(xs: &[u64], x: &[f32], is: &[u64], i: &[i64], axis: usize) -> Vec<f
             x[off as usize]
         })
         .collect()
-}
-
-/// A small linear congruential generator: the cases are the same on every run.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
 }
 
 #[test]

@@ -754,22 +754,50 @@ fn per_channel(cx: &mut Ctx, p: &Val, rank: usize) -> R<Val> {
     reshape_to(cx, p, &s)
 }
 
+/// BatchNormalization: `(x - mean) · rsqrt(var + eps) · scale + bias` per channel, with the
+/// given statistics, or (`training_mode=1`: BiT's weight standardization writes it) those of
+/// `x` itself over every axis but the channel's (the population variance), and then the
+/// running statistics' updates as the second and third outputs.
 pub fn batchnorm(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    if n.int("training_mode", 0) != 0 {
-        return Err("training_mode=1 is not supported (inference only)".into());
-    }
     let x = n.x(0)?;
     let rank = cx.ty(&x).rank();
-    let [scale, b, mean, var] =
+    let [scale, b, run_mean, run_var] =
         [1, 2, 3, 4].map(|i| n.x(i).and_then(|v| per_channel(cx, &v, rank)));
-    let (scale, b, mean, var) = (scale?, b?, mean?, var?);
+    let (scale, b, run_mean, run_var) = (scale?, b?, run_mean?, run_var?);
+    let training = n.int("training_mode", 0) != 0;
+    let (mean, var) = if training {
+        let axes: Vec<i64> = (0..rank as i64).filter(|&a| a != 1).collect();
+        let m = reduce(cx, OpKind::ReduceMean, &x, &axes, true)?;
+        let c = bin(cx, OpKind::Sub, &x, &m)?;
+        let sq = bin(cx, OpKind::Mul, &c, &c)?;
+        let v = reduce(cx, OpKind::ReduceMean, &sq, &axes, true)?;
+        (m, v)
+    } else {
+        (run_mean.clone(), run_var.clone())
+    };
     let eps = sc(cx, n.float("epsilon", 1e-5) as f64, &var);
     let ve = bin(cx, OpKind::Add, &var, &eps)?;
     let r = un(cx, OpKind::Rsqrt, &ve)?;
     let k = bin(cx, OpKind::Mul, &r, &scale)?;
     let c = bin(cx, OpKind::Sub, &x, &mean)?;
     let y = bin(cx, OpKind::Mul, &c, &k)?;
-    one(bin(cx, OpKind::Add, &y, &b)?)
+    let y = bin(cx, OpKind::Add, &y, &b)?;
+    if !training || n.n_out() < 2 {
+        return one(y);
+    }
+    // running = running · momentum + current · (1 - momentum), as `[C]` vectors.
+    let momentum = n.float("momentum", 0.9) as f64;
+    let channels = cx.ty(&x).shape[1];
+    let mut outs = vec![y];
+    for (running, current) in [(&run_mean, &mean), (&run_var, &var)] {
+        let keep = sc(cx, momentum, running);
+        let take = sc(cx, 1.0 - momentum, current);
+        let a = bin(cx, OpKind::Mul, running, &keep)?;
+        let c = bin(cx, OpKind::Mul, current, &take)?;
+        let s = bin(cx, OpKind::Add, &a, &c)?;
+        outs.push(reshape_to(cx, &s, &[channels])?);
+    }
+    Ok(outs)
 }
 
 pub fn instance_norm(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {

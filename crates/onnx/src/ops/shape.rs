@@ -79,7 +79,7 @@ pub fn constant(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 
 pub fn constant_of_shape(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let s = n.x(0)?;
-    let shape = to_shape(&known_ints(cx, &s, "the shape input")?, "shape")?;
+    let dims = known_ints(cx, &s, "the shape input")?;
     let fill = match n.tensor("value") {
         Some(t) => crate::tensor::from_proto(t, cx.external())?,
         None => Tensor {
@@ -87,6 +87,12 @@ pub fn constant_of_shape(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             data: Data::F32(vec![0.0]),
         },
     };
+    if dims.contains(&0) && dims.iter().all(|&d| d >= 0) {
+        // An empty known tensor (exporters pad shape lists with them): fine while it only
+        // meets ops that drop it at import (`Concat`).
+        return one(empty_known(cx, &dims, fill.ty.dtype));
+    }
+    let shape = to_shape(&dims, "shape")?;
     let v = cx.konst(fill.clone());
     let scalar = reshape_to(cx, &v, &[])?;
     let target: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -103,10 +109,74 @@ pub fn shape(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let r = dims.len() as i64;
     let clampi = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
     let (s, e) = (clampi(n.int("start", 0)), clampi(n.int("end", r)));
-    if s >= e {
-        return Err("the selected range of dims is empty".into());
+    one(cx.ints_val(&dims[s..e.max(s)]))
+}
+
+/// A known tensor with a zero-sized dim.
+fn empty_known(cx: &Ctx, dims: &[i64], dtype: DType) -> Val {
+    let shape: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+    cx.konst(Tensor {
+        ty: TensorType::new(shape, dtype),
+        data: Data::from_f64(dtype, vec![]),
+    })
+}
+
+/// The indices ONNX Slice takes along each dim of `shape`: `(start, end, step)` per axis,
+/// clamped as ONNX clamps them (a list may be empty).
+fn slice_picks(
+    shape: &[u64],
+    axes: &[usize],
+    starts: &[i64],
+    ends: &[i64],
+    steps: &[i64],
+) -> Vec<Vec<u64>> {
+    let mut picks: Vec<Vec<u64>> = shape.iter().map(|&d| (0..d).collect()).collect();
+    for (i, &a) in axes.iter().enumerate() {
+        let (n, step) = (shape[a] as i64, steps[i]);
+        let at = |v: i64, lo: i64, hi: i64| (if v < 0 { v + n } else { v }).clamp(lo, hi);
+        picks[a] = if n == 0 {
+            vec![]
+        } else if step > 0 {
+            let (b, e) = (at(starts[i], 0, n), at(ends[i], 0, n));
+            (b..e).step_by(step as usize).map(|v| v as u64).collect()
+        } else {
+            let (b, e) = (at(starts[i], 0, n - 1), at(ends[i], -1, n - 1));
+            let mut v = vec![];
+            let mut k = b;
+            while k > e {
+                v.push(k as u64);
+                k += step;
+            }
+            v
+        };
     }
-    one(cx.ints_val(&dims[s..e]))
+    picks
+}
+
+/// ONNX Slice of a known tensor on the host (`picks` from [`slice_picks`]), where the result
+/// may be empty (an exporter's shape arithmetic: `Shape`, `Slice`, `Concat`).
+fn slice_known(t: &Tensor, picks: &[Vec<u64>]) -> Tensor {
+    let shape = &t.ty.shape;
+    let values = t.data.to_f64();
+    let mut st = vec![1u64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * shape[d + 1];
+    }
+    let out_shape: Vec<u64> = picks.iter().map(|p| p.len() as u64).collect();
+    let count: u64 = out_shape.iter().product();
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let (mut rem, mut off) = (i, 0);
+        for d in (0..shape.len()).rev() {
+            off += picks[d][(rem % out_shape[d]) as usize] * st[d];
+            rem /= out_shape[d];
+        }
+        out.push(values[off as usize]);
+    }
+    Tensor {
+        ty: TensorType::new(out_shape, t.ty.dtype),
+        data: Data::from_f64(t.ty.dtype, out),
+    }
 }
 
 pub fn size(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
@@ -336,17 +406,60 @@ pub fn slice(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let mut attrs = Attrs::new()
         .with("starts", ints(&starts))
         .with("ends", ints(&ends));
-    if let Some(a) = n.opt(3) {
-        attrs.insert("axes", ints(&known_ints(cx, &a, "axes")?));
+    let axes = match n.opt(3) {
+        Some(a) => Some(known_ints(cx, &a, "axes")?),
+        None => None,
+    };
+    let steps = match n.opt(4) {
+        Some(s) => Some(known_ints(cx, &s, "steps")?),
+        None => None,
+    };
+    // A known tensor is sliced here; an empty slice of any tensor is an empty known one
+    // (exporters' shape arithmetic, a rotary embedding's empty pass-through part), which a
+    // `Concat` drops. (Malformed lists are left to the op's own check.)
+    let ty = cx.ty(&x);
+    let ax = match &axes {
+        Some(a) => a
+            .iter()
+            .map(|&a| axis(a, ty.rank()))
+            .collect::<R<Vec<usize>>>()?,
+        None => (0..starts.len()).collect(),
+    };
+    let st = steps.clone().unwrap_or_else(|| vec![1; ax.len()]);
+    if ax.len() == starts.len()
+        && ax.len() == ends.len()
+        && ax.len() == st.len()
+        && st.iter().all(|&s| s != 0)
+    {
+        let picks = slice_picks(&ty.shape, &ax, &starts, &ends, &st);
+        if let Some(t) = cx.known(&x) {
+            return one(cx.konst(slice_known(t, &picks)));
+        }
+        if picks.iter().any(|p| p.is_empty()) {
+            let dims: Vec<i64> = picks.iter().map(|p| p.len() as i64).collect();
+            return one(empty_known(cx, &dims, ty.dtype));
+        }
     }
-    if let Some(s) = n.opt(4) {
-        attrs.insert("steps", ints(&known_ints(cx, &s, "steps")?));
+    if let Some(a) = axes {
+        attrs.insert("axes", ints(&a));
+    }
+    if let Some(s) = steps {
+        attrs.insert("steps", ints(&s));
     }
     one(cx.op(OpKind::Slice, &[&x], attrs)?)
 }
 
 pub fn concat(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let xs = (0..n.n_in()).map(|i| n.x(i)).collect::<R<Vec<Val>>>()?;
+    let all = (0..n.n_in()).map(|i| n.x(i)).collect::<R<Vec<Val>>>()?;
+    // Empty known operands (exporters' shape lists) add nothing.
+    let xs: Vec<Val> = all
+        .iter()
+        .filter(|v| cx.known(v).is_none_or(|t| t.ty.numel() > 0))
+        .cloned()
+        .collect();
+    if xs.is_empty() {
+        return one(all[0].clone());
+    }
     let refs: Vec<&Val> = xs.iter().collect();
     let attrs = Attrs::new().with("axis", Attr::Int(n.int("axis", 0)));
     one(cx.op(OpKind::Concat, &refs, attrs)?)

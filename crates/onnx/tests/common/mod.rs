@@ -159,3 +159,36 @@ pub fn assert_near(got: &[f64], want: &[f64], what: &str) {
         );
     }
 }
+
+/// A small linear congruential generator: the cases are the same on every run.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Row-major strides of `shape`.
+pub fn strides(shape: &[u64]) -> Vec<u64> {
+    let mut st = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * shape[d + 1];
+    }
+    st
+}
+
+/// An i64 initializer.
+pub fn i64_init(name: &str, dims: &[u64], v: Vec<i64>) -> TensorProto {
+    TensorProto {
+        dims: dims.iter().map(|&d| d as i64).collect(),
+        data_type: INT64,
+        int64_data: v,
+        name: name.into(),
+        ..Default::default()
+    }
+}
