@@ -297,7 +297,10 @@ def export(name, size, out_dir, opset, timed=False, batch=None, device="cpu", dt
         try:
             if exporter == "dynamo":
                 del kwargs["do_constant_folding"]
-                torch.onnx.export(wrapped, args, path, dynamo=True, external_data=False, **kwargs)
+                # Over 2 GB of weights the protobuf cannot hold them: external data, which
+                # `single_data_file` gathers into one file.
+                big = sum(p.numel() * p.element_size() for p in wrapped.parameters()) > 1.5e9
+                torch.onnx.export(wrapped, args, path, dynamo=True, external_data=big, **kwargs)
             else:
                 try:
                     torch.onnx.export(wrapped, args, path, dynamo=False, **kwargs)

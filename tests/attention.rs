@@ -345,6 +345,33 @@ fn heads_merged_for_the_output_projection() {
     assert_eq!(proj.block[0], 384, "{}", irc_kir::print_module(&hopper));
 }
 
+/// An importer's guard of query rows that keep no key (ONNX `Attention`: such rows are zero;
+/// `tests/gpu/attention_guard_projection.ir`, the first two rows masked whole): the guard is the
+/// attention kernel's epilogue, which still stores the merged heads for the projection, and
+/// the kernels (emulated, sm_80) match the interpreter — the guarded rows zero.
+#[test]
+fn a_guard_of_rows_without_keys_stays_in_the_attention_kernel() {
+    let path = irc_tests::root().join("tests/gpu/attention_guard_projection.ir");
+    let src = std::fs::read_to_string(&path).expect("reads");
+    let g = &irc_frontend::parse_module(&src).expect("parses").graphs[0];
+    for wgmma in [false, true] {
+        let options = irc_lower::LowerOptions {
+            wgmma,
+            ..Default::default()
+        };
+        let p = irc_lower::plan_and_lower_with(g, Default::default(), &options).expect("lowers");
+        irc_kir::verify_module(&p.kernels).expect("verifies");
+        let fused = irc_fused::print_module(&p.fused);
+        assert!(fused.contains("store %o3 -> @o3"), "{fused}");
+        for v in ["@o =", "@g =", "@ot ="] {
+            assert!(!fused.contains(&format!("buffer {v}")), "{v}: {fused}");
+        }
+        if !wgmma {
+            emulate::assert_agree(emulate::against_interpreter_all(g, &p.kernels, 2), &g.name);
+        }
+    }
+}
+
 #[test]
 fn soft_capping_and_clamps_in_the_prologue() {
     // Gemma-style soft-capping (tanh(s / c) * c) and a clamp from below, per score.

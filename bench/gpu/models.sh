@@ -15,6 +15,9 @@
 #   MODELS    comma-separated subset of gpt2,bert,llama,vit,roberta,resnet (default: all six)
 #   DTYPE     float32 (default), float16 or bfloat16: the models' type (files <model>_<size>_f16.*,
 #             <model>_<size>_bf16.*; PyTorch eager and torch.compile run in that type too)
+#   EXPORTER  torchscript (default) or dynamo (PyTorch's default exporter; OPSET 23 by default)
+#   ATTENTION eager (default) or sdpa: the transformers' attention (sdpa with the dynamo exporter
+#             at opset 23: ONNX's `Attention` op; files <stem>_sdpa_dyn23.*)
 #   BATCHES   space-separated batch sizes (default: the configuration's batch for small,
 #             "1 8" for bench: the files are then <model>_<size>_b<B>.*)
 #   WORK      where the exports, IR and weights go (default /tmp/irc-models; a bench-size
@@ -44,12 +47,20 @@ case $dtype in
     bfloat16) suffix=_bf16 ;;
     *) echo "models.sh: DTYPE must be float32, float16 or bfloat16 (got $dtype)" >&2; exit 2 ;;
 esac
+# The exporter and attention form (export_models.py's --exporter/--attention; files
+# <stem>_sdpa_dyn23.* for the dynamo exporter's `Attention` op at opset 23).
+exporter=${EXPORTER:-torchscript}
+attention=${ATTENTION:-eager}
+opset=${OPSET:-$([ "$exporter" = dynamo ] && echo 23 || echo 17)}
+[ "$attention" != eager ] && suffix=${suffix}_$attention
+[ "$exporter" = dynamo ] && suffix=${suffix}_dyn$opset
 table=$results/$(date +%F)-models-$size${suffix}${gpu:+-$gpu}.md
 rows=$work/rows-$size$suffix.jsonl
 : > "$rows"
 
 # The exports: one call per model and batch, so memory is given back between them.
-export_flags=(--out "$work" --size "$size" --time --dtype "$dtype")
+export_flags=(--out "$work" --size "$size" --time --dtype "$dtype" --exporter "$exporter"
+              --opset "$opset" --attention "$attention")
 [ "$size" = bench ] && export_flags+=(--device cuda)
 stems=()
 for model in ${models//,/ }; do

@@ -45,8 +45,9 @@
 //!    ([`Home::Attention`]) — when the prologue can be recomputed per tile, the type is f16 or
 //!    bf16 and the head dims are multiples of 8 up to 256 ([`crate::attention`] says each
 //!    reason it declines). A result view of the output (rule 2's chain) is stored by that kernel,
-//!    as is a chain of views of it that a matmul reads ([`Why::ViewForMatmul`]: the heads
-//!    merged back for the output projection, which then reads a plain buffer).
+//!    as is a chain of views of it (after an elementwise epilogue, if any) that a matmul reads
+//!    ([`Why::ViewForMatmul`]: the heads merged back for the output projection, which then
+//!    reads a plain buffer).
 //!
 //! 9. **Row prologue store** (last): a row composite's input `x` that is stored anyway (a graph
 //!    result, or read by several statements) and would be its own pointwise kernel is computed
@@ -313,17 +314,46 @@ fn viewed_anchor(
 
 /// The last view of a chain from the attention output `o` that a matmul reads (rule 2 for
 /// attention, toward matmuls), with its first matmul reader: `o` and every view before the last
-/// read only by the next view, none a result or forced, each inline, the element count kept.
-/// Its other readers read the stored view. `readers`: each node's distinct readers.
+/// read only by the next view, none a result or forced, each inline, the element count kept;
+/// the chain may begin with elementwise ops of `o`'s shape, each the only reader of the one
+/// before (the output's epilogue, returned third). Its other readers read the stored view.
+/// `readers`: each node's distinct readers.
 fn merged_view(
     d: &impl Dag,
     o: usize,
     (readers, uses, is_result): (&[Vec<usize>], &[usize], &[bool]),
     forced_at: &impl Fn(usize) -> bool,
     home: &[Home],
-) -> Option<(usize, usize)> {
+) -> Option<(usize, usize, Vec<usize>)> {
     let numel = |i: usize| d.shape(i).iter().product::<u64>();
     let mut v = o;
+    // First through elementwise ops of the output's shape, each the only reader of the last
+    // (its epilogue: an importer's guard of rows with no attended key), which the kernel
+    // computes before the views.
+    // (Rule 2 toward matmuls stored the last of them as the matmul's operand; the view is
+    // stored instead.)
+    let mut epilogue = vec![];
+    while let [r] = readers[v].as_slice() {
+        let open = match home[*r] {
+            Home::Inline => true,
+            Home::Stored {
+                why: Why::MatmulOperand(_),
+                ..
+            } => true,
+            _ => false,
+        };
+        if is_result[v]
+            || forced_at(v)
+            || uses[v] != 1
+            || d.kind(*r) != NodeKind::Elementwise
+            || !open
+            || d.shape(*r) != d.shape(o)
+        {
+            break;
+        }
+        epilogue.push(*r);
+        v = *r;
+    }
     let mut last = None;
     loop {
         if is_result[v] || forced_at(v) {
@@ -339,9 +369,9 @@ fn merged_view(
                 last = Some(*r);
                 v = *r;
             }
-            _ if v != o => {
+            _ if last.is_some() => {
                 let matmul = |r: &&usize| d.kind(**r) == NodeKind::Anchor(OpKind::Matmul);
-                return Some((last?, *rs.iter().find(matmul)?));
+                return Some((last?, *rs.iter().find(matmul)?, epilogue));
             }
             _ => return None,
         }
@@ -494,9 +524,12 @@ pub fn decide_explained(d: &impl Dag, forced: &[bool]) -> Decisions {
     // view whose K mode crosses heads (which no TMA box reads).
     for a in attention.iter().filter(|a| a.declined.is_none()) {
         let at = (&readers[..], &uses[..], &is_result[..]);
-        if let Some((last, m)) = merged_view(d, a.output, at, &forced_at, &home) {
+        if let Some((last, m, epilogue)) = merged_view(d, a.output, at, &forced_at, &home) {
             home[last] = stored(Why::ViewForMatmul(m), a.output);
             home[a.output] = Home::Epilogue;
+            for e in epilogue {
+                home[e] = Home::Inline;
+            }
         }
     }
     // Rule 6: epilogues.

@@ -25,6 +25,15 @@ impl Builder<'_, '_> {
         ))))
     }
 
+    /// The value a view `r` reads through its chain of views (`None` where `r` is no view).
+    pub(crate) fn view_base(&self, r: ValueId) -> Option<ValueId> {
+        let mut u = r;
+        while let Some(inst) = self.def(u).filter(|i| is_view(i.op)) {
+            u = inst.operands[0];
+        }
+        (u != r).then_some(u)
+    }
+
     /// The global tensor through which a kernel storing `v` at `access` also stores `root`, a
     /// view of `v` with a buffer of its own, through the inverse of the views' layout; `None`
     /// where `root` is not views of `v`.

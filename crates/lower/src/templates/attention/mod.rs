@@ -316,18 +316,36 @@ impl Builder<'_, '_> {
             }
         }
         // The output's own buffer and epilogue, or (policy rule 2) a result view of it stored
-        // through the inverse of the view's layout.
+        // through the inverse of the view's layout; a view of an epilogue value (the heads
+        // merged for a projection after an importer's guard) is that value, stored through the
+        // inverse of the views' layout.
         let viewed = !self.l.buffer_of.contains_key(&o_mm)
-            && roots
-                .iter()
-                .all(|&r| self.def(r).is_some_and(|i| is_view(i.op)));
-        let outs: Vec<String> = if viewed {
-            vec![self.output(o_mm, &pv.access_c)?]
+            && roots.iter().all(|&r| self.view_base(r) == Some(o_mm));
+        let (outs, roots) = if viewed {
+            (vec![self.output(o_mm, &pv.access_c)?], roots.to_vec())
         } else {
-            roots
-                .iter()
-                .map(|&r| self.global(r, pv.access_c.clone()))
-                .collect()
+            let mut outs = vec![];
+            let mut stored = vec![];
+            for &r in roots {
+                match self.view_base(r) {
+                    Some(e) if e != o_mm && !self.l.buffer_of.contains_key(&e) => {
+                        let t = self.view_store(r, e, &pv.access_c)?.ok_or_else(|| {
+                            Retry::Fail(crate::LowerError::Internal(format!(
+                                "%{} is not views of the attention epilogue's %{}",
+                                self.l.names[r.index()],
+                                self.l.names[e.index()]
+                            )))
+                        })?;
+                        outs.push(t);
+                        stored.push(e);
+                    }
+                    _ => {
+                        outs.push(self.global(r, pv.access_c.clone()));
+                        stored.push(r);
+                    }
+                }
+            }
+            (outs, stored)
         };
         let plan = AttPlan {
             s_mm,
@@ -343,7 +361,7 @@ impl Builder<'_, '_> {
             pv,
             outs,
             viewed,
-            roots: roots.to_vec(),
+            roots,
             band: ops.band,
         };
         if self.l.options.wgmma

@@ -90,23 +90,16 @@ impl Builder<'_, '_> {
         let dt = p.dt;
         // The layouts the scalar path stores through: the view's (its buffer's index of each
         // coordinate) or each root's own.
-        let targets: Vec<(Space, Layout)> = if p.viewed {
-            let Some(t) = self.kernel.tensors.iter().find(|t| t.name == p.outs[0]) else {
+        if !p.viewed && p.roots.iter().any(|&r| self.ty(r).dtype != dt) {
+            return Ok(None);
+        }
+        let mut targets: Vec<(Space, Layout)> = vec![];
+        for out in &p.outs {
+            let Some(t) = self.kernel.tensors.iter().find(|t| &t.name == out) else {
                 return Ok(None);
             };
-            vec![(t.space.clone(), t.layout.clone())]
-        } else {
-            if p.roots.iter().any(|&r| self.ty(r).dtype != dt) {
-                return Ok(None);
-            }
-            p.roots
-                .iter()
-                .map(|&r| {
-                    let buffer = self.l.buffer_of[&r].clone();
-                    (Space::Global(self.param(&buffer)), p.pv.access_c.clone())
-                })
-                .collect()
-        };
+            targets.push((t.space.clone(), t.layout.clone()));
+        }
         let mut globals = vec![];
         for (space, layout) in targets {
             match vector_layout(&layout, 1, 8) {
