@@ -372,6 +372,42 @@ fn a_guard_of_rows_without_keys_stays_in_the_attention_kernel() {
     }
 }
 
+/// PyTorch's dynamo exporter folds a causal mask into a boolean initializer and writes the
+/// attention as ONNX's `Attention` op with the mask `causal and padding`
+/// (`tests/onnx_models/hf/llama_tiny_f16_sdpa_dyn23.onnx`): the importer writes the band as
+/// `iota` comparisons (no boolean weight) and applies it as the last select, so the one
+/// attention kernel skips the key tiles past the diagonal.
+#[test]
+fn an_exported_causal_mask_is_a_band_the_kernel_skips() {
+    let path = irc_tests::root().join("tests/onnx_models/hf/llama_tiny_f16_sdpa_dyn23.onnx");
+    let bytes = std::fs::read(&path).expect("reads");
+    let imported = irc_onnx::import_model(&bytes, &Default::default()).expect("imports");
+    let bools: Vec<&String> = imported
+        .weights
+        .iter()
+        .filter(|(_, t)| t.ty.dtype == irc_ir::DType::I1)
+        .map(|(n, _)| n)
+        .collect();
+    assert!(bools.is_empty(), "boolean weights {bools:?}");
+    let g = irc_passes::manager::PassManager::default_pipeline()
+        .run(&imported.graph)
+        .expect("-O runs")
+        .graph;
+    let p = irc_lower::plan_and_lower(&g, Default::default()).expect("lowers");
+    let attention: Vec<_> = p
+        .kernels
+        .kernels
+        .iter()
+        .filter(|k| k.name.ends_with("attention"))
+        .collect();
+    assert_eq!(attention.len(), 1);
+    let m = irc_kir::Module {
+        kernels: attention.into_iter().cloned().collect(),
+        ..p.kernels.clone()
+    };
+    assert!(skips_tiles(&irc_kir::print_module(&m)), "no tile skipping");
+}
+
 #[test]
 fn soft_capping_and_clamps_in_the_prologue() {
     // Gemma-style soft-capping (tanh(s / c) * c) and a clamp from below, per score.

@@ -170,6 +170,19 @@ impl<'o> Ctx<'o> {
         if let Some((_, id)) = self.materialized.get(&key) {
             return Ok(*id);
         }
+        // A boolean band over the last two axes (an exporter's folded causal or window mask)
+        // is written as its `iota` comparisons: free in a kernel, and what the attention
+        // planner reads as a band (skipping the key tiles outside it).
+        if let Some(id) = self.band_of(t)? {
+            self.materialized.insert(key, (t.clone(), id));
+            return Ok(id);
+        }
+        // So is an integer `arange` along one axis (an exporter's folded query and key
+        // positions, which a mask compares).
+        if let Some(id) = self.arange_of(t)? {
+            self.materialized.insert(key, (t.clone(), id));
+            return Ok(id);
+        }
         // Initializers are weights (but scalars); what the model computes or writes as a
         // Constant node is inlined when small.
         let limit = if name.is_some() {
@@ -206,6 +219,172 @@ impl<'o> Ctx<'o> {
         };
         self.materialized.insert(key, (t.clone(), id));
         Ok(id)
+    }
+
+    /// The conjunction factors of a computed boolean value: `a and b` written `select(a, b,
+    /// false)` or `select(a, b, a)` (ONNX's `And`), taken apart recursively; the value itself
+    /// otherwise.
+    pub fn conjuncts(&self, v: &Val) -> Vec<Val> {
+        let g = self.b.graph();
+        let Val::Dyn(id) = v else {
+            return vec![v.clone()];
+        };
+        let is_false = |x: ValueId| {
+            g.def_inst(x).is_some_and(|i| {
+                i.op == OpKind::Constant && matches!(i.attrs.get("value"), Some(Attr::Bool(false)))
+            })
+        };
+        match g.def_inst(*id) {
+            Some(i) if i.op == OpKind::Select && g.ty(*id).dtype == DType::I1 => {
+                let [a, b, c] = i.operands[..] else {
+                    return vec![v.clone()];
+                };
+                if c == a || is_false(c) {
+                    let mut out = self.conjuncts(&Val::Dyn(a));
+                    out.extend(self.conjuncts(&Val::Dyn(b)));
+                    out
+                } else {
+                    vec![v.clone()]
+                }
+            }
+            _ => vec![v.clone()],
+        }
+    }
+
+    /// Whether a value is computed from indices alone (`iota`s and constants through
+    /// elementwise ops and views): a mask band, which the attention planner reads as one.
+    pub fn index_only(&self, v: &Val) -> bool {
+        let g = self.b.graph();
+        let Val::Dyn(id) = v else {
+            return true;
+        };
+        let mut stack = vec![*id];
+        let mut seen = HashSet::new();
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x) {
+                continue;
+            }
+            let Some(i) = g.def_inst(x) else {
+                return false;
+            };
+            use irc_ir::Category as C;
+            match i.op.category() {
+                C::Iota | C::Constant => {}
+                C::View | C::Cast | C::Unary | C::Binary | C::Compare | C::Select => {
+                    stack.extend(i.operands.iter().copied())
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// A known integer tensor of one dim over 1 (`n >= 2` long) holding `v0 + step · k`
+    /// along it (step nonzero), written as `iota` (times `step`, plus `v0`); `None` otherwise.
+    fn arange_of(&mut self, t: &Tensor) -> R<Option<ValueId>> {
+        if !matches!(t.ty.dtype, DType::I32 | DType::I64) {
+            return Ok(None);
+        }
+        let s = &t.ty.shape;
+        let long: Vec<usize> = (0..s.len()).filter(|&d| s[d] > 1).collect();
+        let [axis] = long[..] else {
+            return Ok(None);
+        };
+        let v = t.data.to_i64();
+        let (v0, step) = (v[0], v[1].wrapping_sub(v[0]));
+        let exact = v
+            .iter()
+            .enumerate()
+            .all(|(k, &x)| Some(x) == step.checked_mul(k as i64).and_then(|d| d.checked_add(v0)));
+        if step == 0 || !exact {
+            return Ok(None);
+        }
+        let dt = t.ty.dtype;
+        let emit =
+            |c: &mut Self, op: OpKind, ins: &[ValueId], a: Attrs, ty: Option<&TensorType>| {
+                let id = c.b.op_typed(op, ins, a, ty).map_err(|e| e.message)?;
+                c.b.set_loc(id, c.loc.clone());
+                Ok::<ValueId, String>(id)
+            };
+        let a = Attrs::new().with("axis", Attr::Int(axis as i64));
+        let mut x = emit(self, OpKind::Iota, &[], a, Some(&t.ty))?;
+        for (c, op) in [(step, OpKind::Mul), (v0, OpKind::Add)] {
+            if c == i64::from(op == OpKind::Mul) {
+                continue;
+            }
+            let a = Attrs::new().with("value", Attr::Int(c));
+            let k = emit(
+                self,
+                OpKind::Constant,
+                &[],
+                a,
+                Some(&TensorType::scalar(dt)),
+            )?;
+            x = emit(self, op, &[x, k], Attrs::new(), None)?;
+        }
+        Ok(Some(x))
+    }
+
+    /// A known boolean tensor `[1, .., 1, m, n]` (m·n > 1) that is true exactly where
+    /// `lo <= i - j <= hi` (row `i`, column `j`; either bound absent), written as `iota`
+    /// comparisons: `None` for any other tensor.
+    fn band_of(&mut self, t: &Tensor) -> R<Option<ValueId>> {
+        let s = &t.ty.shape;
+        let Data::I1(bits) = &t.data else {
+            return Ok(None);
+        };
+        let r = s.len();
+        if r < 2 || s[..r - 2].iter().any(|&d| d != 1) || s[r - 2] * s[r - 1] < 2 {
+            return Ok(None);
+        }
+        let (m, n) = (s[r - 2] as i64, s[r - 1] as i64);
+        let at = |i: i64, j: i64| bits[(i * n + j) as usize];
+        let kept = (0..m)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .filter(|&(i, j)| at(i, j));
+        let (lo, hi) = kept.fold((i64::MAX, i64::MIN), |(lo, hi), (i, j)| {
+            (lo.min(i - j), hi.max(i - j))
+        });
+        if lo > hi {
+            return Ok(None);
+        }
+        let band = (0..m).all(|i| (0..n).all(|j| at(i, j) == (lo <= i - j && i - j <= hi)));
+        // Bounds that no position reaches bound nothing.
+        let (lo, hi) = (
+            Some(lo).filter(|&l| l > -(n - 1)),
+            Some(hi).filter(|&h| h < m - 1),
+        );
+        if !band || (lo.is_none() && hi.is_none()) {
+            return Ok(None);
+        }
+        let grid = TensorType::new(s.clone(), DType::I64);
+        let ax = |axis: usize| Attrs::new().with("axis", Attr::Int(axis as i64));
+        let op = |c: &mut Self, op: OpKind, ins: &[ValueId], a: Attrs, ty: Option<&TensorType>| {
+            let id = c.b.op_typed(op, ins, a, ty).map_err(|e| e.message)?;
+            c.b.set_loc(id, c.loc.clone());
+            Ok::<ValueId, String>(id)
+        };
+        let row = op(self, OpKind::Iota, &[], ax(r - 2), Some(&grid))?;
+        let col = op(self, OpKind::Iota, &[], ax(r - 1), Some(&grid))?;
+        let diff = op(self, OpKind::Sub, &[row, col], Attrs::new(), None)?;
+        let mut keep: Option<ValueId> = None;
+        for (bound, cmp) in [(lo, OpKind::Ge), (hi, OpKind::Le)] {
+            let Some(b) = bound else { continue };
+            let c = Attrs::new().with("value", Attr::Int(b));
+            let c = op(
+                self,
+                OpKind::Constant,
+                &[],
+                c,
+                Some(&TensorType::scalar(DType::I64)),
+            )?;
+            let k = op(self, cmp, &[diff, c], Attrs::new(), None)?;
+            keep = Some(match keep {
+                Some(p) => op(self, OpKind::Select, &[p, k, p], Attrs::new(), None)?,
+                None => k,
+            });
+        }
+        Ok(keep)
     }
 
     /// An `iota` of type `ty` along `axis`, written into the graph rather than folded: an index

@@ -166,7 +166,14 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             return Err(format!("attn_mask has {mk} keys, the keys {skv}"));
         }
         if cx.ty(&m).dtype == DType::I1 {
-            s = select(cx, &m, &s, &neg_inf)?;
+            // A conjunction's factors one select each, those computed from indices alone (a
+            // band: the causal mask an exporter folded) last, where the planner reads the
+            // band and skips the key tiles outside it.
+            let (band_like, other): (Vec<Val>, Vec<Val>) =
+                cx.conjuncts(&m).into_iter().partition(|f| cx.index_only(f));
+            for f in other.iter().chain(&band_like) {
+                s = select(cx, f, &s, &neg_inf)?;
+            }
             keep = Some(m);
         } else {
             let m = if cx.ty(&m).dtype == dt {
