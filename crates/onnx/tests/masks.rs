@@ -33,11 +33,19 @@ fn run(nodes: Vec<irc_onnx::proto::NodeProto>, inits: Vec<TensorProto>) -> (Vec<
         ..Default::default()
     });
     let shape = [1, 1, S, S];
-    let m = model_with(nodes, inits, vec![value("x", FLOAT, &shape)], vec![value("y", FLOAT, &shape)]);
+    let m = model_with(
+        nodes,
+        inits,
+        vec![value("x", FLOAT, &shape)],
+        vec![value("y", FLOAT, &shape)],
+    );
     let imported = irc_onnx::import_model(&m, &Default::default()).expect("imports");
     let weights = imported.weights.iter().map(|(n, _)| n.clone()).collect();
     let x: Vec<f32> = (0..S * S).map(|v| v as f32).collect();
-    (weights, common::run(&m, vec![f32s(&shape, x)]).expect("runs"))
+    (
+        weights,
+        common::run(&m, vec![f32s(&shape, x)]).expect("runs"),
+    )
 }
 
 /// `x` where `lo <= i - j <= hi`, else -1.
@@ -46,7 +54,11 @@ fn want(lo: i64, hi: i64) -> Vec<f64> {
     (0..s * s)
         .map(|k| {
             let (i, j) = (k / s, k % s);
-            if lo <= i - j && i - j <= hi { k as f64 } else { -1.0 }
+            if lo <= i - j && i - j <= hi {
+                k as f64
+            } else {
+                -1.0
+            }
         })
         .collect()
 }
@@ -77,7 +89,9 @@ fn folded_positions_become_iotas() {
 fn a_folded_band_becomes_comparisons() {
     // A causal window of three keys: 0 <= i - j <= 2.
     let s = S as i64;
-    let band: Vec<bool> = (0..s * s).map(|k| (0..=2).contains(&(k / s - k % s))).collect();
+    let band: Vec<bool> = (0..s * s)
+        .map(|k| (0..=2).contains(&(k / s - k % s)))
+        .collect();
     let (weights, got) = run(
         vec![node("Identity", &["band"], &["mask"], vec![])],
         vec![bools("band", &[1, 1, S, S], band)],
