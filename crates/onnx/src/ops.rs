@@ -206,8 +206,8 @@ table! {
     "Reshape" => h::reshape, "reshape";
     "Resize" => h::resize, "nearest: broadcast and reshape (integer upsampling), strided slice (integer downsampling) or gather; linear: two gathers, sub, mul, add per axis";
     "Round" => h::round, "round (halves to even)";
-    "ScatterElements" => h::scatter_elements, "gather of the updates, select against the data (indices known at import)";
-    "ScatterND" => h::scatter_nd, "gather of the updates, select against the data (indices known at import)";
+    "ScatterElements" => h::scatter_elements, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every element, reduce_max or the reduction)";
+    "ScatterND" => h::scatter_nd, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every row, reduce_max or the reduction)";
     "Selu" => h::selu, "gamma · select(x <= 0, alpha · (exp(x) - 1), x)";
     "Shape" => h::shape, "known tensor (static shapes)";
     "Sigmoid" => h::sigmoid, "sigmoid";

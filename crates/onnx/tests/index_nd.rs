@@ -1,6 +1,6 @@
 //! GatherND, ScatterND, ScatterElements and NonZero against direct definitions of the ONNX
-//! ops: GatherND with batch dims and negative indices, its indices given at run time and known
-//! at import (an initializer); the scatters (indices known at import) with each reduction;
+//! ops: GatherND with batch dims and negative indices, and the scatters with each reduction,
+//! their indices given at run time and known at import (an initializer);
 //! and the shape arithmetic of empty known lists that exporters write (`Shape`, an empty
 //! `Slice`, `ConstantOfShape` of `[0]`, `Concat`).
 
@@ -164,10 +164,40 @@ fn scatter_nd_matches_the_onnx_definition() {
             let got = common::run(&m, vec![f32s(&xs, x.clone()), f32s(&us, upd.clone())])
                 .unwrap_or_else(|e| panic!("case {case} {reduction}: {e}"));
             let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
+            let want = scatter_ref(&x, &upd, &rows, row, reduction);
             assert_eq!(
-                got,
-                scatter_ref(&x, &upd, &rows, row, reduction),
+                got, want,
                 "case {case} {reduction}: data {xs:?}, indices {i:?}"
+            );
+            if reduction == "mul" {
+                continue;
+            }
+            // The indices at run time.
+            let m = model(
+                vec![node(
+                    "ScatterND",
+                    &["x", "i", "u"],
+                    &["y"],
+                    vec![str_attr("reduction", reduction)],
+                )],
+                vec![
+                    value("x", FLOAT, &xs),
+                    value("i", INT64, &is),
+                    value("u", FLOAT, &us),
+                ],
+                vec![value("y", FLOAT, &xs)],
+            );
+            let inputs = vec![
+                f32s(&xs, x.clone()),
+                i64s(&is, i.clone()),
+                f32s(&us, upd.clone()),
+            ];
+            let got = common::run(&m, inputs)
+                .unwrap_or_else(|e| panic!("case {case} {reduction} (run time): {e}"));
+            let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
+            assert_eq!(
+                got, want,
+                "case {case} {reduction} (run time): indices {i:?}"
             );
         }
     }
@@ -239,19 +269,54 @@ fn scatter_elements_matches_the_onnx_definition() {
             let got = common::run(&m, vec![f32s(&xs, x.clone()), f32s(&is, upd.clone())])
                 .unwrap_or_else(|e| panic!("case {case} {reduction}: {e}"));
             let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
+            let want = scatter_ref(&x, &upd, &targets, 1, reduction);
             assert_eq!(
-                got,
-                scatter_ref(&x, &upd, &targets, 1, reduction),
-                "case {case} {reduction}: data {xs:?}, axis {axis}, indices {i:?}"
+                got, want,
+                "case {case} {reduction}: data {xs:?}, axis {axis}"
+            );
+            // The indices at run time.
+            let m = model(
+                vec![node(
+                    "ScatterElements",
+                    &["x", "i", "u"],
+                    &["y"],
+                    vec![
+                        int_attr("axis", axis as i64),
+                        str_attr("reduction", reduction),
+                    ],
+                )],
+                vec![
+                    value("x", FLOAT, &xs),
+                    value("i", INT64, &is),
+                    value("u", FLOAT, &is),
+                ],
+                vec![value("y", FLOAT, &xs)],
+            );
+            let inputs = vec![
+                f32s(&xs, x.clone()),
+                i64s(&is, i.clone()),
+                f32s(&is, upd.clone()),
+            ];
+            let got = common::run(&m, inputs)
+                .unwrap_or_else(|e| panic!("case {case} {reduction} (run time): {e}"));
+            let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
+            assert_eq!(
+                got, want,
+                "case {case} {reduction} (run time): indices {i:?}"
             );
         }
     }
 }
 
 #[test]
-fn a_scatter_needs_its_indices_at_import() {
+fn a_product_scatter_needs_its_indices_at_import() {
     let m = model(
-        vec![node("ScatterND", &["x", "i", "u"], &["y"], vec![])],
+        vec![node(
+            "ScatterND",
+            &["x", "i", "u"],
+            &["y"],
+            vec![str_attr("reduction", "mul")],
+        )],
         vec![
             value("x", FLOAT, &[4]),
             value("i", INT64, &[1, 1]),
@@ -268,7 +333,7 @@ fn a_scatter_needs_its_indices_at_import() {
         ],
     )
     .expect_err("run-time scatter indices");
-    assert!(e.contains("known at import"), "{e}");
+    assert!(e.contains("give the indices at import"), "{e}");
 }
 
 #[test]

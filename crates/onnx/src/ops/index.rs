@@ -1,5 +1,5 @@
-//! Handlers of the indexing ops beyond `Gather`: GatherND, ScatterND, ScatterElements and
-//! NonZero. Each reads or writes the data flattened over the indexed dims, so that one
+//! Handlers of the indexing ops beyond `Gather`: GatherElements, GatherND, ScatterND,
+//! ScatterElements and NonZero. Each reads or writes the data flattened over the indexed dims, so that one
 //! `gather` (or a `select` between the data and the gathered updates) does the work; where the
 //! indices are known at import (as exporters write them: the attention mask's `[batch, key]`
 //! pairs of the dynamo exporter, a state update's fixed positions) the flat offsets are
@@ -234,20 +234,163 @@ fn scatter_known(
     reshape_to(cx, &out, &xs)
 }
 
+/// The elements' flat offsets of GatherElements/ScatterElements: the element at position
+/// `p` of the indices (shape `is`) addresses `x[p_0, .., idx[p], .., p_{r-1}]` of data of
+/// shape `xs`, whose flat offset is `Σ_d coord_d · stride_d` with `coord_axis = idx[p]`
+/// (wrapped once when negative) and every other coordinate `p_d` (an `iota`). An index outside
+/// `[-n, n)` of its axis is sent to the flat offset `numel(x)`, out of range for a gather (an
+/// error on the interpreter) and matching no element of a scatter, instead of addressing a
+/// neighbouring row.
+fn element_offsets(cx: &mut Ctx, idx: &Val, xs: &[u64], a: usize, op: &str) -> R<Val> {
+    let is = cx.ty(idx).shape;
+    if xs.len() != is.len() {
+        return Err(format!(
+            "the indices have rank {} but the data rank {}; {op} needs them equal",
+            is.len(),
+            xs.len()
+        ));
+    }
+    if let Some(d) = (0..xs.len()).find(|&d| d != a && is[d] > xs[d]) {
+        return Err(format!(
+            "the indices' dim {d} ({}) is larger than the data's ({})",
+            is[d], xs[d]
+        ));
+    }
+    let numel: u64 = xs.iter().product();
+    let i = cast_to(cx, idx, DType::I64)?;
+    let na = cx.scalar(xs[a] as f64, DType::I64);
+    let zero = cx.scalar(0.0, DType::I64);
+    let neg = bin(cx, OpKind::Lt, &i, &zero)?;
+    let wrapped = bin(cx, OpKind::Add, &i, &na)?;
+    let i = select(cx, &neg, &wrapped, &i)?;
+    let lo = bin(cx, OpKind::Ge, &i, &zero)?;
+    let hi = bin(cx, OpKind::Lt, &i, &na)?;
+    let mut flat = i.clone();
+    let mut stride: u64 = xs[a + 1..].iter().product();
+    if stride != 1 {
+        let s = cx.scalar(stride as f64, DType::I64);
+        flat = bin(cx, OpKind::Mul, &flat, &s)?;
+    }
+    let ity = TensorType::new(is.clone(), DType::I64);
+    stride = 1;
+    for d in (0..xs.len()).rev() {
+        if d != a && is[d] > 1 {
+            let attrs = Attrs::new().with("axis", Attr::Int(d as i64));
+            let mut c = cx.op_typed(OpKind::Iota, &[], attrs, Some(&ity))?;
+            if stride != 1 {
+                let s = cx.scalar(stride as f64, DType::I64);
+                c = bin(cx, OpKind::Mul, &c, &s)?;
+            }
+            flat = bin(cx, OpKind::Add, &flat, &c)?;
+        }
+        stride *= xs[d];
+    }
+    let inside = select(cx, &lo, &hi, &lo)?;
+    let past = cx.scalar(numel as f64, DType::I64);
+    select(cx, &inside, &flat, &past)
+}
+
+/// ONNX GatherElements as one `gather` from the flattened data at the elements' flat offsets
+/// ([`element_offsets`]).
+pub fn gather_elements(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    let (x, idx) = (n.x(0)?, n.x(1)?);
+    let xs = cx.ty(&x).shape;
+    let a = axis(n.int("axis", 0), xs.len())?;
+    let flat = element_offsets(cx, &idx, &xs, a, "GatherElements")?;
+    let x1 = reshape_to(cx, &x, &[xs.iter().product()])?;
+    let attrs = Attrs::new().with("axis", Attr::Int(0));
+    one(cx.op(OpKind::Gather, &[&x1, &flat], attrs)?)
+}
+
+/// The most update-by-row matches a scatter with run-time indices builds (`[rows, updates]`,
+/// times the row's elements for a reduction).
+const DYN_SCATTER_LIMIT: u64 = 1 << 24;
+
+/// Scatter with targets computed at run time: `targets` (i64, one per update row; past the
+/// rows for an index out of range) compared with every data row (`[rows, updates]`): `none`
+/// takes the last update of each row that has one (a `reduce_max` of the matching update
+/// indices, then a gather), `add`, `max` and `min` reduce the matching updates and combine them
+/// with the data.
+fn scatter_dyn(
+    cx: &mut Ctx,
+    data: &Val,
+    updates: &Val,
+    targets: &Val,
+    row: u64,
+    reduction: &str,
+) -> R<Val> {
+    let xs = cx.ty(data).shape;
+    let dt = cx.ty(data).dtype;
+    let rows = xs.iter().product::<u64>() / row.max(1);
+    let u = cx.ty(targets).numel();
+    let cells = rows
+        .saturating_mul(u)
+        .saturating_mul(if reduction == "none" { 1 } else { row });
+    if cells > DYN_SCATTER_LIMIT {
+        return Err(format!(
+            "a scatter with run-time indices of {u} updates into {rows} rows ({cells} matches; at most {DYN_SCATTER_LIMIT}): give the indices at import"
+        ));
+    }
+    let t = reshape_to(cx, targets, &[1, u])?;
+    let grid = TensorType::new([rows, u], DType::I64);
+    let at_row = cx.iota(&grid, 0)?;
+    let m = bin(cx, OpKind::Eq, &at_row, &t)?;
+    let d2 = reshape_to(cx, data, &[rows, row])?;
+    let u2 = reshape_to(cx, updates, &[u, row])?;
+    let reduce = |cx: &mut Ctx, op: OpKind, x: &Val| {
+        let attrs = Attrs::new()
+            .with("axes", ints(&[1]))
+            .with("keepdims", Attr::Bool(false));
+        cx.op(op, &[x], attrs)
+    };
+    let out = match reduction {
+        "none" => {
+            let which = cx.iota(&grid, 1)?;
+            let none = cx.scalar(-1.0, DType::I64);
+            let cand = select(cx, &m, &which, &none)?;
+            let last = reduce(cx, OpKind::ReduceMax, &cand)?;
+            let zero = cx.scalar(0.0, DType::I64);
+            let hit = bin(cx, OpKind::Ge, &last, &zero)?;
+            let src = select(cx, &hit, &last, &zero)?;
+            let attrs = Attrs::new().with("axis", Attr::Int(0));
+            let g = cx.op(OpKind::Gather, &[&u2, &src], attrs)?;
+            let hit = reshape_to(cx, &hit, &[rows, 1])?;
+            select(cx, &hit, &g, &d2)?
+        }
+        "add" | "max" | "min" => {
+            let (op, combine, identity) = match reduction {
+                "add" => (OpKind::ReduceSum, OpKind::Add, 0.0),
+                "max" => (OpKind::ReduceMax, OpKind::Max, f64::NEG_INFINITY),
+                _ => (OpKind::ReduceMin, OpKind::Min, f64::INFINITY),
+            };
+            let identity = match dt {
+                DType::I32 => identity.clamp(i32::MIN as f64, i32::MAX as f64),
+                DType::I64 => identity.clamp(i64::MIN as f64, i64::MAX as f64),
+                _ => identity,
+            };
+            let m3 = reshape_to(cx, &m, &[rows, u, 1])?;
+            let u3 = reshape_to(cx, &u2, &[1, u, row])?;
+            let fill = cx.scalar(identity, dt);
+            let picked = select(cx, &m3, &u3, &fill)?;
+            let r = reduce(cx, op, &picked)?;
+            bin(cx, combine, &d2, &r)?
+        }
+        r => {
+            return Err(format!(
+                "reduction '{r}' with indices computed at run time is not supported (none, add, max and min are; give the indices at import for mul)"
+            ));
+        }
+    };
+    reshape_to(cx, &out, &xs)
+}
+
 /// A scatter's `reduction` attribute.
 fn reduction(n: &Node) -> String {
     n.string("reduction").unwrap_or_else(|| "none".into())
 }
 
-/// The indices of a scatter, which irc needs at import.
-fn known_indices(cx: &Ctx, idx: &Val, op: &str) -> R<Vec<i64>> {
-    cx.known(idx).map(|t| t.data.to_i64()).ok_or_else(|| {
-        format!("{op} with indices computed at run time is not supported (they must be known at import: an initializer, a Constant, or computed from shapes)")
-    })
-}
-
-/// ONNX ScatterND with indices known at import: update row `p` (of the data's dims past the
-/// index tuple) goes to the flat row of `indices[p, :]`.
+/// ONNX ScatterND: update row `p` (of the data's dims past the index tuple) goes to the flat
+/// row of `indices[p, :]` (indices known at import, or computed at run time).
 pub fn scatter_nd(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let (x, idx, upd) = (n.x(0)?, n.x(1)?, n.x(2)?);
     let (xs, is) = (cx.ty(&x).shape, cx.ty(&idx).shape);
@@ -263,13 +406,17 @@ pub fn scatter_nd(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             cx.ty(&upd).shape
         ));
     }
-    let targets = nd.known_offsets(&known_indices(cx, &idx, "ScatterND")?, "ScatterND")?;
     let row = xs[nd.k..].iter().product();
+    let Some(t) = cx.known(&idx) else {
+        let targets = nd.dyn_offsets(cx, &idx)?;
+        return one(scatter_dyn(cx, &x, &upd, &targets, row, &reduction(n))?);
+    };
+    let targets = nd.known_offsets(&t.data.to_i64(), "ScatterND")?;
     one(scatter_known(cx, &x, &upd, &targets, row, &reduction(n))?)
 }
 
-/// ONNX ScatterElements (and the older Scatter) with indices known at import: the update at
-/// position `p` goes to `p` with its `axis` coordinate replaced by `indices[p]`.
+/// ONNX ScatterElements: the update at position `p` goes to `p` with its `axis` coordinate
+/// replaced by `indices[p]` (indices known at import, or computed at run time).
 pub fn scatter_elements(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let (x, idx, upd) = (n.x(0)?, n.x(1)?, n.x(2)?);
     let (xs, is) = (cx.ty(&x).shape, cx.ty(&idx).shape);
@@ -286,7 +433,11 @@ pub fn scatter_elements(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             is[d], xs[d]
         ));
     }
-    let idx = known_indices(cx, &idx, "ScatterElements")?;
+    let Some(known) = cx.known(&idx) else {
+        let targets = element_offsets(cx, &idx, &xs, a, "ScatterElements")?;
+        return one(scatter_dyn(cx, &x, &upd, &targets, 1, &reduction(n))?);
+    };
+    let idx = known.data.to_i64();
     let (xst, ist) = (strides(&xs), strides(&is));
     let mut targets = Vec::with_capacity(idx.len());
     for (p, &v) in idx.iter().enumerate() {

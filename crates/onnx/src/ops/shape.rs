@@ -339,66 +339,6 @@ pub fn gather(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     one(cx.op(OpKind::Gather, &[&x, &i], attrs)?)
 }
 
-/// ONNX GatherElements as one `gather` from the flattened data: the element at position `p`
-/// of the indices reads `x[p_0, .., idx[p], .., p_{r-1}]`, whose flat offset is
-/// `Σ_d coord_d · stride_d` with `coord_axis = idx[p]` (wrapped once when negative) and every
-/// other coordinate `p_d` (an `iota`). An index outside `[-n, n)` of its axis is sent to the
-/// flat offset `numel(x)`, out of range for the gather, so it behaves as `gather`'s own
-/// out-of-range index (an error on the interpreter) instead of reading a neighbouring row.
-pub fn gather_elements(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
-    let (x, idx) = (n.x(0)?, n.x(1)?);
-    let (xs, is) = (cx.ty(&x).shape, cx.ty(&idx).shape);
-    if xs.len() != is.len() {
-        return Err(format!(
-            "the indices have rank {} but the data rank {}; GatherElements needs them equal",
-            is.len(),
-            xs.len()
-        ));
-    }
-    let a = axis(n.int("axis", 0), xs.len())?;
-    if let Some(d) = (0..xs.len()).find(|&d| d != a && is[d] > xs[d]) {
-        return Err(format!(
-            "the indices' dim {d} ({}) is larger than the data's ({})",
-            is[d], xs[d]
-        ));
-    }
-    let numel: u64 = xs.iter().product();
-    let i = cast_to(cx, &idx, DType::I64)?;
-    let na = cx.scalar(xs[a] as f64, DType::I64);
-    let zero = cx.scalar(0.0, DType::I64);
-    let neg = bin(cx, OpKind::Lt, &i, &zero)?;
-    let wrapped = bin(cx, OpKind::Add, &i, &na)?;
-    let i = select(cx, &neg, &wrapped, &i)?;
-    let lo = bin(cx, OpKind::Ge, &i, &zero)?;
-    let hi = bin(cx, OpKind::Lt, &i, &na)?;
-    let mut flat = i.clone();
-    let mut stride: u64 = xs[a + 1..].iter().product();
-    if stride != 1 {
-        let s = cx.scalar(stride as f64, DType::I64);
-        flat = bin(cx, OpKind::Mul, &flat, &s)?;
-    }
-    let ity = TensorType::new(is.clone(), DType::I64);
-    stride = 1;
-    for d in (0..xs.len()).rev() {
-        if d != a && is[d] > 1 {
-            let attrs = Attrs::new().with("axis", Attr::Int(d as i64));
-            let mut c = cx.op_typed(OpKind::Iota, &[], attrs, Some(&ity))?;
-            if stride != 1 {
-                let s = cx.scalar(stride as f64, DType::I64);
-                c = bin(cx, OpKind::Mul, &c, &s)?;
-            }
-            flat = bin(cx, OpKind::Add, &flat, &c)?;
-        }
-        stride *= xs[d];
-    }
-    let inside = select(cx, &lo, &hi, &lo)?;
-    let past = cx.scalar(numel as f64, DType::I64);
-    let flat = select(cx, &inside, &flat, &past)?;
-    let x1 = reshape_to(cx, &x, &[numel])?;
-    let attrs = Attrs::new().with("axis", Attr::Int(0));
-    one(cx.op(OpKind::Gather, &[&x1, &flat], attrs)?)
-}
-
 pub fn slice(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let x = n.x(0)?;
     let starts = known_ints(cx, &n.x(1)?, "starts")?;
