@@ -119,6 +119,49 @@ fn scatter_ref(x: &[f32], upd: &[f32], targets: &[u64], row: u64, reduction: &st
     out
 }
 
+/// A scatter node `op` (attributes `attrs`) of data `xs` by indices `is` (values `i`) with
+/// updates `us`, run with the indices known at import (an initializer) and (`run_time`) given
+/// at run time: the first result of each, as f32.
+fn scatter_both(
+    op: &str,
+    attrs: Vec<irc_onnx::proto::AttributeProto>,
+    (xs, x): (&[u64], &[f32]),
+    (is, i): (&[u64], &[i64]),
+    (us, upd): (&[u64], &[f32]),
+    run_time: bool,
+) -> Vec<Result<Vec<f32>, String>> {
+    let nodes = vec![node(op, &["x", "i", "u"], &["y"], attrs)];
+    let known = model_with(
+        nodes.clone(),
+        vec![i64_init("i", is, i.to_vec())],
+        vec![value("x", FLOAT, xs), value("u", FLOAT, us)],
+        vec![value("y", FLOAT, xs)],
+    );
+    let f32s_of = |r: Result<Vec<f64>, String>| r.map(|v| v.iter().map(|&v| v as f32).collect());
+    let mut out = vec![f32s_of(common::run(
+        &known,
+        vec![f32s(xs, x.to_vec()), f32s(us, upd.to_vec())],
+    ))];
+    if run_time {
+        let dynamic = model(
+            nodes,
+            vec![
+                value("x", FLOAT, xs),
+                value("i", INT64, is),
+                value("u", FLOAT, us),
+            ],
+            vec![value("y", FLOAT, xs)],
+        );
+        let inputs = vec![
+            f32s(xs, x.to_vec()),
+            i64s(is, i.to_vec()),
+            f32s(us, upd.to_vec()),
+        ];
+        out.push(f32s_of(common::run(&dynamic, inputs)));
+    }
+    out
+}
+
 #[test]
 fn scatter_nd_matches_the_onnx_definition() {
     let mut r = Lcg(11);
@@ -150,55 +193,19 @@ fn scatter_nd_matches_the_onnx_definition() {
         let x: Vec<f32> = (0..n_x).map(|v| v as f32 * 0.5).collect();
         let upd: Vec<f32> = (0..count * row).map(|v| 100.0 - v as f32).collect();
         for reduction in ["none", "add", "mul", "max", "min"] {
-            let m = model_with(
-                vec![node(
-                    "ScatterND",
-                    &["x", "i", "u"],
-                    &["y"],
-                    vec![str_attr("reduction", reduction)],
-                )],
-                vec![i64_init("i", &is, i.clone())],
-                vec![value("x", FLOAT, &xs), value("u", FLOAT, &us)],
-                vec![value("y", FLOAT, &xs)],
-            );
-            let got = common::run(&m, vec![f32s(&xs, x.clone()), f32s(&us, upd.clone())])
-                .unwrap_or_else(|e| panic!("case {case} {reduction}: {e}"));
-            let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
             let want = scatter_ref(&x, &upd, &rows, row, reduction);
-            assert_eq!(
-                got, want,
-                "case {case} {reduction}: data {xs:?}, indices {i:?}"
+            let runs = scatter_both(
+                "ScatterND",
+                vec![str_attr("reduction", reduction)],
+                (&xs, &x),
+                (&is, &i),
+                (&us, &upd),
+                reduction != "mul",
             );
-            if reduction == "mul" {
-                continue;
+            for (k, got) in runs.into_iter().enumerate() {
+                let got = got.unwrap_or_else(|e| panic!("case {case} {reduction} ({k}): {e}"));
+                assert_eq!(got, want, "case {case} {reduction} ({k}): indices {i:?}");
             }
-            // The indices at run time.
-            let m = model(
-                vec![node(
-                    "ScatterND",
-                    &["x", "i", "u"],
-                    &["y"],
-                    vec![str_attr("reduction", reduction)],
-                )],
-                vec![
-                    value("x", FLOAT, &xs),
-                    value("i", INT64, &is),
-                    value("u", FLOAT, &us),
-                ],
-                vec![value("y", FLOAT, &xs)],
-            );
-            let inputs = vec![
-                f32s(&xs, x.clone()),
-                i64s(&is, i.clone()),
-                f32s(&us, upd.clone()),
-            ];
-            let got = common::run(&m, inputs)
-                .unwrap_or_else(|e| panic!("case {case} {reduction} (run time): {e}"));
-            let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
-            assert_eq!(
-                got, want,
-                "case {case} {reduction} (run time): indices {i:?}"
-            );
         }
     }
 }
@@ -252,58 +259,26 @@ fn scatter_elements_matches_the_onnx_definition() {
         let x: Vec<f32> = (0..n_x).map(|v| v as f32 * 0.5).collect();
         let upd: Vec<f32> = (0..n_i).map(|v| -1.0 - v as f32).collect();
         for reduction in ["none", "add", "max"] {
-            let m = model_with(
-                vec![node(
-                    "ScatterElements",
-                    &["x", "i", "u"],
-                    &["y"],
-                    vec![
-                        int_attr("axis", axis as i64),
-                        str_attr("reduction", reduction),
-                    ],
-                )],
-                vec![i64_init("i", &is, i.clone())],
-                vec![value("x", FLOAT, &xs), value("u", FLOAT, &is)],
-                vec![value("y", FLOAT, &xs)],
-            );
-            let got = common::run(&m, vec![f32s(&xs, x.clone()), f32s(&is, upd.clone())])
-                .unwrap_or_else(|e| panic!("case {case} {reduction}: {e}"));
-            let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
             let want = scatter_ref(&x, &upd, &targets, 1, reduction);
-            assert_eq!(
-                got, want,
-                "case {case} {reduction}: data {xs:?}, axis {axis}"
-            );
-            // The indices at run time.
-            let m = model(
-                vec![node(
-                    "ScatterElements",
-                    &["x", "i", "u"],
-                    &["y"],
-                    vec![
-                        int_attr("axis", axis as i64),
-                        str_attr("reduction", reduction),
-                    ],
-                )],
-                vec![
-                    value("x", FLOAT, &xs),
-                    value("i", INT64, &is),
-                    value("u", FLOAT, &is),
-                ],
-                vec![value("y", FLOAT, &xs)],
-            );
-            let inputs = vec![
-                f32s(&xs, x.clone()),
-                i64s(&is, i.clone()),
-                f32s(&is, upd.clone()),
+            let attrs = vec![
+                int_attr("axis", axis as i64),
+                str_attr("reduction", reduction),
             ];
-            let got = common::run(&m, inputs)
-                .unwrap_or_else(|e| panic!("case {case} {reduction} (run time): {e}"));
-            let got: Vec<f32> = got.iter().map(|&v| v as f32).collect();
-            assert_eq!(
-                got, want,
-                "case {case} {reduction} (run time): indices {i:?}"
+            let runs = scatter_both(
+                "ScatterElements",
+                attrs,
+                (&xs, &x),
+                (&is, &i),
+                (&is, &upd),
+                true,
             );
+            for (k, got) in runs.into_iter().enumerate() {
+                let got = got.unwrap_or_else(|e| panic!("case {case} {reduction} ({k}): {e}"));
+                assert_eq!(
+                    got, want,
+                    "case {case} {reduction} ({k}): axis {axis}, indices {i:?}"
+                );
+            }
         }
     }
 }
