@@ -369,6 +369,7 @@ pub fn slice(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     if ax.len() == starts.len()
         && ax.len() == ends.len()
         && ax.len() == st.len()
+        && ax.iter().all(|&a| a < ty.rank())
         && st.iter().all(|&s| s != 0)
     {
         let picks = slice_picks(&ty.shape, &ax, &starts, &ends, &st);
