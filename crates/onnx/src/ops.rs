@@ -4,8 +4,10 @@
 //! from this table and the node-test results.
 
 mod attention;
+mod composed;
 mod conv;
 mod deconv;
+mod dft;
 mod einsum;
 mod index;
 mod math;
@@ -18,8 +20,10 @@ mod shape;
 /// Every handler, for the table.
 mod handlers {
     pub use super::attention::*;
+    pub use super::composed::*;
     pub use super::conv::*;
     pub use super::deconv::*;
+    pub use super::dft::*;
     pub use super::einsum::*;
     pub use super::index::*;
     pub use super::math::*;
@@ -139,6 +143,7 @@ table! {
     "ConvTranspose" => h::conv_transpose, "the input spread by the strides (concat with zeros, reshape, slice) and padded, then Conv's im2col and batched matmul with the weights regrouped and flipped (slices of step -1)";
     "Cos" => h::cos, "cos";
     "CumSum" => h::cumsum, "broadcast, select by two iotas' comparison, reduce_sum (blocks of about √n past 1024 elements)";
+    "DFT" => h::dft, "transpose, slice, matmul with known cosine and sine tables, concat (forward, inverse, one-sided, inverse one-sided)";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
     "Div" => h::div, "div (integers: through f64, truncated)";
     "Dropout" => h::dropout, "identity (inference)";
@@ -173,11 +178,13 @@ table! {
     "LessOrEqual" => h::less_or_equal, "le";
     "Log" => h::log, "log";
     "LogSoftmax" => h::log_softmax, "log_softmax";
+    "LpNormalization" => h::lp_normalization, "abs or mul, reduce_sum, sqrt, div, select (0 where the norm is 0)";
     "LpPool" => h::lp_pool, "abs, mul or pow, pad (concat of zeros), a strided slice per kernel tap, add, sqrt or pow";
     "MatMul" => h::matmul, "matmul";
     "Max" => h::max, "max (variadic)";
     "MaxPool" => h::max_pool, "pad (concat of -inf), a strided slice per kernel tap, max (first output only)";
     "Mean" => h::mean, "add, div (variadic)";
+    "MeanVarianceNormalization" => h::mean_variance_normalization, "reduce_mean of x and of x², sub, sqrt, add 1e-9, div";
     "Min" => h::min, "min (variadic)";
     "Mish" => h::mish, "x · tanh(log(1 + exp(x)))";
     "Mod" => h::modulo, "a - b · trunc(a / b) in f64 (fmod=1), shifted by b to b's sign (fmod=0); select at infinite b";
@@ -210,6 +217,7 @@ table! {
     "ScatterND" => h::scatter_nd, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every row, reduce_max or the reduction)";
     "Selu" => h::selu, "gamma · select(x <= 0, alpha · (exp(x) - 1), x)";
     "Shape" => h::shape, "known tensor (static shapes)";
+    "Shrink" => h::shrink, "lt, gt, add, sub, select";
     "Sigmoid" => h::sigmoid, "sigmoid";
     "Sign" => h::sign, "select, gt, lt";
     "Sin" => h::sin, "sin";
@@ -224,6 +232,7 @@ table! {
     "Squeeze" => h::squeeze, "reshape";
     "Sub" => h::sub, "sub";
     "Sum" => h::sum, "add (variadic)";
+    "Tan" => h::tan, "sin / cos";
     "Tanh" => h::tanh, "tanh";
     "ThresholdedRelu" => h::thresholded_relu, "select(x > alpha, x, 0)";
     "Tile" => h::tile, "reshape, broadcast, reshape";

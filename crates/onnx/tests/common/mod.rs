@@ -192,3 +192,12 @@ pub fn i64_init(name: &str, dims: &[u64], v: Vec<i64>) -> TensorProto {
         ..Default::default()
     }
 }
+
+/// The model's bytes with its ai.onnx opset set to `version`.
+pub fn with_opset(bytes: &[u8], version: i64) -> Vec<u8> {
+    let mut m = ModelProto::decode(bytes).expect("a model");
+    for o in &mut m.opset_import {
+        o.version = version;
+    }
+    m.encode_to_vec()
+}
