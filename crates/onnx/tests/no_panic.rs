@@ -26,6 +26,20 @@ fn zeros(shape: &[u64], dtype: DType) -> Tensor {
     }
 }
 
+/// Imports the model and runs it on `inputs` and its weights: whether it imported, or `None`
+/// where either step panicked.
+fn import_and_run(m: &[u8], inputs: &[Tensor]) -> Option<bool> {
+    std::panic::catch_unwind(|| {
+        irc_onnx::import_model(m, &Default::default()).map(|imp| {
+            let mut ins = inputs.to_vec();
+            ins.extend(imp.weights.iter().map(|(_, t)| t.clone()));
+            let _ = irc_interp::run_graph(&imp.graph, ins);
+        })
+    })
+    .ok()
+    .map(|r| r.is_ok())
+}
+
 #[test]
 fn random_indexing_and_attention_nodes_never_panic() {
     let mut r = Lcg(99);
@@ -110,17 +124,9 @@ fn random_indexing_and_attention_nodes_never_panic() {
             })
             .collect();
         let m = model_with(nodes, inits, inputs_vi, outs_vi);
-        let result = std::panic::catch_unwind(|| {
-            irc_onnx::import_model(&m, &Default::default()).map(|imp| {
-                let mut ins = inputs.clone();
-                ins.extend(imp.weights.iter().map(|(_, t)| t.clone()));
-                let _ = irc_interp::run_graph(&imp.graph, ins);
-            })
-        });
-        match result {
-            Ok(Ok(())) => imported += 1,
-            Ok(Err(_)) => {}
-            Err(_) => panic!("case {case}: {op} of {xs:?} by {is:?} (known {known}) panicked"),
+        match import_and_run(&m, &inputs) {
+            Some(ok) => imported += usize::from(ok),
+            None => panic!("case {case}: {op} of {xs:?} by {is:?} (known {known}) panicked"),
         }
     }
     println!("{imported} of 4000 imported and ran");
@@ -169,17 +175,9 @@ fn every_op_with_random_inputs_never_panics() {
                 inputs_vi,
                 vec![out],
             );
-            let result = std::panic::catch_unwind(|| {
-                irc_onnx::import_model(&m, &Default::default()).map(|imp| {
-                    let mut ins = inputs.clone();
-                    ins.extend(imp.weights.iter().map(|(_, t)| t.clone()));
-                    let _ = irc_interp::run_graph(&imp.graph, ins);
-                })
-            });
-            match result {
-                Ok(Ok(())) => imported += 1,
-                Ok(Err(_)) => {}
-                Err(_) => panic!("round {round}: {} with {n_in} inputs panicked", op.name),
+            match import_and_run(&m, &inputs) {
+                Some(ok) => imported += usize::from(ok),
+                None => panic!("round {round}: {} with {n_in} inputs panicked", op.name),
             }
         }
     }

@@ -7,7 +7,7 @@
 //! the query heads each serves; past keys and values are concatenated in front.
 
 use super::Node;
-use super::math::{bin, reshape_to, select};
+use super::math::{bin, broadcast_to, reshape_to, select};
 use crate::ctx::{Ctx, R, Val};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType, ints};
 
@@ -100,12 +100,7 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         }
         let s = cx.ty(x).shape;
         let x5 = reshape_to(cx, x, &[s[0], s[1], 1, s[2], s[3]])?;
-        let to = [s[0], s[1], hq / hkv, s[2], s[3]].map(|v| v as i64);
-        let x5 = cx.op(
-            OpKind::Broadcast,
-            &[&x5],
-            Attrs::new().with("shape", ints(&to)),
-        )?;
+        let x5 = broadcast_to(cx, &x5, &[s[0], s[1], hq / hkv, s[2], s[3]])?;
         reshape_to(cx, &x5, &[s[0], hq, s[2], s[3]])
     };
     if hq % hkv != 0 {
@@ -150,12 +145,7 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
                 DType::I1 => scalar(cx, 0.0, DType::I1),
                 t => scalar(cx, f64::NEG_INFINITY, t),
             };
-            let to: Vec<i64> = pad.iter().map(|&v| v as i64).collect();
-            let fill = cx.op(
-                OpKind::Broadcast,
-                &[&fill],
-                Attrs::new().with("shape", ints(&to)),
-            )?;
+            let fill = broadcast_to(cx, &fill, &pad)?;
             let axis = ms.len() as i64 - 1;
             m = cx.op(
                 OpKind::Concat,

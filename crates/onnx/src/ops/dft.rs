@@ -6,7 +6,7 @@
 //! Hermitian-symmetric frequencies). FNet's token mixing exports as two of them.
 
 use super::Node;
-use super::math::{axis, bin, cast_to, known_ints, one, reshape_to};
+use super::math::{axis, bin, broadcast_to, cast_to, known_ints, one, reshape_to};
 use crate::ctx::{Ctx, R, Val};
 use irc_interp::{Data, Tensor};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType, ints};
@@ -116,12 +116,7 @@ pub fn dft(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             let mut pad = s.clone();
             *pad.last_mut().expect("rank >= 1") = rows - have;
             let z = cx.scalar(0.0, dt);
-            let to: Vec<i64> = pad.iter().map(|&d| d as i64).collect();
-            let z = cx.op(
-                OpKind::Broadcast,
-                &[&z],
-                Attrs::new().with("shape", ints(&to)),
-            )?;
+            let z = broadcast_to(cx, &z, &pad)?;
             cx.op(
                 OpKind::Concat,
                 &[v, &z],

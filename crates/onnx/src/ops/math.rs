@@ -47,6 +47,16 @@ pub(super) fn reshape_to(cx: &mut Ctx, x: &Val, shape: &[u64]) -> R<Val> {
     cx.op(OpKind::Reshape, &[x], Attrs::new().with("shape", ints(&s)))
 }
 
+/// `x` broadcast to `shape`.
+pub(super) fn broadcast_to(cx: &mut Ctx, x: &Val, shape: &[u64]) -> R<Val> {
+    let s: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    cx.op(
+        OpKind::Broadcast,
+        &[x],
+        Attrs::new().with("shape", ints(&s)),
+    )
+}
+
 pub(super) fn reduce(cx: &mut Ctx, op: OpKind, x: &Val, axes: &[i64], keep: bool) -> R<Val> {
     let attrs = Attrs::new()
         .with("axes", ints(axes))
