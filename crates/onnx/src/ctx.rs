@@ -203,11 +203,7 @@ impl<'o> Ctx<'o> {
         let id = if t.ty.numel() <= limit || splat.is_some() {
             let value = splat.unwrap_or(items);
             let attrs = Attrs::new().with("value", value);
-            let id = self
-                .b
-                .op_typed(OpKind::Constant, &[], attrs, Some(&t.ty))
-                .map_err(|e| e.message)?;
-            self.b.set_loc(id, self.loc.clone());
+            let id = self.emit(OpKind::Constant, &[], attrs, Some(&t.ty))?;
             if let Some(n) = name {
                 self.b.name(id, &sanitize(n));
             }
@@ -300,27 +296,15 @@ impl<'o> Ctx<'o> {
             return Ok(None);
         }
         let dt = t.ty.dtype;
-        let emit =
-            |c: &mut Self, op: OpKind, ins: &[ValueId], a: Attrs, ty: Option<&TensorType>| {
-                let id = c.b.op_typed(op, ins, a, ty).map_err(|e| e.message)?;
-                c.b.set_loc(id, c.loc.clone());
-                Ok::<ValueId, String>(id)
-            };
         let a = Attrs::new().with("axis", Attr::Int(axis as i64));
-        let mut x = emit(self, OpKind::Iota, &[], a, Some(&t.ty))?;
+        let mut x = self.emit(OpKind::Iota, &[], a, Some(&t.ty))?;
         for (c, op) in [(step, OpKind::Mul), (v0, OpKind::Add)] {
             if c == i64::from(op == OpKind::Mul) {
                 continue;
             }
             let a = Attrs::new().with("value", Attr::Int(c));
-            let k = emit(
-                self,
-                OpKind::Constant,
-                &[],
-                a,
-                Some(&TensorType::scalar(dt)),
-            )?;
-            x = emit(self, op, &[x, k], Attrs::new(), None)?;
+            let k = self.emit(OpKind::Constant, &[], a, Some(&TensorType::scalar(dt)))?;
+            x = self.emit(op, &[x, k], Attrs::new(), None)?;
         }
         Ok(Some(x))
     }
@@ -359,32 +343,42 @@ impl<'o> Ctx<'o> {
         }
         let grid = TensorType::new(s.clone(), DType::I64);
         let ax = |axis: usize| Attrs::new().with("axis", Attr::Int(axis as i64));
-        let op = |c: &mut Self, op: OpKind, ins: &[ValueId], a: Attrs, ty: Option<&TensorType>| {
-            let id = c.b.op_typed(op, ins, a, ty).map_err(|e| e.message)?;
-            c.b.set_loc(id, c.loc.clone());
-            Ok::<ValueId, String>(id)
-        };
-        let row = op(self, OpKind::Iota, &[], ax(r - 2), Some(&grid))?;
-        let col = op(self, OpKind::Iota, &[], ax(r - 1), Some(&grid))?;
-        let diff = op(self, OpKind::Sub, &[row, col], Attrs::new(), None)?;
+        let row = self.emit(OpKind::Iota, &[], ax(r - 2), Some(&grid))?;
+        let col = self.emit(OpKind::Iota, &[], ax(r - 1), Some(&grid))?;
+        let diff = self.emit(OpKind::Sub, &[row, col], Attrs::new(), None)?;
         let mut keep: Option<ValueId> = None;
         for (bound, cmp) in [(lo, OpKind::Ge), (hi, OpKind::Le)] {
             let Some(b) = bound else { continue };
             let c = Attrs::new().with("value", Attr::Int(b));
-            let c = op(
-                self,
+            let c = self.emit(
                 OpKind::Constant,
                 &[],
                 c,
                 Some(&TensorType::scalar(DType::I64)),
             )?;
-            let k = op(self, cmp, &[diff, c], Attrs::new(), None)?;
+            let k = self.emit(cmp, &[diff, c], Attrs::new(), None)?;
             keep = Some(match keep {
-                Some(p) => op(self, OpKind::Select, &[p, k, p], Attrs::new(), None)?,
+                Some(p) => self.emit(OpKind::Select, &[p, k, p], Attrs::new(), None)?,
                 None => k,
             });
         }
         Ok(keep)
+    }
+
+    /// Writes `op` over graph values into the graph (never folded), at the current node.
+    fn emit(
+        &mut self,
+        op: OpKind,
+        operands: &[ValueId],
+        attrs: Attrs,
+        ty: Option<&TensorType>,
+    ) -> R<ValueId> {
+        let id = self
+            .b
+            .op_typed(op, operands, attrs, ty)
+            .map_err(|e| e.message)?;
+        self.b.set_loc(id, self.loc.clone());
+        Ok(id)
     }
 
     /// An `iota` of type `ty` along `axis`, written into the graph rather than folded: an index
@@ -392,12 +386,7 @@ impl<'o> Ctx<'o> {
     /// comparisons) fusion recomputes where it is read instead of loading a folded tensor.
     pub fn iota(&mut self, ty: &TensorType, axis: usize) -> R<Val> {
         let attrs = Attrs::new().with("axis", Attr::Int(axis as i64));
-        let id = self
-            .b
-            .op_typed(OpKind::Iota, &[], attrs, Some(ty))
-            .map_err(|e| e.message)?;
-        self.b.set_loc(id, self.loc.clone());
-        Ok(Val::Dyn(id))
+        Ok(Val::Dyn(self.emit(OpKind::Iota, &[], attrs, Some(ty))?))
     }
 
     /// Adds `op` over `operands`, folding it on the host when every operand is known and the
@@ -433,12 +422,7 @@ impl<'o> Ctx<'o> {
             .iter()
             .map(|v| self.value(v))
             .collect::<R<Vec<ValueId>>>()?;
-        let id = self
-            .b
-            .op_typed(op, &ids, attrs, declared)
-            .map_err(|e| e.message)?;
-        self.b.set_loc(id, self.loc.clone());
-        Ok(Val::Dyn(id))
+        Ok(Val::Dyn(self.emit(op, &ids, attrs, declared)?))
     }
 
     pub fn finish(self, results: &[ValueId], opset: i64) -> R<Imported> {

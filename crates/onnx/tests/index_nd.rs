@@ -361,3 +361,27 @@ fn empty_shape_lists_vanish_in_a_concat() {
     let got = common::run(&m, vec![f32s(&[2, 3], x)]).unwrap();
     assert_eq!(got, (0..6).map(|v| v as f64).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_known_slice_keeps_large_integers_exact() {
+    // 2^53 + 1 has no f64: sliced as a known list it must compare equal to itself.
+    let big = (1i64 << 53) + 1;
+    let m = model_with(
+        vec![
+            node("Slice", &["k", "zero", "one"], &["s"], vec![]),
+            node("Equal", &["s", "want"], &["eq"], vec![]),
+            node("Cast", &["eq"], &["f"], vec![int_attr("to", FLOAT as i64)]),
+            node("Add", &["f", "x"], &["y"], vec![]),
+        ],
+        vec![
+            i64_init("k", &[2], vec![big, 5]),
+            i64_init("zero", &[1], vec![0]),
+            i64_init("one", &[1], vec![1]),
+            i64_init("want", &[1], vec![big]),
+        ],
+        vec![value("x", FLOAT, &[1])],
+        vec![value("y", FLOAT, &[1])],
+    );
+    let got = common::run(&m, vec![f32s(&[1], vec![0.5])]).unwrap();
+    assert_eq!(got, vec![1.5]);
+}

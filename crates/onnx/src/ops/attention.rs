@@ -7,17 +7,10 @@
 //! the query heads each serves; past keys and values are concatenated in front.
 
 use super::Node;
-use super::math::{bin, broadcast_to, reshape_to, select};
+use super::math::{bin, broadcast_to, cast_to, reduce, reshape_to, select, un};
+use super::shape::transpose_to as transpose;
 use crate::ctx::{Ctx, R, Val};
-use irc_ir::{Attr, Attrs, DType, OpKind, TensorType, ints};
-
-fn transpose(cx: &mut Ctx, x: &Val, perm: &[i64]) -> R<Val> {
-    cx.op(
-        OpKind::Transpose,
-        &[x],
-        Attrs::new().with("perm", ints(perm)),
-    )
-}
+use irc_ir::{Attr, Attrs, DType, OpKind, TensorType};
 
 /// `[B, S, H·D]` viewed as `[B, H, S, D]`.
 fn heads(cx: &mut Ctx, x: &Val, h: i64, what: &str) -> R<Val> {
@@ -30,11 +23,6 @@ fn heads(cx: &mut Ctx, x: &Val, h: i64, what: &str) -> R<Val> {
     }
     let x = reshape_to(cx, x, &[s[0], s[1], h as u64, s[2] / h as u64])?;
     transpose(cx, &x, &[0, 2, 1, 3])
-}
-
-/// A known scalar of `dtype`.
-fn scalar(cx: &Ctx, v: f64, dtype: DType) -> Val {
-    cx.scalar(v, dtype)
 }
 
 /// `a and b` of boolean values (`select(a, b, a)`, which the band recognizer reads).
@@ -93,6 +81,9 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             "Q {qs:?}, K {ks:?} and V {vs:?} (as [B, H, S, D]) do not fit together"
         ));
     }
+    if hq % hkv != 0 {
+        return Err(format!("{hq} query heads over {hkv} key/value heads"));
+    }
     // Grouped-query attention: each K/V head serves `hq / hkv` consecutive query heads.
     let repeat = |cx: &mut Ctx, x: &Val| -> R<Val> {
         if hq == hkv {
@@ -103,9 +94,6 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         let x5 = broadcast_to(cx, &x5, &[s[0], s[1], hq / hkv, s[2], s[3]])?;
         reshape_to(cx, &x5, &[s[0], hq, s[2], s[3]])
     };
-    if hq % hkv != 0 {
-        return Err(format!("{hq} query heads over {hkv} key/value heads"));
-    }
     let (present_k, present_v) = (k.clone(), v.clone());
     let (k, v) = (repeat(cx, &k)?, repeat(cx, &v)?);
 
@@ -117,21 +105,21 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     } else {
         1.0 / (d as f64).sqrt()
     };
-    let c = scalar(cx, scale, dt);
+    let c = cx.scalar(scale, dt);
     s = bin(cx, OpKind::Mul, &s, &c)?;
     let mut taps = vec![s.clone()];
     let softcap = n.float("softcap", 0.0) as f64;
     if softcap > 0.0 {
-        let c = scalar(cx, softcap, dt);
+        let c = cx.scalar(softcap, dt);
         let t = bin(cx, OpKind::Div, &s, &c)?;
-        let t = cx.op(OpKind::Tanh, &[&t], Attrs::new())?;
+        let t = un(cx, OpKind::Tanh, &t)?;
         s = bin(cx, OpKind::Mul, &t, &c)?;
     }
     taps.push(s.clone());
 
     // The mask: `keep` (true where a key is attended) for the fully-masked-row guard, and the
     // scores with masked ones at -inf.
-    let neg_inf = scalar(cx, f64::NEG_INFINITY, dt);
+    let neg_inf = cx.scalar(f64::NEG_INFINITY, dt);
     let mut keep: Option<Val> = None;
     if let Some(m) = mask {
         let mut m = m;
@@ -142,8 +130,8 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             let mut pad = ms.clone();
             *pad.last_mut().expect("rank >= 1") = skv - mk;
             let fill = match cx.ty(&m).dtype {
-                DType::I1 => scalar(cx, 0.0, DType::I1),
-                t => scalar(cx, f64::NEG_INFINITY, t),
+                DType::I1 => cx.scalar(0.0, DType::I1),
+                t => cx.scalar(f64::NEG_INFINITY, t),
             };
             let fill = broadcast_to(cx, &fill, &pad)?;
             let axis = ms.len() as i64 - 1;
@@ -166,25 +154,26 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             }
             keep = Some(m);
         } else {
-            let m = if cx.ty(&m).dtype == dt {
-                m
-            } else {
-                super::math::cast_to(cx, &m, dt)?
-            };
+            let m = cast_to(cx, &m, dt)?;
             s = bin(cx, OpKind::Add, &s, &m)?;
-            let ninf = scalar(cx, f64::NEG_INFINITY, dt);
-            keep = Some(bin(cx, OpKind::Ne, &m, &ninf)?);
+            keep = Some(bin(cx, OpKind::Ne, &m, &neg_inf)?);
         }
     }
     // Index grids over the scores' last two axes.
     let grid = TensorType::new([sq, skv], DType::I64);
     let row = cx.iota(&grid, 0)?;
     let col = cx.iota(&grid, 1)?;
-    if let Some(np) = nonpad.clone() {
+    // Each batch entry's valid keys (an external cache), `[B, 1, 1, 1]`.
+    let nonpad = match nonpad {
+        Some(np) => {
+            let np = cast_to(cx, &np, DType::I64)?;
+            Some(reshape_to(cx, &np, &[b, 1, 1, 1])?)
+        }
+        None => None,
+    };
+    if let Some(np) = &nonpad {
         // Keys at or past a batch entry's valid length are not attended.
-        let np = super::math::cast_to(cx, &np, DType::I64)?;
-        let np = reshape_to(cx, &np, &[b, 1, 1, 1])?;
-        let kept = bin(cx, OpKind::Lt, &col, &np)?;
+        let kept = bin(cx, OpKind::Lt, &col, np)?;
         s = select(cx, &kept, &s, &neg_inf)?;
         keep = Some(and(cx, keep, kept)?);
     }
@@ -194,31 +183,30 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
         n.int("left_window_size", -1),
         n.int("right_window_size", -1),
     );
-    if n.int("is_causal", 0) != 0 || left >= 0 || right >= 0 {
+    let causal = n.int("is_causal", 0) != 0;
+    if causal || left >= 0 || right >= 0 {
         // The frontier's offset: the cache's length, or (an external cache) each batch
-        // entry's valid keys less the queries, `[B, 1, 1, 1]`.
+        // entry's valid keys less the queries.
         let off = match &nonpad {
-            None => scalar(cx, past_len as f64, DType::I64),
+            None => cx.scalar(past_len as f64, DType::I64),
             Some(np) => {
-                let np = super::math::cast_to(cx, np, DType::I64)?;
-                let qn = scalar(cx, sq as f64, DType::I64);
-                let off = bin(cx, OpKind::Sub, &np, &qn)?;
-                reshape_to(cx, &off, &[b, 1, 1, 1])?
+                let qn = cx.scalar(sq as f64, DType::I64);
+                bin(cx, OpKind::Sub, np, &qn)?
             }
         };
         let pos = bin(cx, OpKind::Add, &row, &off)?;
         // `diff = pos - col`: causal keeps diff >= 0, the window -right <= diff <= left.
         let diff = bin(cx, OpKind::Sub, &pos, &col)?;
         let mut conds = vec![];
-        if n.int("is_causal", 0) != 0 {
+        if causal {
             conds.push(bin(cx, OpKind::Le, &col, &pos)?);
         }
         if left >= 0 {
-            let l = scalar(cx, left as f64, DType::I64);
+            let l = cx.scalar(left as f64, DType::I64);
             conds.push(bin(cx, OpKind::Le, &diff, &l)?);
         }
         if right >= 0 {
-            let r = scalar(cx, -right as f64, DType::I64);
+            let r = cx.scalar(-right as f64, DType::I64);
             conds.push(bin(cx, OpKind::Ge, &diff, &r)?);
         }
         for c in conds {
@@ -227,7 +215,6 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     }
     // Whether the band leaves a row without keys: query `i` keeps keys `j` in
     // `[i + off - left, min(i + off (causal), i + off + right)]` within `[0, skv)`.
-    let causal = n.int("is_causal", 0) != 0;
     let band_empties = band.is_some()
         && (0..sq as i64).any(|i| {
             let pos = i + past_len;
@@ -263,15 +250,9 @@ pub fn attention(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             (None, Some(bnd)) => bnd,
             (None, None) => unreachable!("a guard needs a mask"),
         };
-        let ones = super::math::cast_to(cx, &keep, dt)?;
-        let any = cx.op(
-            OpKind::ReduceMax,
-            &[&ones],
-            Attrs::new()
-                .with("axes", ints(&[-1]))
-                .with("keepdims", Attr::Bool(true)),
-        )?;
-        let zero = scalar(cx, 0.0, dt);
+        let ones = cast_to(cx, &keep, dt)?;
+        let any = reduce(cx, OpKind::ReduceMax, &ones, &[-1], true)?;
+        let zero = cx.scalar(0.0, dt);
         let dead = bin(cx, OpKind::Eq, &any, &zero)?;
         y = select(cx, &dead, &zero, &y)?;
         if n.n_out() > 3 {

@@ -4,7 +4,7 @@
 use super::Node;
 use super::math::{axis, bin, one, reduce, sc, select, un};
 use crate::ctx::{Ctx, R, Val};
-use irc_ir::{Attrs, OpKind};
+use irc_ir::OpKind;
 
 /// `sin(x) / cos(x)`.
 pub fn tan(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
@@ -66,7 +66,7 @@ pub fn mean_variance_normalization(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let sq_mean = reduce(cx, OpKind::ReduceMean, &sq, &axes, true)?;
     let mean_sq = bin(cx, OpKind::Mul, &mean, &mean)?;
     let var = bin(cx, OpKind::Sub, &sq_mean, &mean_sq)?;
-    let std = cx.op(OpKind::Sqrt, &[&var], Attrs::new())?;
+    let std = un(cx, OpKind::Sqrt, &var)?;
     let eps = sc(cx, 1e-9, &x);
     let den = bin(cx, OpKind::Add, &std, &eps)?;
     let c = bin(cx, OpKind::Sub, &x, &mean)?;

@@ -7,6 +7,7 @@
 
 use super::Node;
 use super::math::{axis, bin, broadcast_to, cast_to, known_ints, one, reshape_to};
+use super::shape::transpose_to as transpose;
 use crate::ctx::{Ctx, R, Val};
 use irc_interp::{Data, Tensor};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType, ints};
@@ -21,14 +22,6 @@ fn table(cx: &Ctx, n: u64, k: u64, dtype: DType, f: impl Fn(u64, u64) -> f64) ->
         ty: TensorType::new([n, k], dtype),
         data: Data::from_f64(dtype, v),
     })
-}
-
-fn transpose(cx: &mut Ctx, x: &Val, perm: &[i64]) -> R<Val> {
-    cx.op(
-        OpKind::Transpose,
-        &[x],
-        Attrs::new().with("perm", ints(perm)),
-    )
 }
 
 /// Part `c` (0 real, 1 imaginary) of the complex axis, without it.

@@ -12,7 +12,7 @@ use irc_interp::{Data, Tensor};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType, ints};
 
 /// Row-major strides of `dims`.
-fn strides(dims: &[u64]) -> Vec<u64> {
+pub(super) fn strides(dims: &[u64]) -> Vec<u64> {
     let mut s = vec![1; dims.len()];
     for d in (0..dims.len().saturating_sub(1)).rev() {
         s[d] = s[d + 1] * dims[d + 1];
@@ -27,6 +27,20 @@ fn wrap(v: i64, n: u64, what: &str) -> R<u64> {
         .ok()
         .filter(|&w| w < n)
         .ok_or_else(|| format!("{what} index {v} is out of range for a dim of {n}"))
+}
+
+/// Run-time indices `i` (i64) of an axis of `n`: wrapped once when negative, and whether each
+/// is then inside `[0, n)`.
+fn wrapped_index(cx: &mut Ctx, i: &Val, n: u64) -> R<(Val, Val)> {
+    let n = cx.scalar(n as f64, DType::I64);
+    let zero = cx.scalar(0.0, DType::I64);
+    let neg = bin(cx, OpKind::Lt, i, &zero)?;
+    let wrapped = bin(cx, OpKind::Add, i, &n)?;
+    let i = select(cx, &neg, &wrapped, i)?;
+    let lo = bin(cx, OpKind::Ge, &i, &zero)?;
+    let hi = bin(cx, OpKind::Lt, &i, &n)?;
+    let inside = select(cx, &lo, &hi, &lo)?;
+    Ok((i, inside))
 }
 
 /// The indexed part of a GatherND/ScatterND: `batch` leading dims shared by data and indices,
@@ -96,7 +110,6 @@ impl NdIndex {
         let pty = TensorType::new(self.positions.clone(), DType::I64);
         let i = cast_to(cx, idx, DType::I64)?;
         let q = self.positions.len() + 1;
-        let zero = cx.scalar(0.0, DType::I64);
         let mut flat: Option<Val> = None;
         let mut inside: Option<Val> = None;
         // `op` folds `v` into `acc`: an addition, or (`None`) a logical and.
@@ -124,13 +137,7 @@ impl NdIndex {
                 .with("ends", ints(&[j as i64 + 1]));
             let c = cx.op(OpKind::Slice, &[&i], attrs)?;
             let c = reshape_to(cx, &c, &self.positions)?;
-            let n = cx.scalar(self.lead[d] as f64, DType::I64);
-            let neg = bin(cx, OpKind::Lt, &c, &zero)?;
-            let wrapped = bin(cx, OpKind::Add, &c, &n)?;
-            let c = select(cx, &neg, &wrapped, &c)?;
-            let lo = bin(cx, OpKind::Ge, &c, &zero)?;
-            let hi = bin(cx, OpKind::Lt, &c, &n)?;
-            let ok = select(cx, &lo, &hi, &lo)?;
+            let (c, ok) = wrapped_index(cx, &c, self.lead[d])?;
             add(cx, &mut inside, ok, None)?;
             let c = match st[d] {
                 1 => c,
@@ -258,13 +265,7 @@ fn element_offsets(cx: &mut Ctx, idx: &Val, xs: &[u64], a: usize, op: &str) -> R
     }
     let numel: u64 = xs.iter().product();
     let i = cast_to(cx, idx, DType::I64)?;
-    let na = cx.scalar(xs[a] as f64, DType::I64);
-    let zero = cx.scalar(0.0, DType::I64);
-    let neg = bin(cx, OpKind::Lt, &i, &zero)?;
-    let wrapped = bin(cx, OpKind::Add, &i, &na)?;
-    let i = select(cx, &neg, &wrapped, &i)?;
-    let lo = bin(cx, OpKind::Ge, &i, &zero)?;
-    let hi = bin(cx, OpKind::Lt, &i, &na)?;
+    let (i, inside) = wrapped_index(cx, &i, xs[a])?;
     let mut flat = i.clone();
     let mut stride: u64 = xs[a + 1..].iter().product();
     if stride != 1 {
@@ -285,7 +286,6 @@ fn element_offsets(cx: &mut Ctx, idx: &Val, xs: &[u64], a: usize, op: &str) -> R
         }
         stride *= xs[d];
     }
-    let inside = select(cx, &lo, &hi, &lo)?;
     let past = cx.scalar(numel as f64, DType::I64);
     select(cx, &inside, &flat, &past)
 }

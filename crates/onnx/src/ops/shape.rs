@@ -157,25 +157,32 @@ fn slice_picks(
 /// may be empty (an exporter's shape arithmetic: `Shape`, `Slice`, `Concat`).
 fn slice_known(t: &Tensor, picks: &[Vec<u64>]) -> Tensor {
     let shape = &t.ty.shape;
-    let values = t.data.to_f64();
-    let mut st = vec![1u64; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        st[d] = st[d + 1] * shape[d + 1];
-    }
+    let st = super::index::strides(shape);
     let out_shape: Vec<u64> = picks.iter().map(|p| p.len() as u64).collect();
     let count: u64 = out_shape.iter().product();
-    let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count {
+    let offsets = (0..count).map(|i| {
         let (mut rem, mut off) = (i, 0);
         for d in (0..shape.len()).rev() {
             off += picks[d][(rem % out_shape[d]) as usize] * st[d];
             rem /= out_shape[d];
         }
-        out.push(values[off as usize]);
-    }
+        off as usize
+    });
+    // Integers read as integers: an i64 past 2^53 (an exporter's INT64_MAX end) stays exact.
+    let dtype = t.ty.dtype;
+    let data = match dtype {
+        DType::I32 | DType::I64 => {
+            let v = t.data.to_i64();
+            Data::from_i64(dtype, offsets.map(|o| v[o]).collect())
+        }
+        _ => {
+            let v = t.data.to_f64();
+            Data::from_f64(dtype, offsets.map(|o| v[o]).collect())
+        }
+    };
     Tensor {
-        ty: TensorType::new(out_shape, t.ty.dtype),
-        data: Data::from_f64(t.ty.dtype, out),
+        ty: TensorType::new(out_shape, dtype),
+        data,
     }
 }
 
@@ -209,15 +216,20 @@ pub fn range(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     }))
 }
 
+/// `x` transposed by `perm`.
+pub(super) fn transpose_to(cx: &mut Ctx, x: &Val, perm: &[i64]) -> R<Val> {
+    cx.op(
+        OpKind::Transpose,
+        &[x],
+        Attrs::new().with("perm", ints(perm)),
+    )
+}
+
 pub fn transpose(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let x = n.x(0)?;
     let r = cx.ty(&x).rank() as i64;
     let perm = n.ints("perm").unwrap_or_else(|| (0..r).rev().collect());
-    one(cx.op(
-        OpKind::Transpose,
-        &[&x],
-        Attrs::new().with("perm", ints(&perm)),
-    )?)
+    one(transpose_to(cx, &x, &perm)?)
 }
 
 pub fn reshape_op(cx: &mut Ctx, x: &Val, spec: &[i64], allowzero: bool) -> R<Val> {
@@ -472,11 +484,7 @@ pub fn tile(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 
 fn permute(cx: &mut Ctx, x: &Val, split: &[u64], perm: &[i64], out: &[u64]) -> R<Val> {
     let s = super::math::reshape_to(cx, x, split)?;
-    let t = cx.op(
-        OpKind::Transpose,
-        &[&s],
-        Attrs::new().with("perm", ints(perm)),
-    )?;
+    let t = transpose_to(cx, &s, perm)?;
     super::math::reshape_to(cx, &t, out)
 }
 
