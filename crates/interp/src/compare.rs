@@ -88,13 +88,23 @@ pub fn compare_at(
         )));
     }
     let (o, r) = (out.data.to_f64(), reference.data.to_f64());
+    let finite = |(&x, &y): (&f64, &f64)| x.is_finite() && y.is_finite();
+    // The norms are summed in units of the largest magnitude, so squares of values near f64's
+    // range (an f64 `exp` of a few hundred) neither overflow nor underflow.
+    let scale = o
+        .iter()
+        .zip(&r)
+        .filter(|&p| finite(p))
+        .map(|(x, y)| x.abs().max(y.abs()))
+        .fold(0.0f64, f64::max);
+    let unit = if scale > 0.0 { scale } else { 1.0 };
     let (mut diff2, mut ref2, mut max_abs, mut bad) = (0.0f64, 0.0f64, 0.0f64, 0usize);
     for (&x, &y) in o.iter().zip(&r) {
-        if x.is_finite() && y.is_finite() {
-            let d = x - y;
+        if finite((&x, &y)) {
+            let d = x / unit - y / unit;
             diff2 += d * d;
-            ref2 += y * y;
-            max_abs = max_abs.max(d.abs());
+            ref2 += (y / unit) * (y / unit);
+            max_abs = max_abs.max((x - y).abs());
         } else if !(x.is_nan() && y.is_nan()) && x != y {
             bad += 1;
         }
@@ -102,7 +112,7 @@ pub fn compare_at(
     let rel_err = if ref2 > 0.0 {
         (diff2 / ref2).sqrt()
     } else {
-        diff2.sqrt()
+        diff2.sqrt() * unit
     };
     Ok(Comparison {
         rel_err,
@@ -121,6 +131,25 @@ mod tests {
 
     fn t(v: Vec<f32>) -> Tensor {
         Tensor::new(TensorType::new([v.len() as u64], DType::F32), Data::F32(v)).unwrap()
+    }
+
+    /// Values whose squares overflow f64 (an f64 `exp` of 700) compare by their relative
+    /// error, not NaN; so do values whose squares underflow.
+    #[test]
+    fn norms_of_huge_and_tiny_values() {
+        let t64 = |v: Vec<f64>| {
+            Tensor::new(TensorType::new([v.len() as u64], DType::F64), Data::F64(v)).unwrap()
+        };
+        for s in [1e300, 1e-300] {
+            let c = compare_at(
+                &t64(vec![s, 2.0 * s]),
+                &t64(vec![s, 2.0 * s * (1.0 + 1e-12)]),
+                1e-10,
+            )
+            .unwrap();
+            assert!(c.passed(), "{s}: {c:?}");
+            assert!((c.rel_err - 0.8944e-12).abs() < 1e-15, "{s}: {c:?}");
+        }
     }
 
     #[test]
