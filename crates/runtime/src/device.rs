@@ -2,9 +2,11 @@
 //! launch sequence.
 //!
 //! Buffers are plain `cuMemAlloc` allocations owned by [`Program`] and freed when it drops;
-//! launches go straight to `cuLaunchKernel` (`cuLaunchCooperativeKernel` where the manifest says so) on the context's stream with the buffers'
-//! device pointers as the kernels' parameters, so a timed launch sequence carries no
-//! bookkeeping of the host's.
+//! launches go straight to `cuLaunchKernel` (`cuLaunchCooperativeKernel` where the manifest
+//! says so) on the context's stream with the buffers' device pointers as the kernels'
+//! parameters, so a timed launch sequence carries no bookkeeping of the host's. Every copy and
+//! fill goes on that same stream (a non-blocking one, which the legacy default stream of
+//! `cuMemcpyHtoD` does not order against), so kernels see their inputs landed.
 
 use crate::RuntimeError;
 use crate::nvrtc::Ptx;
@@ -169,10 +171,8 @@ impl Gpu {
             if let (id, Some(map)) = (b.0, &b.1.tensor_map) {
                 let dtype = manifest.dtype(map.of).unwrap_or(irc_ir::DType::F32);
                 let encoded = crate::tma::encode(map, dtype, buffers[map.of].ptr)?;
-                self.bind()?;
-                // SAFETY: the buffer holds 128 bytes (checked by `Manifest::check`).
-                unsafe { result::memcpy_htod_sync(buffers[id].ptr, &encoded) }
-                    .map_err(driver(format!("copying tensor map `{}`", b.1.name)))?;
+                // The buffer holds 128 bytes (checked by `Manifest::check`).
+                buffers[id].upload(&encoded, &format!("copying tensor map `{}`", b.1.name))?;
             }
         }
         Ok(Program {
@@ -204,6 +204,37 @@ impl<'g> DeviceBuffer<'g> {
         let ptr = unsafe { result::malloc_sync(bytes) }
             .map_err(driver(format!("allocating {bytes} bytes for `{what}`")))?;
         Ok(DeviceBuffer { gpu, ptr, bytes })
+    }
+
+    /// Copies `bytes` (at most the buffer's size) to the start of the buffer, in order with the
+    /// stream's work, and waits for the copy. Not `cuMemcpyHtoD`: that copy runs on the legacy
+    /// default stream, which the context's non-blocking stream does not wait for, and from
+    /// pageable memory it may return before its DMA lands: a kernel could read the buffer first
+    /// (inputs seen half-written when several processes share the GPU).
+    pub(crate) fn upload(&self, bytes: &[u8], what: &str) -> Result<(), RuntimeError> {
+        assert!(bytes.len() <= self.bytes, "an upload past the buffer's end");
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.gpu.bind()?;
+        // SAFETY: `ptr` holds at least `bytes.len()` bytes; the stream belongs to the current
+        // context; `bytes` outlives the copy, which the synchronization below completes.
+        unsafe { result::memcpy_htod_async(self.ptr, bytes, self.gpu.stream.cu_stream()) }
+            .map_err(driver(what))?;
+        self.gpu.stream.synchronize().map_err(driver(what))
+    }
+
+    /// Copies the start of the buffer into `out` after the stream's earlier work, and waits.
+    pub(crate) fn download(&self, out: &mut [u8], what: &str) -> Result<(), RuntimeError> {
+        assert!(out.len() <= self.bytes, "a download past the buffer's end");
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.gpu.bind()?;
+        // SAFETY: as `upload`; `out` is not touched until the synchronization below.
+        unsafe { result::memcpy_dtoh_async(out, self.ptr, self.gpu.stream.cu_stream()) }
+            .map_err(driver(what))?;
+        self.gpu.stream.synchronize().map_err(driver(what))
     }
 
     pub(crate) fn fill(&self, byte: u8) -> Result<(), RuntimeError> {
@@ -273,15 +304,10 @@ impl<'g> Program<'g> {
                 )));
             }
         }
-        self.gpu.bind()?;
         for (t, &id) in inputs.iter().zip(&m.inputs) {
-            if t.bytes.is_empty() {
-                continue;
-            }
-            // SAFETY: the buffer holds at least `t.bytes.len()` bytes (checked above).
-            unsafe { result::memcpy_htod_sync(self.buffers[id].ptr, &t.bytes) }.map_err(driver(
-                format!("copying input `{}` to the device", m.buffers[id].name),
-            ))?;
+            // The buffer holds `t.bytes.len()` bytes (checked above).
+            let what = format!("copying input `{}` to the device", m.buffers[id].name);
+            self.buffers[id].upload(&t.bytes, &what)?;
         }
         Ok(())
     }
@@ -384,11 +410,8 @@ impl<'g> Program<'g> {
         for &id in &m.outputs {
             let b = &m.buffers[id];
             let mut bytes = vec![0u8; b.bytes as usize];
-            if !bytes.is_empty() {
-                // SAFETY: the buffer holds `b.bytes` bytes.
-                unsafe { result::memcpy_dtoh_sync(&mut bytes, self.buffers[id].ptr) }
-                    .map_err(driver(format!("copying output `{}` to the host", b.name)))?;
-            }
+            let what = format!("copying output `{}` to the host", b.name);
+            self.buffers[id].download(&mut bytes, &what)?;
             out.push(HostTensor {
                 dtype: b.dtype.clone(),
                 shape: b.shape.clone(),

@@ -191,3 +191,50 @@ fn missing_kernel_is_an_error() {
     m.launches[1].shared_bytes = 1 << 30;
     assert!(gpu.load(&ptx, &m).is_err());
 }
+
+/// Inputs land before the first kernel reads them and results are read after the last one
+/// writes them, whatever else the GPU is doing: four threads, each with its own stream, run the
+/// manifest on new inputs twenty times and check every element. (The copies once went through
+/// `cuMemcpyHtoD`, on the legacy default stream, which the runtime's non-blocking stream does
+/// not wait for: eight processes sharing a GPU saw kernels read inputs half-written.)
+#[test]
+fn copies_are_ordered_with_the_kernels() {
+    if !gpu_or_skip("copies_are_ordered_with_the_kernels") {
+        return;
+    }
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            s.spawn(move || {
+                let gpu = Gpu::new(0).unwrap();
+                let arch = Arch::parse(&gpu.arch_name()).unwrap();
+                let ptx = nvrtc::compile(SOURCE, "hand.cu", &arch).unwrap();
+                let mut prog = gpu.load(&ptx, &manifest()).unwrap();
+                for k in 0..20u32 {
+                    let (xv, yv) = ((t * 20 + k) as f32, k as f32 * 0.5);
+                    let x = half::f16::from_f32(xv).to_le_bytes().repeat(N);
+                    let inputs = [
+                        HostTensor {
+                            dtype: "f16".into(),
+                            shape: vec![N as u64],
+                            bytes: x,
+                        },
+                        HostTensor {
+                            dtype: "f32".into(),
+                            shape: vec![N as u64],
+                            bytes: yv.to_le_bytes().repeat(N),
+                        },
+                    ];
+                    let out = prog.run(&inputs).unwrap();
+                    let want = (yv + 2.0 * xv).to_le_bytes().repeat(N);
+                    let wrong = out[0]
+                        .bytes
+                        .chunks_exact(4)
+                        .zip(want.chunks_exact(4))
+                        .filter(|(a, b)| a != b)
+                        .count();
+                    assert_eq!(wrong, 0, "thread {t}, run {k}: {wrong} elements wrong");
+                }
+            });
+        }
+    });
+}
