@@ -30,6 +30,8 @@ struct Sizes {
     max: u64,
     /// A matmul's N and an attention's key count.
     widths: &'static [u64],
+    /// Attention head dims.
+    heads: &'static [u64],
 }
 
 /// Small enough for the emulator to run quickly.
@@ -37,6 +39,7 @@ const SMALL: Sizes = Sizes {
     dims: &[1, 2, 3, 4, 5, 7, 8, 16, 17, 32, 33, 64],
     max: 6144,
     widths: &[1, 8, 16, 17, 32, 64],
+    heads: &[8, 16, 32, 64],
 };
 
 /// `IRC_DIFF_LARGE=1`: where the GPU templates change schedule (tiles of 64 and 128 with
@@ -45,7 +48,8 @@ const SMALL: Sizes = Sizes {
 const LARGE: Sizes = Sizes {
     dims: &[1, 3, 8, 17, 64, 100, 128, 255, 256, 1024, 4097, 16384],
     max: 1 << 20,
-    widths: &[1, 8, 64, 72, 128, 200, 256],
+    widths: &[1, 8, 64, 72, 128, 200, 256, 1000],
+    heads: &[32, 64, 80, 128, 256],
 };
 
 fn large() -> bool {
@@ -472,8 +476,20 @@ impl Graph {
             }
             15 if rank >= 1 && x.dt != "i1" => {
                 // iota along an axis, added to x (a position bias), or an attention chain.
-                if float && rank >= 2 && r.below(3) == 0 {
-                    self.attention(r, &x);
+                if float && r.coin() {
+                    // On x, or on new heads [B, H, S, D] of a head dim the templates take.
+                    let q = if rank >= 2 && r.coin() {
+                        x.clone()
+                    } else {
+                        let s = *r.pick(self.sizes.widths);
+                        let d = *r.pick(self.sizes.heads);
+                        let shape = vec![1 + r.below(2) as u64, *r.pick(&[1, 2, 4]), s, d];
+                        if numel(&shape) > self.sizes.max {
+                            return;
+                        }
+                        self.param(shape, x.dt)
+                    };
+                    self.attention(r, &q);
                     return;
                 }
                 let axis = r.below(rank) as i64 - if r.coin() { rank as i64 } else { 0 };
@@ -569,8 +585,8 @@ impl Graph {
         );
     }
 
-    /// softmax(x·Kᵀ·s + band) · V over new K and V parameters (heads broadcast half of the
-    /// time), the band a causal or windowed mask from iota comparisons.
+    /// softmax(prologue(x·Kᵀ·s)) · V over new K and V parameters (heads broadcast half of the
+    /// time), the softmax written whole or decomposed, the heads merged back half of the time.
     fn attention(&mut self, r: &mut Rng, q: &Val) {
         let rank = q.shape.len();
         let (sq, d) = (q.shape[rank - 2], q.shape[rank - 1]);
@@ -606,42 +622,126 @@ impl Graph {
             dt,
             false,
         );
-        if r.coin() {
-            let rows = self.stmt(
-                format!("iota {{axis = 0}} : {}", ty(&[sq, sk], "i64")),
-                vec![sq, sk],
-                "i64",
-                true,
+        // The scores' prologue: a soft cap, then a causal band (windowed: two selects), an
+        // additive bias, or a boolean mask (rows masked whole give NaN, as the graph says).
+        let apply = |g: &mut Self, s: &Val, line: String| {
+            g.stmt(
+                line.replace("%s", &format!("%{}", s.name)),
+                s.shape.clone(),
+                dt,
+                false,
+            )
+        };
+        if r.below(4) == 0 {
+            let inv = self.splat("0.0333", &[], dt);
+            let cap = self.splat("30.0", &[], dt);
+            let t = apply(self, &s, format!("mul %s, %{}", inv.name));
+            let t = apply(self, &t, "tanh %s".into());
+            s = apply(self, &t, format!("mul %s, %{}", cap.name));
+        }
+        match r.below(5) {
+            0 | 1 => {
+                let iota = |g: &mut Self, axis: u8| {
+                    g.stmt(
+                        format!("iota {{axis = {axis}}} : {}", ty(&[sq, sk], "i64")),
+                        vec![sq, sk],
+                        "i64",
+                        true,
+                    )
+                };
+                let (rows, cols) = (iota(self, 0), iota(self, 1));
+                let mut keeps = vec![self.stmt(
+                    format!("ge %{}, %{}", rows.name, cols.name),
+                    vec![sq, sk],
+                    "i1",
+                    true,
+                )];
+                if r.coin() {
+                    let diff = self.stmt(
+                        format!("sub %{}, %{}", rows.name, cols.name),
+                        vec![sq, sk],
+                        "i64",
+                        true,
+                    );
+                    let w = self.splat(&(1 + r.below(20)).to_string(), &[], "i64");
+                    keeps.push(self.stmt(
+                        format!("lt %{}, %{}", diff.name, w.name),
+                        vec![sq, sk],
+                        "i1",
+                        true,
+                    ));
+                }
+                let ninf = self.splat(*r.pick(&["-inf", "-10000.0"]), &[], dt);
+                for keep in keeps {
+                    s = apply(
+                        self,
+                        &s,
+                        format!("select %{}, %s, %{}", keep.name, ninf.name),
+                    );
+                }
+            }
+            2 => {
+                let bshape = if r.coin() { vec![sq, sk] } else { vec![1, sk] };
+                let bias = self.param(bshape, dt);
+                s = apply(self, &s, format!("add %s, %{}", bias.name));
+            }
+            3 => {
+                let mask = self.param(vec![sq, sk], "i1");
+                let fill = self.splat(*r.pick(&["-inf", "-10000.0"]), &[], dt);
+                s = apply(
+                    self,
+                    &s,
+                    format!("select %{}, %s, %{}", mask.name, fill.name),
+                );
+            }
+            _ => {}
+        }
+        let p = if r.coin() {
+            self.stmt(format!("softmax %{}", s.name), sshape.clone(), dt, false)
+        } else {
+            // The decomposed form: max, sub, exp, sum, div.
+            let mut row = sshape.clone();
+            *row.last_mut().expect("scores have rank 2 or more") = 1;
+            let m = self.stmt(
+                format!("reduce_max %{} {{axes = [-1], keepdims = true}}", s.name),
+                row.clone(),
+                dt,
+                false,
             );
-            let cols = self.stmt(
-                format!("iota {{axis = 1}} : {}", ty(&[sq, sk], "i64")),
-                vec![sq, sk],
-                "i64",
-                true,
+            let e = apply(self, &s, format!("sub %s, %{}", m.name));
+            let e = apply(self, &e, "exp %s".into());
+            let z = self.stmt(
+                format!("reduce_sum %{} {{axes = [-1], keepdims = true}}", e.name),
+                row,
+                dt,
+                false,
             );
-            let keep = self.stmt(
-                format!("ge %{}, %{}", rows.name, cols.name),
-                vec![sq, sk],
-                "i1",
-                true,
+            apply(self, &e, format!("div %s, %{}", z.name))
+        };
+        let mut oshape = batch.to_vec();
+        oshape.extend([sq, d]);
+        let o = self.stmt(
+            format!("matmul %{}, %{}", p.name, v.name),
+            oshape.clone(),
+            dt,
+            false,
+        );
+        if rank == 4 && r.coin() {
+            // The heads merged back: [B, H, S, D] -> [B, S, H·D].
+            let (b, h) = (oshape[0], oshape[1]);
+            let t = self.stmt(
+                format!("transpose %{} {{perm = [0, 2, 1, 3]}}", o.name),
+                vec![b, sq, h, d],
+                dt,
+                false,
             );
-            let ninf = self.splat(*r.pick(&["-inf", "-10000.0"]), &[], dt);
-            s = self.stmt(
-                format!("select %{}, %{}, %{}", keep.name, s.name, ninf.name),
-                sshape.clone(),
+            self.stmt(
+                format!("reshape %{} {{shape = [{b}, {sq}, {}]}}", t.name, h * d),
+                vec![b, sq, h * d],
                 dt,
                 false,
             );
         }
-        let p = self.stmt(format!("softmax %{}", s.name), sshape, dt, false);
-        let mut oshape = batch.to_vec();
-        oshape.extend([sq, d]);
-        self.stmt(
-            format!("matmul %{}, %{}", p.name, v.name),
-            oshape,
-            dt,
-            false,
-        );
     }
 
     /// A reshape that merges two neighbouring dims, splits one, or flattens.

@@ -422,3 +422,32 @@ fn kernels_of_optimized_examples_keep_source_locations() {
         }
     }
 }
+
+/// `iota`'s type is written, not inferred: the e-graph keeps it with the node, so two iotas
+/// of one axis but different shapes stay two values, and values computed from an iota are typed
+/// (an untyped iota once left a hole that -O's extraction panicked on, found by
+/// `tests/differential.rs`; here with an identity transpose and a dead reshape beside it).
+#[test]
+fn o_keeps_the_written_types_of_iotas() {
+    let graphs = [
+        "graph @two(%x: tensor<4x8xf32>, %y: tensor<32xf32>) -> (tensor<4x8xf32>, tensor<32xf32>) {\n  %a = iota {axis = -1} : tensor<4x8xf32>\n  %b = iota {axis = -1} : tensor<32xf32>\n  %c = add %x, %a\n  %d = mul %y, %b\n  return %c, %d\n}\n",
+        "graph @hole(%p0: tensor<64x64xi32>) -> (tensor<64x64xi32>, tensor<64x64xi32>, tensor<64x64xi32>) {\n  %v0 = neg %p0\n  %v1 = transpose %p0 {perm = [-2, 1]}\n  %v2 = neg %v0\n  %v5 = transpose %v2 {perm = [0, 1]}\n  %v8 = iota {axis = -1} : tensor<64x64xi32>\n  %v9 = add %v5, %v8\n  %v11 = reshape %v8 {shape = [4096]}\n  %v12 = cast %v9 {dtype = i32}\n  %v13 = mul %v12, %v0\n  return %v13, %v8, %v5\n}\n",
+    ];
+    for text in graphs {
+        let g = parse(text);
+        let out = o(&g);
+        assert_eq!(
+            out.insts
+                .iter()
+                .filter(|i| i.op == irc_ir::OpKind::Iota)
+                .count(),
+            g.insts
+                .iter()
+                .filter(|i| i.op == irc_ir::OpKind::Iota)
+                .count(),
+            "{}",
+            irc_ir::print_graph(&out)
+        );
+        check_same_semantics(&g, 3);
+    }
+}

@@ -321,6 +321,13 @@ impl OpKind {
     pub fn category(self) -> Category {
         self.info().category
     }
+
+    /// Whether the result type is written rather than inferred (`constant`, `iota`): a
+    /// rewriting pass must carry it with the op, since two such ops with the same attributes
+    /// and no operands can still differ in type.
+    pub fn type_is_written(self) -> bool {
+        matches!(self.category(), Category::Constant | Category::Iota)
+    }
 }
 
 impl fmt::Display for OpKind {

@@ -326,11 +326,7 @@ fn graph_dag(g: &irc_ir::Graph) -> Dag<'_> {
     }
     for inst in &g.insts {
         let children: Vec<usize> = inst.operands.iter().map(|o| index[o.index()]).collect();
-        let mut node = Node::op(inst.op, &inst.attrs, vec![]);
-        if inst.op == OpKind::Constant {
-            let ty = g.ty(inst.result);
-            node.const_ty = Some((ty.shape.clone(), ty.dtype));
-        }
+        let node = Node::of_inst(g, inst, vec![]);
         index[inst.result.index()] = d.nodes.len();
         d.nodes.push(DagNode {
             node: Cow::Owned(node),

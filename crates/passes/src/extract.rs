@@ -270,6 +270,11 @@ pub fn extract(
     for (c, n) in initial {
         let c = eg.find(*c);
         let n = n.clone().map_children(|ch| eg.find(ch));
+        // A statement that became its own operand's class (an identity view, `transpose` by
+        // `[0, 1]`) is not laid: it would read itself; the class's other statement is.
+        if n.children.contains(&c) {
+            continue;
+        }
         if !std::mem::replace(&mut laid[usize::from(c)], true) {
             if let Some(i) = eg[c].nodes.iter().position(|m| *m == n) {
                 sel[usize::from(c)] = i as u32;
@@ -287,6 +292,9 @@ pub fn extract(
     let mut improvements = 0;
     let mut search = Search::new(t, eg, &table, roots, sel);
     let (mut rounds, mut tried) = (0, 0);
+    // A selection with a hole (a class no node of which is typed) has nothing to search from;
+    // the caller's rebuild reports it.
+    let max_rounds = if cost == INFINITY { 0 } else { max_rounds };
     for _ in 0..max_rounds {
         rounds += 1;
         let start = search.sel.clone();

@@ -48,13 +48,13 @@ pub enum Head {
     Op(OpKind),
 }
 
-/// One e-node: an op, its attributes (sorted by name), the written type of a constant, and its
+/// One e-node: an op, its attributes (sorted by name), the written type of a constant or iota, and its
 /// operand e-classes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Node {
     pub head: Head,
     pub attrs: Vec<(String, AKey)>,
-    /// Only for `constant`, whose type cannot be inferred: (shape, dtype).
+    /// Only for ops whose type is written, not inferred (`constant`, `iota`): (shape, dtype).
     pub const_ty: Option<(Vec<u64>, DType)>,
     pub children: Vec<Id>,
 }
@@ -75,6 +75,17 @@ impl Node {
             const_ty: None,
             children,
         }
+    }
+
+    /// The node of a graph statement over the given operand classes, with its written type
+    /// (`constant`, `iota`) kept.
+    pub fn of_inst(g: &irc_ir::Graph, inst: &irc_ir::Inst, children: Vec<Id>) -> Node {
+        let mut n = Node::op(inst.op, &inst.attrs, children);
+        if inst.op.type_is_written() {
+            let t = g.ty(inst.result);
+            n.const_ty = Some((t.shape.clone(), t.dtype));
+        }
+        n
     }
 
     pub fn kind(&self) -> Option<OpKind> {
@@ -288,11 +299,7 @@ pub fn load(g: &Graph) -> Loaded {
             .iter()
             .filter_map(|o| map[o.index()])
             .collect();
-        let mut n = Node::op(inst.op, &inst.attrs, children);
-        if inst.op == OpKind::Constant {
-            let t = g.ty(inst.result);
-            n.const_ty = Some((t.shape.clone(), t.dtype));
-        }
+        let n = Node::of_inst(g, inst, children);
         let id = eg.add(n.clone());
         original.push((id, n));
         map[inst.result.index()] = Some(id);
