@@ -231,6 +231,12 @@ __device__ __forceinline__ float irc_maxnum(float a, float b) { return fmaxf(a, 
 __device__ __forceinline__ double irc_maxnum(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ double irc_exp(double x) { return exp(x); }
 __device__ __forceinline__ double irc_exp2(double x) { return exp2(x); }
+// Negation; of integers as `not` then `add 1` in asm, which NVVM cannot turn back into `neg`:
+// ptxas 13.0 drops one negation when it folds three negated integers into sm_90's VIMNMX3, and
+// keeps inversions (bench/gpu/NOTES.md, session 29).
+template <typename T> __device__ __forceinline__ T irc_neg(T x) { return -x; }
+__device__ __forceinline__ int irc_neg(int x) { int r; asm("not.b32 %0, %1; add.s32 %0, %0, 1;" : "=r"(r) : "r"(x)); return r; }
+__device__ __forceinline__ long long irc_neg(long long x) { long long r; asm("not.b64 %0, %1; add.s64 %0, %0, 1;" : "=l"(r) : "l"(x)); return r; }
 __device__ __forceinline__ float irc_rcp(float x) { float r; asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ double irc_rcp(double x) { return 1.0 / x; }
 __device__ __forceinline__ float irc_log(float x) { return logf(x); }
@@ -752,7 +758,7 @@ impl KernelEmitter<'_> {
                     Func::Sub => format!("({} - {})", a[0], a[1]),
                     Func::Mul => format!("({} * {})", a[0], a[1]),
                     Func::Div => format!("({} / {})", a[0], a[1]),
-                    Func::Neg => format!("(-{})", a[0]),
+                    Func::Neg => format!("irc_neg({})", a[0]),
                     Func::Select => format!("({} ? {} : {})", a[0], a[1], a[2]),
                     // C++ comparisons are IEEE's: false with a NaN operand, except `!=`.
                     Func::Eq => format!("({} == {})", a[0], a[1]),

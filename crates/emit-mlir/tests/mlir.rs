@@ -211,3 +211,23 @@ fn warpgroup_instructions_are_convergent_intrinsics() {
         );
     }
 }
+
+/// Integer negation reaches PTX as `not` then `add 1`, never `neg` (ptxas 13.0 drops one
+/// negation when it folds three negated integers into sm_90's `VIMNMX3`: run 219,
+/// bench/gpu/NOTES.md, session 29).
+#[test]
+fn integer_negation_is_not_neg_in_ptx() {
+    if find_cuda_toolkit().is_none() {
+        return skip_or_fail(
+            "libdevice (set IRC_CUDA_TOOLKIT to the nvidia-cuda-nvcc wheel's nvidia/cu13)",
+        );
+    }
+    let rel = "tests/gpu/reduce_min_i32_view.ir";
+    let options = irc_lower::LowerOptions {
+        wgmma: true,
+        ..Default::default()
+    };
+    let ptx = compile_to_ptx(&lower_with(rel, &options), "sm_90a").unwrap();
+    assert!(!ptx.contains("neg.s"), "neg in\n{ptx}");
+    assert!(ptx.contains("not.b"), "no not in\n{ptx}");
+}

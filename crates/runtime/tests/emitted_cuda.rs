@@ -301,3 +301,43 @@ graph @att_d128_causal(%q: tensor<1x2x260x128xbf16>, %k: tensor<1x2x260x128xbf16
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Integer negation reaches PTX as `not` then `add 1`, never `neg`: ptxas 13.0 drops one
+/// negation when it folds three negated integers into sm_90's `VIMNMX3` (run 219:
+/// `tests/gpu/reduce_min_i32_view.ir` gave `min(-x0, +x1, -x2, -x3)`; bench/gpu/NOTES.md,
+/// session 29), and keeps inversions. An elementwise minimum of four negated i32 tensors and
+/// that reduction, through NVRTC for sm_90a.
+#[test]
+fn integer_negation_is_not_neg_in_ptx() {
+    if !toolchain_or_skip("integer_negation_is_not_neg_in_ptx") {
+        return;
+    }
+    let elementwise = "graph @n(%x: tensor<1024xi32>, %y: tensor<1024xi32>, %z: tensor<1024xi32>, %w: tensor<1024xi32>) -> tensor<1024xi32> {\n  %a = neg %x\n  %b = neg %y\n  %c = neg %z\n  %d = neg %w\n  %m = min %a, %b\n  %n = min %m, %c\n  %o = min %n, %d\n  return %o\n}\n".to_string();
+    let reduction =
+        std::fs::read_to_string(workspace().join("tests/gpu/reduce_min_i32_view.ir")).unwrap();
+    for text in [elementwise, reduction] {
+        let g = irc_frontend::parse_module(&text).unwrap().graphs.remove(0);
+        let options = irc_lower::LowerOptions {
+            wgmma: true,
+            ..Default::default()
+        };
+        let k = irc_lower::plan_and_lower_with(&g, Default::default(), &options)
+            .unwrap()
+            .kernels;
+        let cuda = irc_emit_cuda::emit(&k);
+        let arch = Arch::parse("sm_90a").unwrap();
+        let (ptx, _) = compile_and_assemble(&cuda.source, "neg.cu", &arch).unwrap();
+        assert!(
+            !ptx.text.contains("neg.s"),
+            "@{}: neg in\n{}",
+            g.name,
+            ptx.text
+        );
+        assert!(
+            ptx.text.contains("not.b"),
+            "@{}: no not in\n{}",
+            g.name,
+            ptx.text
+        );
+    }
+}

@@ -387,6 +387,18 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 self.select(x, t, e)
             }
             (Func::Neg, true) => self.un("arith.negf", x),
+            // `not` then `add 1`, opaque to LLVM (which would make it `neg` again): ptxas 13.0
+            // drops one negation when it folds three negated integers into sm_90's `VIMNMX3`,
+            // and keeps inversions (bench/gpu/NOTES.md, session 29).
+            (Func::Neg, false) if matches!(d, DType::I32 | DType::I64) => {
+                let (asm, constraints) = match d {
+                    DType::I64 => ("not.b64 $0, $1; add.s64 $0, $0, 1;", "=l,l"),
+                    _ => ("not.b32 $0, $1; add.s32 $0, $0, 1;", "=r,r"),
+                };
+                let t = self.e.elem_type(d);
+                let r = self.inline_asm(asm, constraints, &[x], Some(t))?;
+                r.ok_or_else(|| self.unsupported("integer negation result"))
+            }
             (Func::Neg, false) => {
                 let zero = self.elem_const(d, 0.0)?;
                 self.bin("arith.subi", zero, x)
