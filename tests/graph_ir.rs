@@ -321,15 +321,8 @@ proptest! {
             let k = irc_lower::plan_and_lower_with(g, irc_lower::SourceInfo::default(), &options)
                 .map_err(|e| TestCaseError::fail(format!("wgmma {wgmma}: {e}\n{}", irc_ir::print_module(&m))))?
                 .kernels;
-            irc_kir::verify_module(&k).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            let text = irc_kir::print_module(&k);
-            let back = irc_kir::parse_module(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-            prop_assert_eq!(&back, &k);
-            let cu = irc_emit_cuda::emit(&k);
-            cu.manifest.check().map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(cu.manifest.outputs.len(), g.results.len());
-            let own = irc_tests::reads_of_own_writes(&k);
-            prop_assert!(own.is_empty(), "{:?}\n{}", own, irc_ir::print_module(&m));
+            irc_tests::check_kernels(g, &k)
+                .map_err(|e| TestCaseError::fail(format!("wgmma {wgmma}: {e}\n{}", irc_ir::print_module(&m))))?;
         }
         irc_tests::check_fusion_agrees(g).map_err(TestCaseError::fail)?;
     }

@@ -153,6 +153,31 @@ pub fn check_fusion_agrees(g: &irc_ir::Graph) -> Result<bool, String> {
 use irc_kir::{Module, Space};
 use std::collections::{HashMap, HashSet};
 
+/// The checks every lowered module passes beyond verification (which lowering does): its
+/// kernel IR prints and re-parses to itself, its CUDA's launch manifest is valid with one output
+/// per result of `g`, and no kernel reads a buffer it writes.
+pub fn check_kernels(g: &irc_ir::Graph, k: &Module) -> Result<(), String> {
+    let text = irc_kir::print_module(k);
+    let back = irc_kir::parse_module(&text).map_err(|e| format!("{e}\n{text}"))?;
+    if &back != k {
+        return Err("the kernel IR does not re-parse to itself".into());
+    }
+    let cu = irc_emit_cuda::emit(k);
+    cu.manifest.check().map_err(|e| e.to_string())?;
+    if cu.manifest.outputs.len() != g.results.len() {
+        return Err(format!(
+            "{} outputs in the manifest for {} results",
+            cu.manifest.outputs.len(),
+            g.results.len()
+        ));
+    }
+    let own = reads_of_own_writes(k);
+    if !own.is_empty() {
+        return Err(format!("{own:?}"));
+    }
+    Ok(())
+}
+
 /// Each kernel of `k` that reads a buffer it writes, with the buffer, unless the buffer is the
 /// kernel's own workspace (a temp no other launch touches: split reductions' partials): nothing
 /// orders a read in one thread after another thread's write (ARCHITECTURE.md).

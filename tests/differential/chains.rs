@@ -292,11 +292,7 @@ impl Graph {
                 continue;
             }
             shape[axis] = len as u64;
-            axes.push(if r.coin() {
-                axis as i64 - rank as i64
-            } else {
-                axis as i64
-            });
+            axes.push(r.written_axis(axis, rank));
             starts.push(start);
             ends.push(end);
             steps.push(step);

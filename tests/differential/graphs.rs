@@ -70,6 +70,12 @@ impl Rng {
     pub(crate) fn coin(&mut self) -> bool {
         self.next() % 2 == 0
     }
+
+    /// Axis `a` of a rank-`rank` value as a graph writes it: counted from the end half of the
+    /// time.
+    pub(crate) fn written_axis(&mut self, a: usize, rank: usize) -> i64 {
+        a as i64 - if self.coin() { rank as i64 } else { 0 }
+    }
 }
 
 #[derive(Clone)]
@@ -302,7 +308,7 @@ impl Graph {
                 let all = axes.len() == rank && r.coin();
                 let written: Vec<i64> = axes
                     .iter()
-                    .map(|&a| if r.coin() { a - rank as i64 } else { a })
+                    .map(|&a| r.written_axis(a as usize, rank))
                     .collect();
                 let attrs = if all {
                     format!("{{keepdims = {keep}}}")
@@ -316,11 +322,7 @@ impl Graph {
                 // A composite along any axis, with its weights.
                 let axis = r.below(rank);
                 let n = x.shape[axis];
-                let written = if r.coin() {
-                    axis as i64 - rank as i64
-                } else {
-                    axis as i64
-                };
+                let written = r.written_axis(axis, rank);
                 let line = match r.below(4) {
                     0 => format!("softmax %{} {{axis = {written}}}", x.name),
                     1 => format!("log_softmax %{} {{axis = {written}}}", x.name),
@@ -346,9 +348,7 @@ impl Graph {
                     perm.swap(i, r.below(i + 1));
                 }
                 let shape = perm.iter().map(|&p| x.shape[p as usize]).collect();
-                let written = perm
-                    .iter()
-                    .map(|&p| if r.coin() { p - rank as i64 } else { p });
+                let written = perm.iter().map(|&p| r.written_axis(p as usize, rank));
                 self.stmt(
                     format!("transpose %{} {{perm = {}}}", x.name, list(written)),
                     shape,
@@ -401,11 +401,7 @@ impl Graph {
                     names.push(other.name);
                 }
                 let operands: Vec<String> = names.iter().map(|n| format!("%{n}")).collect();
-                let written = if r.coin() {
-                    axis as i64 - rank as i64
-                } else {
-                    axis as i64
-                };
+                let written = r.written_axis(axis, rank);
                 self.stmt(
                     format!("concat {} {{axis = {written}}}", operands.join(", ")),
                     shape,
@@ -486,7 +482,8 @@ impl Graph {
                     self.attention(r, &q);
                     return;
                 }
-                let axis = r.below(rank) as i64 - if r.coin() { rank as i64 } else { 0 };
+                let axis = r.below(rank);
+                let axis = r.written_axis(axis, rank);
                 let i = self.stmt(
                     format!("iota {{axis = {axis}}} : {}", ty(&x.shape, x.dt)),
                     x.shape.clone(),

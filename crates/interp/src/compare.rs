@@ -88,19 +88,19 @@ pub fn compare_at(
         )));
     }
     let (o, r) = (out.data.to_f64(), reference.data.to_f64());
-    let finite = |(&x, &y): (&f64, &f64)| x.is_finite() && y.is_finite();
+    let finite = |x: f64, y: f64| x.is_finite() && y.is_finite();
     // The norms are summed in units of the largest magnitude, so squares of values near f64's
     // range (an f64 `exp` of a few hundred) neither overflow nor underflow.
     let scale = o
         .iter()
         .zip(&r)
-        .filter(|&p| finite(p))
+        .filter(|&(&x, &y)| finite(x, y))
         .map(|(x, y)| x.abs().max(y.abs()))
         .fold(0.0f64, f64::max);
     let unit = if scale > 0.0 { scale } else { 1.0 };
     let (mut diff2, mut ref2, mut max_abs, mut bad) = (0.0f64, 0.0f64, 0.0f64, 0usize);
     for (&x, &y) in o.iter().zip(&r) {
-        if finite((&x, &y)) {
+        if finite(x, y) {
             let d = x / unit - y / unit;
             diff2 += d * d;
             ref2 += (y / unit) * (y / unit);

@@ -295,15 +295,12 @@ impl<'o> Ctx<'o> {
         if step == 0 || !exact {
             return Ok(None);
         }
-        let dt = t.ty.dtype;
-        let a = Attrs::new().with("axis", Attr::Int(axis as i64));
-        let mut x = self.emit(OpKind::Iota, &[], a, Some(&t.ty))?;
+        let mut x = self.emit_iota(&t.ty, axis)?;
         for (c, op) in [(step, OpKind::Mul), (v0, OpKind::Add)] {
             if c == i64::from(op == OpKind::Mul) {
                 continue;
             }
-            let a = Attrs::new().with("value", Attr::Int(c));
-            let k = self.emit(OpKind::Constant, &[], a, Some(&TensorType::scalar(dt)))?;
+            let k = self.emit_int(c, t.ty.dtype)?;
             x = self.emit(op, &[x, k], Attrs::new(), None)?;
         }
         Ok(Some(x))
@@ -342,20 +339,13 @@ impl<'o> Ctx<'o> {
             return Ok(None);
         }
         let grid = TensorType::new(s.clone(), DType::I64);
-        let ax = |axis: usize| Attrs::new().with("axis", Attr::Int(axis as i64));
-        let row = self.emit(OpKind::Iota, &[], ax(r - 2), Some(&grid))?;
-        let col = self.emit(OpKind::Iota, &[], ax(r - 1), Some(&grid))?;
+        let row = self.emit_iota(&grid, r - 2)?;
+        let col = self.emit_iota(&grid, r - 1)?;
         let diff = self.emit(OpKind::Sub, &[row, col], Attrs::new(), None)?;
         let mut keep: Option<ValueId> = None;
         for (bound, cmp) in [(lo, OpKind::Ge), (hi, OpKind::Le)] {
             let Some(b) = bound else { continue };
-            let c = Attrs::new().with("value", Attr::Int(b));
-            let c = self.emit(
-                OpKind::Constant,
-                &[],
-                c,
-                Some(&TensorType::scalar(DType::I64)),
-            )?;
+            let c = self.emit_int(b, DType::I64)?;
             let k = self.emit(cmp, &[diff, c], Attrs::new(), None)?;
             keep = Some(match keep {
                 Some(p) => self.emit(OpKind::Select, &[p, k, p], Attrs::new(), None)?,
@@ -385,8 +375,18 @@ impl<'o> Ctx<'o> {
     /// costs nothing in a kernel, and what is computed from indices alone (a scan's or mask's
     /// comparisons) fusion recomputes where it is read instead of loading a folded tensor.
     pub fn iota(&mut self, ty: &TensorType, axis: usize) -> R<Val> {
+        Ok(Val::Dyn(self.emit_iota(ty, axis)?))
+    }
+
+    fn emit_iota(&mut self, ty: &TensorType, axis: usize) -> R<ValueId> {
         let attrs = Attrs::new().with("axis", Attr::Int(axis as i64));
-        Ok(Val::Dyn(self.emit(OpKind::Iota, &[], attrs, Some(ty))?))
+        self.emit(OpKind::Iota, &[], attrs, Some(ty))
+    }
+
+    /// An integer scalar constant of `dt`, written into the graph.
+    fn emit_int(&mut self, c: i64, dt: DType) -> R<ValueId> {
+        let attrs = Attrs::new().with("value", Attr::Int(c));
+        self.emit(OpKind::Constant, &[], attrs, Some(&TensorType::scalar(dt)))
     }
 
     /// Adds `op` over `operands`, folding it on the host when every operand is known and the

@@ -315,7 +315,7 @@ fn graph_dag(g: &irc_ir::Graph) -> Dag<'_> {
         let node = Node {
             head: Head::Param(i as u32),
             attrs: vec![],
-            const_ty: None,
+            written_ty: None,
             children: vec![],
         };
         d.nodes.push(DagNode {

@@ -64,7 +64,7 @@ impl Rhs {
             &Attrs::new().with("value", Attr::Float(value)),
             vec![],
         );
-        n.const_ty = Some((vec![], d));
+        n.written_ty = Some((vec![], d));
         Rhs::Node(Box::new(n), vec![])
     }
 }

@@ -453,7 +453,7 @@ mod tests {
         let param = |i| Node {
             head: Head::Param(i),
             attrs: vec![],
-            const_ty: None,
+            written_ty: None,
             children: vec![],
         };
         let x = eg.add(param(0));

@@ -48,14 +48,14 @@ pub enum Head {
     Op(OpKind),
 }
 
-/// One e-node: an op, its attributes (sorted by name), the written type of a constant or iota, and its
-/// operand e-classes.
+/// One e-node: an op, its attributes (sorted by name), the written type of a constant or an
+/// iota, and its operand e-classes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Node {
     pub head: Head,
     pub attrs: Vec<(String, AKey)>,
     /// Only for ops whose type is written, not inferred (`constant`, `iota`): (shape, dtype).
-    pub const_ty: Option<(Vec<u64>, DType)>,
+    pub written_ty: Option<(Vec<u64>, DType)>,
     pub children: Vec<Id>,
 }
 
@@ -72,7 +72,7 @@ impl Node {
         Node {
             head: Head::Op(op),
             attrs,
-            const_ty: None,
+            written_ty: None,
             children,
         }
     }
@@ -83,7 +83,7 @@ impl Node {
         let mut n = Node::op(inst.op, &inst.attrs, children);
         if inst.op.type_is_written() {
             let t = g.ty(inst.result);
-            n.const_ty = Some((t.shape.clone(), t.dtype));
+            n.written_ty = Some((t.shape.clone(), t.dtype));
         }
         n
     }
@@ -137,7 +137,7 @@ impl Language for Node {
     fn matches(&self, other: &Self) -> bool {
         self.head == other.head
             && self.attrs == other.attrs
-            && self.const_ty == other.const_ty
+            && self.written_ty == other.written_ty
             && self.children.len() == other.children.len()
     }
 
@@ -196,7 +196,7 @@ pub fn node_type(eg: &EGraph, n: &Node) -> Result<TensorType, OpError> {
                 }
             }
             let declared = n
-                .const_ty
+                .written_ty
                 .as_ref()
                 .map(|(s, d)| TensorType::new(s.clone(), *d));
             irc_ir::check_op(op, &tys, &n.to_attrs(), declared.as_ref())
@@ -223,7 +223,7 @@ pub fn splat_value(n: &Node) -> Option<f64> {
         }
         Attr::Array(_) | Attr::Str(_) | Attr::DType(_) => return None,
     };
-    Some(n.const_ty.as_ref().map_or(v, |(_, d)| d.round(v)))
+    Some(n.written_ty.as_ref().map_or(v, |(_, d)| d.round(v)))
 }
 
 impl egg::Analysis<Node> for TypeAnalysis {
@@ -288,7 +288,7 @@ pub fn load(g: &Graph) -> Loaded {
         let id = eg.add(Node {
             head: Head::Param(i as u32),
             attrs: vec![],
-            const_ty: None,
+            written_ty: None,
             children: vec![],
         });
         map[p.index()] = Some(id);
@@ -391,7 +391,7 @@ pub fn build_graph(
                         })
                         .collect::<Result<_, _>>()?;
                     let declared = n
-                        .const_ty
+                        .written_ty
                         .as_ref()
                         .map(|(s, d)| TensorType::new(s.clone(), *d));
                     let v = b.op_typed(op, &operands, n.to_attrs(), declared.as_ref())?;

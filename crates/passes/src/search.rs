@@ -566,7 +566,7 @@ impl<'a> Search<'a> {
         static OUTSIDE: Node = Node {
             head: Head::Param(u32::MAX),
             attrs: vec![],
-            const_ty: None,
+            written_ty: None,
             children: vec![],
         };
         DagNode {

@@ -404,7 +404,6 @@ impl<'g> Program<'g> {
 
     /// Copies the graph's results out, in `return` order.
     pub fn read_outputs(&self) -> Result<Vec<HostTensor>, RuntimeError> {
-        self.gpu.bind()?;
         let m = &self.manifest;
         let mut out = Vec::with_capacity(m.outputs.len());
         for &id in &m.outputs {

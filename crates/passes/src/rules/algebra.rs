@@ -82,7 +82,7 @@ fn constant_like(v: &View, id: Id, value: f64) -> Rhs {
             vec![],
         );
     }
-    n.const_ty = Some((t.shape.clone(), t.dtype));
+    n.written_ty = Some((t.shape.clone(), t.dtype));
     Rhs::Node(Box::new(n), vec![])
 }
 
