@@ -14,6 +14,7 @@ mod math;
 mod pad;
 mod pool;
 mod resize;
+mod rnn;
 mod scan;
 mod shape;
 
@@ -30,6 +31,7 @@ mod handlers {
     pub use super::pad::*;
     pub use super::pool::*;
     pub use super::resize::*;
+    pub use super::rnn::*;
     pub use super::scan::*;
     pub use super::shape::*;
 }
@@ -96,8 +98,22 @@ impl Node<'_> {
             .map(|a| String::from_utf8_lossy(&a.s).into_owned())
     }
 
+    pub fn strings(&self, name: &str) -> Option<Vec<String>> {
+        self.attr(name).map(|a| {
+            a.strings
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+    }
+
     pub fn tensor(&self, name: &str) -> Option<&TensorProto> {
         self.attr(name).and_then(|a| a.t.as_ref())
+    }
+
+    /// Whether output `i` is asked for (present and named): an unnamed output is never bound.
+    pub fn wants(&self, i: usize) -> bool {
+        self.proto.output.get(i).is_some_and(|o| !o.is_empty())
     }
 }
 
@@ -156,6 +172,7 @@ table! {
     "EyeLike" => h::eye_like, "iota, eq, cast";
     "Flatten" => h::flatten, "reshape";
     "Floor" => h::floor, "floor";
+    "GRU" => h::gru, "unrolled over the sequence: one matmul of X with W per direction, per step a matmul of the state with R (and of the reset-gated state with Rh), slices, sigmoid, tanh (or the activations named), mul, add; concat of the steps (known sequence_lens: select by a known mask, gather for the reverse direction)";
     "Gather" => h::gather, "gather";
     "GatherElements" => h::gather_elements, "iota, mul, add, select, gather of the flattened data";
     "GatherND" => h::gather_nd, "gather of the data flattened over the indexed dims (flat offsets folded where the indices are known; else slice, mul, add, select)";
@@ -172,6 +189,7 @@ table! {
     "InstanceNormalization" => h::instance_norm, "reduce_mean, rsqrt, mul, add";
     "IsInf" => h::is_inf, "eq against ±inf";
     "IsNaN" => h::is_nan, "ne(x, x)";
+    "LSTM" => h::lstm, "unrolled over the sequence: one matmul of X with W per direction, per step a matmul of the state with R, slices, sigmoid, tanh (or the activations named), peephole mul, add; concat of the steps (known sequence_lens: select by a known mask, gather for the reverse direction)";
     "LayerNormalization" => h::layernorm, "layernorm (first output only)";
     "LeakyRelu" => h::leaky_relu, "select(x < 0, alpha · x, x)";
     "Less" => h::less, "lt";
@@ -198,6 +216,7 @@ table! {
     "Pad" => h::pad, "concat with a broadcast constant, an edge slice broadcast, a reversed slice (reflect) or the far end's slice (wrap); slice for negative pads";
     "Pow" => h::pow, "pow (exponent cast to the base's dtype)";
     "RMSNormalization" => h::rmsnorm, "rmsnorm";
+    "RNN" => h::rnn, "unrolled over the sequence: one matmul of X with W per direction, per step a matmul of the state with R, add, tanh (or the activation named); concat of the steps (known sequence_lens: select by a known mask, gather for the reverse direction)";
     "Range" => h::range, "known tensor (folded)";
     "Reciprocal" => h::reciprocal, "recip";
     "ReduceL1" => h::reduce_l1, "abs, reduce_sum";
