@@ -12,11 +12,13 @@ mod einsum;
 mod index;
 mod math;
 mod pad;
+mod pick;
 mod pool;
 mod resize;
 mod rnn;
 mod scan;
 mod shape;
+mod trig;
 
 /// Every handler, for the table.
 mod handlers {
@@ -29,11 +31,13 @@ mod handlers {
     pub use super::index::*;
     pub use super::math::*;
     pub use super::pad::*;
+    pub use super::pick::*;
     pub use super::pool::*;
     pub use super::resize::*;
     pub use super::rnn::*;
     pub use super::scan::*;
     pub use super::shape::*;
+    pub use super::trig::*;
 }
 
 use crate::ctx::{Ctx, R, Val};
@@ -140,10 +144,16 @@ use handlers as h;
 #[rustfmt::skip]
 table! {
     "Abs" => h::abs, "abs";
+    "Acos" => h::acos, "2 · atan(sqrt((1 - x) / (1 + x))), atan as for Atan";
+    "Acosh" => h::acosh, "log1p(d + sqrt(d · (2 + d))), d = x - 1 (log1p as log(u) · y / (u - 1)); log(x) + ln 2 past 2^28";
     "Add" => h::add, "add";
     "And" => h::and, "select(a, b, false)";
     "ArgMax" => h::argmax, "reduce_max, eq, iota, select, reduce_min";
     "ArgMin" => h::argmin, "reduce_min, eq, iota, select, reduce_min";
+    "Asin" => h::asin, "atan(x / sqrt((1 - x)(1 + x))), atan as for Atan";
+    "Asinh" => h::asinh, "sign · log1p(a + a² / (1 + sqrt(1 + a²))), a = abs(x) (log1p as log(u) · y / (u - 1)); log(a) + ln 2 past 2^28";
+    "Atan" => h::atan, "of a = abs(x), or π/2 - atan(1/a) past 1: two half-angle steps t / (1 + sqrt(1 + t²)), an odd series to t¹⁵; sign";
+    "Atanh" => h::atanh, "sign · log1p(2a / (1 - a)) / 2, a = abs(x) (log1p as log(u) · y / (u - 1))";
     "Attention" => h::attention, "matmul, mul (scale), tanh (softcap), select or add (mask), select over iota comparisons (causal, window), softmax, matmul: the chain the planner fuses; reshape and transpose for 3-D inputs, broadcast for grouped-query heads, concat of the cache";
     "AveragePool" => h::average_pool, "pad (concat of zeros), a strided slice per kernel tap, add, div (by the window's count where padding or ceil_mode makes it vary)";
     "BatchNormalization" => h::batchnorm, "(x - mean) · rsqrt(var + eps) · scale + bias (training_mode=1: the batch's statistics by reduce_mean, and the running statistics' updates)";
@@ -152,12 +162,14 @@ table! {
     "Ceil" => h::ceil, "ceil";
     "Celu" => h::celu, "max(0, x) + min(0, alpha · (exp(x / alpha) - 1))";
     "Clip" => h::clip, "max, min";
+    "Compress" => h::compress, "gather of the known condition's true indices";
     "Concat" => h::concat, "concat";
     "Constant" => h::constant, "known tensor";
     "ConstantOfShape" => h::constant_of_shape, "known tensor (broadcast constant)";
     "Conv" => h::conv, "pad (concat of zeros), a strided slice per kernel offset, concat, one batched matmul per group, add (a patch embedding: reshape, transpose)";
     "ConvTranspose" => h::conv_transpose, "the input spread by the strides (concat with zeros, reshape, slice) and padded, then Conv's im2col and batched matmul with the weights regrouped and flipped (slices of step -1)";
     "Cos" => h::cos, "cos";
+    "Cosh" => h::cosh, "(exp(a/2) / 2) · exp(a/2) + exp(-a) / 2, a = abs(x)";
     "CumSum" => h::cumsum, "broadcast, select by two iotas' comparison, reduce_sum (blocks of about √n past 1024 elements)";
     "DFT" => h::dft, "transpose, slice, matmul with known cosine and sine tables, concat (forward, inverse, one-sided, inverse one-sided)";
     "DepthToSpace" => h::depth_to_space, "reshape, transpose, reshape";
@@ -185,10 +197,12 @@ table! {
     "GroupNormalization" => h::group_norm, "reshape to [N, G, C/G · spatial], layernorm, reshape, mul, add (per-channel or per-group scale and bias)";
     "HardSigmoid" => h::hard_sigmoid, "max(0, min(1, alpha · x + beta))";
     "HardSwish" => h::hard_swish, "x · hardsigmoid(x)";
+    "Hardmax" => h::hardmax, "reduce_max, eq, iota, select, reduce_min (the first maximum), eq, select";
     "Identity" => h::identity, "the operand itself";
     "InstanceNormalization" => h::instance_norm, "reduce_mean, rsqrt, mul, add";
     "IsInf" => h::is_inf, "eq against ±inf";
     "IsNaN" => h::is_nan, "ne(x, x)";
+    "LRN" => h::lrn, "mul (squares), concat with zeros along the channels, add of size slices, mul, add, pow, div";
     "LSTM" => h::lstm, "unrolled over the sequence: one matmul of X with W per direction, per step a matmul of the state with R, slices, sigmoid, tanh (or the activations named), peephole mul, add; concat of the steps (known sequence_lens: select by a known mask, gather for the reverse direction)";
     "LayerNormalization" => h::layernorm, "layernorm (first output only)";
     "LeakyRelu" => h::leaky_relu, "select(x < 0, alpha · x, x)";
@@ -207,8 +221,8 @@ table! {
     "Mish" => h::mish, "x · tanh(log(1 + exp(x)))";
     "Mod" => h::modulo, "a - b · trunc(a / b) in f64 (fmod=1), shifted by b to b's sign (fmod=0); select at infinite b";
     "Mul" => h::mul, "mul";
-    "NonZero" => h::non_zero, "known tensor (of a known input only)";
     "Neg" => h::neg, "neg";
+    "NonZero" => h::non_zero, "known tensor (of a known input only)";
     "Not" => h::not, "eq(x, false)";
     "OneHot" => h::one_hot, "iota, eq, select";
     "Or" => h::or, "select(a, true, b)";
@@ -226,11 +240,13 @@ table! {
     "ReduceMax" => h::reduce_max, "reduce_max";
     "ReduceMean" => h::reduce_mean, "reduce_mean";
     "ReduceMin" => h::reduce_min, "reduce_min";
+    "ReduceProd" => h::reduce_prod, "a tree of mul over halves (slices) of each reduced axis, concat of an odd one out; reshape";
     "ReduceSum" => h::reduce_sum, "reduce_sum";
     "ReduceSumSquare" => h::reduce_sum_square, "mul, reduce_sum";
     "Relu" => h::relu, "relu";
     "Reshape" => h::reshape, "reshape";
     "Resize" => h::resize, "nearest: broadcast and reshape (integer upsampling), strided slice (integer downsampling) or gather; linear: two gathers, sub, mul, add per axis";
+    "ReverseSequence" => h::reverse_sequence, "gather of known indices over the time and batch axes (sequence_lens known)";
     "Round" => h::round, "round (halves to even)";
     "ScatterElements" => h::scatter_elements, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every element, reduce_max or the reduction)";
     "ScatterND" => h::scatter_nd, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every row, reduce_max or the reduction)";
@@ -240,6 +256,7 @@ table! {
     "Sigmoid" => h::sigmoid, "sigmoid";
     "Sign" => h::sign, "select, gt, lt";
     "Sin" => h::sin, "sin";
+    "Sinh" => h::sinh, "of a = abs(x): odd Taylor series to a¹³ below 1/2, else (exp(a/2) / 2) · exp(a/2) - exp(-a) / 2; sign";
     "Size" => h::size, "known tensor";
     "Slice" => h::slice, "slice";
     "Softmax" => h::softmax, "softmax";
@@ -255,6 +272,7 @@ table! {
     "Tanh" => h::tanh, "tanh";
     "ThresholdedRelu" => h::thresholded_relu, "select(x > alpha, x, 0)";
     "Tile" => h::tile, "reshape, broadcast, reshape";
+    "TopK" => h::top_k, "ranks by comparing every pair along the axis (gt or lt, eq and iota for ties, reduce_sum), then select and reduce_max per output position (K known; axis at most 4096)";
     "Transpose" => h::transpose, "transpose";
     "Trilu" => h::trilu, "iota, compare, select";
     "Unsqueeze" => h::unsqueeze, "reshape";

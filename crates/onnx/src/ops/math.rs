@@ -113,7 +113,7 @@ fn variadic(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Val> {
 
 /// A decomposition's input in op math: 16-bit floats computed in f32 and rounded once at the
 /// end ([`down`]), as ONNX's reference and PyTorch's fused kernels do.
-fn up(cx: &mut Ctx, x: &Val) -> R<(Val, DType)> {
+pub(super) fn up(cx: &mut Ctx, x: &Val) -> R<(Val, DType)> {
     let d = cx.ty(x).dtype;
     if matches!(d, DType::F16 | DType::BF16) {
         Ok((cast_to(cx, x, DType::F32)?, d))
@@ -123,7 +123,7 @@ fn up(cx: &mut Ctx, x: &Val) -> R<(Val, DType)> {
 }
 
 /// The result of a decomposition begun with [`up`], in the input's dtype.
-fn down(cx: &mut Ctx, d: DType, y: Val) -> R<Vec<Val>> {
+pub(super) fn down(cx: &mut Ctx, d: DType, y: Val) -> R<Vec<Val>> {
     one(cast_to(cx, &y, d)?)
 }
 
@@ -541,7 +541,7 @@ pub fn gemm(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 
 /// The reduced axes and keepdims of a Reduce* node (axes from the attribute before opset 18,
 /// or from input 1), or `None` for a no-op (`noop_with_empty_axes` and no axes).
-fn reduce_axes(cx: &Ctx, n: &Node) -> R<Option<(Vec<i64>, bool)>> {
+pub(super) fn reduce_axes(cx: &Ctx, n: &Node) -> R<Option<(Vec<i64>, bool)>> {
     let keep = n.int("keepdims", 1) != 0;
     let axes = match (n.ints("axes"), n.opt(1)) {
         (Some(a), _) => a,
