@@ -467,3 +467,75 @@ fn top_k_matches_a_stable_sort() {
         check(&got[1], &idxs, 0.0, &format!("{what}: indices"));
     }
 }
+
+/// A shape of rank 0 to 4, dims 1 to 3 (0 one time in ten).
+fn odd_shape(r: &mut Lcg) -> Vec<u64> {
+    let rank = r.below(5) as usize;
+    (0..rank)
+        .map(|_| if r.below(10) == 0 { 0 } else { 1 + r.below(3) })
+        .collect()
+}
+
+#[test]
+fn random_attributes_and_shapes_never_panic() {
+    let mut r = Lcg(23);
+    let ops = [
+        "LRN",
+        "Hardmax",
+        "ReduceProd",
+        "ReverseSequence",
+        "Compress",
+        "TopK",
+        "Sinh",
+        "Acosh",
+        "Atan",
+    ];
+    for case in 0..3000 {
+        let op = ops[case % ops.len()];
+        let xs = odd_shape(&mut r);
+        let is = odd_shape(&mut r);
+        let n_i: u64 = is.iter().product();
+        let ints: Vec<i64> = (0..n_i).map(|_| r.below(9) as i64 - 4).collect();
+        let mut attrs = vec![];
+        for name in [
+            "axis",
+            "size",
+            "time_axis",
+            "batch_axis",
+            "largest",
+            "keepdims",
+        ] {
+            if r.below(3) == 0 {
+                attrs.push(int_attr(name, r.below(9) as i64 - 4));
+            }
+        }
+        if r.below(4) == 0 {
+            attrs.push(int_attr("noop_with_empty_axes", 1));
+        }
+        let x_count: u64 = xs.iter().product();
+        let x = Tensor {
+            ty: TensorType::new(xs.clone(), DType::F32),
+            data: Data::F32(vec![0.5; x_count as usize]),
+        };
+        let (inits, names): (Vec<TensorProto>, Vec<&str>) = if r.below(4) == 0 || op == "LRN" {
+            (vec![], vec![])
+        } else if op == "Compress" && r.below(2) == 0 {
+            let cond = TensorProto {
+                dims: is.iter().map(|&d| d as i64).collect(),
+                data_type: 9,
+                int32_data: ints.iter().map(|&v| (v > 0) as i32).collect(),
+                name: "i".into(),
+                ..Default::default()
+            };
+            (vec![cond], vec!["i"])
+        } else {
+            (vec![i64_init("i", &is, ints.clone())], vec!["i"])
+        };
+        let n_out = if op == "TopK" { 2 } else { 1 };
+        let res = std::panic::catch_unwind(|| run_node(op, &[x], inits, &names, attrs, n_out));
+        assert!(
+            res.is_ok(),
+            "case {case}: {op} of {xs:?} with {is:?} {ints:?} panicked"
+        );
+    }
+}
