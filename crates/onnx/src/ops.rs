@@ -16,6 +16,7 @@ mod pick;
 mod pool;
 mod resize;
 mod rnn;
+mod rotary;
 mod scan;
 mod shape;
 mod trig;
@@ -35,6 +36,7 @@ mod handlers {
     pub use super::pool::*;
     pub use super::resize::*;
     pub use super::rnn::*;
+    pub use super::rotary::*;
     pub use super::scan::*;
     pub use super::shape::*;
     pub use super::trig::*;
@@ -247,6 +249,7 @@ table! {
     "Reshape" => h::reshape, "reshape";
     "Resize" => h::resize, "nearest: broadcast and reshape (integer upsampling), strided slice (integer downsampling) or gather; linear: two gathers, sub, mul, add per axis";
     "ReverseSequence" => h::reverse_sequence, "gather of known indices over the time and batch axes (sequence_lens known)";
+    "RotaryEmbedding" => h::rotary_embedding, "gather of the cos and sin caches by position_ids, slices of the rotated halves (strided: interleaved), mul, sub, add, concat; reshape for 3-D inputs";
     "Round" => h::round, "round (halves to even)";
     "ScatterElements" => h::scatter_elements, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every element, reduce_max or the reduction)";
     "ScatterND" => h::scatter_nd, "gather of the updates, select against the data (indices known at import; at run time: an eq of every update with every row, reduce_max or the reduction)";
@@ -268,6 +271,8 @@ table! {
     "Squeeze" => h::squeeze, "reshape";
     "Sub" => h::sub, "sub";
     "Sum" => h::sum, "add (variadic)";
+    "SwiGLU" => h::swiglu, "silu(A) · B (alpha = 1), else A · sigmoid(alpha · A) · B";
+    "Swish" => h::swish, "silu (alpha = 1), else x · sigmoid(alpha · x)";
     "Tan" => h::tan, "sin / cos";
     "Tanh" => h::tanh, "tanh";
     "ThresholdedRelu" => h::thresholded_relu, "select(x > alpha, x, 0)";

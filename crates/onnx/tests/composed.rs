@@ -539,3 +539,109 @@ fn random_attributes_and_shapes_never_panic() {
         );
     }
 }
+
+#[test]
+fn rotary_embedding_matches_its_definition() {
+    let mut r = Lcg(41);
+    for case in 0..60 {
+        let (b, s, heads) = (1 + r.below(2), 1 + r.below(4), 1 + r.below(3));
+        let d = 2 * (1 + r.below(4));
+        let rot = if r.below(2) == 0 {
+            d
+        } else {
+            2 * (1 + r.below(d / 2))
+        };
+        let half = (rot / 2) as usize;
+        let three_d = r.below(2) == 0;
+        let interleaved = r.below(2) == 0;
+        let with_pos = r.below(2) == 0;
+        let max_pos = 6;
+        // x as [B, heads, S, D] (4-D) or [B, S, heads, D] (3-D, heads · D merged).
+        let shape: Vec<u64> = if three_d {
+            vec![b, s, heads * d]
+        } else {
+            vec![b, heads, s, d]
+        };
+        let n: u64 = shape.iter().product();
+        let x: Vec<f64> = (0..n).map(|_| r.below(17) as f64 * 0.125 - 1.0).collect();
+        let pos: Vec<i64> = (0..b * s).map(|_| r.below(max_pos) as i64).collect();
+        let rows = if with_pos { max_pos } else { b * s };
+        let cos: Vec<f64> = (0..rows * half as u64)
+            .map(|k| (k as f64 * 0.37).cos())
+            .collect();
+        let sin: Vec<f64> = (0..rows * half as u64)
+            .map(|k| (k as f64 * 0.37).sin())
+            .collect();
+        let at = |bi: u64, si: u64, hi: u64, j: u64| -> usize {
+            if three_d {
+                (((bi * s + si) * heads + hi) * d + j) as usize
+            } else {
+                (((bi * heads + hi) * s + si) * d + j) as usize
+            }
+        };
+        let mut want = x.clone();
+        for bi in 0..b {
+            for si in 0..s {
+                let row = if with_pos {
+                    pos[(bi * s + si) as usize] as usize
+                } else {
+                    (bi * s + si) as usize
+                };
+                for hi in 0..heads {
+                    for k in 0..half {
+                        let (c, sn) = (cos[row * half + k], sin[row * half + k]);
+                        let (i1, i2) = if interleaved {
+                            (2 * k as u64, 2 * k as u64 + 1)
+                        } else {
+                            (k as u64, (k + half) as u64)
+                        };
+                        let (x1, x2) = (x[at(bi, si, hi, i1)], x[at(bi, si, hi, i2)]);
+                        want[at(bi, si, hi, i1)] = c * x1 - sn * x2;
+                        want[at(bi, si, hi, i2)] = sn * x1 + c * x2;
+                    }
+                }
+            }
+        }
+        let cache_shape: Vec<u64> = if with_pos {
+            vec![max_pos, half as u64]
+        } else {
+            vec![b, s, half as u64]
+        };
+        let mut inputs = vec![
+            tensor(&shape, DType::F32, &x),
+            tensor(&cache_shape, DType::F32, &cos),
+            tensor(&cache_shape, DType::F32, &sin),
+        ];
+        if with_pos {
+            inputs.push(Tensor {
+                ty: TensorType::new(vec![b, s], DType::I64),
+                data: Data::I64(pos.clone()),
+            });
+        }
+        let mut attrs = vec![
+            int_attr("interleaved", interleaved as i64),
+            int_attr(
+                "rotary_embedding_dim",
+                if rot == d && r.below(2) == 0 {
+                    0
+                } else {
+                    rot as i64
+                },
+            ),
+        ];
+        if three_d {
+            attrs.push(int_attr("num_heads", heads as i64));
+        }
+        let what =
+            format!("case {case}: {shape:?} rot {rot} interleaved {interleaved} pos {with_pos}");
+        let got = run_node("RotaryEmbedding", &inputs, vec![], &[], attrs, 1)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // f32 products and sums: within a few units of the larger terms.
+        for (k, (g, w)) in got[0].iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-6 * (1.0 + w.abs()),
+                "{what}: element {k}: {g} vs {w}"
+            );
+        }
+    }
+}

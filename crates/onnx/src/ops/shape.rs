@@ -440,14 +440,22 @@ pub fn split(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
             (0..k).map(|i| chunk.min(dim - i * chunk)).collect()
         }
     };
-    if sizes.iter().sum::<i64>() != dim || sizes.iter().any(|&s| s <= 0) {
+    if sizes.iter().sum::<i64>() != dim || sizes.iter().any(|&s| s < 0) {
         return Err(format!(
-            "split sizes {sizes:?} do not cover axis {a} of size {dim} with positive parts"
+            "split sizes {sizes:?} do not cover axis {a} of size {dim} with nonnegative parts"
         ));
     }
     let mut start = 0;
     let mut vals = Vec::with_capacity(sizes.len());
     for s in sizes {
+        // An empty part (a rotary embedding's pass-through) is an empty known value, as
+        // Slice's is.
+        if s == 0 {
+            let mut dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            dims[a] = 0;
+            vals.push(empty_known(cx, &dims, cx.ty(&x).dtype));
+            continue;
+        }
         let attrs = Attrs::new()
             .with("axes", ints(&[a as i64]))
             .with("starts", ints(&[start]))
