@@ -551,7 +551,9 @@ fn recurrent(cx: &mut Ctx, n: &Node, cell: Cell) -> R<Vec<Val>> {
         cell,
         h: hs,
         clip: match n.has("clip").then(|| n.float("clip", 0.0) as f64) {
-            Some(c) if !(c > 0.0) => return Err(format!("clip = {c} (a positive threshold)")),
+            Some(c) if c.is_nan() || c <= 0.0 => {
+                return Err(format!("clip = {c} (a positive threshold)"));
+            }
             c => c,
         },
         input_forget: cell == Cell::Lstm && n.int("input_forget", 0) != 0,
