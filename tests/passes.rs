@@ -102,6 +102,21 @@ rule_test!(exp_of_log_of_nonneg, "canonicalize",
 rule_test!(exp_of_log_kept_for_any_sign, "canonicalize",
     "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> { %l = log %x  %e = exp %l  return %e }"
     => "%l = log %x : tensor<4xf32>\n%e = exp %l : tensor<4xf32>\nreturn %e");
+rule_test!(neg_of_neg_removed, "canonicalize",
+    "graph @f(%x: tensor<4xi32>) -> tensor<4xi32> { %a = neg %x  %b = neg %a  %c = mul %b, %x  return %c }"
+    => "%c = mul %x, %x : tensor<4xi32>\nreturn %c");
+rule_test!(cast_to_own_type_removed, "canonicalize",
+    "graph @f(%x: tensor<4xi64>) -> tensor<4xi64> { %a = cast %x {dtype = i64}  %b = add %a, %x  return %b }"
+    => "%b = add %x, %x : tensor<4xi64>\nreturn %b");
+rule_test!(widening_cast_and_back_removed, "canonicalize",
+    "graph @f(%x: tensor<4xbf16>) -> tensor<4xbf16> { %a = cast %x {dtype = f32}  %b = cast %a {dtype = bf16}  %c = exp %b  return %c }"
+    => "%c = exp %x : tensor<4xbf16>\nreturn %c");
+rule_test!(narrowing_cast_and_back_kept, "canonicalize",
+    "graph @f(%x: tensor<4xf32>) -> tensor<4xf32> { %a = cast %x {dtype = f16}  %b = cast %a {dtype = f32}  return %b }"
+    => "%a = cast %x {dtype = f16} : tensor<4xf16>\n%b = cast %a {dtype = f32} : tensor<4xf32>\nreturn %b");
+rule_test!(integer_through_f32_kept, "canonicalize",
+    "graph @f(%x: tensor<4xi32>) -> tensor<4xi32> { %a = cast %x {dtype = f32}  %b = cast %a {dtype = i32}  return %b }"
+    => "%a = cast %x {dtype = f32} : tensor<4xf32>\n%b = cast %a {dtype = i32} : tensor<4xi32>\nreturn %b");
 rule_test!(softmax_recognized, "recognize-composites",
     "graph @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> { %m = reduce_max %x {axes = [1], keepdims = true}  %s = sub %x, %m  %e = exp %s  %z = reduce_sum %e {axes = [1], keepdims = true}  %y = div %e, %z  return %y }"
     => "%y = softmax %x {axis = -1} : tensor<4x8xf32>\nreturn %y");

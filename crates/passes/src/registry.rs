@@ -332,6 +332,8 @@ fn canonical_rules() -> Vec<&'static Rule> {
                 | "fold-unary-constant"
                 | "fold-binary-constant"
                 | "exp-of-log-nonneg"
+                | "neg-neg"
+                | "cast-round-trip"
         )
     });
     rules::views::RULES.iter().chain(t).chain(a).collect()
@@ -356,7 +358,7 @@ static CANONICALIZE: EqsatPass = EqsatPass {
     info: PassInfo {
         name: "canonicalize",
         summary: "Collapse view chains, remove identities and fold constants.",
-        description: "Runs the view rules, transpose composition and the algebraic identities (x·1, x+(-0), integer x−x, division by a constant, exp(log(x)) for x ≥ 0, constant folding) to saturation, then extracts the cheapest graph.\n\nBefore:\n\n```\n%a = reshape %x {shape = [8, 4]} : tensor<8x4xf32>\n%b = reshape %a {shape = [32]} : tensor<32xf32>\n%c = constant {value = 1.0} : tensor<f32>\n%d = mul %b, %c : tensor<32xf32>\n```\n\nAfter:\n\n```\n%b = reshape %x {shape = [32]} : tensor<32xf32>\n```",
+        description: "Runs the view rules, transpose composition and the algebraic identities (x·1, x+(-0), integer x−x, division by a constant, exp(log(x)) for x ≥ 0, −(−x), casts there and back, constant folding) to saturation, then extracts the cheapest graph.\n\nBefore:\n\n```\n%a = reshape %x {shape = [8, 4]} : tensor<8x4xf32>\n%b = reshape %a {shape = [32]} : tensor<32xf32>\n%c = constant {value = 1.0} : tensor<f32>\n%d = mul %b, %c : tensor<32xf32>\n```\n\nAfter:\n\n```\n%b = reshape %x {shape = [32]} : tensor<32xf32>\n```",
         options: LIMIT_OPTIONS,
         statistics: EQSAT_STATS,
     },

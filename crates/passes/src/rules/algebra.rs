@@ -23,6 +23,10 @@ pub const RULES: &[Rule] = &[
     Rule { name: "fold-binary-constant", equation: "f(c1, c2) = [f(c1, c2)]", apply: fold_binary },
     // exp(log(x)) = x   when x is known non-negative (exact at 0, inf and NaN too)
     Rule { name: "exp-of-log-nonneg", equation: "exp(log(x)) = x for x ≥ 0", apply: exp_log },
+    // -(-x) = x   (exact for floats, NaN's sign aside, and for wrapping integers)
+    Rule { name: "neg-neg", equation: "-(-x) = x", apply: neg_neg },
+    // cast(x : d -> d) = x, and cast(cast(x : a -> b) -> a) = x where b holds every value of a
+    Rule { name: "cast-round-trip", equation: "cast(cast(x : a -> b) -> a) = x for b ⊇ a", apply: cast_round_trip },
     // matmul(x · r[:, None], W) = matmul(x, W) · r[:, None]   (not f16: see spec/passes.md)
     Rule { name: "row-scale-past-matmul", equation: "matmul(x · r[:,None], W) = matmul(x, W) · r[:,None]", apply: row_scale },
     // matmul(x · g[None, :], W) = matmul(x, g[:, None] · W)   (not f16)
@@ -225,6 +229,45 @@ fn exp_log(v: &View, _: Id, n: &Node) -> Vec<Rhs> {
         .filter(|l| nonneg(v, l.children[0]))
         .map(|l| Rhs::Class(l.children[0]))
         .collect()
+}
+
+fn neg_neg(v: &View, id: Id, n: &Node) -> Vec<Rhs> {
+    if !n.is(OpKind::Neg) {
+        return vec![];
+    }
+    v.nodes(n.children[0], OpKind::Neg)
+        .map(|inner| inner.children[0])
+        .filter(|&x| v.ty(x) == v.ty(id))
+        .map(Rhs::Class)
+        .collect()
+}
+
+/// Every value of `a` is exactly a value of `b` (so a cast `a -> b -> a` is the identity).
+fn holds_every_value(b: DType, a: DType) -> bool {
+    use DType::*;
+    a == b
+        || matches!(
+            (a, b),
+            (F16 | BF16, F32 | F64) | (F32, F64) | (I32, I64 | F64) | (I1, _)
+        )
+}
+
+fn cast_round_trip(v: &View, id: Id, n: &Node) -> Vec<Rhs> {
+    if !n.is(OpKind::Cast) {
+        return vec![];
+    }
+    let (x, to) = (n.children[0], v.ty(id).dtype);
+    let mut out = vec![];
+    if v.ty(x) == v.ty(id) {
+        out.push(Rhs::Class(x));
+    }
+    for inner in v.nodes(x, OpKind::Cast) {
+        let y = inner.children[0];
+        if v.ty(y) == v.ty(id) && holds_every_value(v.ty(x).dtype, to) {
+            out.push(Rhs::Class(y));
+        }
+    }
+    out
 }
 
 /// The scaling rules keep the unnormalized product `x @ W` in the dtype; in f16 (max 65504)
