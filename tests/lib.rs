@@ -178,10 +178,15 @@ pub fn check_kernels(g: &irc_ir::Graph, k: &Module) -> Result<(), String> {
     Ok(())
 }
 
-/// Each kernel of `k` that reads a buffer it writes, with the buffer, unless the buffer is the
-/// kernel's own workspace (a temp no other launch touches: split reductions' partials): nothing
-/// orders a read in one thread after another thread's write (ARCHITECTURE.md).
+/// Each kernel of `k` that reads a buffer it writes where nothing orders the read after the
+/// writes, with the buffer, unless the buffer is the kernel's own workspace (a temp no other
+/// launch touches: split reductions' partials). A read is ordered when, in program order, the
+/// buffer was written before it and a barrier came between the last such write and the read
+/// (ARCHITECTURE.md: a row kernel's last pass reading back the row input its first pass
+/// stored, across a block barrier or the blocks' row barrier). The check is of the program
+/// text: it does not see which threads a barrier waits for, nor loop iterations.
 pub fn reads_of_own_writes(k: &Module) -> Vec<String> {
+    use irc_kir::Access;
     let mut users: HashMap<&str, usize> = HashMap::new();
     for l in &k.launches {
         for a in l.args.iter().collect::<HashSet<_>>() {
@@ -201,24 +206,46 @@ pub fn reads_of_own_writes(k: &Module) -> Vec<String> {
                 _ => None,
             }
         };
-        let written: HashSet<&str> = irc_kir::written_tensors(&kernel.body)
-            .into_iter()
-            .filter_map(buffer_of)
-            .collect();
-        for b in irc_kir::read_tensors(&kernel.body)
-            .into_iter()
-            .filter_map(buffer_of)
-        {
+        let workspace = |b: &str| {
             let decl = k.buffers.iter().find(|d| d.name == b).unwrap();
-            let workspace = users[b] == 1
+            users[b] == 1
                 && matches!(
                     decl.kind,
                     irc_kir::BufferKind::Temp | irc_kir::BufferKind::Zeroed
-                );
-            if written.contains(b) && !workspace {
-                bad.push(format!("@{} reads {b}, which it writes", l.kernel));
+                )
+        };
+        let writes: HashSet<&str> = irc_kir::written_tensors(&kernel.body)
+            .into_iter()
+            .filter_map(buffer_of)
+            .filter(|b| !workspace(b))
+            .collect();
+        // Per buffer written so far: whether a barrier came after its last write.
+        let mut ordered: HashMap<&str, bool> = HashMap::new();
+        let mut found = HashSet::new();
+        for a in irc_kir::accesses(&kernel.body) {
+            match a {
+                Access::Barrier => ordered.values_mut().for_each(|o| *o = true),
+                Access::Write(t) => {
+                    if let Some(b) = buffer_of(t) {
+                        ordered.insert(b, false);
+                    }
+                }
+                Access::Read(t) => match buffer_of(t).filter(|b| writes.contains(b)) {
+                    // Before the first write: what the launch found there, while the kernel's
+                    // own writes land.
+                    Some(b) if !ordered.contains_key(b) => {
+                        found.insert(format!("@{} reads {b} before writing it", l.kernel));
+                    }
+                    Some(b) if !ordered[b] => {
+                        found.insert(format!("@{} reads {b} right after writing it", l.kernel));
+                    }
+                    _ => {}
+                },
             }
         }
+        let mut found: Vec<String> = found.into_iter().collect();
+        found.sort();
+        bad.extend(found);
     }
     bad
 }

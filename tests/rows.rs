@@ -505,3 +505,65 @@ fn many_partials_of_few_outputs_are_merged_by_the_last_block() {
         }",
     );
 }
+
+/// A row input stored for another kernel (the policy's rule 9) is read back by the row's last
+/// pass: in a split row after the blocks' row barrier, in a block's row after the block's
+/// barrier (the differential test's graph, whose check flagged the read as unordered).
+#[test]
+fn a_stored_row_input_is_read_back_after_a_barrier() {
+    for (x, k) in [("16384", 16384), ("64x4000", 4000)] {
+        let src = format!(
+            "graph @f(%p0: tensor<{x}xf32>, %p1: tensor<{k}xf32>, %p2: tensor<{k}xf32>) -> (tensor<{x}xf32>, tensor<f32>) {{
+  %v0 = abs %p0
+  %v1 = constant {{value = 0.5}} : tensor<f32>
+  %v2 = add %v0, %v1
+  %v3 = log %v2
+  %v9 = reduce_min %v3
+  %v10 = layernorm %v2, %p1, %p2 {{axis = -1, eps = 0.001}}
+  return %v10, %v9
+}}"
+        );
+        let m = irc_frontend::parse_module(&src).unwrap();
+        let g = &m.graphs[0];
+        let k = irc_lower::plan_and_lower_with(g, Default::default(), &Default::default())
+            .unwrap()
+            .kernels;
+        emulate_matches(g, &k, "default");
+        irc_tests::check_kernels(g, &k).unwrap();
+    }
+}
+
+/// The order check flags a kernel that reads its own output before writing it, or right after
+/// with no barrier between, and passes one whose read follows a `sync`.
+#[test]
+fn reads_of_own_writes_need_a_barrier_between() {
+    let module = |body: &str| {
+        let text = format!(
+            "module @f flops=64 min_bytes=512 {{
+  buffer %x : tensor<64xf32> input
+  buffer %y : tensor<64xf32> output
+  kernel @f_k0 grid(1, 1, 1) block(64, 1, 1) index(i32) {{
+    param %p0 : f32
+    param %p1 : f32
+    tensor %t0 : f32 global(%p0) = 64:1
+    tensor %t1 : f32 global(%p1) = 64:1
+    {body}
+  }}
+  launch @f_k0(%y, %x)
+  return %y
+}}"
+        );
+        irc_kir::parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    };
+    let write = "store %t0[tid.x], load %t1[tid.x]";
+    let read = "store %t0[tid.x], neg(load %t0[tid.x])";
+    let before = irc_tests::reads_of_own_writes(&module(&format!("{read}\n    {write}")));
+    assert_eq!(before, ["@f_k0 reads y before writing it"]);
+    let after = irc_tests::reads_of_own_writes(&module(&format!("{write}\n    {read}")));
+    assert_eq!(after, ["@f_k0 reads y right after writing it"]);
+    let synced = module(&format!("{write}\n    sync\n    {read}"));
+    assert_eq!(
+        irc_tests::reads_of_own_writes(&synced),
+        Vec::<String>::new()
+    );
+}

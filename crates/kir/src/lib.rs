@@ -566,37 +566,26 @@ pub fn is_vector_operand(layout: &Layout, w: i64, coords: usize) -> bool {
             .all(|m| m.leaves().iter().all(|&(_, d)| d % w == 0))
 }
 
-/// The tensors a body writes: stores, copies and the operands intrinsics write (emitters use
-/// it to declare read-only parameters `const`).
-pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
-    let mut out = std::collections::HashSet::new();
-    walk(body, &mut |s| match s {
-        Stmt::Store { tensor, .. } => {
-            out.insert(tensor.as_str());
-        }
-        Stmt::Copy { dst, .. } => {
-            out.insert(dst.tensor.as_str());
-        }
-        Stmt::Intrinsic { op, args } => {
-            for ((_, kind), arg) in op.info().args.iter().zip(args) {
-                if let (true, Some(f)) = (kind.writes(), arg.frag()) {
-                    out.insert(f.tensor.as_str());
-                }
-            }
-        }
-        _ => {}
-    });
-    out
+/// One tensor access or barrier of a body, in program order ([`accesses`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access<'a> {
+    Read(&'a str),
+    Write(&'a str),
+    /// A barrier that orders the memory accesses before it for the threads it waits for:
+    /// `sync`, `block_reduce` and a named barrier (the block's threads, or some of its warps),
+    /// `counter.wait` (the blocks of a cooperative launch).
+    Barrier,
 }
 
-/// The tensors a body reads: loads in any expression, copy sources and the operands
-/// intrinsics read (the counterpart of [`written_tensors`]).
-pub fn read_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
-    fn loads<'a>(e: &'a Expr, out: &mut std::collections::HashSet<&'a str>) {
+/// The tensor accesses and barriers of a body in program order: a statement's reads (the
+/// loads of its expressions, a copy's source, the operands an intrinsic reads) before its
+/// writes; a loop's or branch's bounds and condition before its body.
+pub fn accesses(body: &[Stmt]) -> Vec<Access<'_>> {
+    fn loads<'a>(e: &'a Expr, out: &mut Vec<Access<'a>>) {
         match e {
             Expr::Load { tensor, coord } => {
-                out.insert(tensor);
                 coord.iter().for_each(|c| loads(c, out));
+                out.push(Access::Read(tensor));
             }
             Expr::Idx(_, a, b) => {
                 loads(a, out);
@@ -606,13 +595,18 @@ pub fn read_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
             Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Builtin(_) => {}
         }
     }
-    let mut out = std::collections::HashSet::new();
+    let mut out = vec![];
     walk(body, &mut |s| match s {
         Stmt::Let { value, .. } | Stmt::Assign { value, .. } => loads(value, &mut out),
         Stmt::Var { init, .. } => loads(init, &mut out),
-        Stmt::Store { coord, value, .. } => {
+        Stmt::Store {
+            tensor,
+            coord,
+            value,
+        } => {
             loads(value, &mut out);
             coord.iter().for_each(|c| loads(c, &mut out));
+            out.push(Access::Write(tensor));
         }
         Stmt::For {
             start, end, step, ..
@@ -620,24 +614,57 @@ pub fn read_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
             .into_iter()
             .for_each(|e| loads(e, &mut out)),
         Stmt::If { cond, .. } => loads(cond, &mut out),
-        Stmt::Copy { src, .. } => {
-            out.insert(&src.tensor);
+        Stmt::Copy { dst, src, .. } => {
+            out.push(Access::Read(&src.tensor));
+            out.push(Access::Write(&dst.tensor));
         }
-        Stmt::BlockReduce { value, .. } | Stmt::WarpReduce { value, .. } => loads(value, &mut out),
+        Stmt::BlockReduce { value, .. } => {
+            loads(value, &mut out);
+            out.push(Access::Barrier);
+        }
+        Stmt::WarpReduce { value, .. } => loads(value, &mut out),
         Stmt::Intrinsic { op, args } => {
-            for ((_, kind), arg) in op.info().args.iter().zip(args) {
+            let kinds = op.info().args.iter().map(|(_, k)| k);
+            let mut writes = vec![];
+            for (kind, arg) in kinds.zip(args) {
                 match arg {
-                    Arg::Frag(f) if !kind.writes() => {
-                        out.insert(&f.tensor);
-                    }
+                    Arg::Frag(f) if kind.writes() => writes.push(Access::Write(&f.tensor)),
+                    Arg::Frag(f) => out.push(Access::Read(&f.tensor)),
                     Arg::Expr(e) => loads(e, &mut out),
-                    Arg::Frag(_) => {}
                 }
             }
+            out.extend(writes);
+            if matches!(op, Intrinsic::BarSync | Intrinsic::CounterWait) {
+                out.push(Access::Barrier);
+            }
         }
-        Stmt::Sync => {}
+        Stmt::Sync => out.push(Access::Barrier),
     });
     out
+}
+
+/// The tensors a body writes: stores, copies and the operands intrinsics write (emitters use
+/// it to declare read-only parameters `const`).
+pub fn written_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
+    accesses(body)
+        .into_iter()
+        .filter_map(|a| match a {
+            Access::Write(t) => Some(t),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tensors a body reads: loads in any expression, copy sources and the operands
+/// intrinsics read (the counterpart of [`written_tensors`]).
+pub fn read_tensors(body: &[Stmt]) -> std::collections::HashSet<&str> {
+    accesses(body)
+        .into_iter()
+        .filter_map(|a| match a {
+            Access::Read(t) => Some(t),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One leaf of an offset computation: `((c / div) % modulo) * stride`, where `modulo` is `None`
