@@ -124,7 +124,8 @@ impl AttentionConfig {
     /// serial schedule at head dims up to 64 (run 182: causal d64 over 2k keys 6% faster,
     /// the serial schedule 5-11% faster on every non-causal d32-d64 row, equal over 77 keys;
     /// slower than one pipelined block, whose two score buffers do not fit half the
-    /// registers).
+    /// registers) — under a causal mask only with two units or more a block (run 221: one
+    /// block an SM 16% faster on 256 units).
     pub fn heuristic(
         sq: u64,
         sk: u64,
@@ -158,13 +159,23 @@ impl AttentionConfig {
         let pipelined = consumers == 2 && dv <= 64 && !causal && whole && sk >= 4 * BKV;
         // Two blocks an SM where a consumer's serial schedule fits half the registers, at head
         // dims up to 64 (Q's tiles and the K/V ring fit half the shared memory) and with no
-        // more of a prologue than a scale and a mask band.
-        let occupancy =
-            if consumers == 2 && !pipelined && plain && d.max(dv) <= 64 && fits(point(2, 2)) {
-                2
-            } else {
-                1
-            };
+        // more of a prologue than a scale and a mask band. Under a causal mask, only where each
+        // of the 2 · sms blocks gets two units or more: with fewer, the longest unit (the last
+        // query tile's, every key tile) runs alone at half an SM's speed and sets the time
+        // (run 221: 256 units of a batch-1 Llama layer, 0.0286 ms at two blocks an SM, 0.0243
+        // at one; run 182: 2048 units, two blocks 6% faster).
+        let balanced = !causal || batch.max(1) * sq.div_ceil(128) >= 4 * sms;
+        let occupancy = if consumers == 2
+            && !pipelined
+            && plain
+            && balanced
+            && d.max(dv) <= 64
+            && fits(point(2, 2))
+        {
+            2
+        } else {
+            1
+        };
         AttentionConfig {
             consumers,
             pipelined,
@@ -437,7 +448,10 @@ mod tests {
             h(2048, 64, true, 128).to_string(),
             "consumers=2,occupancy=2"
         );
-        assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2,occupancy=2");
+        assert_eq!(h(1024, 32, true, 128).to_string(), "consumers=2,occupancy=2");
+        // Not under a causal mask with fewer units than two a block (run 221).
+        assert_eq!(h(1024, 64, true, 32).to_string(), "consumers=2");
+        assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2");
         // Not where Q·Kᵀ's head dim is larger: at 256 a 64 KB Q tile leaves half the shared
         // memory one K/V stage (the kernel could not be built, and the chain ran unfused).
         let c = AttentionConfig::heuristic(1024, 1024, (256, 64), (true, true), 32, 132);
