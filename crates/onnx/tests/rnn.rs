@@ -222,7 +222,8 @@ fn reference(c: &Case) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
                             let cand = act(1, pre(3, k));
                             new_c[k] = fg * cs[k] + ig * cand;
                             let og = act(0, pre(1, k) + p(1, k) * new_c[k]);
-                            out[k] = og * act(2, new_c[k]);
+                            // h of the cell state unclipped (ONNX Runtime's LSTM).
+                            out[k] = og * apply(&acts[d * per + 2], new_c[k]);
                         }
                         cs = new_c;
                         out

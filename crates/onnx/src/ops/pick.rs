@@ -10,6 +10,9 @@ use irc_ir::{Attr, Attrs, DType, OpKind, TensorType};
 
 /// The longest axis TopK ranks (by comparing every pair of its elements).
 const TOPK_AXIS: u64 = 4096;
+/// The most elements TopK's pairwise comparison may hold (every element against every other
+/// along the axis).
+const TOPK_PAIRS: u64 = 1 << 26;
 
 /// ReverseSequence: each batch row's first `sequence_lens[b]` steps along the time axis
 /// reversed (the lengths known at import): a `gather` of the input flattened over its time
@@ -105,6 +108,14 @@ pub fn top_k(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     if len > TOPK_AXIS {
         return Err(format!(
             "TopK along an axis of {len} is not supported (at most {TOPK_AXIS}: it compares every pair)"
+        ));
+    }
+    // The pairwise comparison holds numel · len elements (and two i64 iotas of that shape).
+    let pairs = ty.shape.iter().try_fold(len, |n, &d| n.checked_mul(d));
+    if pairs.is_none_or(|p| p > TOPK_PAIRS) {
+        return Err(format!(
+            "TopK of {} along an axis of {len} is not supported: its pairwise comparison would hold more than {TOPK_PAIRS} elements",
+            ty
         ));
     }
     if ty.dtype == DType::I1 {

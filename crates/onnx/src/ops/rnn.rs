@@ -18,6 +18,9 @@ use crate::ctx::{Ctx, R, Val};
 use irc_interp::{Data, Tensor};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType};
 
+/// The longest sequence unrolled: each step writes 10-30 statements.
+const MAX_STEPS: u64 = 4096;
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Cell {
     Rnn,
@@ -316,7 +319,8 @@ fn cell_step(
                 go = bin(cx, OpKind::Add, &go, &a)?;
             }
             let o = act(cx, 0, &go)?;
-            let hc = act(cx, 2, &c_new)?;
+            // `clip` bounds the gates' inputs, not the cell state `h` reads (ONNX Runtime).
+            let hc = activate(cx, &d.acts[2], &c_new, None)?;
             Ok((bin(cx, OpKind::Mul, &o, &hc)?, Some(c_new)))
         }
     }
@@ -495,6 +499,11 @@ fn recurrent(cx: &mut Ctx, n: &Node, cell: Cell) -> R<Vec<Val>> {
         x
     };
     let [seq, batch, input] = [0, 1, 2].map(|k| cx.ty(&x).shape[k]);
+    if seq > MAX_STEPS {
+        return Err(format!(
+            "a sequence of {seq} steps is not supported (the steps are unrolled: at most {MAX_STEPS})"
+        ));
+    }
     let rs = cx.ty(&r).shape;
     let hs = *rs
         .last()
