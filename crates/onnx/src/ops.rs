@@ -9,6 +9,7 @@ mod conv;
 mod deconv;
 mod dft;
 mod einsum;
+mod grid;
 mod index;
 mod math;
 mod pad;
@@ -29,6 +30,7 @@ mod handlers {
     pub use super::deconv::*;
     pub use super::dft::*;
     pub use super::einsum::*;
+    pub use super::grid::*;
     pub use super::index::*;
     pub use super::math::*;
     pub use super::pad::*;
@@ -196,6 +198,7 @@ table! {
     "GlobalMaxPool" => h::global_max_pool, "reduce_max over spatial axes";
     "Greater" => h::greater, "gt";
     "GreaterOrEqual" => h::greater_or_equal, "ge";
+    "GridSample" => h::grid_sample, "per spatial axis: the grid's coordinate unnormalized, rounded (nearest), clamped or reflected (padding_mode), floor and the taps' weights (linear, cubic), tap indices clamped (zeros: weight 0 outside); a gather of [N · spatial, C] rows per combination of taps, mul, add, transpose";
     "GroupNormalization" => h::group_norm, "reshape to [N, G, C/G · spatial], layernorm, reshape, mul, add (per-channel or per-group scale and bias)";
     "HardSigmoid" => h::hard_sigmoid, "max(0, min(1, alpha · x + beta))";
     "HardSwish" => h::hard_swish, "x · hardsigmoid(x)";
