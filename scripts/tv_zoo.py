@@ -143,6 +143,7 @@ def first_line(e):
     keys = ("Unsupported", "not supported", "Could not", "Error:", "error:")
     said = [l for l in lines if any(k in l for k in keys)]
     line = said[0] if said else (lines[-1] if lines else type(e).__name__)
+    line = re.sub(r"^<class '[^']*'>: ", "", line)
     return line[:160].replace("|", "/")
 
 
@@ -261,9 +262,13 @@ def main():
     ok = sum(1 for r in rows if r.get("rel_err", "x")[0].isdigit() and float(r["rel_err"]) < tol)
     lines = [f"# torchvision zoo through irc (torch {torch.__version__}, torchvision "
              f"{torchvision.__version__}, device cpu)", "",
-             "Random weights (seeded), eval mode, float32; exported with the dynamo exporter at "
-             "opset 18, or the TorchScript one at opset 17 where it fails; run by irc's "
-             "reference interpreter; rel. error of the first output against PyTorch eager. "
+             "Random weights (seeded), eval mode, float32; exported with "
+             + {"auto": "the dynamo exporter at opset 18, or the TorchScript one at opset 17 "
+                        "where it fails",
+                "dynamo": "the dynamo exporter at opset 18",
+                "torchscript": "the TorchScript exporter at opset 17"}[a.exporter]
+             + "; run by irc's reference interpreter; rel. error of the first output against "
+             "PyTorch eager. "
              f"{ok} of {len(rows)} within {tol:g}. `s`: irc's import and run.", "",
              "| model | input | exporter | export | import | run | rel. error | s |",
              "|---|---|---|---|---|---|---|---|"]
