@@ -18,13 +18,14 @@ exporter does; `import`, `run` and the error are irc's.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_common import irc_import, irc_run_and_compare  # noqa: E402
 
 TEXT = [
     # encoders
@@ -211,40 +212,12 @@ def row(mt, irc, work, a):
     for n in names:
         np.save(os.path.join(work, f"{mt}.{n}.npy"), inputs[n].numpy())
     ir = os.path.join(work, f"{mt}.ir")
-    try:
-        p = subprocess.run([irc, "import", onnx, "-o", ir], capture_output=True, text=True, timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        out["import"] = f"FAIL: timeout after {a.timeout} s"
+    if not irc_import(irc, onnx, ir, a.timeout, out, width=200):
         return out
-    if p.returncode != 0:
-        msg = [l for l in p.stderr.splitlines() if l.strip()]
-        out["import"] = "FAIL: " + (" ".join(msg[:2]) if msg else f"rc {p.returncode}")[:200].replace("|", "/")
-        return out
-    out["import"] = "ok"
-    res = os.path.join(work, f"{mt}.out")
-    cmd = [irc, "run", ir, "--save-outputs", res]
-    for n in names:
-        cmd += ["--input", f"{n}={os.path.join(work, f'{mt}.{n}.npy')}"]
-    if a.device == "gpu":
-        cmd += ["--device", "gpu", "--check"]
-    t0 = time.time()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        out["run"] = f"FAIL: timeout after {a.timeout} s"
-        return out
-    out["run_s"] = round(time.time() - t0, 1)
-    got = os.path.join(res, "out0.npy")
-    if not os.path.exists(got):
-        text = (p.stderr + p.stdout).splitlines()
-        err = [l for l in text if "error" in l.lower()] or text[-1:]
-        out["run"] = "FAIL: " + (err[0][:200].replace("|", "/") if err else "?")
-        return out
-    out["run"] = "ok" if p.returncode == 0 else ("MISMATCH" if "MISMATCH" in p.stdout + p.stderr else f"rc {p.returncode}")
-    x = np.load(got).astype(np.float64)
-    y = ref.detach().float().numpy().astype(np.float64)
-    out["rel_err"] = (f"{np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-30):.2e}"
-                      if x.shape == y.shape else f"shape {x.shape} vs {y.shape}")
+    extra = ["--device", "gpu", "--check"] if a.device == "gpu" else []
+    inputs = [(n, os.path.join(work, f"{mt}.{n}.npy")) for n in names]
+    irc_run_and_compare(irc, ir, inputs, os.path.join(work, f"{mt}.out"), ref, a.timeout, out,
+                        extra, width=200)
     return out
 
 

@@ -23,13 +23,15 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_common import irc_import, irc_run_and_compare  # noqa: E402
 
 # (builder, input shape, extra builder arguments); several inputs as a list of shapes. Sizes
 # are the smallest the architecture allows, or 64x64 (4 frames of 32x32 for video).
@@ -202,39 +204,11 @@ def row(name, irc, work, a):
         np.save(os.path.join(work, f"{name}.{n}.npy"), x.numpy())
     ir = os.path.join(work, f"{name}.ir")
     t0 = time.time()
-    try:
-        p = subprocess.run([irc, "import", onnx_path, "-o", ir], capture_output=True, text=True,
-                           timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        out["import"] = f"FAIL: timeout after {a.timeout} s"
+    if not irc_import(irc, onnx_path, ir, a.timeout, out):
         return out
-    if p.returncode != 0:
-        msg = [l for l in p.stderr.splitlines() if l.strip()]
-        text = " ".join(msg[:2]) if msg else f"rc {p.returncode}"
-        out["import"] = "FAIL: " + text[:240].replace("|", "/")
-        return out
-    out["import"] = "ok"
-    res = os.path.join(work, f"{name}.out")
-    cmd = [irc, "run", ir, "--save-outputs", res]
-    for n in names:
-        cmd += ["--input", f"{n}={os.path.join(work, f'{name}.{n}.npy')}"]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-    except subprocess.TimeoutExpired:
-        out["run"] = f"skipped: over {a.timeout} s"
-        return out
-    out["run_s"] = round(time.time() - t0, 1)
-    got = os.path.join(res, "out0.npy")
-    if not os.path.exists(got):
-        text = (p.stderr + p.stdout).splitlines()
-        err = [l for l in text if "error" in l.lower()] or text[-1:]
-        out["run"] = "FAIL: " + (err[0][:240].replace("|", "/") if err else "?")
-        return out
-    out["run"] = "ok" if p.returncode == 0 else f"rc {p.returncode}"
-    x = np.load(got).astype(np.float64)
-    y = ref.detach().float().numpy().astype(np.float64)
-    out["rel_err"] = (f"{np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-30):.2e}"
-                      if x.shape == y.shape else f"shape {x.shape} vs {y.shape}")
+    inputs = [(n, os.path.join(work, f"{name}.{n}.npy")) for n in names]
+    irc_run_and_compare(irc, ir, inputs, os.path.join(work, f"{name}.out"), ref, a.timeout, out,
+                        t0=t0)
     return out
 
 
