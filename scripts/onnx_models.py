@@ -143,10 +143,10 @@ def bad_files():
     with open(os.path.join(OUT, "truncated.onnx"), "wb") as f:
         f.write(whole[: len(whole) // 2])
     save(h.make_model(relu, opset_imports=[h.make_opsetid("", 9)]), "opset9.onnx")
-    lstm = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="act"),
-                         h.make_node("Hardmax", ["r"], ["y"], name="pick")],
-                        "unsupported", [vi("x", [2, 4])], [vi("y", [2, 4])])
-    save(h.make_model(lstm, opset_imports=OPSET), "unsupported_op.onnx")
+    det = h.make_graph([h.make_node("Relu", ["x"], ["r"], name="act"),
+                        h.make_node("Det", ["r"], ["y"], name="pick")],
+                       "unsupported", [vi("x", [2, 4, 4])], [vi("y", [2])])
+    save(h.make_model(det, opset_imports=OPSET), "unsupported_op.onnx")
     dyn = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "dyn",
                        [vi("x", ["batch", 4])], [vi("y", ["batch", 4])])
     save(h.make_model(dyn, opset_imports=OPSET), "dynamic_dim.onnx")

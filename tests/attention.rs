@@ -497,14 +497,14 @@ fn one_head_and_the_default_softmax_axis() {
 }
 
 /// Two blocks an SM (`AttentionConfig::occupancy`) only for a plain kernel: causal head dim 64
-/// over whole tiles takes them; the same graph with an additive mask tensor, with the mask
+/// over whole tiles takes them (with enough units — 1024 here — for two a block); the same graph with an additive mask tensor, with the mask
 /// written as what it drops (`keep` not known on whole tiles), or with a residual after the
 /// output keeps one block (ptxas spilled those at 104 registers a thread).
 #[test]
 fn two_blocks_an_sm_only_for_plain_kernels() {
     let graph = |mask: &str, extra_param: &str, epilogue: &str| {
         format!(
-            "graph @g(%q: tensor<2x4x256x64xf16>, %k: tensor<2x4x256x64xf16>, %v: tensor<2x4x256x64xf16>{extra_param}) -> tensor<2x4x256x64xf16> {{
+            "graph @g(%q: tensor<16x32x256x64xf16>, %k: tensor<16x32x256x64xf16>, %v: tensor<16x32x256x64xf16>{extra_param}) -> tensor<16x32x256x64xf16> {{
               %s = matmul %q, %k {{transpose_b = true}}
               %c = constant {{value = 0.125}} : tensor<f16>
               %ss = mul %s, %c
@@ -532,7 +532,7 @@ fn two_blocks_an_sm_only_for_plain_kernels() {
     assert_eq!(occupancy(&graph(negated, "", "return %o")), 1);
     let residual = graph(
         causal,
-        ", %r: tensor<2x4x256x64xf16>",
+        ", %r: tensor<16x32x256x64xf16>",
         "%y = add %o, %r\nreturn %y",
     );
     assert_eq!(occupancy(&residual), 1);

@@ -191,7 +191,7 @@ fn bad_models_are_clear_errors() {
         ),
         (
             "unsupported_op.onnx",
-            "node #1 'pick' (Hardmax, opset 17): op 'Hardmax' is not supported",
+            "node #1 'pick' (Det, opset 17): op 'Det' is not supported",
         ),
         (
             "dynamic_dim.onnx",

@@ -448,7 +448,10 @@ mod tests {
             h(2048, 64, true, 128).to_string(),
             "consumers=2,occupancy=2"
         );
-        assert_eq!(h(1024, 32, true, 128).to_string(), "consumers=2,occupancy=2");
+        assert_eq!(
+            h(1024, 32, true, 128).to_string(),
+            "consumers=2,occupancy=2"
+        );
         // Not under a causal mask with fewer units than two a block (run 221).
         assert_eq!(h(1024, 64, true, 32).to_string(), "consumers=2");
         assert_eq!(h(1024, 32, true, 64).to_string(), "consumers=2");
