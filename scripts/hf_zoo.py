@@ -16,16 +16,14 @@ Needs torch, transformers and onnx (onnxscript for `--exporter dynamo`). Writes 
 exporter does; `import`, `run` and the error are irc's.
 """
 import argparse
-import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from zoo_common import irc_import, irc_run_and_compare  # noqa: E402
+from zoo_common import irc_import, irc_run_and_compare, run_rows, within  # noqa: E402
 
 TEXT = [
     # encoders
@@ -239,16 +237,9 @@ def main():
     a = ap.parse_args()
     irc = os.path.abspath(a.irc)
     import transformers
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = a.keep or tmp
-        os.makedirs(work, exist_ok=True)
-        for mt in a.types.split(","):
-            r = row(mt, irc, work, a)
-            rows.append(r)
-            print(json.dumps(r), flush=True)
+    rows = run_rows(a.types.split(","), lambda n, work: row(n, irc, work, a), a.keep)
     tol = 1e-4 if a.dtype == "float32" else 2e-2
-    ok = sum(1 for r in rows if r.get("rel_err", "x")[0].isdigit() and float(r["rel_err"]) < tol)
+    ok = within(rows, tol)
     lines = [f"# transformers zoo through irc (torch {torch.__version__}, transformers "
              f"{transformers.__version__}, {a.exporter} exporter, opset {a.opset}, {a.attention} attention, device {a.device})", "",
              f"Random weights, width {WIDTH_V}, 2 layers, {a.dtype}; rel. error of the first output "

@@ -20,18 +20,16 @@ on the data: a detection model's NonMaxSuppression, a Loop); `import`, `run` and
 irc's. A run past `--timeout` seconds is recorded as a timeout.
 """
 import argparse
-import json
 import os
 import re
 import sys
-import tempfile
 import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from zoo_common import irc_import, irc_run_and_compare  # noqa: E402
+from zoo_common import irc_import, irc_run_and_compare, run_rows, within  # noqa: E402
 
 # (builder, input shape, extra builder arguments); several inputs as a list of shapes. Sizes
 # are the smallest the architecture allows, or 64x64 (4 frames of 32x32 for video).
@@ -224,16 +222,9 @@ def main():
     a = ap.parse_args()
     irc = os.path.abspath(a.irc)
     import torchvision
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = a.keep or tmp
-        os.makedirs(work, exist_ok=True)
-        for name in a.models.split(","):
-            r = row(name, irc, work, a)
-            rows.append(r)
-            print(json.dumps(r), flush=True)
+    rows = run_rows(a.models.split(","), lambda n, work: row(n, irc, work, a), a.keep)
     tol = 1e-4
-    ok = sum(1 for r in rows if r.get("rel_err", "x")[0].isdigit() and float(r["rel_err"]) < tol)
+    ok = within(rows, tol)
     lines = [f"# torchvision zoo through irc (torch {torch.__version__}, torchvision "
              f"{torchvision.__version__}, device cpu)", "",
              "Random weights (seeded), eval mode, float32; exported with "

@@ -2,8 +2,10 @@
 `irc import`, running it with `irc run` on saved inputs, and the first output's relative error
 against PyTorch's. Each step records its outcome in the row `out` (a dict) under `import`,
 `run`, `run_s` and `rel_err`, as the zoo tables print them."""
+import json
 import os
 import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -61,3 +63,22 @@ def irc_run_and_compare(irc, ir, inputs, res, ref, timeout, out, extra=(), width
     y = ref.detach().float().numpy().astype(np.float64)
     out["rel_err"] = (f"{np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-30):.2e}"
                       if x.shape == y.shape else f"shape {x.shape} vs {y.shape}")
+
+
+def run_rows(names, row, keep=None):
+    """`row(name, work)` for each name, printed as JSON as it finishes, in a temporary folder
+    (or `keep`); the rows."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = keep or tmp
+        os.makedirs(work, exist_ok=True)
+        for name in names:
+            r = row(name, work)
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    return rows
+
+
+def within(rows, tol):
+    """How many rows have a relative error below `tol`."""
+    return sum(1 for r in rows if r.get("rel_err", "x")[0].isdigit() and float(r["rel_err"]) < tol)
