@@ -465,14 +465,7 @@ fn build(c: &Case) -> (Vec<u8>, Vec<Tensor>) {
     if c.cell == Cell::Lstm {
         outs.push("Y_c");
     }
-    let out_vi = outs
-        .iter()
-        .filter(|o| !o.is_empty())
-        .map(|o| ValueInfoProto {
-            name: o.to_string(),
-            ..Default::default()
-        })
-        .collect();
+    let out_vi = output_infos(&outs);
     let m = model_with(
         vec![node(c.cell.op(), &ins, &outs, attrs)],
         inits,
@@ -661,14 +654,7 @@ fn random_bad_recurrent_nodes_never_panic() {
             .iter()
             .map(|&o| if r.below(4) == 0 { "" } else { o })
             .collect();
-        let out_vi: Vec<ValueInfoProto> = outs
-            .iter()
-            .filter(|o| !o.is_empty())
-            .map(|o| ValueInfoProto {
-                name: o.to_string(),
-                ..Default::default()
-            })
-            .collect();
+        let out_vi = output_infos(&outs);
         if out_vi.is_empty() {
             continue;
         }
@@ -690,4 +676,15 @@ fn random_bad_recurrent_nodes_never_panic() {
         imported > 30,
         "too few well-formed cases imported: {imported}"
     );
+}
+
+/// The graph outputs of a node's named outputs (an empty name is an output left out).
+fn output_infos(outs: &[&str]) -> Vec<ValueInfoProto> {
+    outs.iter()
+        .filter(|o| !o.is_empty())
+        .map(|o| ValueInfoProto {
+            name: o.to_string(),
+            ..Default::default()
+        })
+        .collect()
 }
