@@ -636,6 +636,7 @@ fn rotary_embedding_matches_its_definition() {
             format!("case {case}: {shape:?} rot {rot} interleaved {interleaved} pos {with_pos}");
         let got = run_node("RotaryEmbedding", &inputs, vec![], &[], attrs, 1)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(got[0].len(), want.len(), "{what}");
         // f32 products and sums: within a few units of the larger terms.
         for (k, (g, w)) in got[0].iter().zip(&want).enumerate() {
             assert!(
@@ -644,4 +645,32 @@ fn rotary_embedding_matches_its_definition() {
             );
         }
     }
+}
+
+/// LRN and RotaryEmbedding take float inputs only (ONNX's types): an integer input is an error,
+/// not an LRN whose `alpha / size` truncated to 0.
+#[test]
+fn integer_lrn_and_rotary_inputs_are_errors() {
+    let x = tensor(&[1, 4, 2, 2], DType::I32, &[1.0; 16]);
+    let e = run_node("LRN", &[x], vec![], &[], vec![int_attr("size", 3)], 1);
+    assert!(
+        e.as_ref()
+            .is_err_and(|e| e.contains("LRN of i32 is not supported")),
+        "{e:?}"
+    );
+    let x = tensor(&[1, 1, 2, 4], DType::I32, &[1.0; 8]);
+    let cache = tensor(&[2, 2], DType::I32, &[1.0; 4]);
+    let e = run_node(
+        "RotaryEmbedding",
+        &[x, cache.clone(), cache],
+        vec![],
+        &[],
+        vec![],
+        1,
+    );
+    assert!(
+        e.as_ref()
+            .is_err_and(|e| e.contains("RotaryEmbedding of i32 is not supported")),
+        "{e:?}"
+    );
 }

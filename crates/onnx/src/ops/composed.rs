@@ -81,6 +81,7 @@ pub fn mean_variance_normalization(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 /// (`⌊(size - 1)/2⌋` before, the rest after, clipped at the edges): the squares padded with
 /// zeros along the channel axis and `size` slices of them added.
 pub fn lrn(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    super::math::require_float(cx, &n.x(0)?, "LRN")?;
     let (x, d) = up(cx, &n.x(0)?)?;
     let shape = cx.ty(&x).shape;
     if shape.len() < 2 {

@@ -80,7 +80,7 @@ pub(super) fn axis(a: i64, rank: usize) -> R<usize> {
         .ok_or_else(|| format!("axis {a} is out of range for rank {rank}"))
 }
 
-fn require_float(cx: &Ctx, x: &Val, what: &str) -> R<()> {
+pub(crate) fn require_float(cx: &Ctx, x: &Val, what: &str) -> R<()> {
     let d = cx.ty(x).dtype;
     if d.is_float() {
         Ok(())

@@ -50,6 +50,7 @@ fn concat(cx: &mut Ctx, parts: &[&Val], axis: i64) -> R<Val> {
 /// `rotary_embedding_dim` (default D) features of each head rotated by the cache rows of each
 /// position (`cos_cache[position_ids]`, or caches of `[B, S, r/2]` without position ids).
 pub fn rotary_embedding(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
+    super::math::require_float(cx, &n.x(0)?, "RotaryEmbedding")?;
     let (x, d0) = up(cx, &n.x(0)?)?;
     let (cos, sin) = (n.x(1)?, n.x(2)?);
     let shape = cx.ty(&x).shape;
