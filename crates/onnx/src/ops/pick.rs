@@ -5,7 +5,6 @@ use super::Node;
 use super::math::{axis, bin, cast_to, known_ints, one, reduce, reshape_to, select};
 use super::rnn::{reverse_index, reverse_within, take_rows};
 use crate::ctx::{Ctx, R, Val};
-use irc_interp::{Data, Tensor};
 use irc_ir::{Attr, Attrs, DType, OpKind, TensorType};
 
 /// The longest axis TopK ranks (by comparing every pair of its elements).
@@ -72,10 +71,7 @@ pub fn compress(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     if picked.is_empty() {
         return Err("the condition selects nothing (irc tensors have no zero-sized dims)".into());
     }
-    let idx = cx.konst(Tensor {
-        ty: TensorType::new([picked.len() as u64], DType::I64),
-        data: Data::I64(picked),
-    });
+    let idx = cx.ints_val(&picked);
     let attrs = Attrs::new().with("axis", Attr::Int(a as i64));
     one(cx.op(OpKind::Gather, &[&x, &idx], attrs)?)
 }

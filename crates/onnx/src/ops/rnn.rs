@@ -326,14 +326,6 @@ fn cell_step(
     }
 }
 
-/// A known i64 vector.
-fn index_list(cx: &Ctx, v: Vec<i64>) -> Val {
-    cx.konst(Tensor {
-        ty: TensorType::new([v.len() as u64], DType::I64),
-        data: Data::I64(v),
-    })
-}
-
 /// The rows `rows` of `x` flattened over its first two axes, as `lead` + the other axes: a
 /// `gather` of known indices.
 pub(super) fn take_rows(cx: &mut Ctx, x: &Val, rows: Vec<i64>, lead: &[u64]) -> R<Val> {
@@ -344,7 +336,7 @@ pub(super) fn take_rows(cx: &mut Ctx, x: &Val, rows: Vec<i64>, lead: &[u64]) -> 
     let mut flat = vec![shape[0] * shape[1]];
     flat.extend_from_slice(&shape[2..]);
     let xf = reshape_to(cx, x, &flat)?;
-    let idx = index_list(cx, rows);
+    let idx = cx.ints_val(&rows);
     let attrs = Attrs::new().with("axis", Attr::Int(0));
     let y = cx.op(OpKind::Gather, &[&xf, &idx], attrs)?;
     let mut out = lead.to_vec();

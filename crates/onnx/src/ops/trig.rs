@@ -22,11 +22,6 @@ use crate::ctx::{Ctx, R, Val};
 use irc_ir::OpKind;
 use std::f64::consts::{FRAC_PI_2, LN_2};
 
-/// `a ∘ b` for a binary op.
-fn op2(cx: &mut Ctx, op: OpKind, a: &Val, b: &Val) -> R<Val> {
-    bin(cx, op, a, b)
-}
-
 /// `a ∘ c` for a known scalar `c`.
 fn opc(cx: &mut Ctx, op: OpKind, a: &Val, c: f64) -> R<Val> {
     let k = sc(cx, c, a);
@@ -41,14 +36,14 @@ fn cop(cx: &mut Ctx, op: OpKind, c: f64, a: &Val) -> R<Val> {
 
 /// `Σ coef[k] · t^(2k)` times `t` (an odd series in Horner form over `t²`).
 fn odd_series(cx: &mut Ctx, t: &Val, coef: &[f64]) -> R<Val> {
-    let t2 = op2(cx, OpKind::Mul, t, t)?;
+    let t2 = bin(cx, OpKind::Mul, t, t)?;
     let (&last, rest) = coef.split_last().ok_or("an empty series")?;
     let mut acc = sc(cx, last, t);
     for &c in rest.iter().rev() {
-        acc = op2(cx, OpKind::Mul, &acc, &t2)?;
+        acc = bin(cx, OpKind::Mul, &acc, &t2)?;
         acc = opc(cx, OpKind::Add, &acc, c)?;
     }
-    op2(cx, OpKind::Mul, &acc, t)
+    bin(cx, OpKind::Mul, &acc, t)
 }
 
 /// `r` with `x`'s sign (`r ≥ 0`).
@@ -64,8 +59,8 @@ fn log1p(cx: &mut Ctx, y: &Val) -> R<Val> {
     let u = opc(cx, OpKind::Add, y, 1.0)?;
     let l = un(cx, OpKind::Log, &u)?;
     let um1 = opc(cx, OpKind::Sub, &u, 1.0)?;
-    let q = op2(cx, OpKind::Div, y, &um1)?;
-    let r = op2(cx, OpKind::Mul, &l, &q)?;
+    let q = bin(cx, OpKind::Div, y, &um1)?;
+    let r = bin(cx, OpKind::Mul, &l, &q)?;
     let inf = opc(cx, OpKind::Eq, &u, f64::INFINITY)?;
     let r = select(cx, &inf, &u, &r)?;
     let one = opc(cx, OpKind::Eq, &u, 1.0)?;
@@ -78,7 +73,7 @@ fn half_exps(cx: &mut Ctx, a: &Val) -> R<(Val, Val)> {
     let h = opc(cx, OpKind::Mul, a, 0.5)?;
     let h = un(cx, OpKind::Exp, &h)?;
     let hh = opc(cx, OpKind::Mul, &h, 0.5)?;
-    let p = op2(cx, OpKind::Mul, &hh, &h)?;
+    let p = bin(cx, OpKind::Mul, &hh, &h)?;
     let m = un(cx, OpKind::Neg, a)?;
     let m = un(cx, OpKind::Exp, &m)?;
     let m = opc(cx, OpKind::Mul, &m, 0.5)?;
@@ -109,7 +104,7 @@ fn sinh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     }
     let series = odd_series(cx, &a, &coef)?;
     let (p, m) = half_exps(cx, &a)?;
-    let diff = op2(cx, OpKind::Sub, &p, &m)?;
+    let diff = bin(cx, OpKind::Sub, &p, &m)?;
     let small = opc(cx, OpKind::Lt, &a, 0.5)?;
     let r = select(cx, &small, &series, &diff)?;
     signed(cx, x, &r)
@@ -118,7 +113,7 @@ fn sinh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
 fn cosh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     let a = un(cx, OpKind::Abs, x)?;
     let (p, m) = half_exps(cx, &a)?;
-    op2(cx, OpKind::Add, &p, &m)
+    bin(cx, OpKind::Add, &p, &m)
 }
 
 /// `log(x) + ln 2` where `x > 2²⁸`, else `near`.
@@ -131,12 +126,12 @@ fn far_log(cx: &mut Ctx, x: &Val, near: &Val) -> R<Val> {
 
 fn asinh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     let a = un(cx, OpKind::Abs, x)?;
-    let a2 = op2(cx, OpKind::Mul, &a, &a)?;
+    let a2 = bin(cx, OpKind::Mul, &a, &a)?;
     let s = opc(cx, OpKind::Add, &a2, 1.0)?;
     let s = un(cx, OpKind::Sqrt, &s)?;
     let s = opc(cx, OpKind::Add, &s, 1.0)?;
-    let q = op2(cx, OpKind::Div, &a2, &s)?;
-    let y = op2(cx, OpKind::Add, &a, &q)?;
+    let q = bin(cx, OpKind::Div, &a2, &s)?;
+    let y = bin(cx, OpKind::Add, &a, &q)?;
     let near = log1p(cx, &y)?;
     let r = far_log(cx, &a, &near)?;
     signed(cx, x, &r)
@@ -145,9 +140,9 @@ fn asinh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
 fn acosh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     let d = opc(cx, OpKind::Sub, x, 1.0)?;
     let t = opc(cx, OpKind::Add, &d, 2.0)?;
-    let t = op2(cx, OpKind::Mul, &d, &t)?;
+    let t = bin(cx, OpKind::Mul, &d, &t)?;
     let t = un(cx, OpKind::Sqrt, &t)?;
-    let y = op2(cx, OpKind::Add, &d, &t)?;
+    let y = bin(cx, OpKind::Add, &d, &t)?;
     let near = log1p(cx, &y)?;
     let r = far_log(cx, x, &near)?;
     // NaN below 1 (where d · (2 + d) is positive again below -1).
@@ -159,8 +154,8 @@ fn acosh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
 fn atanh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     let a = un(cx, OpKind::Abs, x)?;
     let den = cop(cx, OpKind::Sub, 1.0, &a)?;
-    let num = op2(cx, OpKind::Add, &a, &a)?;
-    let y = op2(cx, OpKind::Div, &num, &den)?;
+    let num = bin(cx, OpKind::Add, &a, &a)?;
+    let y = bin(cx, OpKind::Div, &num, &den)?;
     let l = log1p(cx, &y)?;
     let r = opc(cx, OpKind::Mul, &l, 0.5)?;
     signed(cx, x, &r)
@@ -168,11 +163,11 @@ fn atanh_of(cx: &mut Ctx, x: &Val) -> R<Val> {
 
 /// `t / (1 + √(1 + t²))`: `tan(atan(t) / 2)`.
 fn halve(cx: &mut Ctx, t: &Val) -> R<Val> {
-    let t2 = op2(cx, OpKind::Mul, t, t)?;
+    let t2 = bin(cx, OpKind::Mul, t, t)?;
     let s = opc(cx, OpKind::Add, &t2, 1.0)?;
     let s = un(cx, OpKind::Sqrt, &s)?;
     let s = opc(cx, OpKind::Add, &s, 1.0)?;
-    op2(cx, OpKind::Div, t, &s)
+    bin(cx, OpKind::Div, t, &s)
 }
 
 fn atan_of(cx: &mut Ctx, x: &Val) -> R<Val> {
@@ -199,16 +194,16 @@ fn atan_of(cx: &mut Ctx, x: &Val) -> R<Val> {
 fn asin_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     let lo = cop(cx, OpKind::Sub, 1.0, x)?;
     let hi = opc(cx, OpKind::Add, x, 1.0)?;
-    let c = op2(cx, OpKind::Mul, &lo, &hi)?;
+    let c = bin(cx, OpKind::Mul, &lo, &hi)?;
     let c = un(cx, OpKind::Sqrt, &c)?;
-    let t = op2(cx, OpKind::Div, x, &c)?;
+    let t = bin(cx, OpKind::Div, x, &c)?;
     atan_of(cx, &t)
 }
 
 fn acos_of(cx: &mut Ctx, x: &Val) -> R<Val> {
     let lo = cop(cx, OpKind::Sub, 1.0, x)?;
     let hi = opc(cx, OpKind::Add, x, 1.0)?;
-    let q = op2(cx, OpKind::Div, &lo, &hi)?;
+    let q = bin(cx, OpKind::Div, &lo, &hi)?;
     let q = un(cx, OpKind::Sqrt, &q)?;
     let t = atan_of(cx, &q)?;
     opc(cx, OpKind::Mul, &t, 2.0)
