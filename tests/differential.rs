@@ -79,15 +79,8 @@ fn check(text: &str) -> Result<(), String> {
     irc_tests::check_kernels(g, &k).map_err(|e| format!("sm_90a: {e}"))
 }
 
-fn cases() -> u32 {
-    std::env::var("IRC_DIFF_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(48)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: irc_tests::cases_from_env("IRC_DIFF_CASES", 48), ..ProptestConfig::default() })]
 
     #[test]
     fn random_graphs_over_every_op_compute_what_the_interpreter_does(

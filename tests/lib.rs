@@ -249,3 +249,12 @@ pub fn reads_of_own_writes(k: &Module) -> Vec<String> {
     }
     bad
 }
+
+/// The number of proptest cases: the environment variable `var` where it holds a number, else
+/// `default` (CI's share).
+pub fn cases_from_env(var: &str, default: u32) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}

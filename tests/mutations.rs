@@ -162,15 +162,8 @@ fn compile_all(m: &irc_ir::Module) -> Result<(), String> {
     Ok(())
 }
 
-fn cases() -> u32 {
-    std::env::var("IRC_MUTATION_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: irc_tests::cases_from_env("IRC_MUTATION_CASES", 96), ..ProptestConfig::default() })]
 
     #[test]
     fn mutated_graphs_compile_or_are_refused_without_a_panic(
