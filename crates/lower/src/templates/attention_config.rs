@@ -164,7 +164,7 @@ impl AttentionConfig {
         // query tile's, every key tile) runs alone at half an SM's speed and sets the time
         // (run 221: 256 units of a batch-1 Llama layer, 0.0286 ms at two blocks an SM, 0.0243
         // at one; run 182: 2048 units, two blocks 6% faster).
-        let balanced = !causal || batch.max(1) * sq.div_ceil(128) >= 4 * sms;
+        let balanced = !causal || units(sq, batch, point(2, 2).rows()) >= 4 * sms;
         let occupancy = if consumers == 2
             && !pipelined
             && plain
@@ -240,12 +240,17 @@ pub(crate) fn ring(
     (q_tiles, beside(q_tiles))
 }
 
+/// The kernel's work units: query tiles of `rows` rows over `batch` batch entries of `sq` rows.
+fn units(sq: u64, batch: u64, rows: u64) -> u64 {
+    batch.max(1) * sq.div_ceil(rows.max(1))
+}
+
 /// The share of the GPU that blocks of `rows` query rows keep busy over `batch` batch entries
 /// of `sq` rows on `sms` SMs: the rows inside the sequence (the tail block's padding is
 /// wasted) times the last wave's fill.
 fn busy_share(sq: u64, batch: u64, rows: u64, sms: u64) -> f64 {
     let tiles = sq.div_ceil(rows.max(1));
-    let units = batch.max(1) * tiles;
+    let units = units(sq, batch, rows);
     let waves = units.div_ceil(sms.max(1));
     (sq as f64 / (tiles * rows.max(1)) as f64) * (units as f64 / (waves * sms.max(1)) as f64)
 }
