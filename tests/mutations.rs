@@ -47,14 +47,15 @@ fn sites(text: &str, kind: u8) -> Vec<Site> {
             let mut out = vec![];
             let mut i = 0;
             while i < b.len() {
-                let after_letter = i > 0 && b[i - 1].is_ascii_alphabetic() && b[i - 1] != b'x';
-                if !b[i].is_ascii_digit() || after_letter {
-                    // Skip a whole word (`f32`, `%v10`): its digits are not numbers.
+                if b[i] == b'x' && i > 0 && b[i - 1].is_ascii_digit() {
+                    // A shape's separator (`4x8xf32`): the next dim follows.
+                    i += 1;
+                    continue;
+                }
+                if !b[i].is_ascii_digit() {
+                    // A whole word (`f32`, `v10`, `transpose_b`): its digits are not numbers.
                     let start = i;
-                    while i < b.len()
-                        && word(b[i])
-                        && (i == start || !b[i].is_ascii_digit() || word(b[i - 1]))
-                    {
+                    while i < b.len() && word(b[i]) {
                         i += 1;
                     }
                     i = i.max(start + 1);
@@ -187,4 +188,16 @@ proptest! {
         let Ok(m) = irc_frontend::parse_module(&text) else { return Ok(()) };
         compile_all(&m).map_err(|e| TestCaseError::fail(format!("{}: {e}\n{text}", path.display())))?;
     }
+}
+
+/// The number sites of a statement: each dim of a shape and each number, not the digits of
+/// names or element types.
+#[test]
+fn number_sites_are_dims_and_numbers() {
+    let text = "%v10 = constant {value = 0.125} : tensor<4x8xf32>";
+    let found: Vec<&str> = sites(text, 0)
+        .iter()
+        .map(|((s, e), _)| &text[*s..*e])
+        .collect();
+    assert_eq!(found, ["0.125", "4", "8"]);
 }
