@@ -4,11 +4,12 @@
 
 use super::Node;
 use super::math::{
-    axis, bin, broadcast_to, down, one, reduce, reduce_axes, reshape_to, sc, select, un, up,
+    axis, bin, broadcast_to, down, extremum_index, one, reduce, reduce_axes, reshape_to, sc,
+    select, un, up,
 };
 use super::pad::slice_axis;
 use crate::ctx::{Ctx, R, Val};
-use irc_ir::{Attr, Attrs, DType, OpKind, TensorType};
+use irc_ir::{Attr, Attrs, DType, OpKind};
 
 /// `sin(x) / cos(x)`.
 pub fn tan(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
@@ -135,15 +136,8 @@ pub fn lrn(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 pub fn hardmax(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
     let x = n.x(0)?;
     let ty = cx.ty(&x);
-    let a = axis(n.int("axis", -1), ty.rank())? as i64;
-    let m = reduce(cx, OpKind::ReduceMax, &x, &[a], true)?;
-    let hit = bin(cx, OpKind::Eq, &x, &m)?;
-    let idx_ty = TensorType::new(ty.shape.clone(), DType::I64);
-    let attrs = Attrs::new().with("axis", Attr::Int(a));
-    let idx = cx.op_typed(OpKind::Iota, &[], attrs, Some(&idx_ty))?;
-    let miss = cx.scalar(ty.shape[a as usize] as f64, DType::I64);
-    let cand = select(cx, &hit, &idx, &miss)?;
-    let first = reduce(cx, OpKind::ReduceMin, &cand, &[a], true)?;
+    let a = axis(n.int("axis", -1), ty.rank())?;
+    let (idx, first) = extremum_index(cx, &x, a, OpKind::ReduceMax, false, true)?;
     let at = bin(cx, OpKind::Eq, &idx, &first)?;
     let (hi, lo) = (sc(cx, 1.0, &x), sc(cx, 0.0, &x));
     one(select(cx, &at, &hi, &lo)?)

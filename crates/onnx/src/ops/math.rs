@@ -640,12 +640,25 @@ pub fn reduce_log_sum_exp(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
 /// ArgMax/ArgMin: the first (or last) index along the axis where x equals its extremum.
 fn arg_extremum(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Vec<Val>> {
     let x = n.x(0)?;
-    let ty = cx.ty(&x);
-    let a = axis(n.int("axis", 0), ty.rank())?;
+    let a = axis(n.int("axis", 0), cx.ty(&x).rank())?;
     let keep = n.int("keepdims", 1) != 0;
     let last = n.int("select_last_index", 0) != 0;
-    let m = reduce(cx, op, &x, &[a as i64], true)?;
-    let hit = bin(cx, OpKind::Eq, &x, &m)?;
+    one(extremum_index(cx, &x, a, op, last, keep)?.1)
+}
+
+/// The index along axis `a` of the first (or `last`) maximum or minimum (`op`: ReduceMax or
+/// ReduceMin) of `x`, beside the `iota` of the indices along `a` it was picked from.
+pub(crate) fn extremum_index(
+    cx: &mut Ctx,
+    x: &Val,
+    a: usize,
+    op: OpKind,
+    last: bool,
+    keep: bool,
+) -> R<(Val, Val)> {
+    let ty = cx.ty(x);
+    let m = reduce(cx, op, x, &[a as i64], true)?;
+    let hit = bin(cx, OpKind::Eq, x, &m)?;
     let idx_ty = TensorType::new(ty.shape.clone(), DType::I64);
     let attrs = Attrs::new().with("axis", Attr::Int(a as i64));
     let idx = cx.op_typed(OpKind::Iota, &[], attrs, Some(&idx_ty))?;
@@ -656,7 +669,8 @@ fn arg_extremum(cx: &mut Ctx, n: &Node, op: OpKind) -> R<Vec<Val>> {
     };
     let miss = cx.scalar(miss, DType::I64);
     let cand = select(cx, &hit, &idx, &miss)?;
-    one(reduce(cx, pick, &cand, &[a as i64], keep)?)
+    let at = reduce(cx, pick, &cand, &[a as i64], keep)?;
+    Ok((idx, at))
 }
 
 pub fn argmax(cx: &mut Ctx, n: &Node) -> R<Vec<Val>> {
