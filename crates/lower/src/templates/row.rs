@@ -285,6 +285,13 @@ impl Builder<'_, '_> {
         self.coord = coord.clone();
         let yw = self.widen(r.dtype, y);
         self.overrides.insert(r.result, (r.access.clone(), yw));
+        // The views of the composite that this kernel stores are computed through the view
+        // from the value in hand, not read back from the memory just written.
+        let views: Vec<ValueId> = (self.roots.iter().copied())
+            .filter(|&v| v != r.result && self.is_view_of(v, r.result))
+            .collect();
+        let before = std::mem::take(&mut self.unstored);
+        self.unstored = before.iter().copied().chain(views).collect();
         for (root, out) in &r.epilogue {
             let e = self.compute_at(*root, &r.access, false)?;
             let wide = self.val_dtype(*root);
@@ -293,6 +300,7 @@ impl Builder<'_, '_> {
             let d = self.ty(*root).dtype;
             self.store_elem(out, coord.clone(), cast_to(d, wide, e))?;
         }
+        self.unstored = before;
         self.overrides.remove(&r.result);
         for (root, _) in &r.epilogue {
             self.overrides.remove(root);
