@@ -405,7 +405,11 @@ fn an_exported_causal_mask_is_a_band_the_kernel_skips() {
         kernels: attention.into_iter().cloned().collect(),
         ..p.kernels.clone()
     };
-    assert!(skips_tiles(&irc_kir::print_module(&m)), "no tile skipping");
+    // Its 8 tokens are the decoding template's (at most 8 rows a unit), which walks only the
+    // band's keys: with 8 queries, all 8 (`decoding_through_repeat_kv_views_with_a_causal_mask`
+    // checks a band that drops keys); the tensor-core kernels skip the tiles past the diagonal.
+    let text = irc_kir::print_module(&m);
+    assert!(skips_tiles(&text) || decodes(&text), "no tile skipping");
 }
 
 #[test]
@@ -609,4 +613,109 @@ fn rows_masked_whole_by_the_lowest_finite_value_are_uniform() {
     assert!(c.passed(), "{c:?}");
     let nan = got.data.to_f64().iter().filter(|x| x.is_nan()).count();
     assert_eq!(nan, heads * 64, "only the -inf row is NaN");
+}
+
+/// Whether the kernel is the decoding template's (`attention/decode.rs`): products on CUDA
+/// cores (no `mma`), its loop over the steps of a block's keys (`for %st..`).
+fn decodes(kir: &str) -> bool {
+    !kir.contains("mma") && kir.lines().any(|l| l.trim_start().starts_with("for %st"))
+}
+
+/// Grouped-query decoding steps (`fold` query heads a K/V head, one query each, or `sq`
+/// queries), the keys split across blocks and merged by the last block (`splits` > 1 where
+/// the units are few), keys not a multiple of a step, f16 and bf16.
+#[test]
+fn decoding_steps_fold_query_heads_and_split_keys() {
+    // The last: one step of 128 keys (64 lane groups of two lanes) is too few to split.
+    for (t, sq, sk, d, fold, split) in [
+        ("bf16", 1, 300, 128, 4, true),
+        ("f16", 1, 1000, 64, 8, true),
+        ("bf16", 2, 333, 64, 2, true),
+        ("f16", 3, 129, 32, 1, false),
+    ] {
+        let scale = 1.0 / (d as f64).sqrt();
+        let kir = check(&format!(
+            "graph @decode(%q: tensor<2x2x{fold}x{sq}x{d}x{t}>, %k: tensor<2x2x1x{sk}x{d}x{t}>, %v: tensor<2x2x1x{sk}x{d}x{t}>) -> tensor<2x2x{fold}x{sq}x{d}x{t}> {{
+              %s = matmul %q, %k {{transpose_b = true}}
+              %c = constant {{value = {scale:?}}} : tensor<{t}>
+              %ss = mul %s, %c
+              %p = softmax %ss {{axis = -1}}
+              %o = matmul %p, %v
+              return %o
+            }}"
+        ));
+        assert!(decodes(&kir), "{t} sq={sq} sk={sk} d={d} fold={fold}");
+        // One unit a K/V head: the grid is 4 units times the splits.
+        let grid = kir.lines().find(|l| l.contains("grid(")).unwrap();
+        assert_eq!(kir.contains("_arrivals"), split, "split keys: {grid}");
+        let blocks: u64 = grid
+            .split("grid(")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(blocks % 4, 0, "{grid}");
+    }
+}
+
+/// A Llama-style exported decoding step: K and V heads repeated for the query heads by views
+/// (`reshape`, `broadcast`, `reshape`), a causal mask of the query at its cache position from
+/// `iota`s, the output merged back to `[B, S, H·D]` by views: the repeat is proven shared
+/// through the views (the query heads folded), the mask evaluated per score.
+#[test]
+fn decoding_through_repeat_kv_views_with_a_causal_mask() {
+    let kir = check(
+        "graph @llama_step(%q: tensor<1x8x1x64xbf16>, %k: tensor<1x2x200x64xbf16>, %v: tensor<1x2x200x64xbf16>) -> tensor<1x1x512xbf16> {
+          %k5 = reshape %k {shape = [1, 2, 1, 200, 64]}
+          %kb = broadcast %k5 {shape = [1, 2, 4, 200, 64]}
+          %kr = reshape %kb {shape = [1, 8, 200, 64]}
+          %v5 = reshape %v {shape = [1, 2, 1, 200, 64]}
+          %vb = broadcast %v5 {shape = [1, 2, 4, 200, 64]}
+          %vr = reshape %vb {shape = [1, 8, 200, 64]}
+          %s = matmul %q, %kr {transpose_b = true}
+          %c = constant {value = 0.125} : tensor<bf16>
+          %ss = mul %s, %c
+          %row = iota {axis = 0} : tensor<1x200xi32>
+          %pos = constant {value = 150} : tensor<i32>
+          %at = add %row, %pos
+          %col = iota {axis = 1} : tensor<1x200xi32>
+          %keep = ge %at, %col
+          %ninf = constant {value = -inf} : tensor<bf16>
+          %m = select %keep, %ss, %ninf
+          %p = softmax %m {axis = -1}
+          %o = matmul %p, %vr
+          %ot = transpose %o {perm = [0, 2, 1, 3]}
+          %om = reshape %ot {shape = [1, 1, 512]}
+          return %om
+        }",
+    );
+    assert!(decodes(&kir));
+    // Two units (one a K/V head, each of 4 folded rows), in one block each; the band keeps the
+    // keys up to 150 (the query's position), the steps past them are skipped.
+    assert!(kir.contains("grid(2, 1, 1)"), "{kir}");
+    assert!(
+        kir.lines()
+            .any(|l| l.contains("if (%st") && l.contains("< 151)")),
+        "{kir}"
+    );
+}
+
+/// Head dims whose vectors do not divide among a key's lanes (40: five vectors; 72 beside a V
+/// head dim of 40), an additive mask tensor and a residual add in the output's epilogue.
+#[test]
+fn decoding_with_odd_head_dims_a_mask_tensor_and_an_epilogue() {
+    let kir = check(
+        "graph @odd_decode(%q: tensor<3x2x1x72xf16>, %k: tensor<3x2x90x72xf16>, %v: tensor<3x2x90x40xf16>, %mask: tensor<3x1x1x90xf16>, %res: tensor<3x2x1x40xf16>) -> tensor<3x2x1x40xf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %sm = add %s, %mask
+          %p = softmax %sm {axis = -1}
+          %o = matmul %p, %v
+          %y = add %o, %res
+          return %y
+        }",
+    );
+    assert!(decodes(&kir));
 }

@@ -378,7 +378,14 @@ impl<'g> Lowering<'g> {
             Some(att) => Some(self.attention_ops(grp, att, &roots)?),
             None => None,
         };
+        let decode = match &attention {
+            Some(ops) => Builder::new(self, grp.name.clone(), i)
+                .decode_schedule(ops)?
+                .is_some(),
+            None => false,
+        };
         let template = match attention {
+            Some(_) if decode => "attention_decode",
             Some(_) if hopper => "attention_wgmma",
             Some(_) => "attention",
             None if inst.op.category() == Category::Matmul

@@ -96,6 +96,12 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps, cp.async stages (MmaConfig::space; default 128x128x32/2x2/3 for f16/bf16)",
     },
     TemplateInfo {
+        name: "attention_decode",
+        anchor: Anchor::Attention,
+        applies: "attention groups with at most 8 query rows a unit (a decoding step; query heads sharing a K/V head, proven by the layout algebra, folded into one unit's rows), f16/bf16, head dims multiples of 8 up to 256, any target",
+        config: "none (attention/decode.rs): 128 threads, lane groups of the fewest lanes a key whose Q and O slices and a step's K/V vectors fit 192 values a thread, 2 keys a group a step in 16-byte vectors, keys split across blocks until about 4 blocks an SM (each at least 4 steps), the splits merged in order by the last block to arrive (one launch)",
+    },
+    TemplateInfo {
         name: "attention_wgmma",
         anchor: Anchor::Attention,
         applies: "attention groups on sm_90a whose Q, K and V TMA can read (head dims multiples of 8 up to 256, 16-byte strides, at most three batch strides); else `attention`",

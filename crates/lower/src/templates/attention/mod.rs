@@ -36,6 +36,7 @@
 //! causal, sliding and local windows) skips the key tiles outside it; the tiles it crosses are
 //! masked by the prologue itself.
 
+mod decode;
 mod mma;
 mod schedule;
 mod staged;
@@ -364,6 +365,9 @@ impl Builder<'_, '_> {
             roots,
             band: ops.band,
         };
+        if let Some(dec) = self.decode_schedule(ops)? {
+            return self.attention_decode(ops, &plan, dec);
+        }
         if self.l.options.wgmma
             && self.l.options.mma.is_none()
             && self.attention_wgmma(ops, &plan)?
@@ -457,34 +461,11 @@ impl Builder<'_, '_> {
                 let at = vec![Expr::Int(val as i64), Expr::Int(j as i64)];
                 let gq = self.let_("gq", Ty::Idx, add(q0.clone(), row.clone()));
                 let gk = self.let_("gk", Ty::Idx, add(add(k0.clone(), int(8 * j)), col.clone()));
-                // The score through the prologue at (gq, gk), in f32 (`wide`: no rounding of
-                // the f32 accumulator or of the prologue's results to 16 bits).
-                let access_s = p.qk.access_c.clone();
+                // The score through the prologue at (gq, gk), in f32.
                 let score = Expr::load(acc_s, at.clone());
                 let coord = vec![gq.clone(), gk.clone(), bi.clone()];
-                let (s_mm, form) = (p.s_mm, p.prologue);
-                let prologue = |s: &mut Self| -> R<Expr> {
-                    let Some(root) = form.root else {
-                        return Ok(score);
-                    };
-                    s.coord = coord;
-                    let memo = std::mem::take(&mut s.memo);
-                    s.wide = true;
-                    s.overrides.insert(s_mm, (access_s.clone(), score.clone()));
-                    if let Some(a) = form.alias {
-                        s.known.insert(a, score);
-                    }
-                    if let (Some(k), true) = (form.keep, unmasked) {
-                        s.known.insert(k, lit(DType::I1, 1.0));
-                    }
-                    let e = s.value_at(root, &access_s);
-                    s.overrides.remove(&s_mm);
-                    s.known.clear();
-                    let x_dt = s.val_dtype(root);
-                    s.wide = false;
-                    s.memo = memo;
-                    Ok(cast_to(DType::F32, x_dt, e?))
-                };
+                let form = p.prologue;
+                let prologue = |s: &mut Self| s.att_score(p, score, coord, unmasked);
                 // Guards only where a tile can pass the end of the sequence.
                 let guard = match (sq % bq == 0, sk % bkv == 0) {
                     (true, true) => None,
@@ -520,6 +501,42 @@ impl Builder<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The raw score `score` (an f32 accumulator of `Q·Kᵀ` at `coord` = (query, key, batch))
+    /// through the prologue, in f32 (`wide`: no rounding of the accumulator or of the
+    /// prologue's results to 16 bits). With `unmasked`, a recognized mask band is known to
+    /// keep the score.
+    pub(super) fn att_score(
+        &mut self,
+        p: &AttPlan,
+        score: Expr,
+        coord: Vec<Expr>,
+        unmasked: bool,
+    ) -> R<Expr> {
+        let form = p.prologue;
+        let Some(root) = form.root else {
+            return Ok(score);
+        };
+        let access_s = p.qk.access_c.clone();
+        self.coord = coord;
+        let memo = std::mem::take(&mut self.memo);
+        self.wide = true;
+        self.overrides
+            .insert(p.s_mm, (access_s.clone(), score.clone()));
+        if let Some(a) = form.alias {
+            self.known.insert(a, score);
+        }
+        if let (Some(k), true) = (form.keep, unmasked) {
+            self.known.insert(k, lit(DType::I1, 1.0));
+        }
+        let e = self.value_at(root, &access_s);
+        self.overrides.remove(&p.s_mm);
+        self.known.clear();
+        let x_dt = self.val_dtype(root);
+        self.wide = false;
+        self.memo = memo;
+        Ok(cast_to(DType::F32, x_dt, e?))
     }
 
     /// One online-softmax step over the tile's scores `acc_s` (`[4, bkv / 8]`, after the
@@ -770,18 +787,7 @@ impl Builder<'_, '_> {
                 );
                 let o = Expr::cast(p.dt, o);
                 let coord = vec![gq.clone(), gd, bi.clone()];
-                let store = |s: &mut Self| -> R<()> {
-                    if p.viewed {
-                        s.out.push(Stmt::Store {
-                            tensor: p.outs[0].clone(),
-                            coord,
-                            value: o,
-                        });
-                        return Ok(());
-                    }
-                    s.coord = coord.clone();
-                    s.epilogue_stores(p.o_mm, o, &p.pv.access_c, &p.roots, &p.outs, coord)
-                };
+                let store = |s: &mut Self| s.att_store_at(p, o, coord);
                 // Rows past the end only where the query tiles pass it.
                 if p.sq % bq == 0 {
                     store(self)?;
@@ -791,6 +797,21 @@ impl Builder<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Stores `o` (the output's dtype) at `coord` = (query, dv, batch): through the group's
+    /// epilogue, or (a result view stored for the output) through the view's inverse.
+    pub(super) fn att_store_at(&mut self, p: &AttPlan, o: Expr, coord: Vec<Expr>) -> R<()> {
+        if p.viewed {
+            self.out.push(Stmt::Store {
+                tensor: p.outs[0].clone(),
+                coord,
+                value: o,
+            });
+            return Ok(());
+        }
+        self.coord = coord.clone();
+        self.epilogue_stores(p.o_mm, o, &p.pv.access_c, &p.roots, &p.outs, coord)
     }
 
     /// `1 / l` of each of the thread's two rows, `l` summed over the quad first.
