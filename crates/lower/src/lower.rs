@@ -379,13 +379,11 @@ impl<'g> Lowering<'g> {
             None => None,
         };
         let decode = match &attention {
-            Some(ops) => Builder::new(self, grp.name.clone(), i)
-                .decode_schedule(ops)?
-                .is_some(),
-            None => false,
+            Some(ops) => Builder::new(self, grp.name.clone(), i).decode_shape(ops)?,
+            None => None,
         };
         let template = match attention {
-            Some(_) if decode => "attention_decode",
+            Some(_) if decode.is_some() => "attention_decode",
             Some(_) if hopper => "attention_wgmma",
             Some(_) => "attention",
             None if inst.op.category() == Category::Matmul
@@ -397,7 +395,7 @@ impl<'g> Lowering<'g> {
                 crate::templates::template_of(inst.op, self.g.values[lead.index()].ty.dtype, hopper)
             }
         };
-        let problem = crate::templates::problem_of(
+        let mut problem = crate::templates::problem_of(
             m,
             buffers,
             grp,
@@ -406,6 +404,17 @@ impl<'g> Lowering<'g> {
             template,
             attention.as_ref(),
         );
+        if let (Some(s), crate::templates::ProblemShape::Attention { d, dv, .. }) =
+            (decode, &problem.shape)
+        {
+            problem.shape = crate::templates::ProblemShape::Decode {
+                units: s.units,
+                rows: s.rows,
+                keys: s.keys.1 - s.keys.0,
+                d: *d,
+                dv: *dv,
+            };
+        }
         let (config, source) = self.resolve(&problem)?;
         let mut b = Builder::new(self, grp.name.clone(), i);
         b.roots = roots.clone();

@@ -62,6 +62,7 @@ pub enum Config {
     Mma(MmaConfig),
     Wgmma(super::wgmma_config::WgmmaConfig),
     Attention(super::attention_config::AttentionConfig),
+    Decode(super::decode_config::DecodeConfig),
 }
 
 impl fmt::Display for Config {
@@ -73,6 +74,7 @@ impl fmt::Display for Config {
             Config::Mma(c) => c.fmt(f),
             Config::Wgmma(c) => c.fmt(f),
             Config::Attention(c) => c.fmt(f),
+            Config::Decode(c) => c.fmt(f),
         }
     }
 }
@@ -174,6 +176,7 @@ pub static SPACES: &[&dyn TemplateSpace] = &[
     &MmaSpace,
     &super::wgmma_config::WgmmaSpace,
     &super::attention_config::AttentionSpace,
+    &super::decode_config::DecodeSpace,
 ];
 
 /// The space of `template`, if it declares one.
@@ -209,16 +212,16 @@ pub fn ranked(p: &Problem, target: &Target) -> Vec<(Config, f64)> {
     out
 }
 
-fn wrong(template: &str) -> String {
+pub(crate) fn wrong(template: &str) -> String {
     format!("not a point of the {template} space")
 }
 
 /// `key=value` pairs, the value parsed.
-type Fields<'a> = Vec<(&'a str, Result<u64, String>)>;
+pub(crate) type Fields<'a> = Vec<(&'a str, Result<u64, String>)>;
 
 /// Key=value fields of a point's text (`threads=256,blocks_per_sm=8`), after an optional
 /// leading word (`row,threads=256`).
-fn fields(text: &str) -> (Option<&str>, Fields<'_>) {
+pub(crate) fn fields(text: &str) -> (Option<&str>, Fields<'_>) {
     let mut word = None;
     let mut out = vec![];
     for part in text.split(',').map(str::trim) {
@@ -250,14 +253,14 @@ fn one_field(text: &str, word: &str, name: &str) -> Result<u64, String> {
 /// Little's law at H100 latency and bandwidth), plus the launches. `in_flight` is the resident
 /// threads times the loads each issues before it waits (its cached values, its unrolled
 /// loads).
-fn memory_us(bytes: f64, in_flight: f64, launches: f64, t: &Target) -> f64 {
+pub(crate) fn memory_us(bytes: f64, in_flight: f64, launches: f64, t: &Target) -> f64 {
     let need = f64::from(t.sms) * SM_THREADS as f64;
     let fill = (in_flight / need).clamp(0.02, 1.0);
     bytes / (t.peak_gbps * 1e3) / fill + launches * t.launch_us
 }
 
 /// Threads resident at once for `blocks` blocks of `threads`.
-fn resident(blocks: u64, threads: u64, t: &Target) -> f64 {
+pub(crate) fn resident(blocks: u64, threads: u64, t: &Target) -> f64 {
     let per_sm = (SM_THREADS / threads.max(1)).min(SM_BLOCKS);
     (blocks.min(per_sm * u64::from(t.sms)) * threads) as f64
 }

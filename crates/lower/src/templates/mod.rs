@@ -11,6 +11,7 @@ use irc_ir::{Category, DType, OpKind};
 mod attention;
 pub mod attention_config;
 pub mod config;
+pub mod decode_config;
 mod matmul_mma;
 mod matmul_wgmma;
 mod norm_prologue;

@@ -46,6 +46,16 @@ pub enum ProblemShape {
         causal: bool,
         plain: bool,
     },
+    /// An attention group on the decoding template: `units` units of `rows` query rows (the
+    /// query heads sharing a K/V head folded in, times the queries) over `keys` kept keys, head
+    /// dims `d` and `dv`.
+    Decode {
+        units: u64,
+        rows: u64,
+        keys: u64,
+        d: u64,
+        dv: u64,
+    },
 }
 
 /// One kernel's problem: what its template's space and the tuning cache are keyed on.
@@ -255,6 +265,16 @@ pub(crate) fn problem_of<'m>(
             },
             if *causal { " causal" } else { "" },
             if *plain { "" } else { " prologue" }
+        ),
+        ProblemShape::Decode {
+            units,
+            rows,
+            keys,
+            d,
+            dv,
+        } => format!(
+            "attention {} u{units} r{rows} k{keys} d{d}v{dv}",
+            result.dtype
         ),
     };
     let ops = g.ops().count();

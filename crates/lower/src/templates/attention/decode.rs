@@ -27,6 +27,9 @@
 //!    block to arrive merges the splits in their order (`templates/arrival.rs`: the result
 //!    does not depend on which block is last) and stores.
 
+use super::super::decode_config::{
+    DecodeConfig, MAX_SPLITS, STEP_KEYS, THREADS, WIDTH, fewest_lanes, step_keys,
+};
 use super::{AttPlan, AttentionOps, LOG2_E, RESCALE_MARGIN, tree};
 use crate::lower::*;
 use irc_ir::{DType, ValueId};
@@ -35,40 +38,25 @@ use irc_layout::{Layout, composition};
 
 /// The most query rows a unit holds (folded heads times queries).
 pub(crate) const MAX_ROWS: u64 = 8;
-/// Threads a block.
-const THREADS: u64 = 128;
-/// Keys a lane group takes per step.
-pub(crate) const STEP_KEYS: u64 = 2;
-/// Elements a vector (16 bytes of f16/bf16).
-const WIDTH: u64 = 8;
-/// Values a thread may hold for its Q and O slices (f32, `rows` each) and a step's K and V
-/// vectors: the lanes per key are the fewest within it.
-const VALUES: u64 = 192;
-/// The most splits of a unit's keys (the last block's merge weights sit in shared memory).
-const MAX_SPLITS: u64 = 256;
 
-/// The decoding schedule of one attention group.
+/// What the decoding template makes of one attention group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Decode {
-    /// Batch entries folded into a unit's rows (they share K and V).
+pub(crate) struct DecodeShape {
+    /// Batch entries folded into a unit's rows (they share K and V), and the units.
     pub(crate) fold: u64,
+    pub(crate) units: u64,
     /// Rows a unit: `fold · sq`.
     pub(crate) rows: u64,
-    /// Lanes a key (a power of two up to 32).
-    pub(crate) lanes: u64,
-    /// Blocks a unit, and the keys each takes (a multiple of the block's step).
-    pub(crate) splits: u64,
-    pub(crate) chunk: u64,
     /// The keys some row keeps, `[begin, end)`: all of them, or a mask band's (its other keys
     /// are `-inf` for every row of every unit, and never read).
     pub(crate) keys: (u64, u64),
 }
 
 impl Builder<'_, '_> {
-    /// The decoding schedule where it applies (module doc): at most [`MAX_ROWS`] query rows a
-    /// unit with the fewest lanes a key whose registers fit; `None` otherwise (the tensor-core
-    /// templates take the group).
-    pub(crate) fn decode_schedule(&mut self, ops: &AttentionOps<'_>) -> R<Option<Decode>> {
+    /// The decoding template's shape of the group where it applies (module doc): at most
+    /// [`MAX_ROWS`] query rows a unit, some lane count whose registers fit; `None` otherwise
+    /// (the tensor-core templates take the group).
+    pub(crate) fn decode_shape(&mut self, ops: &AttentionOps<'_>) -> R<Option<DecodeShape>> {
         let qk = self.matmul_access(ops.scores)?;
         let pv = self.matmul_access(ops.output)?;
         let (sq, sk, d, dv) = (qk.ms.m, qk.ms.n, qk.ms.k, pv.ms.n);
@@ -95,15 +83,9 @@ impl Builder<'_, '_> {
             })
             .unwrap_or(1);
         let rows = fold * sq;
-        let (cq, cv) = (d.div_ceil(WIDTH), dv.div_ceil(WIDTH));
-        let Some(lanes) = (0..=5)
-            .map(|e| 1u64 << e)
-            .find(|&lk| (cq.div_ceil(lk) + cv.div_ceil(lk)) * WIDTH * (rows + STEP_KEYS) <= VALUES)
-        else {
+        if fewest_lanes(rows, (d, dv)).is_none() {
             return Ok(None);
-        };
-        let units = batch / fold;
-        let step = THREADS / lanes * STEP_KEYS;
+        }
         // A band keeps `lo <= q - key <= hi`: for queries 0..sq, keys `-hi ..= sq - 1 - lo`.
         let band = ops.band.unwrap_or_default();
         let clamp = |x: i64| x.clamp(0, sk as i64) as u64;
@@ -111,27 +93,14 @@ impl Builder<'_, '_> {
             band.hi.map_or(0, |hi| clamp(-hi)),
             band.lo.map_or(sk, |lo| clamp(sq as i64 - lo)),
         );
-        if keys.0 >= keys.1 {
+        let units = batch / fold;
+        if keys.0 >= keys.1 || units.saturating_mul(MAX_SPLITS) > i32::MAX as u64 {
             return Ok(None);
         }
-        let steps = (keys.1 - keys.0).div_ceil(step);
-        let sms = u64::from(self.l.options.target.sms).max(1);
-        // About four blocks an SM, each at least four steps of keys.
-        let splits = (4 * sms)
-            .div_ceil(units)
-            .min(steps.div_ceil(4))
-            .clamp(1, MAX_SPLITS);
-        let chunk = steps.div_ceil(splits) * step;
-        let splits = (keys.1 - keys.0).div_ceil(chunk);
-        if units.saturating_mul(splits) > i32::MAX as u64 {
-            return Ok(None);
-        }
-        Ok(Some(Decode {
+        Ok(Some(DecodeShape {
             fold,
+            units,
             rows,
-            lanes,
-            splits,
-            chunk,
             keys,
         }))
     }
@@ -149,32 +118,38 @@ impl Builder<'_, '_> {
         composition(&b, &first).is_ok_and(|c| c.leaves().iter().all(|&(n, st)| n == 1 || st == 0))
     }
 
-    /// The decoding kernel (module doc) for the group `ops` planned as `p`.
+    /// The decoding kernel (module doc) for the group `ops` planned as `p`, at point `c`.
     pub(super) fn attention_decode(
         &mut self,
         ops: &AttentionOps<'_>,
         p: &AttPlan,
-        dec: Decode,
+        c: DecodeConfig,
     ) -> R<()> {
+        let shape = self.decode_shape(ops)?.ok_or_else(|| {
+            Retry::Fail(crate::LowerError::Internal(
+                "the decoding template for a group it does not take".into(),
+            ))
+        })?;
         let (q, k, v) = (
             ops.scores.operands[0],
             ops.scores.operands[1],
             ops.output.operands[1],
         );
-        let Decode {
+        let DecodeShape {
             fold,
+            units,
             rows,
-            lanes,
-            splits,
-            chunk,
             keys: (kbeg, kend),
-        } = dec;
+        } = shape;
+        let lanes = c.lanes;
+        // Whole steps a split; the last split takes what remains.
+        let step = step_keys(lanes);
+        let chunk = (kend - kbeg).div_ceil(step).div_ceil(c.splits) * step;
+        let splits = (kend - kbeg).div_ceil(chunk);
         let (sq, dt) = (p.sq, p.dt);
         let (cq, cv) = (p.d.div_ceil(WIDTH), p.dv.div_ceil(WIDTH));
         let (nq, nv) = (cq.div_ceil(lanes), cv.div_ceil(lanes));
         let groups = THREADS / lanes;
-        let step = groups * STEP_KEYS;
-        let units = p.batch / fold;
         self.kernel.grid = [(units * splits) as u32, 1, 1];
         self.kernel.block = [THREADS as u32, 1, 1];
         let tid = bx(Builtin::TidX);
@@ -281,7 +256,7 @@ impl Builder<'_, '_> {
         })?;
         self.decode_merge(
             p,
-            dec,
+            (rows, units, splits),
             (&m, &l, &oreg),
             &lanes_of,
             (&unit, &split),
@@ -557,14 +532,14 @@ impl Builder<'_, '_> {
     fn decode_merge(
         &mut self,
         p: &AttPlan,
-        dec: Decode,
+        (rows, units, splits): (u64, u64, u64),
         (m, l, oreg): (&[String], &[String], &str),
         ln: &Lanes,
         (unit, split): (&Expr, &Expr),
         row_at: &dyn Fn(&Expr) -> (Expr, Expr),
         kk: f64,
     ) -> R<()> {
-        let (rows, dv, splits) = (dec.rows, p.dv, dec.splits);
+        let dv = p.dv;
         let groups = THREADS / ln.lanes;
         let cv = dv.div_ceil(WIDTH);
         let shared = |s: &mut Self, shape: &[u64]| -> R<String> {
@@ -651,7 +626,6 @@ impl Builder<'_, '_> {
             });
         }
         // The block's partial (O, M, L) of its unit's split.
-        let units = p.batch / dec.fold;
         let temp = |s: &mut Self, what: &str, shape: &[u64]| -> R<String> {
             let name = format!("{}_{what}", s.kernel.name);
             s.temps.push(kir::BufferDecl {

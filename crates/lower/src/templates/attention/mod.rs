@@ -365,8 +365,8 @@ impl Builder<'_, '_> {
             roots,
             band: ops.band,
         };
-        if let Some(dec) = self.decode_schedule(ops)? {
-            return self.attention_decode(ops, &plan, dec);
+        if let Some(crate::templates::Config::Decode(c)) = self.config {
+            return self.attention_decode(ops, &plan, c);
         }
         if self.l.options.wgmma
             && self.l.options.mma.is_none()

@@ -1,0 +1,229 @@
+//! The decoding attention kernel's configuration space (`attention/decode.rs`): how many lanes
+//! share a key, and how many blocks share a unit's keys.
+//!
+//! A key's `lanes` threads each hold `ceil(vectors / lanes)` 16-byte vectors of its K and V
+//! rows and the same slices of the unit's Q and O rows in f32: fewer lanes a key mean fewer
+//! butterfly steps a score and more keys in flight, more lanes fewer registers. The heuristic
+//! takes the fewest whose values fit [`VALUES`] a thread (the kernel then builds without
+//! spills: 190 registers at 4 rows of head dim 128, `ptxas -v`). `splits` blocks share a
+//! unit's keys (its partials merged by the last to arrive): the heuristic splits until about
+//! four blocks an SM, each at least four steps of keys.
+
+use super::config::{Config, TemplateSpace, fields, memory_us, resident, wrong};
+use super::problem::{Problem, ProblemShape};
+use irc_target::Target;
+use std::fmt;
+
+/// Threads a block.
+pub(crate) const THREADS: u64 = 128;
+/// Keys a lane group takes per step.
+pub(crate) const STEP_KEYS: u64 = 2;
+/// Elements a vector (16 bytes of f16/bf16).
+pub(crate) const WIDTH: u64 = 8;
+/// Values a thread may hold: its Q and O slices (f32, `rows` each) and a step's K and V
+/// vectors.
+pub(crate) const VALUES: u64 = 192;
+/// The most splits of a unit's keys (the last block's merge weights sit in shared memory).
+pub(crate) const MAX_SPLITS: u64 = 256;
+
+/// A point of the decoding kernel's space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DecodeConfig {
+    /// Threads a key (a power of two up to 32).
+    pub lanes: u64,
+    /// Blocks a unit's keys are split across.
+    pub splits: u64,
+}
+
+impl fmt::Display for DecodeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lanes={},splits={}", self.lanes, self.splits)
+    }
+}
+
+/// Values a thread holds at `lanes` a key for `rows` rows of head dims `d` and `dv`.
+pub(crate) fn values(rows: u64, (d, dv): (u64, u64), lanes: u64) -> u64 {
+    let slices = d.div_ceil(WIDTH).div_ceil(lanes) + dv.div_ceil(WIDTH).div_ceil(lanes);
+    slices * WIDTH * (rows + STEP_KEYS)
+}
+
+/// The fewest lanes a key whose values fit.
+pub(crate) fn fewest_lanes(rows: u64, dims: (u64, u64)) -> Option<u64> {
+    (0..=5)
+        .map(|e| 1u64 << e)
+        .find(|&lanes| values(rows, dims, lanes) <= VALUES)
+}
+
+/// Keys a block takes per step at `lanes` a key.
+pub(crate) fn step_keys(lanes: u64) -> u64 {
+    THREADS / lanes * STEP_KEYS
+}
+
+/// The decoding problem's shape: `units` units of `rows` rows over `keys` kept keys.
+fn shape(p: &Problem) -> Option<(u64, u64, u64, (u64, u64))> {
+    match p.shape {
+        ProblemShape::Decode {
+            units,
+            rows,
+            keys,
+            d,
+            dv,
+        } => Some((units, rows, keys, (d, dv))),
+        _ => None,
+    }
+}
+
+pub struct DecodeSpace;
+
+impl TemplateSpace for DecodeSpace {
+    fn template(&self) -> &'static str {
+        "attention_decode"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn heuristic(&self, p: &Problem, t: &Target) -> Config {
+        let (units, rows, keys, dims) = shape(p).unwrap_or((1, 1, 1, (64, 64)));
+        let lanes = fewest_lanes(rows, dims).unwrap_or(32);
+        let steps = keys.div_ceil(step_keys(lanes));
+        // About four blocks an SM, each at least four steps of keys.
+        let splits = (4 * u64::from(t.sms).max(1))
+            .div_ceil(units.max(1))
+            .min(steps.div_ceil(4))
+            .clamp(1, MAX_SPLITS);
+        // As many as whole chunks of steps make.
+        let splits = steps.div_ceil(steps.div_ceil(splits));
+        Config::Decode(DecodeConfig { lanes, splits })
+    }
+    fn enumerate(&self, p: &Problem, t: &Target) -> Vec<Config> {
+        let Config::Decode(h) = self.heuristic(p, t) else {
+            return vec![];
+        };
+        let mut out = vec![];
+        for lanes in [h.lanes, 2 * h.lanes, 4 * h.lanes] {
+            for splits in [
+                1,
+                h.splits / 4,
+                h.splits / 2,
+                h.splits,
+                2 * h.splits,
+                4 * h.splits,
+            ] {
+                out.push(Config::Decode(DecodeConfig {
+                    lanes,
+                    splits: splits.max(1),
+                }));
+            }
+        }
+        out
+    }
+    fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
+        let (Config::Decode(c), Some((_, rows, keys, dims))) = (c, shape(p)) else {
+            return Err(wrong("attention_decode"));
+        };
+        if !c.lanes.is_power_of_two() || c.lanes > 32 {
+            return Err(format!("{c}: lanes a key must be a power of two up to 32"));
+        }
+        let v = values(rows, dims, c.lanes);
+        if v > VALUES {
+            return Err(format!(
+                "{c}: {v} values a thread for {rows} rows of head dims {} and {} (at most {VALUES})",
+                dims.0, dims.1
+            ));
+        }
+        let steps = keys.div_ceil(step_keys(c.lanes));
+        if c.splits == 0 || c.splits > MAX_SPLITS.min(steps) {
+            return Err(format!(
+                "{c}: splits must be 1..={} ({steps} steps of {} keys)",
+                MAX_SPLITS.min(steps),
+                step_keys(c.lanes)
+            ));
+        }
+        Ok(())
+    }
+    fn estimate_us(&self, c: &Config, p: &Problem, t: &Target) -> f64 {
+        let (Config::Decode(c), Some((units, rows, keys, (d, dv)))) = (c, shape(p)) else {
+            return f64::INFINITY;
+        };
+        // K and V once per unit, and the partials twice where split; each thread keeps a
+        // step's vectors in flight.
+        let bytes = (units * keys * (d + dv) * 2) as f64
+            + if c.splits > 1 {
+                (2 * units * c.splits * rows * (dv + 2) * 4) as f64
+            } else {
+                0.0
+            };
+        let vectors = values(rows, (d, dv), c.lanes) / (rows + STEP_KEYS) * STEP_KEYS / WIDTH;
+        let in_flight = resident(units * c.splits, THREADS, t) * vectors as f64 * WIDTH as f64;
+        memory_us(bytes, in_flight, 1.0, t)
+    }
+    fn parse(&self, text: &str) -> Result<Config, String> {
+        let bad = || format!("`{text}` is not `lanes=N,splits=N`");
+        let (word, f) = fields(text);
+        match (word, f.as_slice()) {
+            (None, [("lanes", Ok(lanes)), ("splits", Ok(splits))]) => {
+                Ok(Config::Decode(DecodeConfig {
+                    lanes: *lanes,
+                    splits: *splits,
+                }))
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(units: u64, rows: u64, keys: u64, d: u64) -> Problem {
+        Problem {
+            template: "attention_decode",
+            shape: ProblemShape::Decode {
+                units,
+                rows,
+                keys,
+                d,
+                dv: d,
+            },
+            dtype: irc_ir::DType::BF16,
+            bytes: 0,
+            flops: 0,
+            signature: String::new(),
+        }
+    }
+
+    /// The heuristic on the H100: 32 units of 4 grouped-query rows over 8k keys at head dim
+    /// 128 take 8 lanes a key (4 of 16-byte vectors of Q, O, K and V a lane: 192 values) and
+    /// 16 splits of 16 steps (about 4 blocks on each of 132 SMs); one row fits 4 lanes, 8 rows
+    /// need 16.
+    #[test]
+    fn the_heuristic_fits_the_registers_and_fills_the_gpu() {
+        let t = Target::h100();
+        let h = |p: &Problem| match DecodeSpace.heuristic(p, &t) {
+            Config::Decode(c) => c,
+            c => panic!("{c:?}"),
+        };
+        assert_eq!(
+            h(&problem(32, 4, 8192, 128)),
+            DecodeConfig {
+                lanes: 8,
+                splits: 16
+            }
+        );
+        assert_eq!(h(&problem(256, 1, 4096, 128)).lanes, 4);
+        assert_eq!(h(&problem(256, 8, 4096, 128)).lanes, 16);
+        // Few keys: no more splits than steps of keys (four each).
+        assert_eq!(h(&problem(4, 4, 300, 128)).splits, 3);
+        for p in [problem(32, 4, 8192, 128), problem(1, 8, 100, 256)] {
+            let all = super::super::config::space(&p, &t);
+            assert!(all.contains(&DecodeSpace.heuristic(&p, &t)));
+            for c in all {
+                assert_eq!(DecodeSpace.parse(&c.to_string()), Ok(c));
+            }
+        }
+        // 16 rows of head dim 256 fit no lane count.
+        assert!(fewest_lanes(16, (256, 256)).is_none());
+        assert!(DecodeSpace.parse("lanes=8").is_err());
+    }
+}
