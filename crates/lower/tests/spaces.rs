@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 /// Small problems that exercise each schedule's edges: short, odd, long and few rows;
 /// reductions over the innermost and a leading axis; odd and batched matmuls; attention with
-/// odd sequences and with a causal mask.
+/// odd sequences and with a causal mask; a grouped-query decoding step.
 const GRAPHS: &str = r#"
 graph @pw(%x: tensor<37x19xf16>, %y: tensor<19xf16>) -> tensor<37x19xf16> {
   %a = add %x, %y
@@ -86,6 +86,12 @@ graph @att_causal(%q: tensor<1x2x300x64xbf16>, %k: tensor<1x2x300x64xbf16>, %v: 
   %ninf = constant {value = -inf} : tensor<bf16>
   %m = select %keep, %ss, %ninf
   %p = softmax %m {axis = -1}
+  %o = matmul %p, %v
+  return %o
+}
+graph @att_decode(%q: tensor<1x2x2x1x64xbf16>, %k: tensor<1x2x1x700x64xbf16>, %v: tensor<1x2x1x700x64xbf16>) -> tensor<1x2x2x1x64xbf16> {
+  %s = matmul %q, %k {transpose_b = true}
+  %p = softmax %s {axis = -1}
   %o = matmul %p, %v
   return %o
 }
