@@ -693,9 +693,9 @@ fn decoding_through_repeat_kv_views_with_a_causal_mask() {
         }",
     );
     assert!(decodes(&kir));
-    // Two units (one a K/V head, each of 4 folded rows), in one block each; the band keeps the
-    // keys up to 150 (the query's position), the steps past them are skipped.
-    assert!(kir.contains("grid(2, 1, 1)"), "{kir}");
+    // Two units (one a K/V head, each of 4 folded rows), the band's 151 keys (up to the
+    // query's position 150; the steps past them are skipped) split in two blocks each.
+    assert!(kir.contains("grid(4, 1, 1)"), "{kir}");
     assert!(
         kir.lines()
             .any(|l| l.contains("if (%st") && l.contains("< 151)")),

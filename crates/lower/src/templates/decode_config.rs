@@ -16,7 +16,7 @@ use std::fmt;
 
 /// Threads a block.
 pub(crate) const THREADS: u64 = 128;
-/// Keys a lane group takes per step.
+/// Keys a lane group takes per step by default (2 or 4: [`DecodeConfig::keys`]).
 pub(crate) const STEP_KEYS: u64 = 2;
 /// Elements a vector (16 bytes of f16/bf16).
 pub(crate) const WIDTH: u64 = 8;
@@ -32,32 +32,40 @@ pub(crate) const MAX_SPLITS: u64 = 256;
 pub struct DecodeConfig {
     /// Threads a key (a power of two up to 32).
     pub lanes: u64,
+    /// Keys a lane group takes per step (2 or 4), their K and V vectors loaded before the
+    /// step's math.
+    pub keys: u64,
     /// Blocks a unit's keys are split across.
     pub splits: u64,
 }
 
 impl fmt::Display for DecodeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "lanes={},splits={}", self.lanes, self.splits)
+        write!(
+            f,
+            "lanes={},keys={},splits={}",
+            self.lanes, self.keys, self.splits
+        )
     }
 }
 
-/// Values a thread holds at `lanes` a key for `rows` rows of head dims `d` and `dv`.
-pub(crate) fn values(rows: u64, (d, dv): (u64, u64), lanes: u64) -> u64 {
+/// Values a thread holds at `lanes` a key and `keys` keys a step for `rows` rows of head dims
+/// `d` and `dv`.
+pub(crate) fn values(rows: u64, (d, dv): (u64, u64), lanes: u64, keys: u64) -> u64 {
     let slices = d.div_ceil(WIDTH).div_ceil(lanes) + dv.div_ceil(WIDTH).div_ceil(lanes);
-    slices * WIDTH * (rows + STEP_KEYS)
+    slices * WIDTH * (rows + keys)
 }
 
 /// The fewest lanes a key whose values fit.
 pub(crate) fn fewest_lanes(rows: u64, dims: (u64, u64)) -> Option<u64> {
     (0..=5)
         .map(|e| 1u64 << e)
-        .find(|&lanes| values(rows, dims, lanes) <= VALUES)
+        .find(|&lanes| values(rows, dims, lanes, STEP_KEYS) <= VALUES)
 }
 
-/// Keys a block takes per step at `lanes` a key.
-pub(crate) fn step_keys(lanes: u64) -> u64 {
-    THREADS / lanes * STEP_KEYS
+/// Keys a block takes per step at `lanes` a key and `keys` a lane group.
+pub(crate) fn step_keys(lanes: u64, keys: u64) -> u64 {
+    THREADS / lanes * keys
 }
 
 /// The decoding problem's shape: `units` units of `rows` rows over `keys` kept keys.
@@ -86,7 +94,7 @@ impl TemplateSpace for DecodeSpace {
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let (units, rows, keys, dims) = shape(p).unwrap_or((1, 1, 1, (64, 64)));
         let lanes = fewest_lanes(rows, dims).unwrap_or(32);
-        let steps = keys.div_ceil(step_keys(lanes));
+        let steps = keys.div_ceil(step_keys(lanes, STEP_KEYS));
         // About four blocks an SM, each at least four steps of keys.
         let splits = (4 * u64::from(t.sms).max(1))
             .div_ceil(units.max(1))
@@ -94,7 +102,11 @@ impl TemplateSpace for DecodeSpace {
             .clamp(1, MAX_SPLITS);
         // As many as whole chunks of steps make.
         let splits = steps.div_ceil(steps.div_ceil(splits));
-        Config::Decode(DecodeConfig { lanes, splits })
+        Config::Decode(DecodeConfig {
+            lanes,
+            keys: STEP_KEYS,
+            splits,
+        })
     }
     fn enumerate(&self, p: &Problem, t: &Target) -> Vec<Config> {
         let Config::Decode(h) = self.heuristic(p, t) else {
@@ -102,16 +114,20 @@ impl TemplateSpace for DecodeSpace {
         };
         let mut out = vec![];
         for lanes in [h.lanes, 2 * h.lanes, 4 * h.lanes] {
-            for splits in [
-                1,
-                h.splits / 4,
-                h.splits / 2,
-                h.splits,
-                2 * h.splits,
-                4 * h.splits,
-            ] {
+            for (keys, splits) in [2, 4].into_iter().flat_map(|keys| {
+                [
+                    1,
+                    h.splits / 4,
+                    h.splits / 2,
+                    h.splits,
+                    2 * h.splits,
+                    4 * h.splits,
+                ]
+                .map(|s| (keys, s))
+            }) {
                 out.push(Config::Decode(DecodeConfig {
                     lanes,
+                    keys,
                     splits: splits.max(1),
                 }));
             }
@@ -125,19 +141,22 @@ impl TemplateSpace for DecodeSpace {
         if !c.lanes.is_power_of_two() || c.lanes > 32 {
             return Err(format!("{c}: lanes a key must be a power of two up to 32"));
         }
-        let v = values(rows, dims, c.lanes);
+        if !matches!(c.keys, 2 | 4) {
+            return Err(format!("{c}: keys a step must be 2 or 4"));
+        }
+        let v = values(rows, dims, c.lanes, c.keys);
         if v > VALUES {
             return Err(format!(
                 "{c}: {v} values a thread for {rows} rows of head dims {} and {} (at most {VALUES})",
                 dims.0, dims.1
             ));
         }
-        let steps = keys.div_ceil(step_keys(c.lanes));
+        let steps = keys.div_ceil(step_keys(c.lanes, c.keys));
         if c.splits == 0 || c.splits > MAX_SPLITS.min(steps) {
             return Err(format!(
                 "{c}: splits must be 1..={} ({steps} steps of {} keys)",
                 MAX_SPLITS.min(steps),
-                step_keys(c.lanes)
+                step_keys(c.lanes, c.keys)
             ));
         }
         Ok(())
@@ -154,20 +173,26 @@ impl TemplateSpace for DecodeSpace {
             } else {
                 0.0
             };
-        let vectors = values(rows, (d, dv), c.lanes) / (rows + STEP_KEYS) * STEP_KEYS / WIDTH;
+        let vectors = values(rows, (d, dv), c.lanes, c.keys) / (rows + c.keys) * c.keys / WIDTH;
         let in_flight = resident(units * c.splits, THREADS, t) * vectors as f64 * WIDTH as f64;
         memory_us(bytes, in_flight, 1.0, t)
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
-        let bad = || format!("`{text}` is not `lanes=N,splits=N`");
+        let bad = || format!("`{text}` is not `lanes=N,keys=N,splits=N`");
         let (word, f) = fields(text);
         match (word, f.as_slice()) {
-            (None, [("lanes", Ok(lanes)), ("splits", Ok(splits))]) => {
-                Ok(Config::Decode(DecodeConfig {
-                    lanes: *lanes,
-                    splits: *splits,
-                }))
-            }
+            (
+                None,
+                [
+                    ("lanes", Ok(lanes)),
+                    ("keys", Ok(keys)),
+                    ("splits", Ok(splits)),
+                ],
+            ) => Ok(Config::Decode(DecodeConfig {
+                lanes: *lanes,
+                keys: *keys,
+                splits: *splits,
+            })),
             _ => Err(bad()),
         }
     }
@@ -209,6 +234,7 @@ mod tests {
             h(&problem(32, 4, 8192, 128)),
             DecodeConfig {
                 lanes: 16,
+                keys: 2,
                 splits: 17
             }
         );
@@ -225,6 +251,17 @@ mod tests {
         }
         // 16 rows of head dim 256 fit no lane count.
         assert!(fewest_lanes(16, (256, 256)).is_none());
-        assert!(DecodeSpace.parse("lanes=8").is_err());
+        assert!(DecodeSpace.parse("lanes=8,splits=2").is_err());
+        // Four keys a step at 16 lanes: 128 values for 4 rows at head dim 128.
+        let four = Config::Decode(DecodeConfig {
+            lanes: 16,
+            keys: 4,
+            splits: 8,
+        });
+        assert!(
+            DecodeSpace
+                .check(&four, &problem(32, 4, 8192, 128), &t)
+                .is_ok()
+        );
     }
 }

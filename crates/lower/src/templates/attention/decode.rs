@@ -12,7 +12,7 @@
 //! once per unit. A unit's keys are cut into `splits` chunks, one block each, until about four
 //! blocks an SM:
 //!
-//! 1. A block's 128 threads are lane groups of `lanes` threads; a group takes [`STEP_KEYS`]
+//! 1. A block's 128 threads are lane groups of `lanes` threads; a group takes `keys` (2 or 4)
 //!    keys per step (adjacent groups adjacent keys), each lane 16-byte vectors of the key's K
 //!    and V rows (vector `lane + lanes·i`), every load of the step issued before its math. The
 //!    Q rows live in registers (f32). A score is the lanes' partial dot products summed by a
@@ -28,7 +28,7 @@
 //!    does not depend on which block is last) and stores.
 
 use super::super::decode_config::{
-    DecodeConfig, MAX_SPLITS, STEP_KEYS, THREADS, WIDTH, fewest_lanes, step_keys,
+    DecodeConfig, MAX_SPLITS, THREADS, WIDTH, fewest_lanes, step_keys,
 };
 use super::{AttPlan, AttentionOps, LOG2_E, RESCALE_MARGIN, tree};
 use crate::lower::*;
@@ -143,7 +143,7 @@ impl Builder<'_, '_> {
         } = shape;
         let lanes = c.lanes;
         // Whole steps a split; the last split takes what remains.
-        let step = step_keys(lanes);
+        let step = step_keys(lanes, c.keys);
         let chunk = (kend - kbeg).div_ceil(step).div_ceil(c.splits) * step;
         let splits = (kend - kbeg).div_ceil(chunk);
         let (sq, dt) = (p.sq, p.dt);
@@ -183,15 +183,15 @@ impl Builder<'_, '_> {
         };
         let qreg = self.registers(DType::F32, nq * WIDTH, rows)?;
         let oreg = self.registers(DType::F32, nv * WIDTH, rows)?;
-        let kreg = self.registers(dt, nq * WIDTH, STEP_KEYS)?;
-        let vreg = self.registers(dt, nv * WIDTH, STEP_KEYS)?;
+        let kreg = self.registers(dt, nq * WIDTH, c.keys)?;
+        let vreg = self.registers(dt, nv * WIDTH, c.keys)?;
         // Slices past a row's end stay zero (they add nothing to the dot products and are
         // not stored); O starts at zero.
         for (t, n, m, ty) in [
             (&qreg, nq, rows, DType::F32),
             (&oreg, nv, rows, DType::F32),
-            (&kreg, nq, STEP_KEYS, dt),
-            (&vreg, nv, STEP_KEYS, dt),
+            (&kreg, nq, c.keys, dt),
+            (&vreg, nv, c.keys, dt),
         ] {
             for j in 0..n * WIDTH {
                 for r in 0..m {
@@ -223,7 +223,7 @@ impl Builder<'_, '_> {
         self.for_("st", k0, end, int(step), false, |s, st| {
             // Steps past the kept keys' end are skipped.
             s.if_(lt(st.clone(), int(kend)), |s| {
-                let keys: Vec<Expr> = (0..STEP_KEYS)
+                let keys: Vec<Expr> = (0..c.keys)
                     .map(|t| {
                         let key = add(st.clone(), add(int(t * groups), lanes_of.grp.clone()));
                         s.let_("key", Ty::Idx, key)
