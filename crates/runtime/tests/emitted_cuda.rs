@@ -297,7 +297,10 @@ graph @att_decode(%q: tensor<2x2x4x1x128xbf16>, %k: tensor<2x2x1x3000x128xbf16>,
         assert!(count.get(t).copied().unwrap_or(0) >= 6, "{t}: {count:?}");
     }
     for (t, least) in [("attention_wgmma", 4), ("attention_decode", 6)] {
-        assert!(count.get(t).copied().unwrap_or(0) >= least, "{t}: {count:?}");
+        assert!(
+            count.get(t).copied().unwrap_or(0) >= least,
+            "{t}: {count:?}"
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
