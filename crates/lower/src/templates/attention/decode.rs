@@ -28,7 +28,7 @@
 //!    does not depend on which block is last) and stores.
 
 use super::super::decode_config::{
-    DecodeConfig, MAX_SPLITS, THREADS, WIDTH, fewest_lanes, step_keys,
+    DecodeConfig, MAX_SPLITS, THREADS, WIDTH, fewest_lanes, shared_bytes, step_keys,
 };
 use super::{AttPlan, AttentionOps, LOG2_E, RESCALE_MARGIN, tree};
 use crate::lower::*;
@@ -38,6 +38,8 @@ use irc_layout::{Layout, composition};
 
 /// The most query rows a unit holds (folded heads times queries).
 pub(crate) const MAX_ROWS: u64 = 8;
+/// Splits whose partials the last block reads at once ([`Builder::over_splits`]).
+const IN_FLIGHT: u64 = 8;
 
 /// What the decoding template makes of one attention group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +85,11 @@ impl Builder<'_, '_> {
             })
             .unwrap_or(1);
         let rows = fold * sq;
-        if fewest_lanes(rows, (d, dv)).is_none() {
+        // The heuristic's lanes, and its shared memory at the most splits.
+        let Some(lanes) = fewest_lanes(rows, (d, dv)) else {
+            return Ok(None);
+        };
+        if shared_bytes(rows, dv, lanes, MAX_SPLITS) > self.l.options.target.max_shared_bytes {
             return Ok(None);
         }
         // A band keeps `lo <= q - key <= hi`: for queries 0..sq, keys `-hi ..= sq - 1 - lo`.
@@ -229,25 +235,31 @@ impl Builder<'_, '_> {
                         s.let_("key", Ty::Idx, key)
                     })
                     .collect();
-                // Every load of the step before its math; keys past the end are not read
-                // (their scores are -inf, and their stale V slices weigh 0).
+                // Every load of the step before its math, unguarded: a key past the kept
+                // ones reads a kept key's rows instead (`kbeg + (key - kbeg) % kept`), whose
+                // score is -inf and whose V weighs 0 — as every V row does in the graph's
+                // `P·V` where its probability is 0.
+                let kept = kend - kbeg;
                 for (t, key) in keys.iter().enumerate() {
                     let t = t as u64;
-                    let loads = |s: &mut Self| -> R<()> {
-                        let kdst =
-                            |i: u64, e: Expr| (kreg.clone(), vec![add(int(i * WIDTH), e), int(t)]);
-                        let at = vec![int(0), key.clone(), bi0.clone()];
-                        s.decode_vectors(k, &ka, (at, 0), (cq, &lanes_of), &kdst)?;
-                        let vdst =
-                            |i: u64, e: Expr| (vreg.clone(), vec![add(int(i * WIDTH), e), int(t)]);
-                        let at = vec![key.clone(), int(0), bi0.clone()];
-                        s.decode_vectors(v, &va, (at, 1), (cv, &lanes_of), &vdst)
-                    };
-                    if (kend - kbeg) % step == 0 {
-                        loads(s)?;
+                    let key = if kept % step == 0 {
+                        key.clone()
                     } else {
-                        s.if_(lt(key.clone(), int(kend)), loads)?;
-                    }
+                        let wrapped = Expr::idx(
+                            IdxOp::Rem,
+                            Expr::idx(IdxOp::Sub, key.clone(), int(kbeg)),
+                            int(kept),
+                        );
+                        s.let_("kr", Ty::Idx, add(int(kbeg), wrapped))
+                    };
+                    let kdst =
+                        |i: u64, e: Expr| (kreg.clone(), vec![add(int(i * WIDTH), e), int(t)]);
+                    let at = vec![int(0), key.clone(), bi0.clone()];
+                    s.decode_vectors(k, &ka, (at, 0), (cq, &lanes_of), &kdst)?;
+                    let vdst =
+                        |i: u64, e: Expr| (vreg.clone(), vec![add(int(i * WIDTH), e), int(t)]);
+                    let at = vec![key, int(0), bi0.clone()];
+                    s.decode_vectors(v, &va, (at, 1), (cv, &lanes_of), &vdst)?;
                 }
                 let scores =
                     s.decode_scores(p, (&keys, kend), (&qreg, &kreg), (nq, lanes), &row_at, rows)?;
@@ -702,7 +714,7 @@ impl Builder<'_, '_> {
                         init: lit(DType::F32, 0.0),
                     });
                     let acc2 = acc.clone();
-                    s.for_("sp", int(0), int(splits), int(1), false, |s, sp| {
+                    s.over_splits(splits, |s, sp| {
                         let term = Expr::call(
                             Func::Mul,
                             vec![
@@ -784,7 +796,7 @@ impl Builder<'_, '_> {
             v
         };
         let big = var(self, "mm", f64::NEG_INFINITY);
-        self.for_("sp", int(0), int(splits), int(1), false, |s, sp| {
+        self.over_splits(splits, |s, sp| {
             s.out.push(Stmt::Assign {
                 var: big.clone(),
                 value: Expr::call(Func::Max, vec![Expr::var(&big), at(0, sp)]),
@@ -793,7 +805,7 @@ impl Builder<'_, '_> {
         })?;
         let mr = self.reference(&Expr::var(&big));
         let sum = var(self, "ls", 0.0);
-        self.for_("sp", int(0), int(splits), int(1), false, |s, sp| {
+        self.over_splits(splits, |s, sp| {
             let wi = s.let_("w", f32t.clone(), weight(at(0, sp.clone()), &mr, kk));
             s.out.push(Stmt::Store {
                 tensor: w.to_string(),
@@ -817,6 +829,24 @@ impl Builder<'_, '_> {
             });
         }
         Ok(())
+    }
+
+    /// `f(s, sp)` for each split `sp` in order, [`IN_FLIGHT`] of them unrolled a turn: their
+    /// loads of the partials are independent and in flight together, where a plain loop would
+    /// wait on each (a unit's last block runs after every other block of its unit, so its
+    /// latency is the kernel's), without unrolling them all (a register each).
+    fn over_splits(&mut self, splits: u64, f: impl Fn(&mut Self, Expr) -> R<()>) -> R<()> {
+        let n = IN_FLIGHT.min(splits);
+        self.for_("sp", int(0), int(splits), int(n), false, |s, sp0| {
+            s.for_("su", int(0), int(n), int(1), true, |s, u| {
+                let sp = s.let_("sp", Ty::Idx, add(sp0, u));
+                if splits % n == 0 {
+                    f(s, sp)
+                } else {
+                    s.if_(lt(sp.clone(), int(splits)), |s| f(s, sp))
+                }
+            })
+        })
     }
 
     /// `m`, or 0 where it is `-inf` (a row with no finite score: its weights are then 0).
