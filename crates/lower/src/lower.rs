@@ -378,10 +378,12 @@ impl<'g> Lowering<'g> {
             Some(att) => Some(self.attention_ops(grp, att, &roots)?),
             None => None,
         };
-        let decode = match &attention {
-            Some(ops) => Builder::new(self, grp.name.clone(), i).decode_shape(ops)?,
-            None => None,
-        };
+        let mut probe = Builder::new(self, grp.name.clone(), i);
+        let decode = attention
+            .as_ref()
+            .map(|ops| probe.decode_shape(ops))
+            .transpose()?
+            .flatten();
         let template = match attention {
             Some(_) if decode.is_some() => "attention_decode",
             Some(_) if hopper => "attention_wgmma",
@@ -404,16 +406,8 @@ impl<'g> Lowering<'g> {
             template,
             attention.as_ref(),
         );
-        if let (Some(s), crate::templates::ProblemShape::Attention { d, dv, .. }) =
-            (decode, &problem.shape)
-        {
-            problem.shape = crate::templates::ProblemShape::Decode {
-                units: s.units,
-                rows: s.rows,
-                keys: s.keys.1 - s.keys.0,
-                d: *d,
-                dv: *dv,
-            };
+        if let Some(shape) = decode.and_then(|s| s.problem_shape(&problem.shape)) {
+            problem.shape = shape;
         }
         let (config, source) = self.resolve(&problem)?;
         let mut b = Builder::new(self, grp.name.clone(), i);

@@ -37,6 +37,7 @@
 //! masked by the prologue itself.
 
 mod decode;
+mod decode_merge;
 mod mma;
 mod schedule;
 mod staged;
