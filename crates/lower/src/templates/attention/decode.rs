@@ -31,7 +31,7 @@ use super::super::ProblemShape;
 use super::super::decode_config::{
     DecodeConfig, MAX_SPLITS, THREADS, WIDTH, fewest_lanes, shared_bytes, step_keys,
 };
-use super::{AttPlan, AttentionOps, LOG2_E, RESCALE_MARGIN, tree};
+use super::{AttPlan, AttentionOps, LOG2_E, tree};
 use crate::lower::*;
 use irc_ir::{DType, ValueId};
 use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
@@ -93,7 +93,7 @@ impl Builder<'_, '_> {
         let fold = (1..=MAX_ROWS / sq)
             .rev()
             .find(|&g| {
-                batch % g == 0
+                batch.is_multiple_of(g)
                     && (g == 1
                         || (self.shared_by(k, &qk.access_b, g)
                             && self.shared_by(v, &pv.access_b, g)))
@@ -442,64 +442,13 @@ impl Builder<'_, '_> {
         let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
         let f32t = Ty::Elem(DType::F32);
         for (r, row) in scores.iter().enumerate() {
-            let mx = self.let_("mx", f32t.clone(), tree(Func::MaxNum, row.clone()));
-            let old = Expr::var(&m[r]);
-            let grow = self.let_(
-                "mg",
-                Ty::Elem(DType::I1),
-                call(
-                    Func::Gt,
-                    vec![
-                        call(
-                            Func::Mul,
-                            vec![call(Func::Sub, vec![mx.clone(), old.clone()]), f32v(kk)],
-                        ),
-                        f32v(RESCALE_MARGIN),
-                    ],
-                ),
-            );
-            let mnew = self.let_(
-                "mn",
-                f32t.clone(),
-                call(
-                    Func::Select,
-                    vec![
-                        grow.clone(),
-                        call(Func::Max, vec![old.clone(), mx]),
-                        old.clone(),
-                    ],
-                ),
-            );
-            // A row with no finite score yet subtracts 0, not -inf (no NaN).
-            let is_inf = call(Func::Eq, vec![mnew.clone(), f32v(f64::NEG_INFINITY)]);
-            let mr = self.let_(
-                "mr",
-                f32t.clone(),
-                call(Func::Select, vec![is_inf, f32v(0.0), mnew.clone()]),
-            );
-            let sc = self.let_(
-                "sc",
-                f32t.clone(),
-                call(
-                    Func::Select,
-                    vec![
-                        grow,
-                        call(
-                            Func::Exp2,
-                            vec![call(
-                                Func::Mul,
-                                vec![call(Func::Sub, vec![old, mr.clone()]), f32v(kk)],
-                            )],
-                        ),
-                        f32v(1.0),
-                    ],
-                ),
-            );
+            let mx = self.let_("mx", f32t, tree(Func::MaxNum, row.clone()));
+            let (mnew, mr, sc) = self.att_max_step(Expr::var(&m[r]), mx, kk, true);
             self.out.push(Stmt::Assign {
                 var: m[r].clone(),
                 value: mnew,
             });
-            let mk = self.let_("mk", f32t.clone(), call(Func::Mul, vec![mr, f32v(kk)]));
+            let mk = self.let_("mk", f32t, call(Func::Mul, vec![mr, f32v(kk)]));
             let ps: Vec<Expr> = row
                 .iter()
                 .map(|x| {
@@ -510,7 +459,7 @@ impl Builder<'_, '_> {
                             vec![call(Func::Mul, vec![x.clone(), f32v(kk)]), mk.clone()],
                         )],
                     );
-                    self.let_("p", f32t.clone(), e)
+                    self.let_("p", f32t, e)
                 })
                 .collect();
             let sum = tree(Func::Add, ps.clone());

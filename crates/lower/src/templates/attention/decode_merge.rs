@@ -230,11 +230,11 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         let f32t = Ty::Elem(DType::F32);
         let big = tree(Func::Max, parts.iter().map(|(m, _)| m.clone()).collect());
-        let big = self.let_("mm", f32t.clone(), big);
+        let big = self.let_("mm", f32t, big);
         let mr = self.reference(&big);
         let mut terms = vec![];
         for (i, (m, l)) in parts.iter().enumerate() {
-            let wi = self.let_("w", f32t.clone(), weight(m.clone(), &mr, kk));
+            let wi = self.let_("w", f32t, weight(m.clone(), &mr, kk));
             self.out.push(Stmt::Store {
                 tensor: w.to_string(),
                 coord: vec![int(i as u64), tid.clone()],
@@ -267,7 +267,7 @@ impl Builder<'_, '_> {
             let v = s.fresh(hint);
             s.out.push(Stmt::Var {
                 var: v.clone(),
-                ty: f32t.clone(),
+                ty: f32t,
                 init: lit(DType::F32, init),
             });
             v
@@ -283,7 +283,7 @@ impl Builder<'_, '_> {
         let mr = self.reference(&Expr::var(&big));
         let sum = var(self, "ls", 0.0);
         self.over_splits(splits, |s, sp| {
-            let wi = s.let_("w", f32t.clone(), weight(at(0, sp.clone()), &mr, kk));
+            let wi = s.let_("w", f32t, weight(at(0, sp.clone()), &mr, kk));
             s.out.push(Stmt::Store {
                 tensor: w.to_string(),
                 coord: vec![sp.clone(), tid.clone()],
@@ -317,7 +317,7 @@ impl Builder<'_, '_> {
         self.for_("sp", int(0), int(splits), int(n), false, |s, sp0| {
             s.for_("su", int(0), int(n), int(1), true, |s, u| {
                 let sp = s.let_("sp", Ty::Idx, add(sp0, u));
-                if splits % n == 0 {
+                if splits.is_multiple_of(n) {
                     f(s, sp)
                 } else {
                     s.if_(lt(sp.clone(), int(splits)), |s| f(s, sp))

@@ -604,75 +604,7 @@ impl Builder<'_, '_> {
                 value: mx,
             });
             let old = Expr::var(&m[h as usize]);
-            // The max the probabilities are taken against moves only when the row's grows by
-            // more than `RESCALE_MARGIN` (log2 units): then O and l are rescaled; else the
-            // stale max stays and the scores' exponentials are at most 2^RESCALE_MARGIN.
-            let grow = self.let_(
-                "mg",
-                Ty::Elem(DType::I1),
-                call(
-                    Func::Gt,
-                    vec![
-                        call(
-                            Func::Mul,
-                            vec![call(Func::Sub, vec![Expr::var(&red), old.clone()]), f32v(k)],
-                        ),
-                        f32v(RESCALE_MARGIN),
-                    ],
-                ),
-            );
-            let mnew = self.let_(
-                "mn",
-                Ty::Elem(DType::F32),
-                if !lazy {
-                    call(Func::Max, vec![old.clone(), Expr::var(&red)])
-                } else {
-                    call(
-                        Func::Select,
-                        vec![
-                            grow.clone(),
-                            call(Func::Max, vec![old.clone(), Expr::var(&red)]),
-                            old.clone(),
-                        ],
-                    )
-                },
-            );
-            // A row with no finite score yet subtracts 0, not -inf (no NaN).
-            let is_inf = call(Func::Eq, vec![mnew.clone(), f32v(f64::NEG_INFINITY)]);
-            let r = self.let_(
-                "mr",
-                Ty::Elem(DType::F32),
-                call(Func::Select, vec![is_inf, f32v(0.0), mnew.clone()]),
-            );
-            // Exactly 1 where the max stays (the rescale is skipped).
-            let sc = self.let_(
-                "sc",
-                Ty::Elem(DType::F32),
-                if !lazy {
-                    call(
-                        Func::Exp2,
-                        vec![call(
-                            Func::Mul,
-                            vec![call(Func::Sub, vec![old.clone(), r.clone()]), f32v(k)],
-                        )],
-                    )
-                } else {
-                    call(
-                        Func::Select,
-                        vec![
-                            grow,
-                            call(
-                                Func::Exp2,
-                                vec![call(
-                                    Func::Mul,
-                                    vec![call(Func::Sub, vec![old, r.clone()]), f32v(k)],
-                                )],
-                            ),
-                            f32v(1.0),
-                        ],
-                    )
-                },
-            );
+            let (mnew, r, sc) = self.att_max_step(old, Expr::var(&red), k, lazy);
             self.out.push(Stmt::Assign {
                 var: m[h as usize].clone(),
                 value: mnew,
@@ -727,6 +659,70 @@ impl Builder<'_, '_> {
             });
         }
         Ok(scale)
+    }
+
+    /// One step of a row's running max `old` toward `red`, the new maximum among its scores
+    /// (`k` the exponent's scale): the new max, the one the probabilities are taken against (0
+    /// where the max is still `-inf`: no NaN) and the factor rescaling O and l. `lazy`: the
+    /// max moves only when the row's grows by more than [`RESCALE_MARGIN`] (log2 units), else
+    /// the stale max stays (the scores' exponentials are then at most `2^RESCALE_MARGIN`) and
+    /// the factor is exactly 1.
+    pub(super) fn att_max_step(
+        &mut self,
+        old: Expr,
+        red: Expr,
+        k: f64,
+        lazy: bool,
+    ) -> (Expr, Expr, Expr) {
+        let f32v = |x: f64| Expr::lit(DType::F32, x);
+        let call = |f: Func, a: Vec<Expr>| Expr::call(f, a);
+        let grow = self.let_(
+            "mg",
+            Ty::Elem(DType::I1),
+            call(
+                Func::Gt,
+                vec![
+                    call(
+                        Func::Mul,
+                        vec![call(Func::Sub, vec![red.clone(), old.clone()]), f32v(k)],
+                    ),
+                    f32v(RESCALE_MARGIN),
+                ],
+            ),
+        );
+        let moved = call(Func::Max, vec![old.clone(), red]);
+        let mnew = self.let_(
+            "mn",
+            Ty::Elem(DType::F32),
+            if lazy {
+                call(Func::Select, vec![grow.clone(), moved, old.clone()])
+            } else {
+                moved
+            },
+        );
+        let is_inf = call(Func::Eq, vec![mnew.clone(), f32v(f64::NEG_INFINITY)]);
+        let r = self.let_(
+            "mr",
+            Ty::Elem(DType::F32),
+            call(Func::Select, vec![is_inf, f32v(0.0), mnew.clone()]),
+        );
+        let factor = call(
+            Func::Exp2,
+            vec![call(
+                Func::Mul,
+                vec![call(Func::Sub, vec![old, r.clone()]), f32v(k)],
+            )],
+        );
+        let sc = self.let_(
+            "sc",
+            Ty::Elem(DType::F32),
+            if lazy {
+                call(Func::Select, vec![grow, factor, f32v(1.0)])
+            } else {
+                factor
+            },
+        );
+        (mnew, r, sc)
     }
 
     /// The second half of [`Builder::att_softmax`]: `acc_o *= scale` per row (`P` is
