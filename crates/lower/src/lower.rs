@@ -374,23 +374,20 @@ impl<'g> Lowering<'g> {
             }
         };
         let hopper = self.options.wgmma && self.options.mma.is_none();
-        let attention = match grp.attention() {
-            Some(att) => Some(self.attention_ops(grp, att, &roots)?),
+        let attention = (grp.attention())
+            .map(|att| self.attention_ops(grp, att, &roots))
+            .transpose()?;
+        // What the templates that need a builder's view of the operands see.
+        let mut probe = Builder::new(self, grp.name.clone(), i);
+        let decode = match &attention {
+            Some(ops) => probe.decode_shape(ops)?,
             None => None,
         };
-        let mut probe = Builder::new(self, grp.name.clone(), i);
-        let decode = attention
-            .as_ref()
-            .map(|ops| probe.decode_shape(ops))
-            .transpose()?
-            .flatten();
         let template = match attention {
             Some(_) if decode.is_some() => "attention_decode",
             Some(_) if hopper => "attention_wgmma",
             Some(_) => "attention",
-            None if inst.op.category() == Category::Matmul
-                && Builder::new(self, grp.name.clone(), i).gemv_applies(inst) =>
-            {
+            None if inst.op.category() == Category::Matmul && probe.gemv_applies(inst) => {
                 "matmul_gemv"
             }
             None => {
