@@ -11,7 +11,7 @@ use irc_ir::DType;
 use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Space, Stmt, Ty};
 use irc_layout::Layout;
 
-/// Splits whose partials the last block reads at once ([`Builder::over_splits`]).
+/// Partials a thread reads at once ([`Builder::over_parts`]).
 const IN_FLIGHT: u64 = 8;
 
 impl Builder<'_, '_> {
@@ -84,14 +84,9 @@ impl Builder<'_, '_> {
         // Each row's weights of the groups and its (M, L), by one thread a row.
         let sm_w = shared(self, &[groups, rows])?;
         let sm_ref = shared(self, &[2, rows])?;
-        let parts: Vec<(Expr, Expr)> = (0..groups)
-            .map(|g| {
-                let at = |i: u64| Expr::load(&sm_ml, vec![int(i), tid.clone(), int(g)]);
-                (at(0), at(1))
-            })
-            .collect();
+        let at = |i: u64, g: Expr| Expr::load(&sm_ml, vec![int(i), tid.clone(), g]);
         self.if_(lt(tid.clone(), int(rows)), |s| {
-            s.decode_weights(&parts, kk, &sm_w, &tid, &sm_ref)
+            s.decode_weights(groups, &at, kk, &sm_w, &tid, &sm_ref)
         })?;
         self.out.push(Stmt::Sync);
         let block_sum = |s: &mut Self, r: &Expr, d: &Expr| -> Expr {
@@ -180,7 +175,7 @@ impl Builder<'_, '_> {
                     let at = |i: u64, sp: Expr| {
                         Expr::load(&part_ml, vec![int(i), t2.clone(), sp, unit.clone()])
                     };
-                    s.decode_split_weights(splits, &at, kk, &sm_w2, &t2, &sm_ref2)
+                    s.decode_weights(splits, &at, kk, &sm_w2, &t2, &sm_ref2)
                 })?;
                 s.out.push(Stmt::Sync);
                 s.decode_outputs(p, rows, row_at, |s, r, d| {
@@ -191,7 +186,7 @@ impl Builder<'_, '_> {
                         init: lit(DType::F32, 0.0),
                     });
                     let acc2 = acc.clone();
-                    s.over_splits(splits, |s, sp| {
+                    s.over_parts(splits, |s, sp| {
                         let term = Expr::call(
                             Func::Mul,
                             vec![
@@ -217,43 +212,11 @@ impl Builder<'_, '_> {
         )
     }
 
-    /// Row `tid`'s weights `2^((mᵢ - M)·c)` of its groups' partials `(mᵢ, lᵢ)` to `w[i, tid]`,
-    /// and `(M, L = Σ lᵢ·wᵢ)` to `out[.., tid]` (`M` the groups' max; a row with no finite
-    /// score subtracts 0).
+    /// Row `tid`'s weights `2^((mᵢ - M)·c)` of its `n` partials `(mᵢ, lᵢ) = (at(0, i),
+    /// at(1, i))` (a block's lane groups, or a unit's splits) to `w[i, tid]`, and `(M, L =
+    /// Σ lᵢ·wᵢ)` to `out[.., tid]`: `M` their max (a row with no finite score subtracts 0), the
+    /// partials in order.
     fn decode_weights(
-        &mut self,
-        parts: &[(Expr, Expr)],
-        kk: f64,
-        w: &str,
-        tid: &Expr,
-        out: &str,
-    ) -> R<()> {
-        let f32t = Ty::Elem(DType::F32);
-        let big = tree(Func::Max, parts.iter().map(|(m, _)| m.clone()).collect());
-        let big = self.let_("mm", f32t, big);
-        let mr = self.reference(&big);
-        let mut terms = vec![];
-        for (i, (m, l)) in parts.iter().enumerate() {
-            let wi = self.let_("w", f32t, weight(m.clone(), &mr, kk));
-            self.out.push(Stmt::Store {
-                tensor: w.to_string(),
-                coord: vec![int(i as u64), tid.clone()],
-                value: wi.clone(),
-            });
-            terms.push(Expr::call(Func::Mul, vec![l.clone(), wi]));
-        }
-        for (i, value) in [big, tree(Func::Add, terms)].into_iter().enumerate() {
-            self.out.push(Stmt::Store {
-                tensor: out.to_string(),
-                coord: vec![int(i as u64), tid.clone()],
-                value,
-            });
-        }
-        Ok(())
-    }
-
-    /// [`Builder::decode_weights`] over the `splits` partials `at(0, s)`, `at(1, s)` in a loop.
-    fn decode_split_weights(
         &mut self,
         splits: u64,
         at: &dyn Fn(u64, Expr) -> Expr,
@@ -273,7 +236,7 @@ impl Builder<'_, '_> {
             v
         };
         let big = var(self, "mm", f64::NEG_INFINITY);
-        self.over_splits(splits, |s, sp| {
+        self.over_parts(splits, |s, sp| {
             s.out.push(Stmt::Assign {
                 var: big.clone(),
                 value: Expr::call(Func::Max, vec![Expr::var(&big), at(0, sp)]),
@@ -282,7 +245,7 @@ impl Builder<'_, '_> {
         })?;
         let mr = self.reference(&Expr::var(&big));
         let sum = var(self, "ls", 0.0);
-        self.over_splits(splits, |s, sp| {
+        self.over_parts(splits, |s, sp| {
             let wi = s.let_("w", f32t, weight(at(0, sp.clone()), &mr, kk));
             s.out.push(Stmt::Store {
                 tensor: w.to_string(),
@@ -308,11 +271,11 @@ impl Builder<'_, '_> {
         Ok(())
     }
 
-    /// `f(s, sp)` for each split `sp` in order, [`IN_FLIGHT`] of them unrolled a turn: their
-    /// loads of the partials are independent and in flight together, where a plain loop would
-    /// wait on each (a unit's last block runs after every other block of its unit, so its
-    /// latency is the kernel's), without unrolling them all (a register each).
-    fn over_splits(&mut self, splits: u64, f: impl Fn(&mut Self, Expr) -> R<()>) -> R<()> {
+    /// `f(s, i)` for each of `splits` partials `i` in order, [`IN_FLIGHT`] of them unrolled a
+    /// turn: their loads are independent and in flight together, where a plain loop would wait
+    /// on each (a unit's last block runs after every other block of its unit, so its latency is
+    /// the kernel's), without unrolling them all (a register each).
+    fn over_parts(&mut self, splits: u64, f: impl Fn(&mut Self, Expr) -> R<()>) -> R<()> {
         let n = IN_FLIGHT.min(splits);
         self.for_("sp", int(0), int(splits), int(n), false, |s, sp0| {
             s.for_("su", int(0), int(n), int(1), true, |s, u| {
