@@ -13,9 +13,29 @@ use std::collections::HashMap;
 
 /// Checks the graph's one attention kernel against the interpreter; returns the kernel IR text.
 fn check(src: &str) -> String {
+    check_at(src, None)
+}
+
+/// [`check`] with the attention kernel built at `point` (`template`, its configuration's text)
+/// where given.
+fn check_at(src: &str, point: Option<(&str, &str)>) -> String {
     let m = irc_frontend::parse_module(src).expect("parses");
     let g = &m.graphs[0];
-    let k = irc_lower::lower_graph(g, Default::default()).expect("lowers");
+    let mut options = irc_lower::LowerOptions::default();
+    if let Some((template, text)) = point {
+        let base = irc_lower::plan_and_lower(g, Default::default()).expect("lowers");
+        let p = &base
+            .choices
+            .iter()
+            .find(|c| c.problem.template == template)
+            .expect("the template")
+            .problem;
+        let c = irc_lower::templates::Config::parse(template, text).expect("a point");
+        options.configs.insert(p.key(), c);
+    }
+    let k = irc_lower::plan_and_lower_with(g, Default::default(), &options)
+        .expect("lowers")
+        .kernels;
     assert_eq!(k.kernels.len(), 1, "@{}: one attention kernel", g.name);
     assert!(
         k.kernels[0].name.ends_with("attention"),
@@ -718,4 +738,22 @@ fn decoding_with_odd_head_dims_a_mask_tensor_and_an_epilogue() {
         }",
     );
     assert!(decodes(&kir));
+}
+
+/// A unit's keys split in 11 — more than the eight partials a thread of the last block reads at
+/// a time, and not a multiple of them (the guarded last turn) — given as the kernel's point.
+#[test]
+fn decoding_with_more_splits_than_partials_in_flight() {
+    let kir = check_at(
+        "graph @many_splits(%q: tensor<1x2x4x1x64xbf16>, %k: tensor<1x2x1x2000x64xbf16>, %v: tensor<1x2x1x2000x64xbf16>) -> tensor<1x2x4x1x64xbf16> {
+          %s = matmul %q, %k {transpose_b = true}
+          %p = softmax %s {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+        Some(("attention_decode", "lanes=8,keys=4,splits=11")),
+    );
+    assert!(decodes(&kir));
+    // Two units of 11 splits of three 64-key steps.
+    assert_eq!(grid_blocks(&kir), 22, "{kir}");
 }
