@@ -3,6 +3,7 @@
 //! API Boundary: no IO and no text but the kernel IR's own; emitters live in `irc-emit-cuda`
 //! and `irc-emit-mlir`.
 
+mod builder;
 mod exprs;
 mod indexing;
 pub mod lower;

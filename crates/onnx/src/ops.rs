@@ -12,6 +12,7 @@ mod einsum;
 mod grid;
 mod index;
 mod math;
+mod norm;
 mod pad;
 mod pick;
 mod pool;
@@ -33,6 +34,7 @@ mod handlers {
     pub use super::grid::*;
     pub use super::index::*;
     pub use super::math::*;
+    pub use super::norm::*;
     pub use super::pad::*;
     pub use super::pick::*;
     pub use super::pool::*;
