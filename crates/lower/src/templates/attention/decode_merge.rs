@@ -243,7 +243,7 @@ impl Builder<'_, '_> {
             });
             Ok(())
         })?;
-        let mr = self.reference(&Expr::var(&big));
+        let mr = self.att_reference(&Expr::var(&big));
         let sum = var(self, "ls", 0.0);
         self.over_parts(splits, |s, sp| {
             let wi = s.let_("w", f32t, weight(at(0, sp.clone()), &mr, kk));
@@ -287,19 +287,6 @@ impl Builder<'_, '_> {
                 }
             })
         })
-    }
-
-    /// `m`, or 0 where it is `-inf` (a row with no finite score: its weights are then 0).
-    fn reference(&mut self, m: &Expr) -> Expr {
-        let is_inf = Expr::call(
-            Func::Eq,
-            vec![m.clone(), lit(DType::F32, f64::NEG_INFINITY)],
-        );
-        self.let_(
-            "mr",
-            Ty::Elem(DType::F32),
-            Expr::call(Func::Select, vec![is_inf, lit(DType::F32, 0.0), m.clone()]),
-        )
     }
 
     /// Every output `(r, d)` of the unit, a thread each in turn: `o / l` from `value(r, d)`

@@ -700,12 +700,7 @@ impl Builder<'_, '_> {
                 moved
             },
         );
-        let is_inf = call(Func::Eq, vec![mnew.clone(), f32v(f64::NEG_INFINITY)]);
-        let r = self.let_(
-            "mr",
-            Ty::Elem(DType::F32),
-            call(Func::Select, vec![is_inf, f32v(0.0), mnew.clone()]),
-        );
+        let r = self.att_reference(&mnew);
         let factor = call(
             Func::Exp2,
             vec![call(
@@ -723,6 +718,20 @@ impl Builder<'_, '_> {
             },
         );
         (mnew, r, sc)
+    }
+
+    /// `m`, or 0 where it is `-inf`: the max a row's exponentials are taken against (a row
+    /// with no finite score subtracts 0, not -inf: no NaN, its weights 0).
+    pub(super) fn att_reference(&mut self, m: &Expr) -> Expr {
+        let is_inf = Expr::call(
+            Func::Eq,
+            vec![m.clone(), lit(DType::F32, f64::NEG_INFINITY)],
+        );
+        self.let_(
+            "mr",
+            Ty::Elem(DType::F32),
+            Expr::call(Func::Select, vec![is_inf, lit(DType::F32, 0.0), m.clone()]),
+        )
     }
 
     /// The second half of [`Builder::att_softmax`]: `acc_o *= scale` per row (`P` is
