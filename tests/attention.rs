@@ -33,9 +33,22 @@ fn check_at(src: &str, point: Option<(&str, &str)>) -> String {
         let c = irc_lower::templates::Config::parse(template, text).expect("a point");
         options.configs.insert(p.key(), c);
     }
-    let k = irc_lower::plan_and_lower_with(g, Default::default(), &options)
-        .expect("lowers")
-        .kernels;
+    let lowered = irc_lower::plan_and_lower_with(g, Default::default(), &options).expect("lowers");
+    if let Some((template, _)) = point {
+        let c = lowered
+            .choices
+            .iter()
+            .find(|c| c.problem.template == template);
+        let source = c.map(|c| &c.source);
+        assert!(
+            matches!(
+                source,
+                Some(irc_lower::templates::config::ConfigSource::Given)
+            ),
+            "the point is taken: {source:?}"
+        );
+    }
+    let k = lowered.kernels;
     assert_eq!(k.kernels.len(), 1, "@{}: one attention kernel", g.name);
     assert!(
         k.kernels[0].name.ends_with("attention"),
@@ -636,9 +649,19 @@ fn rows_masked_whole_by_the_lowest_finite_value_are_uniform() {
 }
 
 /// Whether the kernel is the decoding template's (`attention/decode.rs`): products on CUDA
-/// cores (no `mma`), its loop over the steps of a block's keys (`for %st..`).
+/// cores (no `mma`), its loop over the steps of a block's keys (`for %st..`, or `for %it..`
+/// through a `cp.async` ring).
 fn decodes(kir: &str) -> bool {
-    !kir.contains("mma") && kir.lines().any(|l| l.trim_start().starts_with("for %st"))
+    !kir.contains("mma")
+        && kir.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with("for %st") || l.starts_with("for %it")
+        })
+}
+
+/// Whether the decoding kernel streams K and V through its `cp.async` ring.
+fn rings(kir: &str) -> bool {
+    kir.contains("cp.async")
 }
 
 /// The first kernel's blocks (`grid(N, 1, 1)`).
@@ -751,9 +774,62 @@ fn decoding_with_more_splits_than_partials_in_flight() {
           %o = matmul %p, %v
           return %o
         }",
-        Some(("attention_decode", "lanes=8,keys=4,splits=11")),
+        Some(("attention_decode", "lanes=8,keys=4,splits=11,stages=3")),
     );
     assert!(decodes(&kir));
     // Two units of 11 splits of three 64-key steps.
     assert_eq!(grid_blocks(&kir), 22, "{kir}");
+}
+
+/// Each depth of the `cp.async` ring, and loads straight to registers (one stage), at points
+/// whose splits hold fewer steps than the ring (the copies ahead past a split's last step are
+/// not issued), keys not a multiple of a step (the wrapped last step), and odd head dims (72
+/// for Q·Kᵀ, 40 for V: lanes past a row's vectors copy nothing).
+#[test]
+fn decoding_through_each_depth_of_the_copy_ring() {
+    for (stages, splits, dims) in [
+        (1, 3, (64, 64)),
+        (2, 3, (64, 64)),
+        (3, 5, (72, 40)),
+        (4, 2, (64, 64)),
+        (4, 20, (72, 40)),
+    ] {
+        let (d, dv) = dims;
+        let kir = check_at(
+            &format!(
+                "graph @ring(%q: tensor<2x2x4x1x{d}xbf16>, %k: tensor<2x2x1x700x{d}xbf16>, %v: tensor<2x2x1x700x{dv}xbf16>) -> tensor<2x2x4x1x{dv}xbf16> {{
+                  %s = matmul %q, %k {{transpose_b = true}}
+                  %c = constant {{value = 0.125}} : tensor<bf16>
+                  %ss = mul %s, %c
+                  %p = softmax %ss {{axis = -1}}
+                  %o = matmul %p, %v
+                  return %o
+                }}"
+            ),
+            Some((
+                "attention_decode",
+                &format!("lanes=8,keys=2,splits={splits},stages={stages}"),
+            )),
+        );
+        assert!(decodes(&kir), "stages={stages}");
+        assert_eq!(rings(&kir), stages > 1, "stages={stages}: {kir}");
+    }
+}
+
+/// K stored keys-contiguous (`[.., d, keys]`, transposed by a view): no copy reads a K row, so
+/// a ring point loads straight to registers.
+#[test]
+fn decoding_with_keys_contiguous_k_loads_to_registers() {
+    let kir = check_at(
+        "graph @kt(%q: tensor<2x4x1x64xf16>, %kt: tensor<2x1x64x300xf16>, %v: tensor<2x1x300x64xf16>) -> tensor<2x4x1x64xf16> {
+          %k = transpose %kt {perm = [0, 1, 3, 2]}
+          %s = matmul %q, %k {transpose_b = true}
+          %p = softmax %s {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+        Some(("attention_decode", "lanes=8,keys=2,splits=2,stages=3")),
+    );
+    assert!(decodes(&kir));
+    assert!(!rings(&kir), "{kir}");
 }

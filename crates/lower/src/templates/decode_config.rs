@@ -6,7 +6,11 @@
 //! butterfly steps a score and more keys in flight, more lanes fewer registers. The heuristic
 //! takes the fewest whose values fit [`VALUES`] a thread at 2 keys a step (the kernel then
 //! builds without spills on either backend), and 4 keys a step where those still fit. `splits` blocks share a
-//! unit's keys (its partials merged by the last to arrive): the heuristic splits until about
+//! unit's keys (its partials merged by the last to arrive). With `stages` above 1 each thread
+//! streams its K and V vectors through a ring of that many steps in shared memory
+//! (`cp.async`: the next steps' copies in flight while a step's math runs, without using
+//! registers). The heuristic takes a two-stage ring and splits up to two blocks an SM where
+//! two such blocks fit an SM's shared memory, else loads to registers and splits until about
 //! four blocks an SM, each at least four steps of keys.
 
 use super::config::{Config, TemplateSpace, fields, memory_us, resident, wrong};
@@ -37,14 +41,18 @@ pub struct DecodeConfig {
     pub keys: u64,
     /// Blocks a unit's keys are split across.
     pub splits: u64,
+    /// Steps of K/V vectors a thread has in its `cp.async` ring in shared memory (2 to 4); 1:
+    /// the step's loads go straight to registers. (A ring needs K and V read from buffers in
+    /// whole vectors; where they are not, the kernel loads to registers at any point.)
+    pub stages: u64,
 }
 
 impl fmt::Display for DecodeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "lanes={},keys={},splits={}",
-            self.lanes, self.keys, self.splits
+            "lanes={},keys={},splits={},stages={}",
+            self.lanes, self.keys, self.splits, self.stages
         )
     }
 }
@@ -63,12 +71,39 @@ pub(crate) fn fewest_lanes(rows: u64, dims: (u64, u64)) -> Option<u64> {
         .find(|&lanes| values(rows, dims, lanes, STEP_KEYS) <= VALUES)
 }
 
-/// Shared memory a block takes (f32): its lane groups' `(m, l)` and O rows, each row's weights
-/// and `(M, L)`, and the last block's weights of the splits and its rows' `L`.
+/// Shared memory a block takes for the merge (f32): its lane groups' `(m, l)` and O rows, each
+/// row's weights and `(M, L)`, and the last block's weights of the splits and its rows' `L`.
 pub(crate) fn shared_bytes(rows: u64, dv: u64, lanes: u64, splits: u64) -> u64 {
     let groups = THREADS / lanes;
     4 * (groups * rows * (dv + 3) + 2 * rows + if splits > 1 { (splits + 2) * rows } else { 0 })
 }
+
+/// 16-byte K and V vectors a thread copies a step: `keys` keys' slices of both rows.
+pub(crate) fn step_vectors((d, dv): (u64, u64), lanes: u64, keys: u64) -> u64 {
+    keys * (d.div_ceil(WIDTH).div_ceil(lanes) + dv.div_ceil(WIDTH).div_ceil(lanes))
+}
+
+/// Shared memory of a block's `cp.async` ring (none at one stage).
+pub(crate) fn ring_bytes(dims: (u64, u64), lanes: u64, keys: u64, stages: u64) -> u64 {
+    match stages {
+        0 | 1 => 0,
+        s => s * THREADS * step_vectors(dims, lanes, keys) * WIDTH * 2,
+    }
+}
+
+/// All the shared memory a block takes at point `c`.
+fn block_shared(rows: u64, dims: (u64, u64), c: &DecodeConfig) -> u64 {
+    shared_bytes(rows, dims.1, c.lanes, c.splits) + ring_bytes(dims, c.lanes, c.keys, c.stages)
+}
+
+/// Half an SM's shared memory, less the 1 KiB the hardware keeps for each block (an SM holds
+/// about a block's opt-in maximum and that 1 KiB).
+fn half_sm(t: &Target) -> u64 {
+    (t.max_dynamic_shared_bytes + 1024) / 2 - 1024
+}
+
+/// The most stages of a ring.
+pub(crate) const MAX_STAGES: u64 = 4;
 
 /// Keys a block takes per step at `lanes` a key and `keys` a lane group.
 pub(crate) fn step_keys(lanes: u64, keys: u64) -> u64 {
@@ -96,7 +131,7 @@ impl TemplateSpace for DecodeSpace {
         "attention_decode"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let (units, rows, keys, dims) = shape(p).unwrap_or((1, 1, 1, (64, 64)));
@@ -109,18 +144,37 @@ impl TemplateSpace for DecodeSpace {
             STEP_KEYS
         };
         let steps = keys.div_ceil(step_keys(lanes, step));
-        // About four blocks an SM, each at least four steps of keys.
-        let splits = (4 * u64::from(t.sms).max(1))
-            .div_ceil(units.max(1))
-            .min(steps.div_ceil(4))
-            .clamp(1, MAX_SPLITS);
-        // As many as whole chunks of steps make.
-        let splits = steps.div_ceil(steps.div_ceil(splits));
-        Config::Decode(DecodeConfig {
+        let sms = u64::from(t.sms).max(1);
+        let units = units.max(1);
+        // As many splits as whole chunks of steps make, none shorter than `min_steps`.
+        let whole = |splits: u64, min_steps: u64| {
+            let splits = splits.min(steps.div_ceil(min_steps)).clamp(1, MAX_SPLITS);
+            steps.div_ceil(steps.div_ceil(splits))
+        };
+        // A two-stage ring (one step's copies in flight beside a step's math) and at most two
+        // blocks an SM, where a split has two steps and two blocks fit an SM's shared memory:
+        // run 228 on the H200 measured 0.0493 ms at 8 splits of the grouped-query row's 32
+        // units against 0.0513 at 16, 0.1321 at one split of the multi-head row's 256 units
+        // against 0.1374 at 3 without a ring, and deeper rings 1-4% slower. Otherwise loads
+        // to registers and about four blocks an SM, each at least four steps (run 226).
+        let ring = DecodeConfig {
             lanes,
             keys: step,
-            splits,
-        })
+            splits: whole((2 * sms / units).max(1), 2),
+            stages: 2,
+        };
+        let c = if steps.div_ceil(ring.splits) >= 2 && block_shared(rows, dims, &ring) <= half_sm(t)
+        {
+            ring
+        } else {
+            DecodeConfig {
+                lanes,
+                keys: step,
+                splits: whole((4 * sms).div_ceil(units), 4),
+                stages: 1,
+            }
+        };
+        Config::Decode(c)
     }
     fn enumerate(&self, p: &Problem, t: &Target) -> Vec<Config> {
         let Config::Decode(h) = self.heuristic(p, t) else {
@@ -128,22 +182,24 @@ impl TemplateSpace for DecodeSpace {
         };
         let mut out = vec![];
         for lanes in [h.lanes, 2 * h.lanes, 4 * h.lanes] {
-            for (keys, splits) in [2, 4].into_iter().flat_map(|keys| {
-                [
+            for keys in [2, 4] {
+                for splits in [
                     1,
                     h.splits / 4,
                     h.splits / 2,
                     h.splits,
                     2 * h.splits,
                     4 * h.splits,
-                ]
-                .map(|s| (keys, s))
-            }) {
-                out.push(Config::Decode(DecodeConfig {
-                    lanes,
-                    keys,
-                    splits: splits.max(1),
-                }));
+                ] {
+                    for stages in 1..=MAX_STAGES {
+                        out.push(Config::Decode(DecodeConfig {
+                            lanes,
+                            keys,
+                            splits: splits.max(1),
+                            stages,
+                        }));
+                    }
+                }
             }
         }
         out
@@ -165,11 +221,14 @@ impl TemplateSpace for DecodeSpace {
                 dims.0, dims.1
             ));
         }
-        let bytes = shared_bytes(rows, dims.1, c.lanes, c.splits);
-        if bytes > t.max_shared_bytes {
+        if c.stages == 0 || c.stages > MAX_STAGES {
+            return Err(format!("{c}: stages must be 1..={MAX_STAGES}"));
+        }
+        let bytes = block_shared(rows, dims, c);
+        if bytes > t.max_dynamic_shared_bytes {
             return Err(format!(
                 "{c}: {bytes} bytes of shared memory a block (at most {})",
-                t.max_shared_bytes
+                t.max_dynamic_shared_bytes
             ));
         }
         let steps = keys.div_ceil(step_keys(c.lanes, c.keys));
@@ -195,12 +254,16 @@ impl TemplateSpace for DecodeSpace {
             } else {
                 0.0
             };
-        let vectors = values(rows, (d, dv), c.lanes, c.keys) / (rows + c.keys) * c.keys / WIDTH;
-        let in_flight = resident(units * c.splits, THREADS, t) * vectors as f64;
+        // A ring keeps its later stages' copies in flight while a step's math runs.
+        let vectors = step_vectors((d, dv), c.lanes, c.keys) * c.stages.saturating_sub(1).max(1);
+        // Blocks resident at once: as many as the shared memory holds.
+        let per_sm = (t.max_dynamic_shared_bytes + 1024) / (block_shared(rows, (d, dv), c) + 1024);
+        let blocks = (units * c.splits).min(per_sm * u64::from(t.sms));
+        let in_flight = resident(blocks, THREADS, t) * vectors as f64;
         memory_us(bytes, in_flight, 1.0, t)
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
-        let bad = || format!("`{text}` is not `lanes=N,keys=N,splits=N`");
+        let bad = || format!("`{text}` is not `lanes=N,keys=N,splits=N,stages=N`");
         let (word, f) = fields(text);
         match (word, f.as_slice()) {
             (
@@ -209,11 +272,13 @@ impl TemplateSpace for DecodeSpace {
                     ("lanes", Ok(lanes)),
                     ("keys", Ok(keys)),
                     ("splits", Ok(splits)),
+                    ("stages", Ok(stages)),
                 ],
             ) => Ok(Config::Decode(DecodeConfig {
                 lanes: *lanes,
                 keys: *keys,
                 splits: *splits,
+                stages: *stages,
             })),
             _ => Err(bad()),
         }
@@ -258,14 +323,35 @@ mod tests {
             DecodeConfig {
                 lanes: 16,
                 keys: 4,
-                splits: 16
+                splits: 8,
+                stages: 2
             }
         );
+        // Its ring: two stages of 8 vectors a thread (32 KiB) beside the merge's 17 KiB, and
+        // 2 blocks on each of 132 SMs (8 splits of 32 units); on an A100, of 108 SMs, 6.
+        let a100 = Target::a100();
+        match DecodeSpace.heuristic(&problem(32, 4, 8192, 128), &a100) {
+            Config::Decode(c) => assert_eq!((c.splits, c.stages), (6, 2)),
+            c => panic!("{c:?}"),
+        }
+        // The multi-head row's 256 units: one split, its ring's 64 KiB beside the merge.
+        assert_eq!(
+            h(&problem(256, 1, 4096, 128)),
+            DecodeConfig {
+                lanes: 8,
+                keys: 4,
+                splits: 1,
+                stages: 2
+            }
+        );
+        // A split of one step (32 keys) loads to registers.
+        assert_eq!(h(&problem(1, 4, 32, 128)).stages, 1);
+        assert_eq!(h(&problem(1, 4, 64, 128)).stages, 2);
         assert_eq!(h(&problem(256, 1, 4096, 128)).lanes, 8);
         assert_eq!(h(&problem(256, 8, 4096, 128)).lanes, 16);
         assert_eq!(h(&problem(256, 8, 4096, 128)).keys, 2);
-        // Few keys: no more splits than steps of keys (four each).
-        assert_eq!(h(&problem(4, 4, 300, 128)).splits, 3);
+        // Few keys: no more splits than pairs of steps (10 steps of 32 keys).
+        assert_eq!(h(&problem(4, 4, 300, 128)).splits, 5);
         for p in [problem(32, 4, 8192, 128), problem(1, 8, 100, 256)] {
             let all = super::super::config::space(&p, &t);
             assert!(all.contains(&DecodeSpace.heuristic(&p, &t)));
@@ -281,6 +367,7 @@ mod tests {
             lanes: 16,
             keys: 4,
             splits: 8,
+            stages: 2,
         });
         assert!(
             DecodeSpace

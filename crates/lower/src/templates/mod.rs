@@ -100,7 +100,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "attention_decode",
         anchor: Anchor::Attention,
         applies: "attention groups with at most 8 query rows a unit (a decoding step; query heads sharing a K/V head, proven by the layout algebra, folded into one unit's rows), f16/bf16, head dims multiples of 8 up to 256, any target",
-        config: "DecodeConfig (decode_config.rs): lanes a key (a power of two up to 32), keys a lane group takes per step (2 or 4, their 16-byte K/V vectors loaded before the step's math), splits of a unit's keys across blocks (merged in order by the last block to arrive, one launch); 128 threads; heuristic: the fewest lanes whose Q/O slices and K/V vectors fit 160 values a thread, 2 keys a step, splits until about 4 blocks an SM, each at least 4 steps",
+        config: "DecodeConfig (decode_config.rs): lanes a key (a power of two up to 32), keys a lane group takes per step (2 or 4, 16-byte K/V vectors), splits of a unit's keys across blocks (merged in order by the last block to arrive, one launch), stages of a thread's cp.async ring of K/V vectors in shared memory (1: loads straight to registers; a ring needs K and V read from buffers in whole copies); 128 threads; heuristic: the fewest lanes whose Q/O slices and K/V vectors fit 160 values a thread, 4 keys a step where they fit, a two-stage ring and up to 2 blocks an SM where two blocks fit an SM's shared memory, else registers and about 4 blocks an SM",
     },
     TemplateInfo {
         name: "attention_wgmma",

@@ -31,10 +31,13 @@ use super::super::ProblemShape;
 use super::super::decode_config::{
     DecodeConfig, MAX_SPLITS, THREADS, WIDTH, fewest_lanes, shared_bytes, step_keys,
 };
+use super::super::matmul_mma::copy_width;
 use super::{AttPlan, AttentionOps, LOG2_E, tree};
 use crate::lower::*;
 use irc_ir::{DType, ValueId};
-use irc_kir::{Builtin, Expr, Func, IdxOp, ReduceOp, Space, Stmt, Ty};
+use irc_kir::{
+    self as kir, Builtin, Expr, Frag, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty,
+};
 use irc_layout::{Layout, composition};
 
 /// The most query rows a unit holds (folded heads times queries).
@@ -204,8 +207,15 @@ impl Builder<'_, '_> {
         };
         let qreg = self.registers(DType::F32, nq * WIDTH, rows)?;
         let oreg = self.registers(DType::F32, nv * WIDTH, rows)?;
-        let kreg = self.registers(dt, nq * WIDTH, c.keys)?;
-        let vreg = self.registers(dt, nv * WIDTH, c.keys)?;
+        // A step's K and V vectors: element, vector, key.
+        let kv_regs = |s: &mut Self, n: u64| -> R<String> {
+            let w = WIDTH as i64;
+            let l = Layout::flat(&[w, n as i64, c.keys as i64], &[1, w, w * n as i64])
+                .map_err(internal)?;
+            Ok(s.tensor(Space::Registers, dt, l))
+        };
+        let kreg = kv_regs(self, nq)?;
+        let vreg = kv_regs(self, nv)?;
         // Slices past a row's end stay zero (they add nothing to the dot products and are
         // not stored); O starts at zero.
         for (t, n, m, ty) in [
@@ -216,9 +226,13 @@ impl Builder<'_, '_> {
         ] {
             for j in 0..n * WIDTH {
                 for r in 0..m {
+                    let coord = match ty {
+                        DType::F32 => vec![int(j), int(r)],
+                        _ => vec![int(j % WIDTH), int(j / WIDTH), int(r)],
+                    };
                     self.out.push(Stmt::Store {
                         tensor: t.clone(),
-                        coord: vec![int(j), int(r)],
+                        coord,
                         value: lit(ty, 0.0),
                     });
                 }
@@ -239,48 +253,81 @@ impl Builder<'_, '_> {
         }
         let (m, l) = self.decode_state(rows);
         let kk = p.prologue.scale.unwrap_or(1.0) * LOG2_E;
-        let end = add(k0.clone(), int(chunk));
-        let (ka, va) = (p.qk.access_b.clone(), p.pv.access_b.clone());
-        self.for_("st", k0, end, int(step), false, |s, st| {
-            // Steps past the kept keys' end are skipped.
-            s.if_(lt(st.clone(), int(kend)), |s| {
-                let keys: Vec<Expr> = (0..c.keys)
-                    .map(|t| {
-                        let key = add(st.clone(), add(int(t * groups), lanes_of.grp.clone()));
-                        s.let_("key", Ty::Idx, key)
+        let steps = chunk / step;
+        let kv = KeySteps {
+            kbeg,
+            kend,
+            groups,
+            bi0: bi0.clone(),
+            k: (k, p.qk.access_b.clone(), cq, kreg.clone()),
+            v: (v, p.pv.access_b.clone(), cv, vreg.clone()),
+        };
+        let ring = match c.stages {
+            1 => None,
+            stages => self.decode_ring(&kv, stages, c.keys, (nq, nv))?,
+        };
+        let compute = |s: &mut Self, st: &Expr| -> R<()> {
+            let keys = s.keys_of_step(&kv, st, &lanes_of, c.keys, false);
+            let scores =
+                s.decode_scores(p, (&keys, kend), (&qreg, &kreg), (nq, lanes), &row_at, rows)?;
+            s.decode_online(&scores, (&m, &l), (&oreg, &vreg), nv, kk)
+        };
+        match &ring {
+            // Each step's loads to registers, then its math.
+            None => self.for_(
+                "st",
+                k0.clone(),
+                add(k0, int(chunk)),
+                int(step),
+                false,
+                |s, st| {
+                    // Steps past the kept keys' end are skipped.
+                    s.if_(lt(st.clone(), int(kend)), |s| {
+                        let keys = s.keys_of_step(&kv, &st, &lanes_of, c.keys, true);
+                        s.load_step(&kv, &keys, &lanes_of, None)?;
+                        compute(s, &st)
                     })
-                    .collect();
-                // Every load of the step before its math, unguarded: a key past the kept
-                // ones reads a kept key's rows instead (`kbeg + (key - kbeg) % kept`), whose
-                // score is -inf and whose V weighs 0 — as every V row does in the graph's
-                // `P·V` where its probability is 0.
-                let kept = kend - kbeg;
-                for (t, key) in keys.iter().enumerate() {
-                    let t = t as u64;
-                    let key = if kept % step == 0 {
-                        key.clone()
-                    } else {
-                        let wrapped = Expr::idx(
-                            IdxOp::Rem,
-                            Expr::idx(IdxOp::Sub, key.clone(), int(kbeg)),
-                            int(kept),
-                        );
-                        s.let_("kr", Ty::Idx, add(int(kbeg), wrapped))
-                    };
-                    let kdst =
-                        |i: u64, e: Expr| (kreg.clone(), vec![add(int(i * WIDTH), e), int(t)]);
-                    let at = vec![int(0), key.clone(), bi0.clone()];
-                    s.decode_vectors(k, &ka, (at, 0), (cq, &lanes_of), &kdst)?;
-                    let vdst =
-                        |i: u64, e: Expr| (vreg.clone(), vec![add(int(i * WIDTH), e), int(t)]);
-                    let at = vec![key, int(0), bi0.clone()];
-                    s.decode_vectors(v, &va, (at, 1), (cv, &lanes_of), &vdst)?;
+                },
+            )?,
+            // The ring: steps `S - 1` ahead in flight (module doc).
+            Some(r) => {
+                let s1 = r.stages - 1;
+                for i in 0..s1 {
+                    if i < steps {
+                        let st = self.let_("st", Ty::Idx, add(k0.clone(), int(i * step)));
+                        self.if_(lt(st.clone(), int(kend)), |s| {
+                            let keys = s.keys_of_step(&kv, &st, &lanes_of, c.keys, true);
+                            s.load_step(&kv, &keys, &lanes_of, Some((r, &int(i))))
+                        })?;
+                    }
+                    self.out.push(cp_async_commit());
                 }
-                let scores =
-                    s.decode_scores(p, (&keys, kend), (&qreg, &kreg), (nq, lanes), &row_at, rows)?;
-                s.decode_online(&scores, (&m, &l), (&oreg, &vreg), nv, kk)
-            })
-        })?;
+                self.for_("it", int(0), int(steps), int(1), false, |s, it| {
+                    let st = s.let_("st", Ty::Idx, add(k0.clone(), mul(it.clone(), int(step))));
+                    let ahead = s.let_("sa", Ty::Idx, add(st.clone(), int(s1 * step)));
+                    let next = add(it.clone(), int(s1));
+                    let cond = Expr::idx(
+                        IdxOp::And,
+                        lt(next.clone(), int(steps)),
+                        lt(ahead.clone(), int(kend)),
+                    );
+                    s.if_(cond, |s| {
+                        let stage =
+                            s.let_("sn", Ty::Idx, Expr::idx(IdxOp::Rem, next, int(r.stages)));
+                        let keys = s.keys_of_step(&kv, &ahead, &lanes_of, c.keys, true);
+                        s.load_step(&kv, &keys, &lanes_of, Some((r, &stage)))
+                    })?;
+                    s.out.push(cp_async_commit());
+                    s.out.push(cp_async_wait(s1));
+                    s.if_(lt(st.clone(), int(kend)), |s| {
+                        let stage = s.let_("sc", Ty::Idx, Expr::idx(IdxOp::Rem, it, int(r.stages)));
+                        s.ring_to_step(&kv, r, &stage, &lanes_of)?;
+                        compute(s, &st)
+                    })
+                })?;
+                self.out.push(cp_async_wait(0));
+            }
+        }
         self.decode_merge(
             p,
             (rows, units, splits),
@@ -290,6 +337,161 @@ impl Builder<'_, '_> {
             &row_at,
             kk,
         )
+    }
+
+    /// The keys a lane group takes at step `st`: `st + t·groups + grp` for each `t`; with
+    /// `wrap`, a key past the kept ones reads a kept key's rows instead
+    /// (`kbeg + (key - kbeg) % kept`), whose score is -inf and whose V weighs 0 — as every V
+    /// row does in the graph's `P·V` where its probability is 0 — so no load is guarded.
+    fn keys_of_step(
+        &mut self,
+        kv: &KeySteps,
+        st: &Expr,
+        ln: &Lanes,
+        keys: u64,
+        wrap: bool,
+    ) -> Vec<Expr> {
+        let kept = kv.kend - kv.kbeg;
+        let step = kv.groups * keys;
+        (0..keys)
+            .map(|t| {
+                let key = add(st.clone(), add(int(t * kv.groups), ln.grp.clone()));
+                let key = self.let_("key", Ty::Idx, key);
+                if !wrap || kept.is_multiple_of(step) {
+                    return key;
+                }
+                let wrapped = Expr::idx(
+                    IdxOp::Rem,
+                    Expr::idx(IdxOp::Sub, key, int(kv.kbeg)),
+                    int(kept),
+                );
+                self.let_("kr", Ty::Idx, add(int(kv.kbeg), wrapped))
+            })
+            .collect()
+    }
+
+    /// A block's `cp.async` ring of `stages` steps where K and V are buffers (or views of
+    /// them) whose rows copies can read; `None` otherwise.
+    fn decode_ring(
+        &mut self,
+        kv: &KeySteps,
+        stages: u64,
+        keys: u64,
+        (nq, nv): (u64, u64),
+    ) -> R<Option<Ring>> {
+        let bytes = self.ty(kv.k.0).dtype.size_bytes();
+        let (Some((wk, gk)), Some((wv, gv))) = (
+            copy_width(self, kv.k.0, &kv.k.1, 0, bytes),
+            copy_width(self, kv.v.0, &kv.v.1, 1, bytes),
+        ) else {
+            return Ok(None);
+        };
+        let dt = self.ty(kv.k.0).dtype;
+        // Element, slot (a key's K vectors, then its V vectors), thread, stage: a warp's
+        // threads copy and read 16-byte vectors side by side (no bank conflicts).
+        let (w, t) = (WIDTH as i64, THREADS as i64);
+        let slots = (keys * (nq + nv)) as i64;
+        let shape = [w, slots, t, stages as i64];
+        let strides = [1, w * t, w, w * t * slots];
+        let ring = self.tensor(
+            Space::Shared,
+            dt,
+            Layout::flat(&shape, &strides).map_err(internal)?,
+        );
+        let view = |s: &mut Self, cw: u64| -> R<String> {
+            let mut shape = shape;
+            let mut strides = strides;
+            (shape[0], strides[0]) = ((WIDTH / cw) as i64, cw as i64);
+            let l = Layout::flat(&shape, &strides).map_err(internal)?;
+            Ok(s.tensor(Space::View(ring.clone()), dt, l))
+        };
+        let (vk, vv) = (view(self, wk)?, view(self, wv)?);
+        Ok(Some(Ring {
+            stages,
+            keys,
+            tensor: ring,
+            per_key: (nq, nv),
+            k: (wk, gk, vk),
+            v: (wv, gv, vv),
+        }))
+    }
+
+    /// A step's K and V vectors of the lane's `keys`: into the registers, or with `ring`
+    /// (and a stage) copied into the ring by `cp.async`.
+    fn load_step(
+        &mut self,
+        kv: &KeySteps,
+        keys: &[Expr],
+        ln: &Lanes,
+        ring: Option<(&Ring, &Expr)>,
+    ) -> R<()> {
+        let tid = bx(Builtin::TidX);
+        for (t, key) in keys.iter().enumerate() {
+            let t = t as u64;
+            for (fast, (x, access, c, reg)) in [(0, &kv.k), (1, &kv.v)] {
+                let Some((r, stage)) = ring else {
+                    let dst = |i: u64, e: Expr| (reg.clone(), vec![e, int(i), int(t)]);
+                    let mut at = vec![int(0), int(0), kv.bi0.clone()];
+                    at[1 - fast] = key.clone();
+                    self.decode_vectors(*x, access, (at, fast), (*c, ln), &dst)?;
+                    continue;
+                };
+                let (w, global, view) = if fast == 0 { &r.k } else { &r.v };
+                let base = t * (r.per_key.0 + r.per_key.1) + fast as u64 * r.per_key.0;
+                let op = Intrinsic::cp_async(w * 2).ok_or_else(|| {
+                    Retry::Fail(crate::LowerError::Internal(format!(
+                        "no cp.async of {w} elements"
+                    )))
+                })?;
+                for i in 0..c.div_ceil(ln.lanes) {
+                    let chunk = ln.chunks[i as usize].clone();
+                    let copies: Vec<Stmt> = (0..WIDTH / w)
+                        .map(|q| {
+                            let mut at = vec![int(0), int(0), kv.bi0.clone()];
+                            at[1 - fast] = key.clone();
+                            at[fast] = add(mul(chunk.clone(), int(WIDTH / w)), int(q));
+                            let dst = vec![int(q), int(base + i), tid.clone(), stage.clone()];
+                            Stmt::Intrinsic {
+                                op,
+                                args: vec![
+                                    kir::Arg::at(view, dst),
+                                    kir::Arg::at(global, at),
+                                    kir::Arg::Expr(int(w * 2)),
+                                ],
+                            }
+                        })
+                        .collect();
+                    self.guarded(ln.guard(i, *c), copies);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The current stage's vectors out of the ring into the step's registers.
+    fn ring_to_step(&mut self, kv: &KeySteps, r: &Ring, stage: &Expr, ln: &Lanes) -> R<()> {
+        let tid = bx(Builtin::TidX);
+        let per_key = r.per_key.0 + r.per_key.1;
+        for t in 0..r.keys {
+            for (fast, (_, _, c, reg)) in [(0u64, &kv.k), (1, &kv.v)] {
+                for i in 0..c.div_ceil(ln.lanes) {
+                    let slot = t * per_key + fast * r.per_key.0 + i;
+                    let copy = Stmt::Copy {
+                        width: WIDTH as u32,
+                        dst: Frag {
+                            tensor: reg.clone(),
+                            at: vec![int(i), int(t)],
+                        },
+                        src: Frag {
+                            tensor: r.tensor.clone(),
+                            at: vec![int(slot), tid.clone(), stage.clone()],
+                        },
+                    };
+                    self.guarded(ln.guard(i, *c), vec![copy]);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A register tensor `[n, m]`.
@@ -384,7 +586,7 @@ impl Builder<'_, '_> {
             for (t, key) in keys.iter().enumerate() {
                 let terms = (0..nq * WIDTH)
                     .map(|j| {
-                        let kx = Expr::load(kreg, vec![int(j), int(t as u64)]);
+                        let kx = Expr::load(kreg, kv_at(j, t as u64));
                         Expr::call(
                             Func::Mul,
                             vec![
@@ -487,7 +689,7 @@ impl Builder<'_, '_> {
             for j in 0..nv * WIDTH {
                 let mut acc = Expr::load(oreg, at(j));
                 for (t, pt) in ps.iter().enumerate() {
-                    let vx = Expr::cast(DType::F32, Expr::load(vreg, vec![int(j), int(t as u64)]));
+                    let vx = Expr::cast(DType::F32, Expr::load(vreg, kv_at(j, t as u64)));
                     acc = call(Func::Add, vec![acc, call(Func::Mul, vec![pt.clone(), vx])]);
                 }
                 self.out.push(Stmt::Store {
@@ -508,4 +710,56 @@ pub(super) struct Lanes {
     pub(super) chunks: Vec<Expr>,
     pub(super) lane: Expr,
     pub(super) grp: Expr,
+}
+
+impl Lanes {
+    /// The guard of the lane's vector `i` of a row of `c`: none where the vectors divide
+    /// among the lanes.
+    fn guard(&self, i: u64, c: u64) -> Option<Expr> {
+        (self.lanes * (i + 1) > c).then(|| lt(self.chunks[i as usize].clone(), int(c)))
+    }
+}
+
+/// What a step's loads need: the kept keys `[kbeg, kend)`, the lane groups a block, the unit's
+/// first batch entry, and for K and V their value, access, 16-byte vectors a row and the
+/// step's registers.
+struct KeySteps {
+    kbeg: u64,
+    kend: u64,
+    groups: u64,
+    bi0: Expr,
+    k: (ValueId, Layout, u64, String),
+    v: (ValueId, Layout, u64, String),
+}
+
+/// A block's `cp.async` ring: `stages` steps of each thread's K and V vectors of `keys` keys
+/// (`per_key` vectors of each a key), and for K and V the copy's elements, the global tensor
+/// of copies and the ring's view in copies.
+struct Ring {
+    stages: u64,
+    keys: u64,
+    tensor: String,
+    per_key: (u64, u64),
+    k: (u64, String, String),
+    v: (u64, String, String),
+}
+
+/// Element `j` of key `t`'s slice in a step's K or V registers.
+fn kv_at(j: u64, t: u64) -> Vec<Expr> {
+    vec![int(j % WIDTH), int(j / WIDTH), int(t)]
+}
+
+fn cp_async_commit() -> Stmt {
+    Stmt::Intrinsic {
+        op: Intrinsic::CpAsyncCommit,
+        args: vec![],
+    }
+}
+
+/// `cp.async.wait_group n`: all but the last `n` groups of copies have landed.
+fn cp_async_wait(n: u64) -> Stmt {
+    Stmt::Intrinsic {
+        op: Intrinsic::CpAsyncWait,
+        args: vec![kir::Arg::Expr(Expr::Int(n as i64))],
+    }
 }

@@ -21,7 +21,7 @@
 
 use super::epilogue::TcEpilogue;
 use super::stage::StageTile;
-use super::{TcPlan, matmul_grid, vector_layout};
+use super::{TcPlan, copy_width, matmul_grid, vector_copy, vector_layout};
 use crate::LowerError;
 use crate::MmaConfig;
 use crate::lower::*;
@@ -63,47 +63,6 @@ struct RingLoad {
     /// The shared ring `(elems, S)` and its `w`-element view `(elems / w, S)`.
     ring: String,
     view: String,
-}
-
-/// Elements per `cp.async` of an operand of `elem_bytes`-byte elements read through `access`:
-/// the widest of 16, 8 and 4 bytes whose vectors the operand's global layout holds, with the
-/// layout split into them (modes after the `w:1` vector mode); `None` where the operand is not
-/// a buffer (or views of one) or its fast dimension is not 4-byte aligned.
-fn copy_width(
-    b: &mut Builder<'_, '_>,
-    v: ValueId,
-    access: &Layout,
-    fast: usize,
-    elem_bytes: u64,
-) -> Option<(u64, String)> {
-    let found = vector_copy(b, v, access, fast, elem_bytes);
-    // The views walked are the kernel's origins whether or not a width is found.
-    b.resolve(v, access)?;
-    found.map(|(w, buf, full)| (w, b.global(buf, full)))
-}
-
-/// [`copy_width`]'s question, asked without adding to the kernel: the width, the buffer and
-/// its layout split into the vectors.
-fn vector_copy(
-    b: &Builder<'_, '_>,
-    v: ValueId,
-    access: &Layout,
-    fast: usize,
-    elem_bytes: u64,
-) -> Option<(u64, ValueId, Layout)> {
-    let (buf, l) = b.resolve_quiet(v, access)?;
-    [16, 8, 4]
-        .map(|bytes| bytes / elem_bytes as i64)
-        .into_iter()
-        .filter(|&w| w > 0)
-        .find_map(|w| {
-            let vl = vector_layout(&l, fast, w)?;
-            if !kir::is_vector_operand(&vl, w, access.rank()) {
-                return None;
-            }
-            let full = Layout::concat(&vl.modes()[1..]).ok()?;
-            Some((w as u64, buf, full))
-        })
 }
 
 impl Builder<'_, '_> {
