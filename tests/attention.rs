@@ -438,11 +438,13 @@ fn an_exported_causal_mask_is_a_band_the_kernel_skips() {
         kernels: attention.into_iter().cloned().collect(),
         ..p.kernels.clone()
     };
-    // Its 8 tokens are the decoding template's (at most 8 rows a unit), which walks only the
-    // band's keys: with 8 queries, all 8 (`decoding_through_repeat_kv_views_with_a_causal_mask`
-    // checks a band that drops keys); the tensor-core kernels skip the tiles past the diagonal.
+    // Its 8 tokens are the decoding template's (at most 16 rows a unit: two query heads of a
+    // K/V head on tensor cores), which walks only the band's keys: with 8 queries, all 8
+    // (`decoding_through_repeat_kv_views_with_a_causal_mask` checks a band that drops keys);
+    // the tensor-core attention kernels skip the tiles past the diagonal.
     let text = irc_kir::print_module(&m);
-    assert!(skips_tiles(&text) || decodes(&text), "no tile skipping");
+    let decoding = decodes(&text) || decodes_on_tensor_cores(&text);
+    assert!(skips_tiles(&text) || decoding, "no tile skipping");
 }
 
 #[test]
@@ -832,4 +834,70 @@ fn decoding_with_keys_contiguous_k_loads_to_registers() {
     );
     assert!(decodes(&kir));
     assert!(!rings(&kir), "{kir}");
+}
+
+/// Whether the kernel is the decoding template's on tensor cores (`attention/decode_mma.rs`):
+/// `mma`s inside the loop over the ring's steps (`for %it..`), partials merged by the last
+/// block where split.
+fn decodes_on_tensor_cores(kir: &str) -> bool {
+    kir.contains("mma") && kir.lines().any(|l| l.trim_start().starts_with("for %it"))
+}
+
+/// Multi-query decoding steps (16 query heads over one K/V head, or 8 heads of 2 queries):
+/// more rows than the CUDA-core kernel holds, so tensor cores take them, one unit of 16 rows a
+/// K/V head; odd head dims (72 for Q·Kᵀ, 40 for V: a k-step and an atom padded), keys not a
+/// multiple of a step, f16 and bf16, split and not.
+#[test]
+fn multi_query_decoding_runs_on_tensor_cores() {
+    for (t, g, sq, sk, d, dv) in [
+        ("bf16", 16, 1, 300, 64, 64),
+        ("f16", 8, 2, 1000, 72, 40),
+        ("bf16", 16, 1, 64, 128, 128),
+    ] {
+        let kir = check(&format!(
+            "graph @mqa(%q: tensor<2x1x{g}x{sq}x{d}x{t}>, %k: tensor<2x1x1x{sk}x{d}x{t}>, %v: tensor<2x1x1x{sk}x{dv}x{t}>) -> tensor<2x1x{g}x{sq}x{dv}x{t}> {{
+              %s = matmul %q, %k {{transpose_b = true}}
+              %c = constant {{value = 0.125}} : tensor<{t}>
+              %ss = mul %s, %c
+              %p = softmax %ss {{axis = -1}}
+              %o = matmul %p, %v
+              return %o
+            }}"
+        ));
+        assert!(decodes_on_tensor_cores(&kir), "{t} g={g} sq={sq}: {kir}");
+        assert_eq!(grid_blocks(&kir) % 2, 0, "two units: {kir}");
+    }
+}
+
+/// The tensor-core kernel at given points over a grouped-query step (4 rows of the 16-row
+/// atom, the rest zeros), each depth of its ring, splits holding fewer steps than the ring,
+/// with an additive mask tensor, a causal band at a cache position and a residual epilogue.
+#[test]
+fn decoding_on_tensor_cores_at_each_point() {
+    for (splits, stages) in [(1, 2), (3, 3), (5, 4), (2, 4)] {
+        let kir = check_at(
+            "graph @gqa_mma(%q: tensor<2x2x4x1x64xbf16>, %k: tensor<2x2x1x333x64xbf16>, %v: tensor<2x2x1x333x64xbf16>, %mask: tensor<2x1x1x1x333xbf16>, %res: tensor<2x2x4x1x64xbf16>) -> tensor<2x2x4x1x64xbf16> {
+              %s = matmul %q, %k {transpose_b = true}
+              %c = constant {value = 0.125} : tensor<bf16>
+              %ss = mul %s, %c
+              %sm = add %ss, %mask
+              %row = iota {axis = 0} : tensor<1x333xi32>
+              %pos = constant {value = 300} : tensor<i32>
+              %at = add %row, %pos
+              %col = iota {axis = 1} : tensor<1x333xi32>
+              %keep = ge %at, %col
+              %ninf = constant {value = -inf} : tensor<bf16>
+              %m = select %keep, %sm, %ninf
+              %p = softmax %m {axis = -1}
+              %o = matmul %p, %v
+              %y = add %o, %res
+              return %y
+            }",
+            Some(("attention_decode", &format!("mma,splits={splits},stages={stages}"))),
+        );
+        assert!(
+            decodes_on_tensor_cores(&kir),
+            "splits={splits} stages={stages}: {kir}"
+        );
+    }
 }

@@ -45,10 +45,43 @@ pub struct DecodeConfig {
     /// the step's loads go straight to registers. (A ring needs K and V read from buffers in
     /// whole vectors; where they are not, the kernel loads to registers at any point.)
     pub stages: u64,
+    /// The products on tensor cores (`attention/decode_mma.rs`): four warps of 16 keys a step
+    /// ([`DecodeConfig::mma`] sets `lanes` and `keys` to that), up to 16 rows a unit, head
+    /// dims up to 128, K and V through a ring of `stages` (2 to 4).
+    pub mma: bool,
+}
+
+impl DecodeConfig {
+    /// The tensor-core point of `splits` and `stages`.
+    pub fn mma(splits: u64, stages: u64) -> DecodeConfig {
+        DecodeConfig {
+            lanes: 32,
+            keys: WARP_KEYS,
+            splits,
+            stages,
+            mma: true,
+        }
+    }
+}
+
+/// The tensor-core kernel's warps and keys a warp takes per step.
+pub(crate) const MMA_WARPS: u64 = 4;
+pub(crate) const WARP_KEYS: u64 = 16;
+/// The most rows a unit holds: one mma atom's (the CUDA-core kernel's registers hold 8).
+pub(crate) const MMA_ROWS: u64 = 16;
+/// The most rows a unit of the CUDA-core kernel holds.
+pub(crate) const CUDA_ROWS: u64 = 8;
+
+/// Whether the tensor-core kernel takes `rows` rows of head dims `(d, dv)`.
+pub(crate) fn mma_fits(rows: u64, (d, dv): (u64, u64)) -> bool {
+    rows <= MMA_ROWS && d.max(dv) <= 128
 }
 
 impl fmt::Display for DecodeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.mma {
+            return write!(f, "mma,splits={},stages={}", self.splits, self.stages);
+        }
         write!(
             f,
             "lanes={},keys={},splits={},stages={}",
@@ -92,8 +125,15 @@ pub(crate) fn ring_bytes(dims: (u64, u64), lanes: u64, keys: u64, stages: u64) -
 }
 
 /// All the shared memory a block takes at point `c`.
-fn block_shared(rows: u64, dims: (u64, u64), c: &DecodeConfig) -> u64 {
-    shared_bytes(rows, dims.1, c.lanes, c.splits) + ring_bytes(dims, c.lanes, c.keys, c.stages)
+fn block_shared(rows: u64, (d, dv): (u64, u64), c: &DecodeConfig) -> u64 {
+    let ring = if c.mma {
+        // Each warp's K and V tiles of 16 keys a stage, rows padded by 8 elements.
+        let cols = d.next_multiple_of(16) + dv.next_multiple_of(16) + 16;
+        c.stages * MMA_WARPS * WARP_KEYS * cols * 2
+    } else {
+        ring_bytes((d, dv), c.lanes, c.keys, c.stages)
+    };
+    shared_bytes(rows, dv, c.lanes, c.splits) + ring
 }
 
 /// Half an SM's shared memory, less the 1 KiB the hardware keeps for each block (an SM holds
@@ -124,6 +164,75 @@ fn shape(p: &Problem) -> Option<(u64, u64, u64, (u64, u64))> {
     }
 }
 
+/// As many splits as whole chunks of `steps` steps make, about `splits` and none shorter than
+/// `min_steps` steps.
+fn whole(steps: u64, splits: u64, min_steps: u64) -> u64 {
+    let splits = splits.min(steps.div_ceil(min_steps)).clamp(1, MAX_SPLITS);
+    steps.div_ceil(steps.div_ceil(splits))
+}
+
+/// The tensor-core kernel's heuristic point: about a block an SM, each at least two steps, and
+/// the deepest ring up to 4 stages that a split's steps fill (run 232 on the H200: 32 query
+/// heads over one K/V head at 8 splits of 16 units, 3 or 4 stages, 0.0219 ms against 0.0245 at
+/// 2 stages and 0.0255 at 16 splits; a grouped-query step at 4 splits of 32 units, 4 stages,
+/// 0.0492 against 0.0500 at 8 splits).
+fn mma_point((units, rows, keys, dims): (u64, u64, u64, (u64, u64)), t: &Target) -> DecodeConfig {
+    let sms = u64::from(t.sms).max(1);
+    let steps = keys.div_ceil(MMA_WARPS * WARP_KEYS);
+    let splits = whole(steps, (sms / units.max(1)).max(1), 2);
+    let per_split = steps.div_ceil(splits);
+    let stages = (2..=MAX_STAGES.min(per_split))
+        .rev()
+        .find(|&s| {
+            block_shared(rows, dims, &DecodeConfig::mma(splits, s)) <= t.max_dynamic_shared_bytes
+        })
+        .unwrap_or(2);
+    DecodeConfig::mma(splits, stages)
+}
+
+/// The CUDA-core kernel's heuristic point for `units` units of `rows` rows over `keys` keys of
+/// head dims `dims`, where its registers hold the rows.
+pub(crate) fn cuda_point(
+    (units, rows, keys, dims): (u64, u64, u64, (u64, u64)),
+    t: &Target,
+) -> Option<DecodeConfig> {
+    let lanes = fewest_lanes(rows, dims).filter(|_| rows <= CUDA_ROWS)?;
+    let sms = u64::from(t.sms).max(1);
+    let units = units.max(1);
+    // Four keys a step where they fit beside those lanes' slices (run 226 on the H200: 0.057
+    // ms against two keys' 0.075 on the grouped-query row, even on the multi-head).
+    let step = if values(rows, dims, lanes, 4) <= VALUES {
+        4
+    } else {
+        STEP_KEYS
+    };
+    let steps = keys.div_ceil(step_keys(lanes, step));
+    // A two-stage ring (one step's copies in flight beside a step's math) and at most two
+    // blocks an SM, where a split has two steps and two blocks fit an SM's shared memory: run
+    // 228 on the H200 measured 0.0493 ms at 8 splits of the grouped-query row's 32 units
+    // against 0.0513 at 16, 0.1321 at one split of the multi-head row's 256 units against
+    // 0.1374 at 3 without a ring, and deeper rings 1-4% slower. Otherwise loads to registers
+    // and about four blocks an SM, each at least four steps (run 226).
+    let ring = DecodeConfig {
+        lanes,
+        keys: step,
+        splits: whole(steps, (2 * sms / units).max(1), 2),
+        stages: 2,
+        mma: false,
+    };
+    Some(
+        if steps.div_ceil(ring.splits) >= 2 && block_shared(rows, dims, &ring) <= half_sm(t) {
+            ring
+        } else {
+            DecodeConfig {
+                splits: whole(steps, (4 * sms).div_ceil(units), 4),
+                stages: 1,
+                ..ring
+            }
+        },
+    )
+}
+
 pub struct DecodeSpace;
 
 impl TemplateSpace for DecodeSpace {
@@ -131,74 +240,50 @@ impl TemplateSpace for DecodeSpace {
         "attention_decode"
     }
     fn version(&self) -> u32 {
-        2
+        3
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let (units, rows, keys, dims) = shape(p).unwrap_or((1, 1, 1, (64, 64)));
-        let lanes = fewest_lanes(rows, dims).unwrap_or(32);
-        // Four keys a step where they fit beside those lanes' slices (run 226 on the H200:
-        // 0.057 ms against two keys' 0.075 on the grouped-query row, even on the multi-head).
-        let step = if values(rows, dims, lanes, 4) <= VALUES {
-            4
-        } else {
-            STEP_KEYS
-        };
-        let steps = keys.div_ceil(step_keys(lanes, step));
-        let sms = u64::from(t.sms).max(1);
-        let units = units.max(1);
-        // As many splits as whole chunks of steps make, none shorter than `min_steps`.
-        let whole = |splits: u64, min_steps: u64| {
-            let splits = splits.min(steps.div_ceil(min_steps)).clamp(1, MAX_SPLITS);
-            steps.div_ceil(steps.div_ceil(splits))
-        };
-        // A two-stage ring (one step's copies in flight beside a step's math) and at most two
-        // blocks an SM, where a split has two steps and two blocks fit an SM's shared memory:
-        // run 228 on the H200 measured 0.0493 ms at 8 splits of the grouped-query row's 32
-        // units against 0.0513 at 16, 0.1321 at one split of the multi-head row's 256 units
-        // against 0.1374 at 3 without a ring, and deeper rings 1-4% slower. Otherwise loads
-        // to registers and about four blocks an SM, each at least four steps (run 226).
-        let ring = DecodeConfig {
-            lanes,
-            keys: step,
-            splits: whole((2 * sms / units).max(1), 2),
-            stages: 2,
-        };
-        let c = if steps.div_ceil(ring.splits) >= 2 && block_shared(rows, dims, &ring) <= half_sm(t)
-        {
-            ring
-        } else {
-            DecodeConfig {
-                lanes,
-                keys: step,
-                splits: whole((4 * sms).div_ceil(units), 4),
-                stages: 1,
-            }
-        };
-        Config::Decode(c)
+        // More rows than the CUDA-core kernel's registers hold: tensor cores.
+        Config::Decode(
+            cuda_point((units, rows, keys, dims), t)
+                .unwrap_or_else(|| mma_point((units, rows, keys, dims), t)),
+        )
     }
     fn enumerate(&self, p: &Problem, t: &Target) -> Vec<Config> {
-        let Config::Decode(h) = self.heuristic(p, t) else {
+        let (Config::Decode(h), Some((_, rows, _, dims))) = (self.heuristic(p, t), shape(p)) else {
             return vec![];
         };
+        let splits = [
+            1,
+            h.splits / 4,
+            h.splits / 2,
+            h.splits,
+            2 * h.splits,
+            4 * h.splits,
+        ];
         let mut out = vec![];
-        for lanes in [h.lanes, 2 * h.lanes, 4 * h.lanes] {
-            for keys in [2, 4] {
-                for splits in [
-                    1,
-                    h.splits / 4,
-                    h.splits / 2,
-                    h.splits,
-                    2 * h.splits,
-                    4 * h.splits,
-                ] {
-                    for stages in 1..=MAX_STAGES {
-                        out.push(Config::Decode(DecodeConfig {
-                            lanes,
-                            keys,
-                            splits: splits.max(1),
-                            stages,
-                        }));
+        if let Some(base) = fewest_lanes(rows, dims) {
+            for lanes in [base, 2 * base, 4 * base] {
+                for keys in [2, 4] {
+                    for splits in splits {
+                        for stages in 1..=MAX_STAGES {
+                            out.push(Config::Decode(DecodeConfig {
+                                lanes,
+                                keys,
+                                splits: splits.max(1),
+                                stages,
+                                mma: false,
+                            }));
+                        }
                     }
+                }
+            }
+        }
+        if mma_fits(rows, dims) {
+            for splits in splits {
+                for stages in 2..=MAX_STAGES {
+                    out.push(Config::Decode(DecodeConfig::mma(splits.max(1), stages)));
                 }
             }
         }
@@ -208,21 +293,43 @@ impl TemplateSpace for DecodeSpace {
         let (Config::Decode(c), Some((_, rows, keys, dims))) = (c, shape(p)) else {
             return Err(wrong("attention_decode"));
         };
-        if !c.lanes.is_power_of_two() || c.lanes > 32 {
-            return Err(format!("{c}: lanes a key must be a power of two up to 32"));
-        }
-        if !matches!(c.keys, 2 | 4) {
-            return Err(format!("{c}: keys a step must be 2 or 4"));
-        }
-        let v = values(rows, dims, c.lanes, c.keys);
-        if v > VALUES {
-            return Err(format!(
-                "{c}: {v} values a thread for {rows} rows of head dims {} and {} (at most {VALUES})",
-                dims.0, dims.1
-            ));
-        }
-        if c.stages == 0 || c.stages > MAX_STAGES {
-            return Err(format!("{c}: stages must be 1..={MAX_STAGES}"));
+        if c.mma {
+            if *c != DecodeConfig::mma(c.splits, c.stages) {
+                return Err(format!(
+                    "{c}: a tensor-core point takes 32 lanes and 16 keys a step"
+                ));
+            }
+            if !mma_fits(rows, dims) {
+                return Err(format!(
+                    "{c}: the tensor-core kernel takes up to {MMA_ROWS} rows of head dims up to 128 ({rows} rows of {} and {})",
+                    dims.0, dims.1
+                ));
+            }
+            if c.stages < 2 || c.stages > MAX_STAGES {
+                return Err(format!("{c}: stages must be 2..={MAX_STAGES}"));
+            }
+        } else {
+            if !c.lanes.is_power_of_two() || c.lanes > 32 {
+                return Err(format!("{c}: lanes a key must be a power of two up to 32"));
+            }
+            if !matches!(c.keys, 2 | 4) {
+                return Err(format!("{c}: keys a step must be 2 or 4"));
+            }
+            if rows > CUDA_ROWS {
+                return Err(format!(
+                    "{c}: {rows} rows a unit (at most {CUDA_ROWS} on CUDA cores)"
+                ));
+            }
+            let v = values(rows, dims, c.lanes, c.keys);
+            if v > VALUES {
+                return Err(format!(
+                    "{c}: {v} values a thread for {rows} rows of head dims {} and {} (at most {VALUES})",
+                    dims.0, dims.1
+                ));
+            }
+            if c.stages == 0 || c.stages > MAX_STAGES {
+                return Err(format!("{c}: stages must be 1..={MAX_STAGES}"));
+            }
         }
         let bytes = block_shared(rows, dims, c);
         if bytes > t.max_dynamic_shared_bytes {
@@ -255,7 +362,11 @@ impl TemplateSpace for DecodeSpace {
                 0.0
             };
         // A ring keeps its later stages' copies in flight while a step's math runs.
-        let vectors = step_vectors((d, dv), c.lanes, c.keys) * c.stages.saturating_sub(1).max(1);
+        let per_step = match c.mma {
+            true => WARP_KEYS * (d.div_ceil(WIDTH) + dv.div_ceil(WIDTH)) / 32,
+            false => step_vectors((d, dv), c.lanes, c.keys),
+        };
+        let vectors = per_step * c.stages.saturating_sub(1).max(1);
         // Blocks resident at once: as many as the shared memory holds.
         let per_sm = (t.max_dynamic_shared_bytes + 1024) / (block_shared(rows, (d, dv), c) + 1024);
         let blocks = (units * c.splits).min(per_sm * u64::from(t.sms));
@@ -263,9 +374,14 @@ impl TemplateSpace for DecodeSpace {
         memory_us(bytes, in_flight, 1.0, t)
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
-        let bad = || format!("`{text}` is not `lanes=N,keys=N,splits=N,stages=N`");
+        let bad = || {
+            format!("`{text}` is not `lanes=N,keys=N,splits=N,stages=N` or `mma,splits=N,stages=N`")
+        };
         let (word, f) = fields(text);
         match (word, f.as_slice()) {
+            (Some("mma"), [("splits", Ok(splits)), ("stages", Ok(stages))]) => {
+                Ok(Config::Decode(DecodeConfig::mma(*splits, *stages)))
+            }
             (
                 None,
                 [
@@ -279,6 +395,7 @@ impl TemplateSpace for DecodeSpace {
                 keys: *keys,
                 splits: *splits,
                 stages: *stages,
+                mma: false,
             })),
             _ => Err(bad()),
         }
@@ -324,7 +441,8 @@ mod tests {
                 lanes: 16,
                 keys: 4,
                 splits: 8,
-                stages: 2
+                stages: 2,
+                mma: false
             }
         );
         // Its ring: two stages of 8 vectors a thread (32 KiB) beside the merge's 17 KiB, and
@@ -341,7 +459,8 @@ mod tests {
                 lanes: 8,
                 keys: 4,
                 splits: 1,
-                stages: 2
+                stages: 2,
+                mma: false
             }
         );
         // A split of one step (32 keys) loads to registers.
@@ -359,8 +478,41 @@ mod tests {
                 assert_eq!(DecodeSpace.parse(&c.to_string()), Ok(c));
             }
         }
-        // 16 rows of head dim 256 fit no lane count.
+        // 16 rows of head dim 256 fit no lane count, nor the tensor-core kernel.
         assert!(fewest_lanes(16, (256, 256)).is_none());
+        assert!(!mma_fits(16, (256, 256)));
+        // Multi-query attention's 16 folded rows: tensor cores, 4 splits of 64 steps of 64
+        // keys for 32 units (about a block an SM), a 4-stage ring; its points parse back.
+        let mq = problem(32, 16, 4096, 128);
+        assert_eq!(h(&mq), DecodeConfig::mma(4, 4));
+        let all = super::super::config::space(&mq, &t);
+        assert!(all.iter().all(|c| matches!(c, Config::Decode(c) if c.mma)));
+        for c in &all {
+            assert_eq!(DecodeSpace.parse(&c.to_string()).as_ref(), Ok(c));
+        }
+        assert_eq!(all[0].to_string(), "mma,splits=4,stages=4");
+        // CUDA-core points for 16 rows, and a tensor-core point of one stage, are refused.
+        let cuda16 = Config::Decode(DecodeConfig {
+            lanes: 32,
+            keys: 2,
+            splits: 1,
+            stages: 2,
+            mma: false,
+        });
+        assert!(DecodeSpace.check(&cuda16, &mq, &t).is_err());
+        assert!(
+            DecodeSpace
+                .check(&Config::Decode(DecodeConfig::mma(2, 1)), &mq, &t)
+                .is_err()
+        );
+        // A few rows may take either kernel.
+        let gqa = problem(32, 4, 8192, 128);
+        let both = super::super::config::space(&gqa, &t);
+        assert!(both.iter().any(|c| matches!(c, Config::Decode(c) if c.mma)));
+        assert!(
+            both.iter()
+                .any(|c| matches!(c, Config::Decode(c) if !c.mma))
+        );
         assert!(DecodeSpace.parse("lanes=8,splits=2").is_err());
         // Four keys a step at 16 lanes: 128 values for 4 rows at head dim 128.
         let four = Config::Decode(DecodeConfig {
@@ -368,6 +520,7 @@ mod tests {
             keys: 4,
             splits: 8,
             stages: 2,
+            mma: false,
         });
         assert!(
             DecodeSpace

@@ -29,7 +29,8 @@
 
 use super::super::ProblemShape;
 use super::super::decode_config::{
-    DecodeConfig, MAX_SPLITS, THREADS, WIDTH, fewest_lanes, shared_bytes, step_keys,
+    CUDA_ROWS, DecodeConfig, MAX_SPLITS, MMA_ROWS, THREADS, WIDTH, cuda_point, fewest_lanes,
+    mma_fits, shared_bytes, step_keys,
 };
 use super::super::matmul_mma::copy_width;
 use super::{AttPlan, AttentionOps, LOG2_E, tree};
@@ -39,9 +40,6 @@ use irc_kir::{
     self as kir, Builtin, Expr, Frag, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty,
 };
 use irc_layout::{Layout, composition};
-
-/// The most query rows a unit holds (folded heads times queries).
-pub(crate) const MAX_ROWS: u64 = 8;
 
 /// What the decoding template makes of one attention group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +72,9 @@ impl DecodeShape {
 
 impl Builder<'_, '_> {
     /// The decoding template's shape of the group where it applies (module doc): at most
-    /// [`MAX_ROWS`] query rows a unit, some lane count whose registers fit; `None` otherwise
-    /// (the tensor-core templates take the group).
+    /// [`CUDA_ROWS`] query rows a unit whose registers some lane count holds, or up to
+    /// [`MMA_ROWS`] for the tensor-core kernel (`decode_mma.rs`) where `cp.async` reads K and
+    /// V; `None` otherwise (the tensor-core attention templates take the group).
     pub(crate) fn decode_shape(&mut self, ops: &AttentionOps<'_>) -> R<Option<DecodeShape>> {
         let qk = self.matmul_access(ops.scores)?;
         let pv = self.matmul_access(ops.output)?;
@@ -83,7 +82,7 @@ impl Builder<'_, '_> {
         let batch: u64 = qk.ms.batch.iter().product();
         let dt = self.ty(ops.output.result).dtype;
         let head_dim_ok = irc_fused::attention::head_dim_ok;
-        if sq > MAX_ROWS
+        if sq > MMA_ROWS
             || sk == 0
             || batch == 0
             || !matches!(dt, DType::F16 | DType::BF16)
@@ -93,21 +92,30 @@ impl Builder<'_, '_> {
             return Ok(None);
         }
         let (k, v) = (ops.scores.operands[1], ops.output.operands[1]);
-        let fold = (1..=MAX_ROWS / sq)
-            .rev()
-            .find(|&g| {
-                batch.is_multiple_of(g)
-                    && (g == 1
-                        || (self.shared_by(k, &qk.access_b, g)
-                            && self.shared_by(v, &pv.access_b, g)))
-            })
-            .unwrap_or(1);
-        let rows = fold * sq;
-        // The heuristic's lanes, and its shared memory at the most splits.
-        let Some(lanes) = fewest_lanes(rows, (d, dv)) else {
+        // The most rows either kernel takes: the CUDA-core kernel's where its registers hold
+        // them, the tensor-core kernel's where cp.async reads K and V.
+        let copies = self.decode_copies((k, &qk.access_b), (v, &pv.access_b), dt);
+        let takes = |rows: u64| {
+            (rows <= CUDA_ROWS && fewest_lanes(rows, (d, dv)).is_some())
+                || (copies && mma_fits(rows, (d, dv)))
+        };
+        let Some(fold) = (1..=MMA_ROWS / sq).rev().find(|&g| {
+            batch.is_multiple_of(g)
+                && takes(g * sq)
+                && (g == 1
+                    || (self.shared_by(k, &qk.access_b, g) && self.shared_by(v, &pv.access_b, g)))
+        }) else {
             return Ok(None);
         };
-        if shared_bytes(rows, dv, lanes, MAX_SPLITS) > self.l.options.target.max_shared_bytes {
+        let rows = fold * sq;
+        // The merge's shared memory at the most splits (the tensor-core kernel's 4 warps merge
+        // as 4 lane groups of 32).
+        let lanes = fewest_lanes(rows, (d, dv))
+            .filter(|_| rows <= CUDA_ROWS)
+            .unwrap_or(32);
+        if shared_bytes(rows, dv, lanes, MAX_SPLITS)
+            > self.l.options.target.max_dynamic_shared_bytes
+        {
             return Ok(None);
         }
         // A band keeps `lo <= q - key <= hi`: for queries 0..sq, keys `-hi ..= sq - 1 - lo`.
@@ -154,6 +162,29 @@ impl Builder<'_, '_> {
                 "the decoding template for a group it does not take".into(),
             ))
         })?;
+        let (k, v) = (ops.scores.operands[1], ops.output.operands[1]);
+        let copies = self.decode_copies((k, &p.qk.access_b), (v, &p.pv.access_b), p.dt);
+        if c.mma && copies && mma_fits(shape.rows, (p.d, p.dv)) {
+            return self.attention_decode_mma(ops, p, shape, c);
+        }
+        // A tensor-core point where its kernel cannot run (a tuning cache's point for a graph
+        // whose K or V no copy reads): the CUDA-core kernel at its heuristic's point.
+        let c = match c.mma {
+            false => c,
+            true => {
+                let problem = (
+                    shape.units,
+                    shape.rows,
+                    shape.keys.1 - shape.keys.0,
+                    (p.d, p.dv),
+                );
+                cuda_point(problem, &self.l.options.target).ok_or_else(|| {
+                    Retry::Fail(crate::LowerError::Internal(
+                        "a decoding unit neither kernel takes".into(),
+                    ))
+                })?
+            }
+        };
         let (q, k, v) = (
             ops.scores.operands[0],
             ops.scores.operands[1],
@@ -328,11 +359,14 @@ impl Builder<'_, '_> {
                 self.out.push(cp_async_wait(0));
             }
         }
+        let write = |s: &mut Self, sm_ml: &str, sm_o: &str| {
+            s.decode_write_groups((&m, &l, &oreg), &lanes_of, (rows, p.dv), (sm_ml, sm_o))
+        };
         self.decode_merge(
             p,
             (rows, units, splits),
-            (&m, &l, &oreg),
-            &lanes_of,
+            groups,
+            &write,
             (&unit, &split),
             &row_at,
             kk,
@@ -749,7 +783,7 @@ fn kv_at(j: u64, t: u64) -> Vec<Expr> {
     vec![int(j % WIDTH), int(j / WIDTH), int(t)]
 }
 
-fn cp_async_commit() -> Stmt {
+pub(super) fn cp_async_commit() -> Stmt {
     Stmt::Intrinsic {
         op: Intrinsic::CpAsyncCommit,
         args: vec![],
@@ -757,7 +791,7 @@ fn cp_async_commit() -> Stmt {
 }
 
 /// `cp.async.wait_group n`: all but the last `n` groups of copies have landed.
-fn cp_async_wait(n: u64) -> Stmt {
+pub(super) fn cp_async_wait(n: u64) -> Stmt {
     Stmt::Intrinsic {
         op: Intrinsic::CpAsyncWait,
         args: vec![kir::Arg::Expr(Expr::Int(n as i64))],

@@ -15,22 +15,22 @@ use irc_layout::Layout;
 const IN_FLIGHT: u64 = 8;
 
 impl Builder<'_, '_> {
-    /// The block's merge of its lane groups, then the store (one split) or the partials and
+    /// The block's merge of its `groups` (lane groups or warps, each with its own `(m, l, O)`
+    /// of the unit's rows, which `write` puts in shared memory: `(m, l)` at `[2, rows,
+    /// groups]` and O at `[dv, rows, groups]`), then the store (one split) or the partials and
     /// the last block's merge of the splits (module doc, 2 and 3).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode_merge(
         &mut self,
         p: &AttPlan,
         (rows, units, splits): (u64, u64, u64),
-        (m, l, oreg): (&[String], &[String], &str),
-        ln: &Lanes,
+        groups: u64,
+        write: &dyn Fn(&mut Self, &str, &str) -> R<()>,
         (unit, split): (&Expr, &Expr),
         row_at: &dyn Fn(&Expr) -> (Expr, Expr),
         kk: f64,
     ) -> R<()> {
         let dv = p.dv;
-        let groups = THREADS / ln.lanes;
-        let cv = dv.div_ceil(WIDTH);
         let shared = |s: &mut Self, shape: &[u64]| -> R<String> {
             let l = Layout::flat(
                 &shape.iter().map(|&n| n as i64).collect::<Vec<_>>(),
@@ -39,46 +39,9 @@ impl Builder<'_, '_> {
             .map_err(internal)?;
             Ok(s.tensor(Space::Shared, DType::F32, l))
         };
-        // Each group's (m, l) and O rows.
         let sm_ml = shared(self, &[2, rows, groups])?;
         let sm_o = shared(self, &[dv, rows, groups])?;
-        let first = Expr::idx(IdxOp::Eq, ln.lane.clone(), Expr::Int(0));
-        self.if_(first, |s| {
-            for r in 0..rows {
-                for (i, var) in [&m[r as usize], &l[r as usize]].into_iter().enumerate() {
-                    s.out.push(Stmt::Store {
-                        tensor: sm_ml.clone(),
-                        coord: vec![int(i as u64), int(r), ln.grp.clone()],
-                        value: Expr::var(var),
-                    });
-                }
-            }
-            Ok(())
-        })?;
-        for i in 0..cv.div_ceil(ln.lanes) {
-            let chunk = ln.chunks[i as usize].clone();
-            let store = |s: &mut Self| -> R<()> {
-                for r in 0..rows {
-                    for e in 0..WIDTH {
-                        s.out.push(Stmt::Store {
-                            tensor: sm_o.clone(),
-                            coord: vec![
-                                add(mul(chunk.clone(), int(WIDTH)), int(e)),
-                                int(r),
-                                ln.grp.clone(),
-                            ],
-                            value: Expr::load(oreg, vec![int(i * WIDTH + e), int(r)]),
-                        });
-                    }
-                }
-                Ok(())
-            };
-            if ln.lanes * (i + 1) > cv {
-                self.if_(lt(chunk.clone(), int(cv)), store)?;
-            } else {
-                store(self)?;
-            }
-        }
+        write(self, &sm_ml, &sm_o)?;
         self.out.push(Stmt::Sync);
         let tid = bx(Builtin::TidX);
         // Each row's weights of the groups and its (M, L), by one thread a row.
@@ -210,6 +173,56 @@ impl Builder<'_, '_> {
                 })
             },
         )
+    }
+
+    /// The CUDA-core kernel's [`Builder::decode_merge`] writer: each lane group's `(m, l)` of
+    /// its rows (by its first lane) and its lanes' slices of the O rows.
+    pub(super) fn decode_write_groups(
+        &mut self,
+        (m, l, oreg): (&[String], &[String], &str),
+        ln: &Lanes,
+        (rows, dv): (u64, u64),
+        (sm_ml, sm_o): (&str, &str),
+    ) -> R<()> {
+        let cv = dv.div_ceil(WIDTH);
+        let first = Expr::idx(IdxOp::Eq, ln.lane.clone(), Expr::Int(0));
+        self.if_(first, |s| {
+            for r in 0..rows {
+                for (i, var) in [&m[r as usize], &l[r as usize]].into_iter().enumerate() {
+                    s.out.push(Stmt::Store {
+                        tensor: sm_ml.to_string(),
+                        coord: vec![int(i as u64), int(r), ln.grp.clone()],
+                        value: Expr::var(var),
+                    });
+                }
+            }
+            Ok(())
+        })?;
+        for i in 0..cv.div_ceil(ln.lanes) {
+            let chunk = ln.chunks[i as usize].clone();
+            let store = |s: &mut Self| -> R<()> {
+                for r in 0..rows {
+                    for e in 0..WIDTH {
+                        s.out.push(Stmt::Store {
+                            tensor: sm_o.to_string(),
+                            coord: vec![
+                                add(mul(chunk.clone(), int(WIDTH)), int(e)),
+                                int(r),
+                                ln.grp.clone(),
+                            ],
+                            value: Expr::load(oreg, vec![int(i * WIDTH + e), int(r)]),
+                        });
+                    }
+                }
+                Ok(())
+            };
+            if ln.lanes * (i + 1) > cv {
+                self.if_(lt(chunk.clone(), int(cv)), store)?;
+            } else {
+                store(self)?;
+            }
+        }
+        Ok(())
     }
 
     /// Row `tid`'s weights `2^((mᵢ - M)·c)` of its `n` partials `(mᵢ, lᵢ) = (at(0, i),

@@ -167,40 +167,6 @@ impl Builder<'_, '_> {
             Expr::idx(IdxOp::Div, bx(Builtin::TidX), Expr::Int(32)),
         );
         let rc = self.att_coords(&lane, &warp)?;
-        // `acc += a · B` over `k / 16` k-steps and `n / 16` pairs of 8-column atoms of B (its
-        // fragments `b`, as pairs `b_pairs`, read from `rows` by `ldmatrix.x4`, transposed with
-        // `trans`): each ldmatrix.x4 feeds the two mmas of its atom pair right away (few
-        // fragment registers live at once). `S = Q·Kᵀ` and `O += P·V`.
-        let products = |s: &mut Self,
-                        (acc, a): (&str, &str),
-                        (b_pairs, b, rows, trans): (&str, &str, &str, bool),
-                        k: u64,
-                        n: u64|
-         -> R<()> {
-            s.unrolled("ks", k / 16, &mut |s, ks| {
-                s.unrolled("j", n / 16, &mut |s, j| {
-                    s.out.push(Stmt::Intrinsic {
-                        op: Intrinsic::ldmatrix_x4(trans),
-                        args: vec![
-                            kir::Arg::at(b_pairs, vec![j.clone()]),
-                            kir::Arg::at(rows, vec![lane.clone(), j.clone(), ks.clone()]),
-                        ],
-                    });
-                    for half in 0..2 {
-                        let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
-                        s.out.push(Stmt::Intrinsic {
-                            op: Intrinsic::MmaM16n8k16,
-                            args: vec![
-                                kir::Arg::at(acc, vec![atom.clone()]),
-                                kir::Arg::at(a, vec![ks.clone()]),
-                                kir::Arg::at(b, vec![atom]),
-                            ],
-                        });
-                    }
-                    Ok(())
-                })
-            })
-        };
         self.for_(
             "b",
             bx(Builtin::BidY),
@@ -273,26 +239,66 @@ impl Builder<'_, '_> {
                     s.out.push(Stmt::Sync);
                     // S = Q·Kᵀ.
                     s.zero(&acc_s, bkv / 8)?;
-                    products(
-                        s,
+                    s.att_products(
+                        &lane,
                         (&acc_s, &fq),
                         (&fk_pairs, &fk, &rows_k, trans_k),
-                        d16,
-                        bkv,
+                        (d16, bkv),
+                        &[],
                     )?;
                     s.att_prologue(p, &acc_s, &rc, (&q0, &k0, &bi), BQ, bkv, false)?;
                     s.att_softmax(p, &acc_s, &p_c, &acc_o, (&m, &l), bkv, dv, dt)?;
                     // O += P·V.
-                    products(
-                        s,
+                    s.att_products(
+                        &lane,
                         (&acc_o, &p_a),
                         (&fv_pairs, &fv, &rows_v, trans_v),
-                        bkv,
-                        dv16,
+                        (bkv, dv16),
+                        &[],
                     )
                 })?;
                 s.att_store(p, &acc_o, &l, &rc, (&q0, &bi), BQ)
             },
         )
+    }
+
+    /// `acc += a · B` over `k / 16` k-steps and `n / 16` pairs of 8-column atoms of B (its
+    /// fragments `b`, as pairs `b_pairs`, read by `ldmatrix.x4` from the row starts `rows` at
+    /// `(lane, pair, k-step, extra..)`, transposed with `trans`): each ldmatrix.x4 feeds the
+    /// two mmas of its atom pair right away (few fragment registers live at once). `S = Q·Kᵀ`
+    /// and `O += P·V`.
+    pub(super) fn att_products(
+        &mut self,
+        lane: &Expr,
+        (acc, a): (&str, &str),
+        (b_pairs, b, rows, trans): (&str, &str, &str, bool),
+        (k, n): (u64, u64),
+        extra: &[Expr],
+    ) -> R<()> {
+        self.unrolled("ks", k / 16, &mut |s, ks| {
+            s.unrolled("j", n / 16, &mut |s, j| {
+                let mut at = vec![lane.clone(), j.clone(), ks.clone()];
+                at.extend(extra.iter().cloned());
+                s.out.push(Stmt::Intrinsic {
+                    op: Intrinsic::ldmatrix_x4(trans),
+                    args: vec![
+                        kir::Arg::at(b_pairs, vec![j.clone()]),
+                        kir::Arg::at(rows, at),
+                    ],
+                });
+                for half in 0..2 {
+                    let atom = add(mul(j.clone(), Expr::Int(2)), Expr::Int(half));
+                    s.out.push(Stmt::Intrinsic {
+                        op: Intrinsic::MmaM16n8k16,
+                        args: vec![
+                            kir::Arg::at(acc, vec![atom.clone()]),
+                            kir::Arg::at(a, vec![ks.clone()]),
+                            kir::Arg::at(b, vec![atom]),
+                        ],
+                    });
+                }
+                Ok(())
+            })
+        })
     }
 }

@@ -38,6 +38,7 @@
 
 mod decode;
 mod decode_merge;
+mod decode_mma;
 mod mma;
 mod prologue;
 mod schedule;
