@@ -869,14 +869,14 @@ fn multi_query_decoding_runs_on_tensor_cores() {
     }
 }
 
-/// The tensor-core kernel at given points over a grouped-query step (4 rows of the 16-row
-/// atom, the rest zeros), each depth of its ring, splits holding fewer steps than the ring,
-/// with an additive mask tensor, a causal band at a cache position and a residual epilogue.
+/// The tensor-core kernel at given points over a multi-query step (16 query heads over one
+/// K/V head), each depth of its ring, splits holding fewer steps than the ring, with an
+/// additive mask tensor, a causal band at a cache position and a residual epilogue.
 #[test]
 fn decoding_on_tensor_cores_at_each_point() {
     for (splits, stages) in [(1, 2), (3, 3), (5, 4), (2, 4)] {
         let kir = check_at(
-            "graph @gqa_mma(%q: tensor<2x2x4x1x64xbf16>, %k: tensor<2x2x1x333x64xbf16>, %v: tensor<2x2x1x333x64xbf16>, %mask: tensor<2x1x1x1x333xbf16>, %res: tensor<2x2x4x1x64xbf16>) -> tensor<2x2x4x1x64xbf16> {
+            "graph @mqa_points(%q: tensor<2x1x16x1x64xbf16>, %k: tensor<2x1x1x333x64xbf16>, %v: tensor<2x1x1x333x64xbf16>, %mask: tensor<2x1x1x1x333xbf16>, %res: tensor<2x1x16x1x64xbf16>) -> tensor<2x1x16x1x64xbf16> {
               %s = matmul %q, %k {transpose_b = true}
               %c = constant {value = 0.125} : tensor<bf16>
               %ss = mul %s, %c

@@ -95,6 +95,12 @@ graph @att_decode(%q: tensor<1x2x2x1x64xbf16>, %k: tensor<1x2x1x700x64xbf16>, %v
   %o = matmul %p, %v
   return %o
 }
+graph @att_decode_mqa(%q: tensor<1x1x16x1x72xbf16>, %k: tensor<1x1x1x700x72xbf16>, %v: tensor<1x1x1x700x40xbf16>) -> tensor<1x1x16x1x40xbf16> {
+  %s = matmul %q, %k {transpose_b = true}
+  %p = softmax %s {axis = -1}
+  %o = matmul %p, %v
+  return %o
+}
 "#;
 
 fn graphs() -> Vec<irc_ir::Graph> {

@@ -214,19 +214,12 @@ impl Builder<'_, '_> {
             Expr::idx(IdxOp::Rem, tid.clone(), int(lanes)),
         );
         let grp = self.let_("grp", Ty::Idx, Expr::idx(IdxOp::Div, tid, int(lanes)));
-        let bid = bx(Builtin::BidX);
-        let unit = self.let_(
-            "unit",
-            Ty::Idx,
-            Expr::idx(IdxOp::Div, bid.clone(), int(splits)),
-        );
-        let split = self.let_("split", Ty::Idx, Expr::idx(IdxOp::Rem, bid, int(splits)));
-        let bi0 = self.let_("bi", Ty::Idx, mul(unit.clone(), int(fold)));
-        let k0 = self.let_(
-            "k0",
-            Ty::Idx,
-            add(int(kbeg), mul(split.clone(), int(chunk))),
-        );
+        let UnitSplit {
+            unit,
+            split,
+            bi0,
+            k0,
+        } = self.unit_split(splits, fold, kbeg, chunk);
         let chunks: Vec<Expr> = (0..nq.max(nv))
             .map(|i| self.let_("c", Ty::Idx, add(lane.clone(), int(lanes * i))))
             .collect();
@@ -270,12 +263,7 @@ impl Builder<'_, '_> {
             }
         }
         // Row r of a unit is query r % sq of batch entry bi0 + r / sq.
-        let row_at = |r: &Expr| -> (Expr, Expr) {
-            (
-                Expr::idx(IdxOp::Rem, r.clone(), int(sq)),
-                add(bi0.clone(), Expr::idx(IdxOp::Div, r.clone(), int(sq))),
-            )
-        };
+        let row_at = |r: &Expr| unit_row(r, sq, &bi0);
         let qa = p.qk.access_a.clone();
         for r in 0..rows {
             let (qr, bi) = row_at(&int(r));
@@ -334,14 +322,12 @@ impl Builder<'_, '_> {
                     self.out.push(cp_async_commit());
                 }
                 self.for_("it", int(0), int(steps), int(1), false, |s, it| {
-                    let st = s.let_("st", Ty::Idx, add(k0.clone(), mul(it.clone(), int(step))));
-                    let ahead = s.let_("sa", Ty::Idx, add(st.clone(), int(s1 * step)));
-                    let next = add(it.clone(), int(s1));
-                    let cond = Expr::idx(
-                        IdxOp::And,
-                        lt(next.clone(), int(steps)),
-                        lt(ahead.clone(), int(kend)),
-                    );
+                    let RingStep {
+                        st,
+                        ahead,
+                        next,
+                        cond,
+                    } = s.ring_step(&it, (&k0, step), (s1, steps, kend));
                     s.if_(cond, |s| {
                         let stage =
                             s.let_("sn", Ty::Idx, Expr::idx(IdxOp::Rem, next, int(r.stages)));
@@ -371,6 +357,62 @@ impl Builder<'_, '_> {
             &row_at,
             kk,
         )
+    }
+
+    /// A decoding block's unit and split (`bid.x = unit · splits + split`), the unit's first
+    /// batch entry (`fold` a unit) and the split's first key (`chunk` keys a split from `kbeg`).
+    pub(super) fn unit_split(
+        &mut self,
+        splits: u64,
+        fold: u64,
+        kbeg: u64,
+        chunk: u64,
+    ) -> UnitSplit {
+        let bid = bx(Builtin::BidX);
+        let unit = self.let_(
+            "unit",
+            Ty::Idx,
+            Expr::idx(IdxOp::Div, bid.clone(), int(splits)),
+        );
+        let split = self.let_("split", Ty::Idx, Expr::idx(IdxOp::Rem, bid, int(splits)));
+        let bi0 = self.let_("bi", Ty::Idx, mul(unit.clone(), int(fold)));
+        let k0 = self.let_(
+            "k0",
+            Ty::Idx,
+            add(int(kbeg), mul(split.clone(), int(chunk))),
+        );
+        UnitSplit {
+            unit,
+            split,
+            bi0,
+            k0,
+        }
+    }
+
+    /// Iteration `it` of a ring of `s1 + 1` stages over a split's `steps` steps of `step` keys
+    /// from `k0`: the step's first key, the first key `s1` steps ahead, that step's index, and
+    /// whether its copies are issued (it is one of the split's steps, before the kept keys'
+    /// end `kend`).
+    pub(super) fn ring_step(
+        &mut self,
+        it: &Expr,
+        (k0, step): (&Expr, u64),
+        (s1, steps, kend): (u64, u64, u64),
+    ) -> RingStep {
+        let st = self.let_("st", Ty::Idx, add(k0.clone(), mul(it.clone(), int(step))));
+        let ahead = self.let_("sa", Ty::Idx, add(st.clone(), int(s1 * step)));
+        let next = add(it.clone(), int(s1));
+        let cond = Expr::idx(
+            IdxOp::And,
+            lt(next.clone(), int(steps)),
+            lt(ahead.clone(), int(kend)),
+        );
+        RingStep {
+            st,
+            ahead,
+            next,
+            cond,
+        }
     }
 
     /// The keys a lane group takes at step `st`: `st + t·groups + grp` for each `t`; with
@@ -776,6 +818,30 @@ struct Ring {
     per_key: (u64, u64),
     k: (u64, String, String),
     v: (u64, String, String),
+}
+
+/// A decoding block's place ([`Builder::unit_split`]).
+pub(super) struct UnitSplit {
+    pub(super) unit: Expr,
+    pub(super) split: Expr,
+    pub(super) bi0: Expr,
+    pub(super) k0: Expr,
+}
+
+/// A ring's iteration ([`Builder::ring_step`]).
+pub(super) struct RingStep {
+    pub(super) st: Expr,
+    pub(super) ahead: Expr,
+    pub(super) next: Expr,
+    pub(super) cond: Expr,
+}
+
+/// Row `r` of a unit: query `r % sq` of batch entry `bi0 + r / sq`.
+pub(super) fn unit_row(r: &Expr, sq: u64, bi0: &Expr) -> (Expr, Expr) {
+    (
+        Expr::idx(IdxOp::Rem, r.clone(), int(sq)),
+        add(bi0.clone(), Expr::idx(IdxOp::Div, r.clone(), int(sq))),
+    )
 }
 
 /// Element `j` of key `t`'s slice in a step's K or V registers.

@@ -21,11 +21,11 @@
 
 use super::super::decode_config::{DecodeConfig, MMA_WARPS, WARP_KEYS, WIDTH};
 use super::super::matmul_mma::{copy_width, ldmatrix_x4_rows, vector_copy};
-use super::decode::{DecodeShape, cp_async_commit, cp_async_wait};
+use super::decode::{DecodeShape, RingStep, UnitSplit, cp_async_commit, cp_async_wait, unit_row};
 use super::{AttPlan, AttentionOps, LOG2_E};
 use crate::lower::*;
 use irc_ir::{DType, ValueId};
-use irc_kir::{self as kir, Builtin, Expr, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
+use irc_kir::{self as kir, Builtin, Expr, Func, IdxOp, Intrinsic, ReduceOp, Space, Stmt, Ty};
 use irc_layout::{Layout, composition, mma_m16n8k16_a};
 
 /// Rows of the mma atom a unit's rows fill.
@@ -78,26 +78,13 @@ impl Builder<'_, '_> {
         let tid = bx(Builtin::TidX);
         let lane = self.let_("lane", Ty::Idx, Expr::idx(IdxOp::Rem, tid.clone(), int(32)));
         let warp = self.let_("warp", Ty::Idx, Expr::idx(IdxOp::Div, tid.clone(), int(32)));
-        let bid = bx(Builtin::BidX);
-        let unit = self.let_(
-            "unit",
-            Ty::Idx,
-            Expr::idx(IdxOp::Div, bid.clone(), int(splits)),
-        );
-        let split = self.let_("split", Ty::Idx, Expr::idx(IdxOp::Rem, bid, int(splits)));
-        let bi0 = self.let_("bi", Ty::Idx, mul(unit.clone(), int(fold)));
-        let k0 = self.let_(
-            "k0",
-            Ty::Idx,
-            add(int(kbeg), mul(split.clone(), int(chunk))),
-        );
-        // Row r of a unit is query r % sq of batch entry bi0 + r / sq.
-        let row_at = |r: &Expr| -> (Expr, Expr) {
-            (
-                Expr::idx(IdxOp::Rem, r.clone(), int(sq)),
-                add(bi0.clone(), Expr::idx(IdxOp::Div, r.clone(), int(sq))),
-            )
-        };
+        let UnitSplit {
+            unit,
+            split,
+            bi0,
+            k0,
+        } = self.unit_split(splits, fold, kbeg, chunk);
+        let row_at = |r: &Expr| unit_row(r, sq, &bi0);
         // The rings: a warp's 16 keys of a step, rows padded by 8 elements.
         let li = |s: u64, st: i64| Layout::int(s as i64, st).map_err(internal);
         let ring = |s: &mut Self, cols: u64| -> R<(String, i64)> {
@@ -273,9 +260,15 @@ impl Builder<'_, '_> {
                     let key = if kept.is_multiple_of(step) {
                         key
                     } else {
-                        let wrapped =
-                            Expr::idx(IdxOp::Rem, Expr::idx(IdxOp::Sub, key, int(kbeg)), int(kept));
-                        s.let_("kr", Ty::Idx, add(int(kbeg), wrapped))
+                        // Past the kept keys: the last kept key's rows (a compare and a
+                        // select, where a remainder held more registers).
+                        let last = int(kend - 1);
+                        let past = Expr::idx(IdxOp::Lt, last.clone(), key.clone());
+                        s.let_(
+                            "kr",
+                            Ty::Idx,
+                            Expr::call(Func::Select, vec![past, last, key]),
+                        )
                     };
                     let copies: Vec<Stmt> = (0..WIDTH / w)
                         .map(|qq| {
@@ -369,16 +362,14 @@ impl Builder<'_, '_> {
             self.out.push(cp_async_commit());
         }
         self.for_("it", int(0), int(steps), int(1), false, |s, it| {
-            let st = s.let_("st", Ty::Idx, add(k0.clone(), mul(it.clone(), int(step))));
+            let RingStep {
+                st,
+                ahead,
+                next,
+                cond,
+            } = s.ring_step(&it, (&k0, step), (s1, steps, kend));
             s.out.push(cp_async_wait(s1 - 1));
             s.out.push(Stmt::Sync);
-            let ahead = s.let_("sa", Ty::Idx, add(st.clone(), int(s1 * step)));
-            let next = add(it.clone(), int(s1));
-            let cond = Expr::idx(
-                IdxOp::And,
-                lt(next.clone(), int(steps)),
-                lt(ahead.clone(), int(kend)),
-            );
             s.if_(cond, |s| {
                 let stage = s.let_("sn", Ty::Idx, Expr::idx(IdxOp::Rem, next, int(stages)));
                 issue(s, &ahead, &stage)
