@@ -311,16 +311,10 @@ impl Builder<'_, '_> {
             // The ring: steps `S - 1` ahead in flight (module doc).
             Some(r) => {
                 let s1 = r.stages - 1;
-                for i in 0..s1 {
-                    if i < steps {
-                        let st = self.let_("st", Ty::Idx, add(k0.clone(), int(i * step)));
-                        self.if_(lt(st.clone(), int(kend)), |s| {
-                            let keys = s.keys_of_step(&kv, &st, &lanes_of, c.keys, true);
-                            s.load_step(&kv, &keys, &lanes_of, Some((r, &int(i))))
-                        })?;
-                    }
-                    self.out.push(cp_async_commit());
-                }
+                self.ring_fill(s1, (&k0, step), (steps, kend), &|s, st, stage| {
+                    let keys = s.keys_of_step(&kv, st, &lanes_of, c.keys, true);
+                    s.load_step(&kv, &keys, &lanes_of, Some((r, stage)))
+                })?;
                 self.for_("it", int(0), int(steps), int(1), false, |s, it| {
                     let RingStep {
                         st,
@@ -387,6 +381,27 @@ impl Builder<'_, '_> {
             bi0,
             k0,
         }
+    }
+
+    /// A ring's first fill: the copies of a split's first `s1` steps (of `step` keys from
+    /// `k0`, `steps` of them, before the kept keys' end `kend`) into stages `0..s1` by
+    /// `issue(st, stage)`, a commit each whether or not it copies.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn ring_fill(
+        &mut self,
+        s1: u64,
+        (k0, step): (&Expr, u64),
+        (steps, kend): (u64, u64),
+        issue: &dyn Fn(&mut Self, &Expr, &Expr) -> R<()>,
+    ) -> R<()> {
+        for i in 0..s1 {
+            if i < steps {
+                let st = self.let_("st", Ty::Idx, add(k0.clone(), int(i * step)));
+                self.if_(lt(st.clone(), int(kend)), |s| issue(s, &st, &int(i)))?;
+            }
+            self.out.push(cp_async_commit());
+        }
+        Ok(())
     }
 
     /// Iteration `it` of a ring of `s1 + 1` stages over a split's `steps` steps of `step` keys

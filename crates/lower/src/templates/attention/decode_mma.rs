@@ -197,15 +197,18 @@ impl Builder<'_, '_> {
                     Ty::Idx,
                     add(int(16 * ks), Expr::idx(IdxOp::Div, ai, int(16))),
                 );
-                let inside = Expr::idx(
-                    IdxOp::And,
-                    lt(row.clone(), int(rows)),
-                    lt(col.clone(), int(d)),
-                );
+                // Guards only where the atom passes the unit's rows or the head dim.
+                let mut guard = vec![];
+                if rows < ATOM_ROWS {
+                    guard.push(lt(row.clone(), int(rows)));
+                }
+                if d < d16 {
+                    guard.push(lt(col.clone(), int(d)));
+                }
                 let fq2 = fq.clone();
                 let qa2 = qa.clone();
                 let (qr, bi) = row_at(&row);
-                self.if_(inside, move |s| {
+                let load = move |s: &mut Self| -> R<()> {
                     s.coord = vec![qr, col, bi];
                     let x = s.value_at(q, &qa2)?;
                     let value = cast_to(dt, s.val_dtype(q), x);
@@ -215,7 +218,11 @@ impl Builder<'_, '_> {
                         value,
                     });
                     Ok(())
-                })?;
+                };
+                match guard.into_iter().reduce(|a, b| Expr::idx(IdxOp::And, a, b)) {
+                    Some(inside) => self.if_(inside, load)?,
+                    None => load(self)?,
+                }
             }
         }
         let rc = self.att_coords(&lane, &Expr::Int(0))?;
@@ -354,13 +361,7 @@ impl Builder<'_, '_> {
         };
         // The ring (module doc, 1).
         let s1 = stages - 1;
-        for i in 0..s1 {
-            if i < steps {
-                let st = self.let_("st", Ty::Idx, add(k0.clone(), int(i * step)));
-                self.if_(lt(st.clone(), int(kend)), |s| issue(s, &st, &int(i)))?;
-            }
-            self.out.push(cp_async_commit());
-        }
+        self.ring_fill(s1, (&k0, step), (steps, kend), &issue)?;
         self.for_("it", int(0), int(steps), int(1), false, |s, it| {
             let RingStep {
                 st,
