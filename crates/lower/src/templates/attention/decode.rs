@@ -1,6 +1,7 @@
 //! Decoding attention: a few query rows a head over a long key/value cache (a decoding step,
-//! a short chunk of speculative tokens), on CUDA cores, the keys split across blocks
-//! (flash-decoding).
+//! a short chunk of speculative tokens), the keys split across blocks (flash-decoding); up to
+//! [`CUDA_ROWS`] rows a unit on CUDA cores (this file), up to [`MMA_ROWS`] on tensor cores
+//! (`decode_mma.rs`, where `cp.async` reads K and V).
 //!
 //! The tensor-core schedules give each block 64 query rows of one batch entry: with one real
 //! row the products run on 1/64 of their tiles, and with grouped-query attention every query
@@ -8,14 +9,17 @@
 //! heads over 8 K/V heads, 8k keys, 2.5× SDPA). Here a unit is the query rows that share one
 //! K/V head: the batch entries whose K and V coincide ([`Builder::decode_shape`] proves it
 //! with the layout algebra: K's and V's batch layouts composed with `fold:1` have only zero
-//! strides) are folded into the unit's rows (`fold · sq ≤` [`MAX_ROWS`]), so K and V are read
-//! once per unit. A unit's keys are cut into `splits` chunks, one block each, until about four
-//! blocks an SM:
+//! strides) are folded into the unit's rows (`fold · sq ≤` [`MMA_ROWS`]), so K and V are read
+//! once per unit. A unit's keys are cut into `splits` chunks, one block each (the heuristic:
+//! `decode_config.rs`):
 //!
 //! 1. A block's 128 threads are lane groups of `lanes` threads; a group takes `keys` (2 or 4)
 //!    keys per step (adjacent groups adjacent keys), each lane 16-byte vectors of the key's K
-//!    and V rows (vector `lane + lanes·i`), every load of the step issued before its math. The
-//!    Q rows live in registers (f32). A score is the lanes' partial dot products summed by a
+//!    and V rows (vector `lane + lanes·i`), every load of the step issued before its math, or
+//!    (`stages` > 1) copied by `cp.async` into the thread's own slots of a ring in shared
+//!    memory `stages - 1` steps ahead and read back at its step (no barrier: a thread reads
+//!    only what it copied; its warp's 16-byte slots side by side). The Q rows live in
+//!    registers (f32). A score is the lanes' partial dot products summed by a
 //!    butterfly over the group (`warp_reduce.sum`), put through the prologue at its (query,
 //!    key, batch) coordinate ([`Builder::att_score`]), `-inf` past the keys' end. Each group
 //!    keeps its own online softmax per row (lazy rescaling, as the Hopper kernel's) and its
