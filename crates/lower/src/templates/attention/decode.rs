@@ -56,6 +56,9 @@ pub(crate) struct DecodeShape {
     /// The keys some row keeps, `[begin, end)`: all of them, or a mask band's (its other keys
     /// are `-inf` for every row of every unit, and never read).
     pub(crate) keys: (u64, u64),
+    /// Whether `cp.async` reads K's and V's rows (the rings' and the tensor-core kernel's
+    /// condition).
+    pub(crate) copies: bool,
 }
 
 impl DecodeShape {
@@ -138,6 +141,7 @@ impl Builder<'_, '_> {
             units,
             rows,
             keys,
+            copies,
         }))
     }
 
@@ -166,9 +170,7 @@ impl Builder<'_, '_> {
                 "the decoding template for a group it does not take".into(),
             ))
         })?;
-        let (k, v) = (ops.scores.operands[1], ops.output.operands[1]);
-        let copies = self.decode_copies((k, &p.qk.access_b), (v, &p.pv.access_b), p.dt);
-        if c.mma && copies && mma_fits(shape.rows, (p.d, p.dv)) {
+        if c.mma && shape.copies && mma_fits(shape.rows, (p.d, p.dv)) {
             return self.attention_decode_mma(ops, p, shape, c);
         }
         // A tensor-core point where its kernel cannot run (a tuning cache's point for a graph
@@ -199,6 +201,7 @@ impl Builder<'_, '_> {
             units,
             rows,
             keys: (kbeg, kend),
+            ..
         } = shape;
         let lanes = c.lanes;
         // Whole steps a split; the last split takes what remains.
@@ -634,10 +637,9 @@ impl Builder<'_, '_> {
                     Ok(())
                 })
             };
-            if ln.lanes * (i + 1) > c {
-                self.if_(lt(chunk.clone(), int(c)), load)?;
-            } else {
-                load(self)?;
+            match ln.guard(i, c) {
+                Some(inside) => self.if_(inside, load)?,
+                None => load(self)?,
             }
         }
         Ok(())
@@ -810,7 +812,7 @@ pub(super) struct Lanes {
 impl Lanes {
     /// The guard of the lane's vector `i` of a row of `c`: none where the vectors divide
     /// among the lanes.
-    fn guard(&self, i: u64, c: u64) -> Option<Expr> {
+    pub(super) fn guard(&self, i: u64, c: u64) -> Option<Expr> {
         (self.lanes * (i + 1) > c).then(|| lt(self.chunks[i as usize].clone(), int(c)))
     }
 }

@@ -216,10 +216,9 @@ impl Builder<'_, '_> {
                 }
                 Ok(())
             };
-            if ln.lanes * (i + 1) > cv {
-                self.if_(lt(chunk.clone(), int(cv)), store)?;
-            } else {
-                store(self)?;
+            match ln.guard(i, cv) {
+                Some(inside) => self.if_(inside, store)?,
+                None => store(self)?,
             }
         }
         Ok(())

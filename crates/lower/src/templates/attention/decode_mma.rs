@@ -63,6 +63,7 @@ impl Builder<'_, '_> {
             units,
             rows,
             keys: (kbeg, kend),
+            ..
         } = shape;
         let (sq, dt, d, dv) = (p.sq, p.dt, p.d, p.dv);
         let (d16, dv16) = (d.next_multiple_of(16), dv.next_multiple_of(16));
