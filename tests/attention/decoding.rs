@@ -199,16 +199,26 @@ pub(crate) fn decodes_on_tensor_cores(kir: &str) -> bool {
     kir.contains("mma") && kir.lines().any(|l| l.trim_start().starts_with("for %it"))
 }
 
-/// Multi-query decoding steps (16 query heads over one K/V head, or 8 heads of 2 queries):
-/// more rows than the CUDA-core kernel holds, so tensor cores take them, one unit of 16 rows a
-/// K/V head; odd head dims (72 for Q·Kᵀ, 40 for V: a k-step and an atom padded), keys not a
-/// multiple of a step, f16 and bf16, split and not.
+/// Whether the tensor-core decoding kernel reads Q's A fragments by `ldmatrix` from a shared
+/// tile (before its loop over the steps), not element by element from memory.
+fn q_by_ldmatrix(kir: &str) -> bool {
+    kir.lines()
+        .take_while(|l| !l.trim_start().starts_with("for %it"))
+        .any(|l| l.contains("ldmatrix"))
+}
+
+/// Multi-query decoding steps (16 or 12 query heads over one K/V head, or 8 heads of 2
+/// queries): more rows than the CUDA-core kernel holds, so tensor cores take them, one unit of
+/// up to 16 rows a K/V head (Q's shared tile zero past them); odd head dims (72 for Q·Kᵀ, 40
+/// for V: a k-step and an atom padded), keys not a multiple of a step, f16 and bf16, split and
+/// not. Q's rows are copied into shared memory and read by `ldmatrix`.
 #[test]
 fn multi_query_decoding_runs_on_tensor_cores() {
     for (t, g, sq, sk, d, dv) in [
         ("bf16", 16, 1, 300, 64, 64),
         ("f16", 8, 2, 1000, 72, 40),
         ("bf16", 16, 1, 64, 128, 128),
+        ("f16", 12, 1, 500, 72, 64),
     ] {
         let kir = check(&format!(
             "graph @mqa(%q: tensor<2x1x{g}x{sq}x{d}x{t}>, %k: tensor<2x1x1x{sk}x{d}x{t}>, %v: tensor<2x1x1x{sk}x{dv}x{t}>) -> tensor<2x1x{g}x{sq}x{dv}x{t}> {{
@@ -221,8 +231,28 @@ fn multi_query_decoding_runs_on_tensor_cores() {
             }}"
         ));
         assert!(decodes_on_tensor_cores(&kir), "{t} g={g} sq={sq}: {kir}");
+        assert!(q_by_ldmatrix(&kir), "{t} g={g} sq={sq}: {kir}");
         assert_eq!(grid_blocks(&kir) % 2, 0, "two units: {kir}");
     }
+}
+
+/// A multi-query step whose Q arrives head-dim-major (a transpose view: no 16-byte rows for
+/// `cp.async`): the tensor-core kernel loads Q's fragments element by element.
+#[test]
+fn multi_query_decoding_with_q_by_element_loads() {
+    let kir = check(
+        "graph @mqa_qt(%qt: tensor<2x1x64x16xbf16>, %k: tensor<2x1x300x64xbf16>, %v: tensor<2x1x300x64xbf16>) -> tensor<2x1x16x64xbf16> {
+          %q = transpose %qt {perm = [0, 1, 3, 2]}
+          %s = matmul %q, %k {transpose_b = true}
+          %c = constant {value = 0.125} : tensor<bf16>
+          %ss = mul %s, %c
+          %p = softmax %ss {axis = -1}
+          %o = matmul %p, %v
+          return %o
+        }",
+    );
+    assert!(decodes_on_tensor_cores(&kir), "{kir}");
+    assert!(!q_by_ldmatrix(&kir), "{kir}");
 }
 
 /// The tensor-core kernel at given points over a multi-query step (16 query heads over one

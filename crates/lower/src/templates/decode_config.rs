@@ -127,9 +127,11 @@ pub(crate) fn ring_bytes(dims: (u64, u64), lanes: u64, keys: u64, stages: u64) -
 /// All the shared memory a block takes at point `c`.
 fn block_shared(rows: u64, (d, dv): (u64, u64), c: &DecodeConfig) -> u64 {
     let ring = if c.mma {
-        // Each warp's K and V tiles of 16 keys a stage, rows padded by 8 elements.
-        let cols = d.next_multiple_of(16) + dv.next_multiple_of(16) + 16;
-        c.stages * MMA_WARPS * WARP_KEYS * cols * 2
+        // Each warp's K and V tiles of 16 keys a stage and the block's tile of Q's 16 rows,
+        // rows padded by 8 elements.
+        let d16 = d.next_multiple_of(16);
+        let cols = d16 + dv.next_multiple_of(16) + 16;
+        c.stages * MMA_WARPS * WARP_KEYS * cols * 2 + MMA_ROWS * (d16 + 8) * 2
     } else {
         ring_bytes((d, dv), c.lanes, c.keys, c.stages)
     };

@@ -13,7 +13,10 @@
 //!    without bank conflicts; keys past the kept ones read kept keys' rows, weighed 0 as in
 //!    `decode.rs`). CUTLASS's multistage order: wait for the step, a barrier, the copies of
 //!    the step `stages - 1` ahead into the stage the last step read, then the step's math.
-//! 2. `S = Q·Kᵀ` (Q's A fragments in registers, built once from the unit's folded rows), the
+//! 2. `S = Q·Kᵀ` (Q's A fragments in registers, built once from the unit's folded rows: where
+//!    `cp.async` reads Q's rows, they are copied into one shared tile with the ring's first
+//!    stage and read by `ldmatrix`, every warp's fragments being the same — element loads of
+//!    them were the kernel's longest wait, run 239; else loaded element by element), the
 //!    prologue per score at its (query, key, batch), the online softmax of the tensor-core
 //!    kernels (`att_softmax`), `O += P·V` with V by `ldmatrix.trans`.
 //! 3. The warps' `(m, l, O)` merged through shared memory as the lane groups' are, then the
@@ -179,48 +182,14 @@ impl Builder<'_, '_> {
                 },
             )?;
         }
-        // Q's A fragments: value v of k-step ks at the atom's (row, col), zero past the unit's
-        // rows and the head dim.
-        let atom_a = mma_m16n8k16_a().map_err(internal)?.layout().clone();
-        let qa = p.qk.access_a.clone();
-        for ks in 0..d16 / 16 {
-            for val in 0..8u64 {
-                self.out.push(Stmt::Store {
-                    tensor: fq.clone(),
-                    coord: vec![int(val), int(ks)],
-                    value: lit(dt, 0.0),
-                });
-                let ai = kir::offset_expr(&atom_a, &[lane.clone(), int(val)]).map_err(internal)?;
-                let ai = self.let_("ai", Ty::Idx, ai);
-                let row = self.let_("qr", Ty::Idx, Expr::idx(IdxOp::Rem, ai.clone(), int(16)));
-                let col = self.let_(
-                    "qc",
-                    Ty::Idx,
-                    add(int(16 * ks), Expr::idx(IdxOp::Div, ai, int(16))),
-                );
-                let inside = Expr::idx(
-                    IdxOp::And,
-                    lt(row.clone(), int(rows)),
-                    lt(col.clone(), int(d)),
-                );
-                let fq2 = fq.clone();
-                let qa2 = qa.clone();
-                let (qr, bi) = row_at(&row);
-                // Guarded even where the atom is full: unguarded (run 238: no faster), ptxas
-                // took all 255 registers of one split at two stages and spilled.
-                self.if_(inside, move |s| {
-                    s.coord = vec![qr, col, bi];
-                    let x = s.value_at(q, &qa2)?;
-                    let value = cast_to(dt, s.val_dtype(q), x);
-                    s.out.push(Stmt::Store {
-                        tensor: fq2,
-                        coord: vec![int(val), int(ks)],
-                        value,
-                    });
-                    Ok(())
-                })?;
+        // Q's A fragments (module doc, 2).
+        let q_tile = match copy_width(self, q, &p.qk.access_a, 1, dt.size_bytes()) {
+            Some(copy) => Some(self.decode_q_copies(copy, (rows, d, dt), &tid, &row_at)?),
+            None => {
+                self.decode_q_loads(q, p, rows, (&fq, &lane), &row_at)?;
+                None
             }
-        }
+        };
         let rc = self.att_coords(&lane, &Expr::Int(0))?;
         let (m, l) = self.att_state();
         self.zero(&acc_o, dv16 / 8)?;
@@ -358,6 +327,20 @@ impl Builder<'_, '_> {
         // The ring (module doc, 1).
         let s1 = stages - 1;
         self.ring_fill(s1, (&k0, step), (steps, kend), &issue)?;
+        if let Some(rows_q) = q_tile {
+            // Q's copies went with the ring's first stage.
+            self.out.push(cp_async_wait(s1 - 1));
+            self.out.push(Stmt::Sync);
+            for ks in 0..d16 / 16 {
+                self.out.push(Stmt::Intrinsic {
+                    op: Intrinsic::ldmatrix_x4(false),
+                    args: vec![
+                        kir::Arg::at(&fq, vec![int(ks)]),
+                        kir::Arg::at(&rows_q, vec![lane.clone(), int(ks)]),
+                    ],
+                });
+            }
+        }
         self.for_("it", int(0), int(steps), int(1), false, |s, it| {
             let RingStep {
                 st,
@@ -448,6 +431,127 @@ impl Builder<'_, '_> {
             &row_at,
             kk,
         )
+    }
+    /// Q's A fragments loaded element by element (where `cp.async` cannot read Q's rows):
+    /// value v of k-step ks at the atom's (row, col), zero past the unit's `rows` rows and the
+    /// head dim.
+    fn decode_q_loads(
+        &mut self,
+        q: ValueId,
+        p: &AttPlan,
+        rows: u64,
+        (fq, lane): (&str, &Expr),
+        row_at: &dyn Fn(&Expr) -> (Expr, Expr),
+    ) -> R<()> {
+        let (dt, d) = (p.dt, p.d);
+        let atom_a = mma_m16n8k16_a().map_err(internal)?.layout().clone();
+        for ks in 0..d.next_multiple_of(16) / 16 {
+            for val in 0..8u64 {
+                self.out.push(Stmt::Store {
+                    tensor: fq.to_string(),
+                    coord: vec![int(val), int(ks)],
+                    value: lit(dt, 0.0),
+                });
+                let ai = kir::offset_expr(&atom_a, &[lane.clone(), int(val)]).map_err(internal)?;
+                let ai = self.let_("ai", Ty::Idx, ai);
+                let row = self.let_("qr", Ty::Idx, Expr::idx(IdxOp::Rem, ai.clone(), int(16)));
+                let col = self.let_(
+                    "qc",
+                    Ty::Idx,
+                    add(int(16 * ks), Expr::idx(IdxOp::Div, ai, int(16))),
+                );
+                let inside = Expr::idx(
+                    IdxOp::And,
+                    lt(row.clone(), int(rows)),
+                    lt(col.clone(), int(d)),
+                );
+                let qa = p.qk.access_a.clone();
+                let (qr, bi) = row_at(&row);
+                let fq = fq.to_string();
+                self.if_(inside, move |s| {
+                    s.coord = vec![qr, col, bi];
+                    let x = s.value_at(q, &qa)?;
+                    let value = cast_to(dt, s.val_dtype(q), x);
+                    s.out.push(Stmt::Store {
+                        tensor: fq,
+                        coord: vec![int(val), int(ks)],
+                        value,
+                    });
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The unit's `rows` rows of Q (head dim `d`, elements `dt`) copied by `cp.async` (`copy`: the vector
+    /// width and Q's buffer split into vectors) into one shared tile of the atom's 16 rows,
+    /// rows padded by 8 elements; rows past the unit's and columns past the head dim are
+    /// zeros. Returns the tile's `ldmatrix.x4` row starts at `(lane, k-step)`.
+    fn decode_q_copies(
+        &mut self,
+        (w, gq): (u64, String),
+        (rows, d, dt): (u64, u64, DType),
+        tid: &Expr,
+        row_at: &dyn Fn(&Expr) -> (Expr, Expr),
+    ) -> R<String> {
+        let d16 = d.next_multiple_of(16);
+        let r = (d16 + 8) as i64;
+        let threads = 32 * MMA_WARPS;
+        let tile = Layout::flat(&[ATOM_ROWS as i64, d16 as i64], &[r, 1]).map_err(internal)?;
+        let smem = self.tensor(Space::Shared, dt, tile);
+        // A copy's first element at (vector, row).
+        let copies =
+            Layout::flat(&[(d16 / w) as i64, ATOM_ROWS as i64], &[w as i64, r]).map_err(internal)?;
+        let copies = self.tensor(Space::View(smem.clone()), dt, copies);
+        let op = Intrinsic::cp_async(w * dt.size_bytes())
+            .ok_or_else(|| internal_err("no cp.async of Q's width"))?;
+        let (nv, total) = (d / w, rows * (d / w));
+        for i in 0..total.div_ceil(threads) {
+            let vi = self.let_("qv", Ty::Idx, add(int(i * threads), tid.clone()));
+            let row = self.let_("qr", Ty::Idx, Expr::idx(IdxOp::Div, vi.clone(), int(nv)));
+            let c = self.let_("qc", Ty::Idx, Expr::idx(IdxOp::Rem, vi.clone(), int(nv)));
+            let (qr, bi) = row_at(&row);
+            let copy = Stmt::Intrinsic {
+                op,
+                args: vec![
+                    kir::Arg::at(&copies, vec![c.clone(), row]),
+                    kir::Arg::at(&gq, vec![qr, c, bi]),
+                    kir::Arg::Expr(int(w * dt.size_bytes())),
+                ],
+            };
+            let guard = (!total.is_multiple_of(threads)).then(|| lt(vi, int(total)));
+            self.guarded(guard, vec![copy]);
+        }
+        // Zeros: the rows past the unit's, then the columns past the head dim.
+        for (first, n, cols, col0) in [
+            (rows, (ATOM_ROWS - rows) * d16, d16, 0),
+            (0, rows * (d16 - d), d16 - d, d),
+        ] {
+            if n == 0 {
+                continue;
+            }
+            let smem = smem.clone();
+            self.for_("zq", tid.clone(), int(n), int(threads), false, |s, z| {
+                s.out.push(Stmt::Store {
+                    tensor: smem,
+                    coord: vec![
+                        add(int(first), Expr::idx(IdxOp::Div, z.clone(), int(cols))),
+                        add(int(col0), Expr::idx(IdxOp::Rem, z, int(cols))),
+                    ],
+                    value: lit(dt, 0.0),
+                });
+                Ok(())
+            })?;
+        }
+        let lanes = composition(
+            &Layout::flat(&[16, 16], &[r, 1]).map_err(internal)?,
+            &ldmatrix_x4_rows(false, false).map_err(internal)?,
+        )
+        .map_err(internal)?;
+        let starts = Layout::concat(&[lanes, Layout::int((d16 / 16) as i64, 16).map_err(internal)?])
+            .map_err(internal)?;
+        Ok(self.tensor(Space::View(smem), dt, starts))
     }
 }
 
