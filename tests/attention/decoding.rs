@@ -256,11 +256,12 @@ fn multi_query_decoding_with_q_by_element_loads() {
 }
 
 /// The tensor-core kernel at given points over a multi-query step (16 query heads over one
-/// K/V head), each depth of its ring, splits holding fewer steps than the ring, with an
+/// K/V head), 4 and 8 warps a block, each depth of its ring, splits holding fewer steps than
+/// the ring (three splits of 333 keys at 8 warps are a step each), with an
 /// additive mask tensor, a causal band at a cache position and a residual epilogue.
 #[test]
 fn decoding_on_tensor_cores_at_each_point() {
-    for (splits, stages) in [(1, 2), (3, 3), (5, 4), (2, 4)] {
+    for (warps, splits, stages) in [(4, 1, 2), (4, 3, 3), (8, 3, 2), (4, 2, 4), (8, 2, 3)] {
         let kir = check_at(
             "graph @mqa_points(%q: tensor<2x1x16x1x64xbf16>, %k: tensor<2x1x1x333x64xbf16>, %v: tensor<2x1x1x333x64xbf16>, %mask: tensor<2x1x1x1x333xbf16>, %res: tensor<2x1x16x1x64xbf16>) -> tensor<2x1x16x1x64xbf16> {
               %s = matmul %q, %k {transpose_b = true}
@@ -279,11 +280,14 @@ fn decoding_on_tensor_cores_at_each_point() {
               %y = add %o, %res
               return %y
             }",
-            Some(("attention_decode", &format!("mma,splits={splits},stages={stages}"))),
+            Some((
+                "attention_decode",
+                &format!("mma,warps={warps},splits={splits},stages={stages}"),
+            )),
         );
         assert!(
             decodes_on_tensor_cores(&kir),
-            "splits={splits} stages={stages}: {kir}"
+            "warps={warps} splits={splits} stages={stages}: {kir}"
         );
     }
 }

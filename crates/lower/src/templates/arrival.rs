@@ -1,11 +1,13 @@
 //! The last-block protocol of one-launch split reductions: blocks that each wrote a partial
 //! arrive on a counter, and the last to arrive combines the partials.
 //!
-//! Every thread fences (`fence.gpu`) after writing its partials and the block synchronizes;
-//! one thread fences again (its release then covers every thread's writes, which the barrier
-//! ordered before it), adds 1 to the counter (`atom.arrive`, the old value to shared memory)
-//! and fences (its acquire); the block synchronizes again and reads the old value. The block that reads `n - 1` arrived last of the `n` that
-//! share the counter: every partial is visible to it once it fences again. It combines them in
+//! The block synchronizes after writing its partials; one thread fences (`fence.gpu`: its
+//! release covers every thread's writes, which the barrier ordered before it — cumulativity,
+//! the pattern of CUDA's cooperative-groups grid barrier), adds 1 to the counter
+//! (`atom.arrive`, the old value to shared memory) and fences (its acquire); the block
+//! synchronizes again and reads the old value. The block that reads `n - 1` arrived last of
+//! the `n` that share the counter: every partial is visible to all its threads, which the
+//! second barrier ordered after that thread's acquire. It combines them in
 //! a fixed order (the same whichever block is last, so the result does not depend on the
 //! order blocks run in) and resets the counter to 0 for the next launch: counters live in a
 //! `zeroed` buffer, which the host fills with zeros once.
@@ -58,9 +60,10 @@ impl Builder<'_, '_> {
         self.if_last(&arrival, old, tid, body)
     }
 
-    /// One arrival step for several counters: every thread fences, `barrier`, the thread
-    /// `tid == 0` fences, arrives on each counter (its old value to `old[slot]`) and fences,
-    /// `barrier`. Two steps in a row hung the MLIR backend's Hopper kernel where one step with
+    /// One arrival step for several counters: `barrier`, the thread `tid == 0` fences, arrives
+    /// on each counter (its old value to `old[slot]`) and fences, `barrier`. (A fence by every
+    /// thread before the first barrier, as this step had until session 33, adds nothing the
+    /// one thread's does not.) Two steps in a row hung the MLIR backend's Hopper kernel where one step with
     /// both counters does not (`bench/gpu/NOTES.md`, runs 74-75).
     pub(crate) fn arrive(
         &mut self,
@@ -70,7 +73,6 @@ impl Builder<'_, '_> {
         barrier: &Stmt,
     ) {
         let first = Expr::idx(IdxOp::Eq, tid.clone(), Expr::Int(0));
-        self.out.push(fence());
         self.out.push(barrier.clone());
         let mut body = vec![fence()];
         for a in counters {
@@ -92,8 +94,8 @@ impl Builder<'_, '_> {
         self.out.push(barrier.clone());
     }
 
-    /// `body` in the block whose arrival on `a` was the last (after a fence), then the counter
-    /// reset by the thread `tid == 0`.
+    /// `body` in the block whose arrival on `a` was the last, then the counter reset by the
+    /// thread `tid == 0`.
     pub(crate) fn if_last(
         &mut self,
         a: &Arrival<'_>,
@@ -110,7 +112,6 @@ impl Builder<'_, '_> {
             ],
         );
         let body = self.block(|s| {
-            s.out.push(fence());
             body(s)?;
             // Ready for the next launch.
             s.if_(first, |s| {

@@ -45,27 +45,35 @@ pub struct DecodeConfig {
     /// the step's loads go straight to registers. (A ring needs K and V read from buffers in
     /// whole vectors; where they are not, the kernel loads to registers at any point.)
     pub stages: u64,
-    /// The products on tensor cores (`attention/decode_mma.rs`): four warps of 16 keys a step
-    /// ([`DecodeConfig::mma`] sets `lanes` and `keys` to that), up to 16 rows a unit, head
-    /// dims up to 128, K and V through a ring of `stages` (2 to 4).
+    /// The products on tensor cores (`attention/decode_mma.rs`): `warps` warps of 16 keys a
+    /// step ([`DecodeConfig::mma`] sets `lanes` and `keys` to that), up to 16 rows a unit,
+    /// head dims up to 128, K and V through a ring of `stages` (2 to 4).
     pub mma: bool,
+    /// Warps a block: 4 on CUDA cores ([`THREADS`]), 4 or 8 on tensor cores.
+    pub warps: u64,
 }
 
 impl DecodeConfig {
-    /// The tensor-core point of `splits` and `stages`.
-    pub fn mma(splits: u64, stages: u64) -> DecodeConfig {
+    /// The tensor-core point of `warps`, `splits` and `stages`.
+    pub fn mma(warps: u64, splits: u64, stages: u64) -> DecodeConfig {
         DecodeConfig {
             lanes: 32,
             keys: WARP_KEYS,
             splits,
             stages,
             mma: true,
+            warps,
         }
+    }
+
+    /// Threads a block.
+    pub fn threads(&self) -> u64 {
+        32 * self.warps
     }
 }
 
-/// The tensor-core kernel's warps and keys a warp takes per step.
-pub(crate) const MMA_WARPS: u64 = 4;
+/// The tensor-core kernel's warps a block (the most of them) and keys a warp takes per step.
+pub(crate) const MMA_WARPS: [u64; 2] = [4, 8];
 pub(crate) const WARP_KEYS: u64 = 16;
 /// The most rows a unit holds: one mma atom's (the CUDA-core kernel's registers hold 8).
 pub(crate) const MMA_ROWS: u64 = 16;
@@ -80,7 +88,11 @@ pub(crate) fn mma_fits(rows: u64, (d, dv): (u64, u64)) -> bool {
 impl fmt::Display for DecodeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.mma {
-            return write!(f, "mma,splits={},stages={}", self.splits, self.stages);
+            return write!(
+                f,
+                "mma,warps={},splits={},stages={}",
+                self.warps, self.splits, self.stages
+            );
         }
         write!(
             f,
@@ -104,10 +116,10 @@ pub(crate) fn fewest_lanes(rows: u64, dims: (u64, u64)) -> Option<u64> {
         .find(|&lanes| values(rows, dims, lanes, STEP_KEYS) <= VALUES)
 }
 
-/// Shared memory a block takes for the merge (f32): its lane groups' `(m, l)` and O rows, each
-/// row's weights and `(M, L)`, and the last block's weights of the splits and its rows' `L`.
-pub(crate) fn shared_bytes(rows: u64, dv: u64, lanes: u64, splits: u64) -> u64 {
-    let groups = THREADS / lanes;
+/// Shared memory a block takes for the merge (f32): its `groups` (lane groups or warps) `(m,
+/// l)` and O rows, each row's weights and `(M, L)`, and the last block's weights of the
+/// splits and its rows' `L`.
+pub(crate) fn shared_bytes(rows: u64, dv: u64, groups: u64, splits: u64) -> u64 {
     4 * (groups * rows * (dv + 3) + 2 * rows + if splits > 1 { (splits + 2) * rows } else { 0 })
 }
 
@@ -126,16 +138,18 @@ pub(crate) fn ring_bytes(dims: (u64, u64), lanes: u64, keys: u64, stages: u64) -
 
 /// All the shared memory a block takes at point `c`.
 fn block_shared(rows: u64, (d, dv): (u64, u64), c: &DecodeConfig) -> u64 {
-    let ring = if c.mma {
+    let (ring, groups) = if c.mma {
         // Each warp's K and V tiles of 16 keys a stage and the block's tile of Q's 16 rows,
         // rows padded by 8 elements.
         let d16 = d.next_multiple_of(16);
         let cols = d16 + dv.next_multiple_of(16) + 16;
-        c.stages * MMA_WARPS * WARP_KEYS * cols * 2 + MMA_ROWS * (d16 + 8) * 2
+        let ring = c.stages * c.warps * WARP_KEYS * cols * 2 + MMA_ROWS * (d16 + 8) * 2;
+        (ring, c.warps)
     } else {
-        ring_bytes((d, dv), c.lanes, c.keys, c.stages)
+        let ring = ring_bytes((d, dv), c.lanes, c.keys, c.stages);
+        (ring, THREADS / c.lanes)
     };
-    shared_bytes(rows, dv, c.lanes, c.splits) + ring
+    shared_bytes(rows, dv, groups, c.splits) + ring
 }
 
 /// Half an SM's shared memory, less the 1 KiB the hardware keeps for each block (an SM holds
@@ -147,9 +161,10 @@ fn half_sm(t: &Target) -> u64 {
 /// The most stages of a ring.
 pub(crate) const MAX_STAGES: u64 = 4;
 
-/// Keys a block takes per step at `lanes` a key and `keys` a lane group.
-pub(crate) fn step_keys(lanes: u64, keys: u64) -> u64 {
-    THREADS / lanes * keys
+/// Keys a block takes per step at point `c`: `keys` a lane group of `lanes` threads, or 16 a
+/// warp on tensor cores.
+pub(crate) fn step_keys(c: &DecodeConfig) -> u64 {
+    c.threads() / c.lanes * c.keys
 }
 
 /// The decoding problem's shape: `units` units of `rows` rows over `keys` kept keys.
@@ -173,23 +188,41 @@ fn whole(steps: u64, splits: u64, min_steps: u64) -> u64 {
     steps.div_ceil(steps.div_ceil(splits))
 }
 
-/// The tensor-core kernel's heuristic point: about a block an SM, each at least two steps, and
-/// the deepest ring up to 4 stages that a split's steps fill (run 232 on the H200: 32 query
-/// heads over one K/V head at 8 splits of 16 units, 3 or 4 stages, 0.0219 ms against 0.0245 at
-/// 2 stages and 0.0255 at 16 splits; a grouped-query step at 4 splits of 32 units, 4 stages,
-/// 0.0492 against 0.0500 at 8 splits).
+/// The tensor-core kernel's heuristic point: about a block an SM, and the deepest ring up to 4
+/// stages that a split's steps fill (one more than its steps: the fill issues all of them); 8
+/// warps a block where their ring is as deep as a split's steps (or 3 stages) and a unit's
+/// keys are split (one split of 8 warps spilled), else 4 warps, each split at least two steps. Run 232 on the H200: 32 query
+/// heads over one K/V head (4k keys, head dim 128) at 4 warps, 8 splits of 16 units, 3 or 4
+/// stages 0.0219 ms against 0.0245 at 2 stages and 0.0255 at 16 splits; run 242: there, 8 warps
+/// (at most 2 stages fit beside their merge) 0.0222 against 4 warps' 0.0209; 16 heads over 777
+/// keys at head dim 96, 8 warps of one step a split 0.0132-0.0134 against 4 warps' 0.0149;
+/// run 243: 32 heads over 1k keys at head dim 64, 8 warps of two steps a split, 3 stages
+/// 0.0111 against 2 stages' 0.0114.
 fn mma_point((units, rows, keys, dims): (u64, u64, u64, (u64, u64)), t: &Target) -> DecodeConfig {
     let sms = u64::from(t.sms).max(1);
-    let steps = keys.div_ceil(MMA_WARPS * WARP_KEYS);
-    let splits = whole(steps, (sms / units.max(1)).max(1), 2);
-    let per_split = steps.div_ceil(splits);
-    let stages = (2..=MAX_STAGES.min(per_split))
-        .rev()
-        .find(|&s| {
-            block_shared(rows, dims, &DecodeConfig::mma(splits, s)) <= t.max_dynamic_shared_bytes
-        })
-        .unwrap_or(2);
-    DecodeConfig::mma(splits, stages)
+    let point = |warps: u64, min_steps: u64| {
+        let steps = keys.div_ceil(warps * WARP_KEYS);
+        let splits = whole(steps, (sms / units.max(1)).max(1), min_steps);
+        let per_split = steps.div_ceil(splits);
+        let fits = |s: u64| {
+            block_shared(rows, dims, &DecodeConfig::mma(warps, splits, s))
+                <= t.max_dynamic_shared_bytes
+        };
+        let stages = (2..=MAX_STAGES.min(per_split + 1)).rev().find(|&s| fits(s));
+        let stages = stages.or_else(|| fits(2).then_some(2));
+        (
+            stages.map(|s| DecodeConfig::mma(warps, splits, s)),
+            per_split,
+        )
+    };
+    if let (Some(eight), per_split) = point(MMA_WARPS[1], 1)
+        && eight.splits > 1
+        && eight.stages >= per_split.min(3)
+    {
+        return eight;
+    }
+    let (four, _) = point(MMA_WARPS[0], 2);
+    four.unwrap_or(DecodeConfig::mma(MMA_WARPS[0], 1, 2))
 }
 
 /// The CUDA-core kernel's heuristic point for `units` units of `rows` rows over `keys` keys of
@@ -208,7 +241,7 @@ pub(crate) fn cuda_point(
     } else {
         STEP_KEYS
     };
-    let steps = keys.div_ceil(step_keys(lanes, step));
+    let steps = keys.div_ceil(THREADS / lanes * step);
     // A two-stage ring (one step's copies in flight beside a step's math) and at most two
     // blocks an SM, where a split has two steps and two blocks fit an SM's shared memory: run
     // 228 on the H200 measured 0.0493 ms at 8 splits of the grouped-query row's 32 units
@@ -221,6 +254,7 @@ pub(crate) fn cuda_point(
         splits: whole(steps, (2 * sms / units).max(1), 2),
         stages: 2,
         mma: false,
+        warps: THREADS / 32,
     };
     Some(
         if steps.div_ceil(ring.splits) >= 2 && block_shared(rows, dims, &ring) <= half_sm(t) {
@@ -242,7 +276,7 @@ impl TemplateSpace for DecodeSpace {
         "attention_decode"
     }
     fn version(&self) -> u32 {
-        3
+        4
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let (units, rows, keys, dims) = shape(p).unwrap_or((1, 1, 1, (64, 64)));
@@ -276,6 +310,7 @@ impl TemplateSpace for DecodeSpace {
                                 splits: splits.max(1),
                                 stages,
                                 mma: false,
+                                warps: THREADS / 32,
                             }));
                         }
                     }
@@ -286,9 +321,15 @@ impl TemplateSpace for DecodeSpace {
         // (run 232) they measured the same as the CUDA-core kernel's, and ptxas took all 255
         // registers of some (one split, two stages at head dim 128) and spilled.
         if rows > CUDA_ROWS && mma_fits(rows, dims) {
-            for splits in splits {
-                for stages in 2..=MAX_STAGES {
-                    out.push(Config::Decode(DecodeConfig::mma(splits.max(1), stages)));
+            for warps in MMA_WARPS {
+                for splits in splits {
+                    for stages in 2..=MAX_STAGES {
+                        out.push(Config::Decode(DecodeConfig::mma(
+                            warps,
+                            splits.max(1),
+                            stages,
+                        )));
+                    }
                 }
             }
         }
@@ -299,7 +340,17 @@ impl TemplateSpace for DecodeSpace {
             return Err(wrong("attention_decode"));
         };
         if c.mma {
-            if *c != DecodeConfig::mma(c.splits, c.stages) {
+            if !MMA_WARPS.contains(&c.warps) {
+                return Err(format!("{c}: warps must be 4 or 8"));
+            }
+            // A one-split kernel of 8 warps took all 255 registers and spilled on the CUDA
+            // backend (ptxas 13.0, head dim 128), so 8 warps share a unit's keys with others.
+            if c.warps == MMA_WARPS[1] && c.splits == 1 {
+                return Err(format!(
+                    "{c}: 8 warps a block take a unit's keys in 2 splits or more"
+                ));
+            }
+            if *c != DecodeConfig::mma(c.warps, c.splits, c.stages) {
                 return Err(format!(
                     "{c}: a tensor-core point takes 32 lanes and 16 keys a step"
                 ));
@@ -348,12 +399,18 @@ impl TemplateSpace for DecodeSpace {
                 t.max_dynamic_shared_bytes
             ));
         }
-        let steps = keys.div_ceil(step_keys(c.lanes, c.keys));
+        if !c.mma && c.warps != THREADS / 32 {
+            return Err(format!(
+                "{c}: the CUDA-core kernel takes {} warps",
+                THREADS / 32
+            ));
+        }
+        let steps = keys.div_ceil(step_keys(c));
         if c.splits == 0 || c.splits > MAX_SPLITS.min(steps) {
             return Err(format!(
                 "{c}: splits must be 1..={} ({steps} steps of {} keys)",
                 MAX_SPLITS.min(steps),
-                step_keys(c.lanes, c.keys)
+                step_keys(c)
             ));
         }
         Ok(())
@@ -380,18 +437,25 @@ impl TemplateSpace for DecodeSpace {
         // Blocks resident at once: as many as the shared memory holds.
         let per_sm = (t.max_dynamic_shared_bytes + 1024) / (block_shared(rows, (d, dv), c) + 1024);
         let blocks = (units * c.splits).min(per_sm * u64::from(t.sms));
-        let in_flight = resident(blocks, THREADS, t) * vectors as f64;
+        let in_flight = resident(blocks, c.threads(), t) * vectors as f64;
         memory_us(bytes, in_flight, 1.0, t)
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
         let bad = || {
-            format!("`{text}` is not `lanes=N,keys=N,splits=N,stages=N` or `mma,splits=N,stages=N`")
+            format!(
+                "`{text}` is not `lanes=N,keys=N,splits=N,stages=N` or `mma,warps=N,splits=N,stages=N`"
+            )
         };
         let (word, f) = fields(text);
         match (word, f.as_slice()) {
-            (Some("mma"), [("splits", Ok(splits)), ("stages", Ok(stages))]) => {
-                Ok(Config::Decode(DecodeConfig::mma(*splits, *stages)))
-            }
+            (
+                Some("mma"),
+                [
+                    ("warps", Ok(warps)),
+                    ("splits", Ok(splits)),
+                    ("stages", Ok(stages)),
+                ],
+            ) => Ok(Config::Decode(DecodeConfig::mma(*warps, *splits, *stages))),
             (
                 None,
                 [
@@ -406,6 +470,7 @@ impl TemplateSpace for DecodeSpace {
                 splits: *splits,
                 stages: *stages,
                 mma: false,
+                warps: THREADS / 32,
             })),
             _ => Err(bad()),
         }
@@ -452,7 +517,8 @@ mod tests {
                 keys: 4,
                 splits: 8,
                 stages: 2,
-                mma: false
+                mma: false,
+                warps: 4
             }
         );
         // Its ring: two stages of 8 vectors a thread (32 KiB) beside the merge's 17 KiB, and
@@ -470,7 +536,8 @@ mod tests {
                 keys: 4,
                 splits: 1,
                 stages: 2,
-                mma: false
+                mma: false,
+                warps: 4
             }
         );
         // A split of one step (32 keys) loads to registers.
@@ -494,13 +561,30 @@ mod tests {
         // Multi-query attention's 16 folded rows: tensor cores, 4 splits of 64 steps of 64
         // keys for 32 units (about a block an SM), a 4-stage ring; its points parse back.
         let mq = problem(32, 16, 4096, 128);
-        assert_eq!(h(&mq), DecodeConfig::mma(4, 4));
+        assert_eq!(h(&mq), DecodeConfig::mma(4, 4, 4));
         let all = super::super::config::space(&mq, &t);
         assert!(all.iter().all(|c| matches!(c, Config::Decode(c) if c.mma)));
         for c in &all {
             assert_eq!(DecodeSpace.parse(&c.to_string()).as_ref(), Ok(c));
         }
-        assert_eq!(all[0].to_string(), "mma,splits=4,stages=4");
+        assert_eq!(all[0].to_string(), "mma,warps=4,splits=4,stages=4");
+        // A short cache (16 heads over 777 keys at head dim 96, 2 units): 8 warps, whose
+        // two-stage ring holds a split's one step.
+        assert_eq!(h(&problem(2, 16, 777, 96)), DecodeConfig::mma(8, 7, 2));
+        // 32 heads over 1k keys at head dim 64 (32 units): 8 warps, 4 splits of two steps, a
+        // three-stage ring (the fill issues both).
+        assert_eq!(h(&problem(32, 16, 1024, 64)), DecodeConfig::mma(8, 4, 3));
+        // Units enough for a block an SM each: one split, so 4 warps.
+        assert_eq!(h(&problem(256, 16, 512, 64)).warps, 4);
+        assert!(
+            DecodeSpace
+                .check(&Config::Decode(DecodeConfig::mma(8, 1, 2)), &mq, &t)
+                .is_err()
+        );
+        assert!(
+            super::super::config::space(&problem(2, 16, 777, 96), &t)
+                .contains(&Config::Decode(DecodeConfig::mma(8, 7, 2)))
+        );
         // CUDA-core points for 16 rows, and a tensor-core point of one stage, are refused.
         let cuda16 = Config::Decode(DecodeConfig {
             lanes: 32,
@@ -508,18 +592,19 @@ mod tests {
             splits: 1,
             stages: 2,
             mma: false,
+            warps: 4,
         });
         assert!(DecodeSpace.check(&cuda16, &mq, &t).is_err());
         assert!(
             DecodeSpace
-                .check(&Config::Decode(DecodeConfig::mma(2, 1)), &mq, &t)
+                .check(&Config::Decode(DecodeConfig::mma(4, 2, 1)), &mq, &t)
                 .is_err()
         );
         // A few rows take the CUDA-core kernel only.
         let gqa = problem(32, 4, 8192, 128);
         let few = super::super::config::space(&gqa, &t);
         assert!(few.iter().all(|c| matches!(c, Config::Decode(c) if !c.mma)));
-        let mma = Config::Decode(DecodeConfig::mma(4, 4));
+        let mma = Config::Decode(DecodeConfig::mma(4, 4, 4));
         assert!(DecodeSpace.check(&mma, &gqa, &t).is_err());
         assert!(DecodeSpace.parse("lanes=8,splits=2").is_err());
         // Four keys a step at 16 lanes: 128 values for 4 rows at head dim 128.
@@ -529,6 +614,7 @@ mod tests {
             splits: 8,
             stages: 2,
             mma: false,
+            warps: 4,
         });
         assert!(
             DecodeSpace

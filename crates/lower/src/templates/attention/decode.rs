@@ -33,8 +33,8 @@
 
 use super::super::ProblemShape;
 use super::super::decode_config::{
-    CUDA_ROWS, DecodeConfig, MAX_SPLITS, MMA_ROWS, THREADS, WIDTH, cuda_point, fewest_lanes,
-    mma_fits, shared_bytes, step_keys,
+    CUDA_ROWS, DecodeConfig, MAX_SPLITS, MMA_ROWS, MMA_WARPS, THREADS, WIDTH, cuda_point,
+    fewest_lanes, mma_fits, shared_bytes, step_keys,
 };
 use super::super::matmul_mma::copy_width;
 use super::{AttPlan, AttentionOps, LOG2_E, tree};
@@ -115,12 +115,12 @@ impl Builder<'_, '_> {
             return Ok(None);
         };
         let rows = fold * sq;
-        // The merge's shared memory at the most splits (the tensor-core kernel's 4 warps merge
-        // as 4 lane groups of 32).
-        let lanes = fewest_lanes(rows, (d, dv))
+        // The merge's shared memory at the most splits (the tensor-core kernel's warps merge
+        // as lane groups of 32: 4 of them at the least).
+        let groups = fewest_lanes(rows, (d, dv))
             .filter(|_| rows <= CUDA_ROWS)
-            .unwrap_or(32);
-        if shared_bytes(rows, dv, lanes, MAX_SPLITS)
+            .map_or(MMA_WARPS[0], |lanes| THREADS / lanes);
+        if shared_bytes(rows, dv, groups, MAX_SPLITS)
             > self.l.options.target.max_dynamic_shared_bytes
         {
             return Ok(None);
@@ -205,7 +205,7 @@ impl Builder<'_, '_> {
         } = shape;
         let lanes = c.lanes;
         // Whole steps a split; the last split takes what remains.
-        let step = step_keys(lanes, c.keys);
+        let step = step_keys(&c);
         let chunk = (kend - kbeg).div_ceil(step).div_ceil(c.splits) * step;
         let splits = (kend - kbeg).div_ceil(chunk);
         let (sq, dt) = (p.sq, p.dt);

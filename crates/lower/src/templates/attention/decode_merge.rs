@@ -2,7 +2,7 @@
 //! through shared memory, then its store, or its partial and the last block's merge of the
 //! splits.
 
-use super::super::decode_config::{THREADS, WIDTH};
+use super::super::decode_config::WIDTH;
 use super::AttPlan;
 use super::decode::Lanes;
 use super::tree;
@@ -93,11 +93,12 @@ impl Builder<'_, '_> {
         let part_o = temp(self, "partials", &[dv, rows, splits, units])?;
         let part_ml = temp(self, "maxsums", &[2, rows, splits, units])?;
         let (po, pm) = (part_o.clone(), part_ml.clone());
+        let threads = self.block_threads();
         self.for_(
             "ix",
             tid.clone(),
             int(rows * dv),
-            int(THREADS),
+            int(threads),
             false,
             |s, ix| {
                 let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, ix.clone(), int(dv)));
@@ -312,7 +313,8 @@ impl Builder<'_, '_> {
     ) -> R<()> {
         let dv = p.dv;
         let tid = bx(Builtin::TidX);
-        self.for_("ix", tid, int(rows * dv), int(THREADS), false, |s, ix| {
+        let threads = self.block_threads();
+        self.for_("ix", tid, int(rows * dv), int(threads), false, |s, ix| {
             let r = s.let_("r", Ty::Idx, Expr::idx(IdxOp::Div, ix.clone(), int(dv)));
             let d = s.let_("d", Ty::Idx, Expr::idx(IdxOp::Rem, ix, int(dv)));
             let (o, l) = value(s, &r, &d)?;
@@ -322,6 +324,13 @@ impl Builder<'_, '_> {
             let bi = s.let_("ob", Ty::Idx, bi);
             s.att_store_at(p, o, vec![qr, d, bi])
         })
+    }
+}
+
+impl Builder<'_, '_> {
+    /// Threads of the kernel's block (set before the merge).
+    fn block_threads(&self) -> u64 {
+        u64::from(self.kernel.block[0])
     }
 }
 

@@ -5,7 +5,7 @@
 //! On CUDA cores a score costs a thread its slice of the dot product, a butterfly over the
 //! lane group and the softmax's bookkeeping for every row of the unit (run 230 on the H200: 32
 //! query heads over one K/V head at 2.25× SDPA, bound by instructions, not memory). Here each
-//! of a block's four warps takes 16 keys a step and the unit's rows as one 16-row mma atom
+//! of a block's warps (4 or 8) takes 16 keys a step and the unit's rows as one 16-row mma atom
 //! (rows past the unit's are zeros, their scores `-inf`, never stored):
 //!
 //! 1. Each warp copies its keys' K and V rows into its own tiles of a ring of `stages` steps
@@ -22,7 +22,7 @@
 //! 3. The warps' `(m, l, O)` merged through shared memory as the lane groups' are, then the
 //!    splits by the last block to arrive.
 
-use super::super::decode_config::{DecodeConfig, MMA_WARPS, WARP_KEYS, WIDTH};
+use super::super::decode_config::{DecodeConfig, WARP_KEYS, WIDTH};
 use super::super::matmul_mma::{copy_width, ldmatrix_x4_rows, vector_copy};
 use super::decode::{DecodeShape, RingStep, UnitSplit, cp_async_commit, cp_async_wait, unit_row};
 use super::{AttPlan, AttentionOps, LOG2_E};
@@ -71,14 +71,15 @@ impl Builder<'_, '_> {
         let (sq, dt, d, dv) = (p.sq, p.dt, p.d, p.dv);
         let (d16, dv16) = (d.next_multiple_of(16), dv.next_multiple_of(16));
         let (cq, cv) = (d.div_ceil(WIDTH), dv.div_ceil(WIDTH));
-        let step = MMA_WARPS * WARP_KEYS;
+        let warps = c.warps;
+        let step = warps * WARP_KEYS;
         let kept = kend - kbeg;
         let chunk = kept.div_ceil(step).div_ceil(c.splits) * step;
         let splits = kept.div_ceil(chunk);
         let steps = chunk / step;
         let stages = c.stages.max(2);
         self.kernel.grid = [(units * splits) as u32, 1, 1];
-        self.kernel.block = [(32 * MMA_WARPS) as u32, 1, 1];
+        self.kernel.block = [(32 * warps) as u32, 1, 1];
         let tid = bx(Builtin::TidX);
         let lane = self.let_("lane", Ty::Idx, Expr::idx(IdxOp::Rem, tid.clone(), int(32)));
         let warp = self.let_("warp", Ty::Idx, Expr::idx(IdxOp::Div, tid.clone(), int(32)));
@@ -94,8 +95,8 @@ impl Builder<'_, '_> {
         let ring = |s: &mut Self, cols: u64| -> R<(String, i64)> {
             let r = (cols + 8) as i64;
             let l = Layout::flat(
-                &[r, WARP_KEYS as i64, MMA_WARPS as i64, stages as i64],
-                &[1, r, 16 * r, 16 * r * MMA_WARPS as i64],
+                &[r, WARP_KEYS as i64, warps as i64, stages as i64],
+                &[1, r, 16 * r, 16 * r * warps as i64],
             )
             .map_err(internal)?;
             Ok((s.tensor(Space::Shared, dt, l), r))
@@ -110,10 +111,7 @@ impl Builder<'_, '_> {
             .map_err(internal)
         };
         let warps_stages = |r: i64| -> R<[Layout; 2]> {
-            Ok([
-                li(MMA_WARPS, 16 * r)?,
-                li(stages, 16 * r * MMA_WARPS as i64)?,
-            ])
+            Ok([li(warps, 16 * r)?, li(stages, 16 * r * warps as i64)?])
         };
         let concat = |ls: &[Layout]| Layout::concat(ls).map_err(internal);
         let [kw, ks] = warps_stages(kr)?;
@@ -154,12 +152,12 @@ impl Builder<'_, '_> {
         // K's columns past its head dim (to the k-step's 16) are zeros: no copy writes them,
         // and the product reads them against Q's zero columns.
         if d < d16 {
-            let lines = WARP_KEYS * MMA_WARPS * stages;
+            let lines = WARP_KEYS * warps * stages;
             self.for_(
                 "zr",
                 tid.clone(),
                 int(lines),
-                int(32 * MMA_WARPS),
+                int(32 * warps),
                 false,
                 |s, zr| {
                     for col in d..d16 {
@@ -171,9 +169,9 @@ impl Builder<'_, '_> {
                                 Expr::idx(
                                     IdxOp::Rem,
                                     Expr::idx(IdxOp::Div, zr.clone(), int(WARP_KEYS)),
-                                    int(MMA_WARPS),
+                                    int(warps),
                                 ),
-                                Expr::idx(IdxOp::Div, zr.clone(), int(WARP_KEYS * MMA_WARPS)),
+                                Expr::idx(IdxOp::Div, zr.clone(), int(WARP_KEYS * warps)),
                             ],
                             value: lit(dt, 0.0),
                         });
@@ -184,7 +182,9 @@ impl Builder<'_, '_> {
         }
         // Q's A fragments (module doc, 2).
         let q_tile = match copy_width(self, q, &p.qk.access_a, 1, dt.size_bytes()) {
-            Some(copy) => Some(self.decode_q_copies(copy, (rows, d, dt), &tid, &row_at)?),
+            Some(copy) => {
+                Some(self.decode_q_copies(copy, (rows, d, dt), (&tid, warps), &row_at)?)
+            }
             None => {
                 self.decode_q_loads(q, p, rows, (&fq, &lane), &row_at)?;
                 None
@@ -205,29 +205,54 @@ impl Builder<'_, '_> {
                     (WIDTH / w) as i64,
                     r / WIDTH as i64,
                     WARP_KEYS as i64,
-                    MMA_WARPS as i64,
+                    warps as i64,
                     stages as i64,
                 ],
-                &[w as i64, WIDTH as i64, r, 16 * r, 16 * r * MMA_WARPS as i64],
+                &[w as i64, WIDTH as i64, r, 16 * r, 16 * r * warps as i64],
             )
             .map_err(internal)?;
             Ok(s.tensor(Space::View(ring.to_string()), dt, l))
         };
         let vk = copies_view(self, &ring_k, kr, wk)?;
         let vv = copies_view(self, &ring_v, vr, wv)?;
+        // A lane's first vector of K's and of V's rows: where a row's vectors divide a warp's
+        // 32, the lane's column and its key's offset are the same for each of its copies, whose
+        // keys then step by a constant (one address register for all, constant offsets).
+        let lane_at = |s: &mut Self, c: u64| -> Option<[Expr; 3]> {
+            32u64.is_multiple_of(c).then(|| {
+                let kl = s.let_("lk", Ty::Idx, Expr::idx(IdxOp::Div, lane.clone(), int(c)));
+                let wl = add(mul(warp.clone(), int(WARP_KEYS)), kl.clone());
+                let wl = s.let_("lw", Ty::Idx, wl);
+                let ch = s.let_("lc", Ty::Idx, Expr::idx(IdxOp::Rem, lane.clone(), int(c)));
+                [kl, wl, ch]
+            })
+        };
+        let lanes_kv = [lane_at(self, cq), lane_at(self, cv)];
         let issue = |s: &mut Self, st: &Expr, stage: &Expr| -> R<()> {
             for (fast, c, w, global, view) in [(0, cq, wk, &gk, &vk), (1, cv, wv, &gv, &vv)] {
                 let n = WARP_KEYS * c;
                 let op = Intrinsic::cp_async(w * dt.size_bytes())
                     .ok_or_else(|| internal_err("no cp.async of that width"))?;
+                let first = lanes_kv[fast].as_ref().map(|[kl, wl, ch]| {
+                    (kl, s.let_("kb", Ty::Idx, add(st.clone(), wl.clone())), ch)
+                });
                 for i in 0..n.div_ceil(32) {
-                    let vi = s.let_("vi", Ty::Idx, add(int(32 * i), lane.clone()));
-                    let kl = s.let_("kl", Ty::Idx, Expr::idx(IdxOp::Div, vi.clone(), int(c)));
-                    let ch = s.let_("ch", Ty::Idx, Expr::idx(IdxOp::Rem, vi.clone(), int(c)));
-                    let key = add(
-                        st.clone(),
-                        add(mul(warp.clone(), int(WARP_KEYS)), kl.clone()),
-                    );
+                    let vi = add(int(32 * i), lane.clone());
+                    let (kl, ch, key) = match &first {
+                        Some((kl, kb, ch)) => (
+                            add((*kl).clone(), int(32 / c * i)),
+                            (*ch).clone(),
+                            add(kb.clone(), int(32 / c * i)),
+                        ),
+                        None => {
+                            let vi = s.let_("vi", Ty::Idx, vi.clone());
+                            let kl = Expr::idx(IdxOp::Div, vi.clone(), int(c));
+                            let kl = s.let_("kl", Ty::Idx, kl);
+                            let ch = s.let_("ch", Ty::Idx, Expr::idx(IdxOp::Rem, vi, int(c)));
+                            let wl = add(mul(warp.clone(), int(WARP_KEYS)), kl.clone());
+                            (kl, ch, add(st.clone(), wl))
+                        }
+                    };
                     let key = s.let_("key", Ty::Idx, key);
                     let key = if kept.is_multiple_of(step) {
                         key
@@ -425,7 +450,7 @@ impl Builder<'_, '_> {
         self.decode_merge(
             p,
             (rows, units, splits),
-            MMA_WARPS,
+            warps,
             &write,
             (&unit, &split),
             &row_at,
@@ -492,17 +517,17 @@ impl Builder<'_, '_> {
         &mut self,
         (w, gq): (u64, String),
         (rows, d, dt): (u64, u64, DType),
-        tid: &Expr,
+        (tid, warps): (&Expr, u64),
         row_at: &dyn Fn(&Expr) -> (Expr, Expr),
     ) -> R<String> {
         let d16 = d.next_multiple_of(16);
         let r = (d16 + 8) as i64;
-        let threads = 32 * MMA_WARPS;
+        let threads = 32 * warps;
         let tile = Layout::flat(&[ATOM_ROWS as i64, d16 as i64], &[r, 1]).map_err(internal)?;
         let smem = self.tensor(Space::Shared, dt, tile);
         // A copy's first element at (vector, row).
-        let copies =
-            Layout::flat(&[(d16 / w) as i64, ATOM_ROWS as i64], &[w as i64, r]).map_err(internal)?;
+        let copies = Layout::flat(&[(d16 / w) as i64, ATOM_ROWS as i64], &[w as i64, r])
+            .map_err(internal)?;
         let copies = self.tensor(Space::View(smem.clone()), dt, copies);
         let op = Intrinsic::cp_async(w * dt.size_bytes())
             .ok_or_else(|| internal_err("no cp.async of Q's width"))?;
@@ -549,8 +574,9 @@ impl Builder<'_, '_> {
             &ldmatrix_x4_rows(false, false).map_err(internal)?,
         )
         .map_err(internal)?;
-        let starts = Layout::concat(&[lanes, Layout::int((d16 / 16) as i64, 16).map_err(internal)?])
-            .map_err(internal)?;
+        let starts =
+            Layout::concat(&[lanes, Layout::int((d16 / 16) as i64, 16).map_err(internal)?])
+                .map_err(internal)?;
         Ok(self.tensor(Space::View(smem), dt, starts))
     }
 }
