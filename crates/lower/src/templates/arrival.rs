@@ -63,8 +63,8 @@ impl Builder<'_, '_> {
     /// One arrival step for several counters: `barrier`, the thread `tid == 0` fences, arrives
     /// on each counter (its old value to `old[slot]`) and fences, `barrier`. (A fence by every
     /// thread before the first barrier, as this step had until session 33, adds nothing the
-    /// one thread's does not.) Two steps in a row hung the MLIR backend's Hopper kernel where one step with
-    /// both counters does not (`bench/gpu/NOTES.md`, runs 74-75).
+    /// one thread's does not.) Two steps in a row hung the MLIR backend's Hopper kernel where
+    /// one step with both counters does not (`bench/gpu/NOTES.md`, runs 74-75).
     pub(crate) fn arrive(
         &mut self,
         counters: &[Arrival<'_>],

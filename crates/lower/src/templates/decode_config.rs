@@ -72,7 +72,7 @@ impl DecodeConfig {
     }
 }
 
-/// The tensor-core kernel's warps a block (the most of them) and keys a warp takes per step.
+/// The tensor-core kernel's warps a block (4 or 8) and keys a warp takes per step.
 pub(crate) const MMA_WARPS: [u64; 2] = [4, 8];
 pub(crate) const WARP_KEYS: u64 = 16;
 /// The most rows a unit holds: one mma atom's (the CUDA-core kernel's registers hold 8).
@@ -191,13 +191,13 @@ fn whole(steps: u64, splits: u64, min_steps: u64) -> u64 {
 /// The tensor-core kernel's heuristic point: about a block an SM, and the deepest ring up to 4
 /// stages that a split's steps fill (one more than its steps: the fill issues all of them); 8
 /// warps a block where their ring is as deep as a split's steps (or 3 stages) and a unit's
-/// keys are split (one split of 8 warps spilled), else 4 warps, each split at least two steps. Run 232 on the H200: 32 query
-/// heads over one K/V head (4k keys, head dim 128) at 4 warps, 8 splits of 16 units, 3 or 4
-/// stages 0.0219 ms against 0.0245 at 2 stages and 0.0255 at 16 splits; run 242: there, 8 warps
-/// (at most 2 stages fit beside their merge) 0.0222 against 4 warps' 0.0209; 16 heads over 777
-/// keys at head dim 96, 8 warps of one step a split 0.0132-0.0134 against 4 warps' 0.0149;
-/// run 243: 32 heads over 1k keys at head dim 64, 8 warps of two steps a split, 3 stages
-/// 0.0111 against 2 stages' 0.0114.
+/// keys are split (one split of 8 warps spilled), else 4 warps, each split at least two
+/// steps. Run 232 on the H200: 32 query heads over one K/V head (4k keys, head dim 128) at 4
+/// warps, 8 splits of 16 units, 3 or 4 stages 0.0219 ms against 0.0245 at 2 stages and 0.0255
+/// at 16 splits; run 242: there, 8 warps (at most 2 stages fit beside their merge) 0.0222
+/// against 4 warps' 0.0209; 16 heads over 777 keys at head dim 96, 8 warps of one step a split
+/// 0.0132-0.0134 against 4 warps' 0.0149; run 243: 32 heads over 1k keys at head dim 64, 8
+/// warps of two steps a split, 3 stages 0.0111 against 2 stages' 0.0114.
 fn mma_point((units, rows, keys, dims): (u64, u64, u64, (u64, u64)), t: &Target) -> DecodeConfig {
     let sms = u64::from(t.sms).max(1);
     let point = |warps: u64, min_steps: u64| {

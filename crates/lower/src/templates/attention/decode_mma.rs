@@ -509,10 +509,10 @@ impl Builder<'_, '_> {
         Ok(())
     }
 
-    /// The unit's `rows` rows of Q (head dim `d`, elements `dt`) copied by `cp.async` (`copy`: the vector
-    /// width and Q's buffer split into vectors) into one shared tile of the atom's 16 rows,
-    /// rows padded by 8 elements; rows past the unit's and columns past the head dim are
-    /// zeros. Returns the tile's `ldmatrix.x4` row starts at `(lane, k-step)`.
+    /// The unit's `rows` rows of Q (head dim `d`, elements `dt`) copied by `cp.async` (`copy`:
+    /// the vector width and Q's buffer split into vectors) into one shared tile of the atom's
+    /// 16 rows, rows padded by 8 elements; rows past the unit's and columns past the head dim
+    /// are zeros. Returns the tile's `ldmatrix.x4` row starts at `(lane, k-step)`.
     fn decode_q_copies(
         &mut self,
         (w, gq): (u64, String),
