@@ -291,3 +291,30 @@ fn decoding_on_tensor_cores_at_each_point() {
         );
     }
 }
+
+/// The tensor-core kernel's copies over head dims whose rows take 1, 3, 6 and 15 vectors (a
+/// warp's 32 lanes a whole number of rows only at 1: the others address each copy apart), at 4
+/// and 8 warps, 12 query heads a unit (Q's tile zero past them), keys not a multiple of a step.
+#[test]
+fn decoding_on_tensor_cores_over_head_dims() {
+    for d in [8, 24, 48, 120] {
+        for warps in [4, 8] {
+            let kir = check_at(
+                &format!(
+                    "graph @mqa_dims(%q: tensor<2x1x12x1x{d}xf16>, %k: tensor<2x1x1x150x{d}xf16>, %v: tensor<2x1x1x150x{d}xf16>) -> tensor<2x1x12x1x{d}xf16> {{
+                      %s = matmul %q, %k {{transpose_b = true}}
+                      %p = softmax %s {{axis = -1}}
+                      %o = matmul %p, %v
+                      return %o
+                    }}"
+                ),
+                Some((
+                    "attention_decode",
+                    &format!("mma,warps={warps},splits=2,stages=2"),
+                )),
+            );
+            assert!(decodes_on_tensor_cores(&kir), "d={d} warps={warps}: {kir}");
+            assert!(q_by_ldmatrix(&kir), "d={d} warps={warps}: {kir}");
+        }
+    }
+}
