@@ -59,11 +59,13 @@ def edit_for(variant):
     return edit
 
 
-def main():
-    names = sys.argv[1:]
+def time_variants(names, variants, tol, rep=100):
+    """Prints a table: each workload's torch.compile time and each `(name, edit)` variant's
+    (the emitted CUDA rewritten by `edit`, checked against eager within `tol` relative to the
+    largest output, else nan), all by `do_bench`."""
     irc = str(suite.REPO / ".device-bin" / "irc")
-    print("| workload | tc | " + " | ".join(["plain", *LOADS]) + " |")
-    print("|---|---|" + "---|" * (1 + len(LOADS)))
+    print("| workload | tc | " + " | ".join(n for n, _ in variants) + " |")
+    print("|---|---|" + "---|" * len(variants))
     for name in names:
         path = suite.workload_path(name)
         params, _ = suite.signature(path)
@@ -76,22 +78,28 @@ def main():
             torch._dynamo.reset()
             tc = torch.compile(eager, dynamic=False)
             tc(*xs)
-            cells.append(triton.testing.do_bench(lambda: tc(*xs), warmup=25, rep=100,
+            cells.append(triton.testing.do_bench(lambda: tc(*xs), warmup=25, rep=rep,
                                                  return_mode="median"))
-            for variant in ["plain", *LOADS]:
+            for vname, edit in variants:
                 try:
-                    k = same_timer.Kernels(irc, path, "sm_90a", tmp, xs, edit_for(variant), variant)
+                    tag = re.sub(r"[^A-Za-z0-9_]", "_", vname)
+                    k = same_timer.Kernels(irc, path, "sm_90a", tmp, xs, edit, tag)
                     k()
                     torch.cuda.synchronize()
                     got = k.output(0, ref.dtype, ref.shape).float()
                     err = float((got - ref.float()).abs().max() / (ref.float().abs().max() + 1e-30))
-                    t = triton.testing.do_bench(k, warmup=25, rep=100, return_mode="median")
-                    cells.append(t if err < 1e-2 else float("nan"))
+                    t = triton.testing.do_bench(k, warmup=25, rep=rep, return_mode="median")
+                    cells.append(t if err < tol else float("nan"))
                     del k
                 except Exception as e:
-                    print(f"    {name} {variant}: {e}", flush=True)
+                    print(f"    {name} {vname}: {e}", flush=True)
                     cells.append(float("nan"))
         print(f"| {name} | " + " | ".join(f"{c:.4f}" for c in cells) + " |", flush=True)
+
+
+def main():
+    variants = [(v, edit_for(v)) for v in ["plain", *LOADS]]
+    time_variants(sys.argv[1:], variants, 1e-2)
 
 
 if __name__ == "__main__":

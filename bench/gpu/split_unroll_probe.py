@@ -13,16 +13,10 @@ beside torch.compile.
 
 import re
 import sys
-import tempfile
 from pathlib import Path
-
-import torch
-import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cache_hint_probe  # noqa: E402
-import same_timer  # noqa: E402
-import suite  # noqa: E402
 
 THREADS = 256
 
@@ -49,37 +43,7 @@ VARIANTS = [("u1", unroll(1)), ("u2", unroll(2)), ("u4", None), ("u8", unroll(8)
 
 
 def main():
-    irc = str(suite.REPO / ".device-bin" / "irc")
-    print("| workload | tc | " + " | ".join(n for n, _ in VARIANTS) + " |")
-    print("|---|---|" + "---|" * len(VARIANTS))
-    for name in sys.argv[1:]:
-        path = suite.workload_path(name)
-        params, _ = suite.signature(path)
-        cells = []
-        with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
-            tmp = Path(tmp)
-            xs, _ = suite.make_inputs(params, 0, tmp)
-            eager, _ = suite.workload_fns(name, path)
-            ref = eager(*xs)
-            torch._dynamo.reset()
-            tc = torch.compile(eager, dynamic=False)
-            tc(*xs)
-            cells.append(triton.testing.do_bench(lambda: tc(*xs), warmup=25, rep=200,
-                                                 return_mode="median"))
-            for vname, edit in VARIANTS:
-                try:
-                    k = same_timer.Kernels(irc, path, "sm_90a", tmp, xs, edit, vname.replace("+", "_"))
-                    k()
-                    torch.cuda.synchronize()
-                    got = k.output(0, ref.dtype, ref.shape).float()
-                    err = float((got - ref.float()).abs().max() / (ref.float().abs().max() + 1e-30))
-                    t = triton.testing.do_bench(k, warmup=25, rep=200, return_mode="median")
-                    cells.append(t if err < 1e-3 else float("nan"))
-                    del k
-                except Exception as e:
-                    print(f"    {name} {vname}: {e}", flush=True)
-                    cells.append(float("nan"))
-        print(f"| {name} | " + " | ".join(f"{c:.4f}" for c in cells) + " |", flush=True)
+    cache_hint_probe.time_variants(sys.argv[1:], VARIANTS, 1e-3, rep=200)
 
 
 if __name__ == "__main__":
