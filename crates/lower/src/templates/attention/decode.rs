@@ -197,23 +197,25 @@ impl Builder<'_, '_> {
             ops.output.operands[1],
         );
         let DecodeShape {
-            fold,
             units,
             rows,
             keys: (kbeg, kend),
             ..
         } = shape;
         let lanes = c.lanes;
-        // Whole steps a split; the last split takes what remains.
-        let step = step_keys(&c);
-        let chunk = (kend - kbeg).div_ceil(step).div_ceil(c.splits) * step;
-        let splits = (kend - kbeg).div_ceil(chunk);
+        let UnitSplit {
+            unit,
+            split,
+            bi0,
+            k0,
+            step,
+            chunk,
+            splits,
+        } = self.unit_split(&shape, &c);
         let (sq, dt) = (p.sq, p.dt);
         let (cq, cv) = (p.d.div_ceil(WIDTH), p.dv.div_ceil(WIDTH));
         let (nq, nv) = (cq.div_ceil(lanes), cv.div_ceil(lanes));
         let groups = THREADS / lanes;
-        self.kernel.grid = [(units * splits) as u32, 1, 1];
-        self.kernel.block = [THREADS as u32, 1, 1];
         let tid = bx(Builtin::TidX);
         let lane = self.let_(
             "lig",
@@ -221,12 +223,6 @@ impl Builder<'_, '_> {
             Expr::idx(IdxOp::Rem, tid.clone(), int(lanes)),
         );
         let grp = self.let_("grp", Ty::Idx, Expr::idx(IdxOp::Div, tid, int(lanes)));
-        let UnitSplit {
-            unit,
-            split,
-            bi0,
-            k0,
-        } = self.unit_split(splits, fold, kbeg, chunk);
         let chunks: Vec<Expr> = (0..nq.max(nv))
             .map(|i| self.let_("c", Ty::Idx, add(lane.clone(), int(lanes * i))))
             .collect();
@@ -360,15 +356,18 @@ impl Builder<'_, '_> {
         )
     }
 
-    /// A decoding block's unit and split (`bid.x = unit · splits + split`), the unit's first
-    /// batch entry (`fold` a unit) and the split's first key (`chunk` keys a split from `kbeg`).
-    pub(super) fn unit_split(
-        &mut self,
-        splits: u64,
-        fold: u64,
-        kbeg: u64,
-        chunk: u64,
-    ) -> UnitSplit {
+    /// The launch of point `c` over `shape` (a block of `c.threads()`, `units · splits`
+    /// blocks: whole steps of `step_keys(c)` keys a split, the last split taking what remains)
+    /// and a block's unit and split (`bid.x = unit · splits + split`), the unit's first batch
+    /// entry (`fold` a unit) and the split's first key (`chunk` keys a split from `kbeg`).
+    pub(super) fn unit_split(&mut self, shape: &DecodeShape, c: &DecodeConfig) -> UnitSplit {
+        let (kbeg, kend) = shape.keys;
+        let step = step_keys(c);
+        let chunk = (kend - kbeg).div_ceil(step).div_ceil(c.splits) * step;
+        let splits = (kend - kbeg).div_ceil(chunk);
+        self.kernel.grid = [(shape.units * splits) as u32, 1, 1];
+        self.kernel.block = [c.threads() as u32, 1, 1];
+        let fold = shape.fold;
         let bid = bx(Builtin::BidX);
         let unit = self.let_(
             "unit",
@@ -387,6 +386,9 @@ impl Builder<'_, '_> {
             split,
             bi0,
             k0,
+            step,
+            chunk,
+            splits,
         }
     }
 
@@ -847,6 +849,10 @@ pub(super) struct UnitSplit {
     pub(super) split: Expr,
     pub(super) bi0: Expr,
     pub(super) k0: Expr,
+    /// Keys a step, keys a split and the splits a unit's keys take.
+    pub(super) step: u64,
+    pub(super) chunk: u64,
+    pub(super) splits: u64,
 }
 
 /// A ring's iteration ([`Builder::ring_step`]).

@@ -62,7 +62,6 @@ impl Builder<'_, '_> {
             ops.output.operands[1],
         );
         let DecodeShape {
-            fold,
             units,
             rows,
             keys: (kbeg, kend),
@@ -72,23 +71,21 @@ impl Builder<'_, '_> {
         let (d16, dv16) = (d.next_multiple_of(16), dv.next_multiple_of(16));
         let (cq, cv) = (d.div_ceil(WIDTH), dv.div_ceil(WIDTH));
         let warps = c.warps;
-        let step = warps * WARP_KEYS;
         let kept = kend - kbeg;
-        let chunk = kept.div_ceil(step).div_ceil(c.splits) * step;
-        let splits = kept.div_ceil(chunk);
-        let steps = chunk / step;
-        let stages = c.stages.max(2);
-        self.kernel.grid = [(units * splits) as u32, 1, 1];
-        self.kernel.block = [(32 * warps) as u32, 1, 1];
-        let tid = bx(Builtin::TidX);
-        let lane = self.let_("lane", Ty::Idx, Expr::idx(IdxOp::Rem, tid.clone(), int(32)));
-        let warp = self.let_("warp", Ty::Idx, Expr::idx(IdxOp::Div, tid.clone(), int(32)));
         let UnitSplit {
             unit,
             split,
             bi0,
             k0,
-        } = self.unit_split(splits, fold, kbeg, chunk);
+            step,
+            chunk,
+            splits,
+        } = self.unit_split(&shape, &c);
+        let steps = chunk / step;
+        let stages = c.stages.max(2);
+        let tid = bx(Builtin::TidX);
+        let lane = self.let_("lane", Ty::Idx, Expr::idx(IdxOp::Rem, tid.clone(), int(32)));
+        let warp = self.let_("warp", Ty::Idx, Expr::idx(IdxOp::Div, tid.clone(), int(32)));
         let row_at = |r: &Expr| unit_row(r, sq, &bi0);
         // The rings: a warp's 16 keys of a step, rows padded by 8 elements.
         let li = |s: u64, st: i64| Layout::int(s as i64, st).map_err(internal);
