@@ -586,7 +586,9 @@ impl<'k> Block<'k> {
                 self.stmts(body, &yes, mem);
                 self.stmts(orelse, &no, mem);
             }
-            Stmt::Copy { width, dst, src } => {
+            Stmt::Copy {
+                width, dst, src, ..
+            } => {
                 for th in self.each(mask) {
                     for e in 0..i64::from(*width) {
                         let mut sc = vec![e];

@@ -62,6 +62,13 @@ WORKLOADS = [
 # reduce_sum over each axis of a [256,512,512] f32 tensor; and the split reductions: 16 rows
 # of 4M, 64 outputs of a leading axis, per-channel means of an NCHW tensor.
 ROW_SIZES = ["128", "1k", "8k", "64k", "1m", "16m"]
+# Plain reductions of one op over given axes (`reduce_OP %x {axes = [...]}`, their eager form
+# read from the graph, `reduce_eager`), 8 to 256 MiB: batch-norm statistics of NCHW tensors (f16,
+# f32; one inside the L2), leading-axis reductions into 32, 128 and 768 outputs and into 1M,
+# few to many rows of f32, bf16 and f16.
+REDUCE_ROWS = ["bn_stats_f16", "bn_stats_f32", "chan_mean_l2", "colmax_32", "colsum_f32",
+               "token_mean", "rows8_f32", "rows64_bf16", "rows256_f32", "sum_axis0_wide",
+               "rowsum_many"]
 REDUCTIONS = (
     [f"{op}_{n}" for op in ("softmax", "rmsnorm", "layernorm") for n in ROW_SIZES]
     + ["layernorm_16x4m", "sum_axis0", "sum_axis1", "sum_axis2"]
@@ -70,6 +77,7 @@ REDUCTIONS = (
     # residual (x + r stored and normalized), a mean-squared-error loss to one scalar, and a
     # group norm (32 groups of an NCHW tensor, per-channel scale and shift).
     + ["logsoftmax_1k", "logsoftmax_32000", "prenorm_4k", "mse_loss", "groupnorm_32"]
+    + REDUCE_ROWS
 )
 # Issue 12's GEMM shape classes (`--suite gemm`): one `bench/gpu/gemm/NAME.ir` each — square
 # 1k-8k, irregular (aligned and odd), tall-skinny, large K, small K, batched 3-D/4-D,
@@ -95,6 +103,14 @@ SUITES = {
     "pointwise": POINTWISE,
     "all": WORKLOADS + REDUCTIONS + GEMMS + ATTENTIONS + POINTWISE,
 }
+
+
+def reduce_eager(path):
+    """The eager form of a graph that is one `reduce_OP %x {axes = [...]}`."""
+    m = re.search(r"reduce_(sum|mean|max|min) %x \{axes = \[([0-9, ]*)\]\}", path.read_text())
+    op, dims = m.group(1), tuple(int(a) for a in m.group(2).split(","))
+    fn = {"sum": torch.sum, "mean": torch.mean, "max": torch.amax, "min": torch.amin}[op]
+    return lambda x: fn(x, dim=dims)
 
 
 def workload_path(name):
@@ -284,6 +300,8 @@ def workload_fns(name, path):
     if name.startswith("groupnorm_"):
         groups = int(name[len("groupnorm_"):])
         return (lambda x, w, b: F.group_norm(x, groups, w.flatten(), b.flatten(), 1e-5)), {}
+    if name in REDUCE_ROWS:
+        return reduce_eager(path), {}
     if name == "sum_few_rows":
         return (lambda x: x.sum(dim=1)), {}
     if name == "colmax_64":

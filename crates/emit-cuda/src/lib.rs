@@ -12,7 +12,8 @@
 
 use irc_ir::DType;
 use irc_kir::{
-    self as kir, Expr, Func, IndexWidth, Intrinsic, Manifest, Module, Space, Stmt, Ty, manifest_of,
+    self as kir, CacheHint, Expr, Func, IndexWidth, Intrinsic, Manifest, Module, Space, Stmt, Ty,
+    manifest_of,
 };
 mod decls;
 mod hopper;
@@ -605,7 +606,12 @@ impl KernelEmitter<'_> {
                 }
                 let _ = writeln!(self.out, "{pad}}}");
             }
-            Stmt::Copy { width, dst, src } => {
+            Stmt::Copy {
+                width,
+                dst,
+                src,
+                hint,
+            } => {
                 let td = self.tensors[dst.tensor.as_str()];
                 let bytes = u64::from(*width) * td.dtype.size_bytes();
                 let vt = match bytes {
@@ -615,10 +621,15 @@ impl KernelEmitter<'_> {
                 };
                 let d = self.place(td, &dst.coord(0));
                 let s = self.place(self.tensors[src.tensor.as_str()], &src.coord(0));
-                let _ = writeln!(
-                    self.out,
-                    "{pad}*reinterpret_cast<{vt}*>(&{d}) = *reinterpret_cast<const {vt}*>(&{s});"
-                );
+                // A hinted load through CUDA's cache-operator intrinsic (`__ldcs`: PTX's
+                // `ld.global.cs`, the load `CacheHint::ptx_load` names).
+                let load = match hint {
+                    CacheHint::Normal => format!("*reinterpret_cast<const {vt}*>(&{s})"),
+                    CacheHint::EvictFirst => {
+                        format!("__ldcs(reinterpret_cast<const {vt}*>(&{s}))")
+                    }
+                };
+                let _ = writeln!(self.out, "{pad}*reinterpret_cast<{vt}*>(&{d}) = {load};");
             }
             Stmt::Sync => {
                 let _ = writeln!(self.out, "{pad}__syncthreads();");

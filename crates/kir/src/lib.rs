@@ -288,7 +288,13 @@ pub enum Stmt {
     /// multiple of N, so the access is N-element aligned whatever the coordinates. Between
     /// global and shared memory, or between either and a register tensor (a vector load into
     /// registers, or a vector store from them).
-    Copy { width: u32, dst: Frag, src: Frag },
+    /// `copy.N.evict_first ...`: the same, its global loads marked read-once ([`CacheHint`]).
+    Copy {
+        width: u32,
+        dst: Frag,
+        src: Frag,
+        hint: CacheHint,
+    },
     /// `sync`: a barrier of the whole block.
     Sync,
     /// `%v : ty = block_reduce.OP expr`: every thread of the block contributes its value and
@@ -313,6 +319,46 @@ pub enum Stmt {
     },
     /// `MNEMONIC args..`: a target instruction of the [`INTRINSICS`] table.
     Intrinsic { op: Intrinsic, args: Vec<Arg> },
+}
+
+/// How a copy's loads from global memory are cached.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CacheHint {
+    /// The default: cached in L1 and L2 with normal priority.
+    #[default]
+    Normal,
+    /// Read once (PTX's `.cs`, cache streaming): the lines are allocated with evict-first
+    /// priority in L1 and L2, so a stream read once replaces its own lines before the lines
+    /// other work keeps (or has written and not yet written back).
+    EvictFirst,
+}
+
+impl CacheHint {
+    /// The suffix after `copy.N` in the text form (`.evict_first`; empty for the default).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            CacheHint::Normal => "",
+            CacheHint::EvictFirst => ".evict_first",
+        }
+    }
+
+    /// The PTX load of `regs` 32-bit registers (1, 2 or 4) with this hint, when it is not
+    /// the default: operands `%0 .. %{regs-1}` the registers, `%{regs}` the 64-bit address.
+    /// Both emitters write it as inline assembly, so the instruction is written once.
+    pub fn ptx_load(self, regs: u32) -> Option<String> {
+        let op = match self {
+            CacheHint::Normal => return None,
+            CacheHint::EvictFirst => "ld.global.cs",
+        };
+        let list = (0..regs)
+            .map(|i| format!("%{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(match regs {
+            1 => format!("{op}.u32 %0, [%1];"),
+            _ => format!("{op}.v{regs}.u32 {{{list}}}, [%{regs}];"),
+        })
+    }
 }
 
 /// A register fragment: a tensor and the coordinates of its modes after mode 0.

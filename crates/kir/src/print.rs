@@ -164,9 +164,15 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
             }
             let _ = writeln!(out, "{pad}}}");
         }
-        Stmt::Copy { width, dst, src } => {
+        Stmt::Copy {
+            width,
+            dst,
+            src,
+            hint,
+        } => {
             let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
-            let _ = writeln!(out, "{pad}copy.{width} {}, {}", f(dst), f(src));
+            let h = hint.suffix();
+            let _ = writeln!(out, "{pad}copy.{width}{h} {}, {}", f(dst), f(src));
         }
         Stmt::Sync => {
             let _ = writeln!(out, "{pad}sync");

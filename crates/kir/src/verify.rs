@@ -25,6 +25,7 @@
 //!   as integer literals), and passes the row's check: ldmatrix rows 16-byte aligned, mma and
 //!   wgmma dtypes, mbarriers and tensor maps as `i64`, a `cp.async`'s two tensors of one dtype
 //!   with every offset either can reach aligned to the copy's width.
+//! - a `copy` with a cache hint (`copy.N.evict_first`) reads global memory into registers.
 
 use super::*;
 use irc_target::Target;
@@ -501,7 +502,12 @@ impl<'k> Checker<'k> {
                 self.block(body)?;
                 self.block(orelse)
             }
-            Stmt::Copy { width, dst, src } => {
+            Stmt::Copy {
+                width,
+                dst,
+                src,
+                hint,
+            } => {
                 let w = i64::from(*width);
                 let (td, ts) = (self.vector(dst, w)?, self.vector(src, w)?);
                 if td.dtype != ts.dtype {
@@ -523,6 +529,9 @@ impl<'k> Checker<'k> {
                         "copy moves between global and shared memory (or shared views), or between either and registers"
                             .into(),
                     );
+                }
+                if *hint != CacheHint::Normal {
+                    self.hinted_copy(w, *hint, src, ts, regs(td))?;
                 }
                 Ok(())
             }
@@ -648,6 +657,41 @@ impl<'k> Checker<'k> {
             }
         }
         Ok(t)
+    }
+
+    /// A copy with a cache hint reads global memory into registers, from a buffer the kernel
+    /// does not write (the emitters' hinted loads are not ordered after the kernel's stores).
+    fn hinted_copy(
+        &self,
+        w: i64,
+        hint: CacheHint,
+        src: &Frag,
+        ts: &TensorDecl,
+        to_registers: bool,
+    ) -> Result<(), String> {
+        let what = format!("copy.{w}{}", hint.suffix());
+        let Space::Global(param) = &ts.space else {
+            return Err(format!(
+                "{what} reads global memory; %{} is not global",
+                src.tensor
+            ));
+        };
+        if !to_registers {
+            return Err(format!("{what} loads into registers"));
+        }
+        let written = accesses(&self.k.body).into_iter().any(|a| match a {
+            Access::Write(t) => self
+                .tensors
+                .get(t)
+                .is_some_and(|d| matches!(&d.space, Space::Global(q) if q == param)),
+            _ => false,
+        });
+        if written {
+            return Err(format!(
+                "{what} reads %{param}, which the kernel writes (a hinted load is for a buffer read only)"
+            ));
+        }
+        Ok(())
     }
 
     /// A vector operand of `copy.w`: mode 0 is `w:1`, every other stride a multiple of `w`.

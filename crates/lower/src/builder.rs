@@ -55,6 +55,9 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) known: HashMap<ValueId, Expr>,
     /// The open vector loop of a row kernel (`templates/vector.rs`).
     pub(crate) vectors: Option<crate::templates::VectorStage>,
+    /// How the vector loop's copies from global memory are cached (a reduction
+    /// configuration's `loads`).
+    pub(crate) load_hint: irc_kir::CacheHint,
     /// The open shared-memory transpose of a pointwise kernel (`templates/transpose.rs`).
     pub(crate) stage: Option<crate::templates::TransposeStage>,
     /// Values this kernel stores that are computed, never read from their buffers, while it
@@ -102,6 +105,7 @@ impl<'l, 'g> Builder<'l, 'g> {
             heuristic: false,
             known: HashMap::new(),
             vectors: None,
+            load_hint: irc_kir::CacheHint::Normal,
             stage: None,
             unstored: Default::default(),
         }
@@ -139,6 +143,14 @@ impl<'l, 'g> Builder<'l, 'g> {
 
     pub(crate) fn def(&self, v: ValueId) -> Option<&'g Inst> {
         self.l.g.def_inst(v)
+    }
+
+    /// Whether parameter `p` is bound to a temp buffer the template added (scratch its blocks
+    /// write: a split reduction's partials).
+    pub(crate) fn is_temp_param(&self, p: &str) -> bool {
+        self.param_of
+            .iter()
+            .any(|(buffer, q)| q == p && self.temps.iter().any(|t| &t.name == buffer))
     }
 
     pub(crate) fn param(&mut self, buffer: &str) -> String {

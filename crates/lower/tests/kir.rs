@@ -429,3 +429,91 @@ fn a_realigned_temp_past_32_bit_indices_gets_a_64_bit_copy() {
     assert_eq!(mm.index, kir::IndexWidth::I32);
     kir::verify_module(&m).unwrap();
 }
+
+/// `graph` lowered with each reduction kernel at `point` (a reduction space's text), printed.
+fn reduction_at(graph: &str, point: &str) -> String {
+    use irc_lower::templates::Config;
+    let g = irc_frontend::parse_module(graph).unwrap().graphs.remove(0);
+    let base = irc_lower::plan_and_lower_with(&g, Default::default(), &Default::default()).unwrap();
+    let configs = base
+        .choices
+        .iter()
+        .filter(|c| c.problem.template == "reduction")
+        .map(|c| (c.problem.key(), Config::parse("reduction", point).unwrap()))
+        .collect();
+    let options = irc_lower::LowerOptions {
+        configs,
+        ..Default::default()
+    };
+    let planned = irc_lower::plan_and_lower_with(&g, Default::default(), &options).unwrap();
+    kir::print_module(&planned.kernels)
+}
+
+#[test]
+fn evict_first_points_hint_the_input_loads_and_nothing_the_kernel_writes() {
+    // A leading axis reduced into few outputs (the split column schedule, whose last block
+    // reads the partials back with vector copies), and few long rows (the split schedule).
+    let column = "graph @g(%x: tensor<4096x64xf16>) -> tensor<64xf16> {\n  %y = reduce_max %x {axes = [0]}\n  return %y\n}";
+    let rows = "graph @g(%x: tensor<4x65536xf32>) -> tensor<4xf32> {\n  %y = reduce_sum %x {axes = [1]}\n  return %y\n}";
+    for (graph, point) in [(column, "column_split"), (rows, "split,chunk=16384")] {
+        let plain = reduction_at(graph, point);
+        let hinted = reduction_at(graph, &format!("{point},evict_first"));
+        let copies = |t: &str, hint: &str| {
+            t.lines()
+                .filter(|l| l.trim_start().starts_with("copy.") && l.contains(hint))
+                .count()
+        };
+        assert_eq!(copies(&plain, ".evict_first"), 0, "{plain}");
+        let n = copies(&hinted, ".evict_first");
+        assert!(n > 0, "{hinted}");
+        // The hint is all that changes: the same kernels, the same copies.
+        assert_eq!(hinted.replace(".evict_first", ""), plain);
+        // Every hinted copy reads the graph's input (parameter `%x`'s tensor), never the
+        // partials the kernel writes.
+        let m = kir::parse_module(&hinted).unwrap();
+        kir::verify_module(&m).unwrap();
+        let k = &m.kernels[0];
+        let x_param = &k.params[m.launches[0].args.iter().position(|a| a == "x").unwrap()].name;
+        kir::walk(&k.body, &mut |s| {
+            if let kir::Stmt::Copy { src, hint, .. } = s
+                && *hint == kir::CacheHint::EvictFirst
+            {
+                let decl = k.tensors.iter().find(|t| t.name == src.tensor).unwrap();
+                assert_eq!(decl.space, kir::Space::Global(x_param.clone()));
+            }
+        });
+    }
+    // The split column schedule also copies partials with vectors: those stay plain.
+    let hinted = reduction_at(column, "column_split,evict_first");
+    let plain_copies = hinted
+        .lines()
+        .filter(|l| l.trim_start().starts_with("copy.") && !l.contains(".evict_first"))
+        .count();
+    assert!(plain_copies > 0, "{hinted}");
+}
+
+#[test]
+fn the_verifier_checks_hinted_copies() {
+    let column = "graph @g(%x: tensor<4096x64xf16>) -> tensor<64xf16> {\n  %y = reduce_max %x {axes = [0]}\n  return %y\n}";
+    let text = reduction_at(column, "column_split,evict_first");
+    // A hint on the merge's copy of the partials (a buffer the kernel writes).
+    let merge = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("copy.") && !l.contains(".evict_first"))
+        .unwrap();
+    let (op, rest) = merge.trim_start().split_once(' ').unwrap();
+    let bad = text.replacen(
+        merge,
+        &merge.replacen(op, &format!("{op}.evict_first"), 1),
+        1,
+    );
+    assert!(rest.contains('%'));
+    let e = kir::verify_module(&kir::parse_module(&bad).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("which the kernel writes"), "{e}");
+    // An unknown hint is a located parse error.
+    let e = kir::parse_module(&text.replacen(".evict_first", ".evict_last", 1)).unwrap_err();
+    assert!(
+        e.message.contains("unknown cache hint `.evict_last`"),
+        "{e}"
+    );
+}

@@ -31,12 +31,15 @@ pub struct Target {
     pub max_threads_per_sm: u32,
     /// Blocks resident on one SM at most.
     pub max_blocks_per_sm: u32,
+    /// The L2 cache, bytes.
+    pub l2_bytes: u64,
 }
 
 impl Target {
     /// The H100 80GB HBM3 (sm_90a): a bf16 8192³ matmul at 737 TFLOP/s and a device-to-device
     /// copy at 3006 GB/s as measured for MISSION.md, 67 TFLOP/s f32 (the data sheet), 132 SMs,
-    /// about 3 µs per launch, 48 KiB of static and 227 KiB of opt-in shared memory per block.
+    /// about 3 µs per launch, 48 KiB of static and 227 KiB of opt-in shared memory per block, a
+    /// 50 MiB L2.
     pub fn h100() -> Target {
         Target {
             name: "H100".into(),
@@ -50,11 +53,13 @@ impl Target {
             max_register_elems: 256,
             max_threads_per_sm: 2048,
             max_blocks_per_sm: 32,
+            l2_bytes: 50 << 20,
         }
     }
 
     /// The A100 80GB (sm_80) from its data sheet: 108 SMs, 312 TFLOP/s dense 16-bit, 2039 GB/s,
-    /// 19.5 TFLOP/s f32, 48 KiB of static and 163 KiB of opt-in shared memory per block.
+    /// 19.5 TFLOP/s f32, 48 KiB of static and 163 KiB of opt-in shared memory per block, a
+    /// 40 MiB L2.
     pub fn a100() -> Target {
         Target {
             name: "A100".into(),
@@ -68,6 +73,7 @@ impl Target {
             max_register_elems: 256,
             max_threads_per_sm: 2048,
             max_blocks_per_sm: 32,
+            l2_bytes: 40 << 20,
         }
     }
 

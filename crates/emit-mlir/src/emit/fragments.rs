@@ -73,18 +73,7 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         let f32t = self.e.elem_type(DType::F32);
         let st = melior::dialect::llvm::r#type::r#struct(self.ctx(), &[f32t; 4], false);
         let s = self.intrinsic(name, args, st)?;
-        (0..4)
-            .map(|v| {
-                let op = melior::dialect::llvm::extract_value(
-                    self.ctx(),
-                    self.v(s),
-                    DenseI64ArrayAttribute::new(self.ctx(), &[v]),
-                    f32t,
-                    self.loc,
-                );
-                self.push(Ok(op), "llvm.extractvalue")
-            })
-            .collect()
+        self.struct_values(s, 4, f32t)
     }
 
     /// Stores `values` as values 0, 1, ... of the fragment `d`.

@@ -48,15 +48,26 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
 
     /// The address of a tensor's element as an integer of `bits` (32: a shared address, 64: a
     /// generic one).
-    fn address(&mut self, f: &kir::Frag, bits: u32) -> R<MlirValue> {
+    pub(super) fn address(&mut self, f: &kir::Frag, bits: u32) -> R<MlirValue> {
         let (memref, index, decl) = self.place(&f.tensor, &f.at)?;
+        self.address_of(memref, index, decl.dtype, bits)
+    }
+
+    /// The address of element `index` (of `dtype`) of `memref`, as an integer of `bits`.
+    pub(super) fn address_of(
+        &mut self,
+        memref: MlirValue,
+        index: MlirValue,
+        dtype: DType,
+        bits: u32,
+    ) -> R<MlirValue> {
         let idx = Type::index(self.ctx());
         let op = OperationBuilder::new("memref.extract_aligned_pointer_as_index", self.loc)
             .add_operands(&[self.v(memref)])
             .add_results(&[idx])
             .build();
         let base = self.push(op, "memref.extract_aligned_pointer_as_index")?;
-        let size = self.index_const(decl.dtype.size_bytes() as i64)?;
+        let size = self.index_const(dtype.size_bytes() as i64)?;
         let bytes = self.push(
             Ok(arith::muli(self.v(index), self.v(size), self.loc)),
             "arith.muli",
@@ -202,18 +213,28 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         let Some(s) = self.inline_asm(asm, &c.join(","), &operands, Some(st))? else {
             return Ok(vec![]);
         };
-        let mut out = vec![];
-        for v in 0..n {
-            let op = melior::dialect::llvm::extract_value(
-                self.ctx(),
-                self.v(s),
-                DenseI64ArrayAttribute::new(self.ctx(), &[v as i64]),
-                f32t,
-                self.loc,
-            );
-            out.push(self.push(Ok(op), "llvm.extractvalue")?);
-        }
-        Ok(out)
+        self.struct_values(s, n, f32t)
+    }
+
+    /// The `n` fields (each of type `ty`) of an LLVM struct value (`llvm.extractvalue`).
+    pub(super) fn struct_values(
+        &mut self,
+        s: MlirValue,
+        n: usize,
+        ty: Type<'c>,
+    ) -> R<Vec<MlirValue>> {
+        (0..n)
+            .map(|v| {
+                let op = melior::dialect::llvm::extract_value(
+                    self.ctx(),
+                    self.v(s),
+                    DenseI64ArrayAttribute::new(self.ctx(), &[v as i64]),
+                    ty,
+                    self.loc,
+                );
+                self.push(Ok(op), "llvm.extractvalue")
+            })
+            .collect()
     }
 
     /// A wgmma matrix descriptor of the shared operand at `f`: start address, leading and

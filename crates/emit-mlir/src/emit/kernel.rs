@@ -438,7 +438,12 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
                 let (c, _) = self.expr(cond)?;
                 self.scf_if_else(c, body, orelse)?;
             }
-            Stmt::Copy { width, dst, src } => self.copy(*width, dst, src)?,
+            Stmt::Copy {
+                width,
+                dst,
+                src,
+                hint,
+            } => self.copy(*width, dst, src, *hint)?,
             Stmt::Intrinsic { op, args } => {
                 let f = |i: usize| match args.get(i) {
                     Some(kir::Arg::Frag(f)) => Ok(f),
@@ -623,7 +628,13 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
 
     /// `copy.N`: the N elements of mode 0 as one `vector.load` and one `vector.store`, aligned
     /// to their size (mode 0 is `N:1` and every other stride a multiple of N).
-    pub(super) fn copy(&mut self, width: u32, dst: &kir::Frag, src: &kir::Frag) -> R<()> {
+    pub(super) fn copy(
+        &mut self,
+        width: u32,
+        dst: &kir::Frag,
+        src: &kir::Frag,
+        hint: kir::CacheHint,
+    ) -> R<()> {
         let (sm, si, sd) = self.place(&src.tensor, &src.coord(0))?;
         let (dm, di, dd) = self.place(&dst.tensor, &dst.coord(0))?;
         if sd.dtype != dd.dtype || sd.dtype == DType::I1 {
@@ -636,17 +647,64 @@ impl<'c, 'k> KernelEmitter<'c, 'k> {
         let align = i64::from(width) * sd.dtype.size_bytes() as i64;
         let i64t = IntegerType::new(self.ctx(), 64).into();
         let align_attr: Attribute = IntegerAttribute::new(i64t, align).into();
-        let load = OperationBuilder::new("vector.load", self.loc)
-            .add_operands(&[self.v(sm), self.v(si)])
-            .add_attributes(&[(self.e.id("alignment"), align_attr)])
-            .add_results(&[vty])
-            .build();
-        let v = self.push(load, "vector.load")?;
+        let bytes = u32::try_from(align).unwrap_or(0);
+        let v = match hint.ptx_load(bytes / 4) {
+            Some(ptx) => {
+                let addr = self.address_of(sm, si, sd.dtype, 64)?;
+                self.hinted_load(&ptx, bytes / 4, addr, vty)?
+            }
+            None => {
+                let load = OperationBuilder::new("vector.load", self.loc)
+                    .add_operands(&[self.v(sm), self.v(si)])
+                    .add_attributes(&[(self.e.id("alignment"), align_attr)])
+                    .add_results(&[vty])
+                    .build();
+                self.push(load, "vector.load")?
+            }
+        };
         let store = OperationBuilder::new("vector.store", self.loc)
             .add_operands(&[self.v(v), self.v(dm), self.v(di)])
             .add_attributes(&[(self.e.id("alignment"), align_attr)])
             .build();
         self.push0(store, "vector.store")
+    }
+
+    /// A copy's hinted global load (`CacheHint::ptx_load` of `regs` 32-bit registers) from
+    /// the 64-bit address `addr` as inline assembly, its registers as a vector of type `vty`.
+    fn hinted_load(
+        &mut self,
+        ptx: &str,
+        regs: u32,
+        addr: MlirValue,
+        vty: Type<'c>,
+    ) -> R<MlirValue> {
+        let mut asm = ptx.to_string();
+        for i in (0..=regs).rev() {
+            asm = asm.replace(&format!("%{i}"), &format!("${i}"));
+        }
+        let i32t: Type = IntegerType::new(self.ctx(), 32).into();
+        let mut constraints: Vec<&str> = vec!["=r"; regs as usize];
+        constraints.push("l");
+        let words = if regs == 1 {
+            let w = self.inline_asm(&asm, &constraints.join(","), &[addr], Some(i32t))?;
+            vec![w.ok_or_else(|| self.unsupported("a hinted load's result"))?]
+        } else {
+            let st = melior::dialect::llvm::r#type::r#struct(
+                self.ctx(),
+                &vec![i32t; regs as usize],
+                false,
+            );
+            let s = self.inline_asm(&asm, &constraints.join(","), &[addr], Some(st))?;
+            let s = s.ok_or_else(|| self.unsupported("a hinted load's result"))?;
+            self.struct_values(s, regs as usize, i32t)?
+        };
+        let wty = self.vector_type(&[i64::from(regs)], i32t);
+        let w = self.vector_from_elements(&words, wty)?;
+        let op = OperationBuilder::new("vector.bitcast", self.loc)
+            .add_operands(&[self.v(w)])
+            .add_results(&[vty])
+            .build();
+        self.push(op, "vector.bitcast")
     }
 
     pub(super) fn load_at(&mut self, tensor: &str, coord: Vec<Expr>) -> R<MlirValue> {

@@ -484,14 +484,30 @@ impl<'a> Parser<'a> {
                 Ok(Stmt::Sync)
             }
             w if w.starts_with("copy.") => {
-                let width = w["copy.".len()..]
+                let rest = &w["copy.".len()..];
+                let (width, hint) = match rest.split_once('.') {
+                    None => (rest, CacheHint::Normal),
+                    Some((n, "evict_first")) => (n, CacheHint::EvictFirst),
+                    Some((_, h)) => {
+                        return Err(c.err_at(
+                            0,
+                            format!("unknown cache hint `.{h}` in `{w}` (expected `.evict_first`)"),
+                        ));
+                    }
+                };
+                let width = width
                     .parse::<u32>()
                     .map_err(|_| c.err_at(0, format!("bad copy width in `{w}`")))?;
                 let dst = c.frag()?;
                 c.punct(",")?;
                 let src = c.frag()?;
                 c.end()?;
-                Ok(Stmt::Copy { width, dst, src })
+                Ok(Stmt::Copy {
+                    width,
+                    dst,
+                    src,
+                    hint,
+                })
             }
             other => {
                 let Some(op) = Intrinsic::from_name(other) else {

@@ -200,6 +200,7 @@ impl Builder<'_, '_> {
                     tensor: gv.clone(),
                     at: vec![Expr::idx(IdxOp::Div, kc.clone(), Expr::Int(8))],
                 },
+                hint: irc_kir::CacheHint::Normal,
             };
             s.out.push(Stmt::If {
                 cond: lt(kc, int(kdim)),
@@ -249,6 +250,7 @@ impl Builder<'_, '_> {
                     width: 8,
                     dst: mine.clone(),
                     src: at.clone(),
+                    hint: irc_kir::CacheHint::Normal,
                 });
                 for z in 0..8i64 {
                     let xv = s.prologue_value(
@@ -289,6 +291,7 @@ impl Builder<'_, '_> {
                         width: 8,
                         dst: at,
                         src: mine,
+                        hint: irc_kir::CacheHint::Normal,
                     });
                 }
                 Ok(())

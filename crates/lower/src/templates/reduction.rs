@@ -3,7 +3,7 @@
 //! reduced or outputs are few; a thread per output (coalesced column sums) when a leading axis
 //! is reduced and there are at least 32 × SMs outputs. Shared helpers for row-wise kernels.
 
-use super::config::{Config, ReductionConfig};
+use super::config::{Config, ReductionSchedule};
 use crate::LowerError;
 use crate::lower::*;
 use irc_ir::infer::reduction_axes;
@@ -135,16 +135,19 @@ impl Builder<'_, '_> {
         // The schedule: the configuration's (whose check allows the column schedule only with
         // the innermost dimension kept), else the heuristic's.
         let schedule = match self.config {
-            Some(Config::Reduction(c)) => c,
+            Some(Config::Reduction(c)) => {
+                self.load_hint = c.loads;
+                c.schedule
+            }
             _ if innermost_kept
                 && rows
                     >= super::config::column_min_outputs(u64::from(self.l.options.target.sms)) =>
             {
-                ReductionConfig::Column {
+                ReductionSchedule::Column {
                     threads: u64::from(THREADS),
                 }
             }
-            _ => ReductionConfig::Row {
+            _ => ReductionSchedule::Row {
                 threads: u64::from(row_threads(k)),
             },
         };
@@ -165,7 +168,7 @@ impl Builder<'_, '_> {
             access.mode(0).map_err(internal)?,
         ])?;
         match schedule {
-            ReductionConfig::ColumnSplit => {
+            ReductionSchedule::ColumnSplit => {
                 let w = super::row_cached::row_width(xd, rows, &swapped);
                 let sw = swapped.clone();
                 let elem = move |s: &mut Builder<'_, '_>, _: Expr, _: Expr| -> R<Expr> {
@@ -189,7 +192,7 @@ impl Builder<'_, '_> {
                     Ok(())
                 });
             }
-            ReductionConfig::Split { chunk } => {
+            ReductionSchedule::Split { chunk } => {
                 let width = super::row_cached::row_width(xd, k, &access);
                 let red = RowsSplit {
                     rows,
@@ -204,7 +207,7 @@ impl Builder<'_, '_> {
             }
             _ => {}
         }
-        if let ReductionConfig::Column { threads } = schedule {
+        if let ReductionSchedule::Column { threads } = schedule {
             // A thread per `w` adjacent outputs (16 bytes of them where the kept dims are
             // contiguous and the outputs many): the reduced axis walked serially, four steps
             // in flight, each step one vector read (`templates/vector.rs`) into `w`
@@ -287,10 +290,10 @@ impl Builder<'_, '_> {
             });
         }
         let threads = match schedule {
-            ReductionConfig::Row { threads } | ReductionConfig::Column { threads } => threads,
+            ReductionSchedule::Row { threads } | ReductionSchedule::Column { threads } => threads,
             // Built above.
-            ReductionConfig::Split { .. } | ReductionConfig::ColumnSplit => u64::from(THREADS),
-            ReductionConfig::Warp { warps } => {
+            ReductionSchedule::Split { .. } | ReductionSchedule::ColumnSplit => u64::from(THREADS),
+            ReductionSchedule::Warp { warps } => {
                 // A row per lane group: the group's lanes stride its vectors, a group reduction,
                 // the group's first lane stores.
                 let vecs = k.div_ceil(width);

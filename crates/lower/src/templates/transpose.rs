@@ -313,6 +313,7 @@ impl Builder<'_, '_> {
                         tensor: op.src.clone(),
                         at,
                     },
+                    hint: irc_kir::CacheHint::Normal,
                 };
                 match (u + 1) * threads <= count {
                     true => self.out.push(copy),

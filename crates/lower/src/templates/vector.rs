@@ -15,7 +15,7 @@
 
 use crate::lower::*;
 use irc_ir::DType;
-use irc_kir::{Expr, Frag, Space, Stmt, Ty};
+use irc_kir::{CacheHint, Expr, Frag, Space, Stmt, Ty};
 use irc_layout::{Layout, coalesce, composition};
 use std::collections::HashMap;
 
@@ -290,12 +290,14 @@ impl Builder<'_, '_> {
 
     /// The register tensor that holds the vector of global tensor `src`, made (and its copy
     /// recorded before or after the loop) on first use.
+    /// `load`: the copy's cache hint where the global tensor is read (its copy placed before
+    /// the loop), `None` where it is written (after).
     fn vector_register(
         &mut self,
         global: String,
         dtype: DType,
         width: u64,
-        load: bool,
+        load: Option<CacheHint>,
     ) -> R<String> {
         if let Some(r) = self.vectors.as_ref().and_then(|s| s.regs.get(&global)) {
             return Ok(r.clone());
@@ -318,15 +320,15 @@ impl Builder<'_, '_> {
                 at: st.at.clone(),
             },
         );
-        let copy = |dst, src| Stmt::Copy {
+        let copy = |dst, src, hint| Stmt::Copy {
             width: width as u32,
             dst,
             src,
+            hint,
         };
-        if load {
-            st.before.push(copy(reg_frag, mem));
-        } else {
-            st.after.push(copy(mem, reg_frag));
+        match load {
+            Some(hint) => st.before.push(copy(reg_frag, mem, hint)),
+            None => st.after.push(copy(mem, reg_frag, CacheHint::Normal)),
         }
         st.regs.insert(global, reg.clone());
         Ok(reg)
@@ -359,7 +361,14 @@ impl Builder<'_, '_> {
             return Ok(None);
         };
         let global = self.tensor_at(Space::Global(p.to_string()), dtype, layout, offset);
-        let reg = self.vector_register(global, dtype, width, true)?;
+        // The configuration's cache hint is for the graph's values the kernel streams in, not
+        // the scratch its blocks write and read back (a split reduction's partials).
+        let hint = if self.is_temp_param(p) {
+            CacheHint::Normal
+        } else {
+            self.load_hint
+        };
+        let reg = self.vector_register(global, dtype, width, Some(hint))?;
         let v = self.vector_lane();
         Ok(Some(self.let_(
             "v",
@@ -382,7 +391,7 @@ impl Builder<'_, '_> {
             && let Some((vl, width)) = self.vectorizable(&coord, &layout, offset, dtype)
         {
             let global = self.tensor_at(Space::Global(p), dtype, vl, offset);
-            let reg = self.vector_register(global, dtype, width, false)?;
+            let reg = self.vector_register(global, dtype, width, None)?;
             let v = self.vector_lane();
             self.out.push(Stmt::Store {
                 tensor: reg,

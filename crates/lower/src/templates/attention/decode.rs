@@ -586,6 +586,7 @@ impl Builder<'_, '_> {
                             tensor: r.tensor.clone(),
                             at: vec![int(slot), tid.clone(), stage.clone()],
                         },
+                        hint: irc_kir::CacheHint::Normal,
                     };
                     self.guarded(ln.guard(i, *c), vec![copy]);
                 }

@@ -357,6 +357,7 @@ impl Builder<'_, '_> {
                     at: vec![gq.clone(), c8.clone(), bi.clone()],
                 },
                 src,
+                hint: irc_kir::CacheHint::Normal,
             });
         }
         Ok(())

@@ -200,6 +200,7 @@ impl Builder<'_, '_> {
                                             at: vec![],
                                         },
                                         src: staged_frag.clone(),
+                                        hint: irc_kir::CacheHint::Normal,
                                     });
                                     Some(t)
                                 }
@@ -267,6 +268,7 @@ impl Builder<'_, '_> {
                                             ],
                                         },
                                         src,
+                                        hint: irc_kir::CacheHint::Normal,
                                     });
                                 }
                                 Ok(())

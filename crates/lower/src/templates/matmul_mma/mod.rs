@@ -288,6 +288,7 @@ impl Builder<'_, '_> {
                     tensor: g.clone(),
                     at: gcoord,
                 },
+                hint: irc_kir::CacheHint::Normal,
             }];
             // Out of range: zeros, element by element.
             let (smem, rr2, kk2) = (t.smem.clone(), rr.clone(), kk.clone());

@@ -428,6 +428,7 @@ impl Builder<'_, '_> {
                             tensor: pair.clone(),
                             at: vec![],
                         },
+                        hint: irc_kir::CacheHint::Normal,
                     });
                     Ok(())
                 })?,
@@ -524,6 +525,7 @@ impl Builder<'_, '_> {
                                 at: vec![],
                             },
                             src: staged_frag.clone(),
+                            hint: irc_kir::CacheHint::Normal,
                         });
                         // Along the columns (coordinate mode 1): an operand the chain reads
                         // 8 contiguous aligned elements of (a residual, a bias row) is one
@@ -563,6 +565,7 @@ impl Builder<'_, '_> {
                                 at: vec![gm.clone(), gn8.clone(), bi.clone()],
                             },
                             src,
+                            hint: irc_kir::CacheHint::Normal,
                         });
                     }
                     Ok(())

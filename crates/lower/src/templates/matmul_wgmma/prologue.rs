@@ -246,6 +246,7 @@ impl Builder<'_, '_> {
                         tensor: gp.view.clone(),
                         at: vec![add(pb.clone(), Expr::Int((ks * 16 + start) / 2))],
                     },
+                    hint: irc_kir::CacheHint::Normal,
                 };
                 let reg = Expr::Int(ks * gp.starts.len() as i64 + p as i64);
                 if kdim.is_multiple_of(BK) {
