@@ -168,9 +168,34 @@ fn reductions_over_rows() {
           %y = reduce_mean %x {axes = [0, 2]}
           return %y
         }",
+        // Rows of 9 and 8 vectors: the warp schedule on 16, 8, 4 or 2 lanes a row, each lane
+        // loading one to five vectors (the last lane group of a warp without a row).
+        "graph @w(%x: tensor<37x72xf16>) -> tensor<37xf16> {
+          %y = reduce_sum %x {axes = [1]}
+          return %y
+        }",
+        "graph @v(%x: tensor<21x64xbf16>) -> tensor<21xbf16> {
+          %y = reduce_max %x {axes = [1]}
+          return %y
+        }",
     ] {
-        check(src);
+        let (_, ran) = check(src);
+        assert!(ran > 10, "{ran} points");
     }
+    // The heuristic's lanes: two vectors a lane from rows of 8 vectors (and evict-first loads
+    // of 64 and 128 MiB inputs).
+    let lanes = |k: u64| {
+        let text = format!(
+            "graph @g(%x: tensor<1048576x{k}xf16>) -> tensor<1048576xf16> {{\n  %y = reduce_sum %x {{axes = [1]}}\n  return %y\n}}\n"
+        );
+        let g = irc_frontend::parse_module(&text).unwrap().graphs.remove(0);
+        let planned = irc_lower::plan_and_lower(&g, Default::default()).unwrap();
+        planned.choices[0].config.unwrap().to_string()
+    };
+    assert_eq!(lanes(64), "warp,warps=8,lanes=4,evict_first");
+    assert_eq!(lanes(128), "warp,warps=8,lanes=8");
+    assert_eq!(lanes(512), "warp,warps=8");
+    assert_eq!(lanes(32), "warp,warps=8,evict_first");
 }
 
 /// Checks the graph's every kernel against the interpreter; returns the kernel IR.

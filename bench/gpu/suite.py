@@ -65,10 +65,10 @@ ROW_SIZES = ["128", "1k", "8k", "64k", "1m", "16m"]
 # Plain reductions of one op over given axes (`reduce_OP %x {axes = [...]}`, their eager form
 # read from the graph, `reduce_eager`), 8 to 256 MiB: batch-norm statistics of NCHW tensors (f16,
 # f32; one inside the L2), leading-axis reductions into 32, 128 and 768 outputs and into 1M,
-# few to many rows of f32, bf16 and f16.
+# few to many rows of f32, bf16 and f16 (many rows of 8 to 64 vectors: the warp schedule).
 REDUCE_ROWS = ["bn_stats_f16", "bn_stats_f32", "chan_mean_l2", "colmax_32", "colsum_f32",
                "token_mean", "rows8_f32", "rows64_bf16", "rows256_f32", "sum_axis0_wide",
-               "rowsum_many"]
+               "rowsum_many", "rowsum_f32_256", "rowmax_f16_64", "rowsum_bf16_96"]
 REDUCTIONS = (
     [f"{op}_{n}" for op in ("softmax", "rmsnorm", "layernorm") for n in ROW_SIZES]
     + ["layernorm_16x4m", "sum_axis0", "sum_axis1", "sum_axis2"]

@@ -326,6 +326,54 @@ fn ranking_puts_the_estimate_in_order_and_sees_the_shape() {
 }
 
 #[test]
+fn the_reduction_heuristic_follows_rows_and_input_size() {
+    let target = Target::default();
+    let point = |shape: &str, dtype: &str, axes: &str| {
+        let dims: Vec<&str> = shape.split('x').collect();
+        let reduced: Vec<usize> = axes.split(", ").map(|a| a.parse().unwrap()).collect();
+        let kept: Vec<&str> = (0..dims.len())
+            .filter(|d| !reduced.contains(d))
+            .map(|d| dims[d])
+            .collect();
+        let text = format!(
+            "graph @g(%x: tensor<{shape}x{dtype}>) -> tensor<{}x{dtype}> {{\n  %y = reduce_sum %x {{axes = [{axes}]}}\n  return %y\n}}\n",
+            kept.join("x")
+        );
+        let g = irc_frontend::parse_module(&text).unwrap().graphs.remove(0);
+        let p = plan_and_lower(&g, Default::default()).unwrap().choices[0]
+            .problem
+            .clone();
+        space_of("reduction")
+            .unwrap()
+            .heuristic(&p, &target)
+            .to_string()
+    };
+    // Few long rows split; 64 to 2 x SMs of them a block each (1024 threads up to one an SM);
+    // evict-first loads from a quarter of the L2 (12.5 MiB) to four times it (200 MiB).
+    assert_eq!(
+        point("16x2097152", "f32", "1"),
+        "split,chunk=32768,evict_first"
+    );
+    assert_eq!(point("16x4194304", "f32", "1"), "split,chunk=65536");
+    assert_eq!(point("8x8388608", "f32", "1"), "split,chunk=65536");
+    assert_eq!(
+        point("64x524288", "f32", "1"),
+        "row,threads=1024,evict_first"
+    );
+    assert_eq!(
+        point("256x65536", "f32", "1"),
+        "row,threads=512,evict_first"
+    );
+    assert_eq!(point("64x32768", "f32", "1"), "row,threads=1024");
+    assert_eq!(
+        point("32x64x128x128", "f32", "0, 2, 3"),
+        "row,threads=1024,evict_first"
+    );
+    assert_eq!(point("1048576x64", "f16", "0"), "column_split,evict_first");
+    assert_eq!(point("64x1024x1024", "f32", "0"), "column,threads=256");
+}
+
+#[test]
 fn signatures_are_stable_and_change_with_the_problem() {
     let sig = |text: &str| {
         let m = irc_frontend::parse_module(text).unwrap();

@@ -21,9 +21,9 @@
 
 use super::MmaConfig;
 use super::problem::{Problem, ProblemShape};
+pub use super::reduction_config::{ReductionConfig, ReductionSchedule, ReductionSpace};
 use super::split::{RowSchedule, STEP};
-use crate::lower::{MAX_BLOCKS, THREADS, row_threads};
-use irc_kir::CacheHint;
+use crate::lower::{MAX_BLOCKS, THREADS};
 use irc_target::Target;
 use std::fmt;
 
@@ -98,50 +98,6 @@ pub struct PointwiseConfig {
     pub blocks_per_sm: Option<u64>,
 }
 
-/// The reduction template's point: its schedule, and how its loads of the reduced input are
-/// cached (`loads`: `EvictFirst` marks the input read once, PTX's `ld.global.cs`; written
-/// `,evict_first` after the schedule).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ReductionConfig {
-    pub schedule: ReductionSchedule,
-    pub loads: CacheHint,
-}
-
-impl ReductionConfig {
-    /// `schedule` with default-cached loads.
-    pub fn new(schedule: ReductionSchedule) -> Self {
-        ReductionConfig {
-            schedule,
-            loads: CacheHint::Normal,
-        }
-    }
-}
-
-/// The reduction template's schedule: a block of `threads` per output row; `warps` warps per
-/// block, each output row on a warp or (rows of fewer than 32 vectors) part of one; or (a
-/// leading axis reduced) a thread per output in blocks of `threads`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReductionSchedule {
-    Row {
-        threads: u64,
-    },
-    Warp {
-        warps: u64,
-    },
-    Column {
-        threads: u64,
-    },
-    /// Few long rows: each row over `ceil(k / chunk)` blocks of 256 threads writing partials,
-    /// added in order by the last block of the row to arrive (one launch).
-    Split {
-        chunk: u64,
-    },
-    /// A leading axis reduced into few outputs: the split column reduction
-    /// (`templates/column.rs`; where the axis is split across blocks, the last block of a tile
-    /// to arrive adds the partials).
-    ColumnSplit,
-}
-
 /// The row template's schedule (`split.rs` describes each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RowConfig {
@@ -168,7 +124,7 @@ const SM_BLOCKS: u64 = 32;
 /// Shared memory an SM holds, bytes (sm_90: 228 KiB).
 const SM_SHARED: u64 = 228 * 1024;
 /// Grid y and z limit.
-const GRID_YZ: u64 = 65535;
+pub(crate) const GRID_YZ: u64 = 65535;
 
 /// A template's configuration space (module docs).
 pub trait TemplateSpace: Sync {
@@ -259,8 +215,27 @@ pub(crate) fn fields(text: &str) -> (Option<&str>, Fields<'_>) {
     (word, out)
 }
 
+/// `warp,warps=N[,lanes=L]` (the row and reduction templates' warp schedules).
+pub(crate) fn warp_fields(text: &str) -> Result<(u64, Option<u64>), String> {
+    let bad = || format!("`{text}` is not `warp,warps=N[,lanes=N]`");
+    let (mut warps, mut lanes) = (None, None);
+    for (k, v) in fields(text).1 {
+        match k {
+            "warps" if warps.is_none() => warps = Some(v?),
+            "lanes" if lanes.is_none() => lanes = Some(v?),
+            _ => return Err(bad()),
+        }
+    }
+    Ok((warps.ok_or_else(bad)?, lanes))
+}
+
+/// `,lanes=L` when a warp schedule names its lanes a row.
+pub(crate) fn lanes_suffix(lanes: Option<u64>) -> String {
+    lanes.map(|l| format!(",lanes={l}")).unwrap_or_default()
+}
+
 /// The one field `name` of `text`, for a point with exactly that field.
-fn one_field(text: &str, word: &str, name: &str) -> Result<u64, String> {
+pub(crate) fn one_field(text: &str, word: &str, name: &str) -> Result<u64, String> {
     let (w, f) = fields(text);
     match (w, f.as_slice()) {
         (Some(w), [(k, v)]) if w == word && *k == name => v.clone(),
@@ -372,256 +347,6 @@ impl fmt::Display for PointwiseConfig {
             write!(f, ",blocks_per_sm={b}")?;
         }
         Ok(())
-    }
-}
-
-/// Outputs from which a reduction over leading axes runs a thread per output (the column
-/// schedule): 32 per SM fill it with coalesced loads.
-pub(crate) fn column_min_outputs(sms: u64) -> u64 {
-    32 * sms
-}
-
-/// A split reduction's chunks are multiples of this many elements (256 threads × 4 vectors ×
-/// 4 elements).
-pub(crate) const SPLIT_STEP: u64 = 4096;
-
-/// The chunk of a split reduction of `rows` rows of `k`: about 8 blocks per SM in all.
-pub(crate) fn split_chunk(rows: u64, k: u64, sms: u64) -> u64 {
-    let splits = (8 * sms).div_ceil(rows.max(1));
-    k.div_ceil(splits).div_ceil(SPLIT_STEP).max(1) * SPLIT_STEP
-}
-
-pub struct ReductionSpace;
-
-impl TemplateSpace for ReductionSpace {
-    fn template(&self) -> &'static str {
-        "reduction"
-    }
-    fn version(&self) -> u32 {
-        4
-    }
-    fn heuristic(&self, p: &Problem, t: &Target) -> Config {
-        let threads = u64::from(THREADS);
-        let schedule = match p.shape {
-            ProblemShape::Reduction {
-                rows,
-                innermost_kept: true,
-                ..
-            } if rows >= column_min_outputs(u64::from(t.sms)) => {
-                ReductionSchedule::Column { threads }
-            }
-            ProblemShape::Reduction {
-                innermost_kept: true,
-                ..
-            } => ReductionSchedule::ColumnSplit,
-            // Fewer rows than 2 per SM, long ones: split each over about 8 blocks per SM.
-            ProblemShape::Reduction { k, rows, .. }
-                if rows < 2 * u64::from(t.sms) && k >= 4 * SPLIT_STEP =>
-            {
-                ReductionSchedule::Split {
-                    chunk: split_chunk(rows, k, u64::from(t.sms)),
-                }
-            }
-            // Rows of at most 4096 elements, enough of them for a warp each to fill the GPU:
-            // warps (or lane groups) per row, no block barrier.
-            ProblemShape::Reduction { k, rows, .. }
-                if k <= 4096 && rows >= 8 * u64::from(t.sms) =>
-            {
-                ReductionSchedule::Warp {
-                    warps: threads / 32,
-                }
-            }
-            ProblemShape::Reduction { k, .. } => ReductionSchedule::Row {
-                threads: u64::from(row_threads(k)),
-            },
-            _ => ReductionSchedule::Row { threads },
-        };
-        Config::Reduction(ReductionConfig {
-            schedule,
-            loads: reduction_loads(p, t),
-        })
-    }
-    fn enumerate(&self, p: &Problem, t: &Target) -> Vec<Config> {
-        // The heuristic's schedule (its split chunk need not be a power-of-two multiple of
-        // the step) with either hint, then the grid of schedules.
-        let Config::Reduction(h) = self.heuristic(p, t) else {
-            return vec![];
-        };
-        let mut schedules = vec![h.schedule];
-        for threads in [32, 64, 128, 256, 512, 1024] {
-            schedules.push(ReductionSchedule::Row { threads });
-            schedules.push(ReductionSchedule::Column { threads });
-        }
-        for warps in [1, 2, 4, 8, 16] {
-            schedules.push(ReductionSchedule::Warp { warps });
-        }
-        schedules.push(ReductionSchedule::ColumnSplit);
-        if let ProblemShape::Reduction { k, .. } = p.shape {
-            let mut chunk = SPLIT_STEP;
-            while chunk < k {
-                schedules.push(ReductionSchedule::Split { chunk });
-                chunk *= 2;
-            }
-        }
-        let mut out = vec![];
-        for schedule in schedules {
-            for loads in [CacheHint::Normal, CacheHint::EvictFirst] {
-                out.push(Config::Reduction(ReductionConfig { schedule, loads }));
-            }
-        }
-        out
-    }
-    fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
-        let Config::Reduction(c) = c else {
-            return Err(wrong("reduction"));
-        };
-        let threads = match c.schedule {
-            ReductionSchedule::Row { threads } | ReductionSchedule::Column { threads } => threads,
-            ReductionSchedule::Warp { warps } => 32 * warps,
-            ReductionSchedule::Split { chunk } => {
-                let ProblemShape::Reduction { k, rows, .. } = p.shape else {
-                    return Err(wrong("reduction"));
-                };
-                if chunk == 0 || chunk % SPLIT_STEP != 0 || k.div_ceil(chunk) < 2 {
-                    return Err(format!(
-                        "{c}: the chunk is a multiple of {SPLIT_STEP} shorter than the row"
-                    ));
-                }
-                if rows > GRID_YZ {
-                    return Err(format!("{c}: {rows} rows exceed the grid's y limit"));
-                }
-                256
-            }
-            ReductionSchedule::ColumnSplit => 256,
-        };
-        if !(32..=1024).contains(&threads) || !threads.is_power_of_two() {
-            return Err(format!("{c}: threads must be a power of two in 32..=1024"));
-        }
-        let column_ok = matches!(
-            p.shape,
-            ProblemShape::Reduction {
-                innermost_kept: true,
-                ..
-            }
-        );
-        if matches!(
-            c.schedule,
-            ReductionSchedule::Column { .. } | ReductionSchedule::ColumnSplit
-        ) && !column_ok
-        {
-            return Err(format!(
-                "{c}: the column schedule needs the innermost dimension kept"
-            ));
-        }
-        Ok(())
-    }
-    fn estimate_us(&self, c: &Config, p: &Problem, t: &Target) -> f64 {
-        let (Config::Reduction(c), ProblemShape::Reduction { rows, k, .. }) = (c, &p.shape) else {
-            return f64::INFINITY;
-        };
-        let (rows, k) = (*rows as f64, *k as f64);
-        match c.schedule {
-            ReductionSchedule::Row { threads } => {
-                let th = threads as f64;
-                // Idle lanes on short rows, and a block reduction per row (log2 steps).
-                let used = k / ((k / th).ceil() * th);
-                let blocks = (rows as u64).clamp(1, MAX_BLOCKS);
-                let tree = rows * th.log2() * 2e-6 / f64::from(t.sms);
-                memory_us(p.bytes as f64, resident(blocks, threads, t) * used, 1.0, t) + tree
-            }
-            ReductionSchedule::Warp { warps } => {
-                // A row per lane group; idle lanes where a row is short of the group.
-                let lanes = (k / 4.0).ceil().max(1.0).min(32.0);
-                let used = (k / 4.0 / ((k / 4.0 / lanes).ceil() * lanes)).min(1.0);
-                let per_block = (warps as f64) * (32.0 / lanes.log2().exp2()).max(1.0);
-                let blocks = ((rows / per_block).ceil() as u64).clamp(1, MAX_BLOCKS);
-                memory_us(
-                    p.bytes as f64,
-                    resident(blocks, 32 * warps, t) * used * 4.0,
-                    1.0,
-                    t,
-                )
-            }
-            ReductionSchedule::Column { threads } => {
-                let blocks = (rows as u64).div_ceil(threads).clamp(1, MAX_BLOCKS);
-                memory_us(p.bytes as f64, resident(blocks, threads, t), 1.0, t)
-            }
-            ReductionSchedule::Split { chunk } => {
-                let blocks = (k as u64).div_ceil(chunk) * rows as u64;
-                memory_us(p.bytes as f64, resident(blocks, 256, t) * 4.0, 2.0, t)
-            }
-            ReductionSchedule::ColumnSplit => {
-                let blocks = 4 * u64::from(t.sms);
-                memory_us(p.bytes as f64, resident(blocks, 256, t) * 4.0, 2.0, t)
-            }
-        }
-    }
-    fn parse(&self, text: &str) -> Result<Config, String> {
-        let (text, loads) = match text.trim().strip_suffix(",evict_first") {
-            Some(rest) => (rest, CacheHint::EvictFirst),
-            None => (text, CacheHint::Normal),
-        };
-        let schedule = match fields(text).0 {
-            Some("row") => ReductionSchedule::Row {
-                threads: one_field(text, "row", "threads")?,
-            },
-            Some("column") => ReductionSchedule::Column {
-                threads: one_field(text, "column", "threads")?,
-            },
-            Some("warp") => ReductionSchedule::Warp {
-                warps: one_field(text, "warp", "warps")?,
-            },
-            Some("split") => ReductionSchedule::Split {
-                chunk: one_field(text, "split", "chunk")?,
-            },
-            Some("column_split") if text == "column_split" => ReductionSchedule::ColumnSplit,
-            _ => {
-                return Err(format!(
-                    "`{text}` is not `row,threads=N`, `warp,warps=N`, `column,threads=N`, `split,chunk=N` or `column_split` (then optionally `,evict_first`)"
-                ));
-            }
-        };
-        Ok(Config::Reduction(ReductionConfig { schedule, loads }))
-    }
-}
-
-/// The heuristic's cache policy for a reduction's input loads: evict-first where the kernel
-/// streams more than a quarter of the L2 and at most four times the L2. Measured on the H200
-/// (run 251, 18 reductions, each timed both ways after an L2 flush): evict-first 4-12% faster
-/// from 49 to 128 MiB (the split, split column and column schedules alike), mixed at 256 MiB
-/// (-5% to +3%), 4% slower at 512 MiB; no faster at 8 MiB, where the input's lines may
-/// instead serve the next kernel from the L2.
-fn reduction_loads(p: &Problem, t: &Target) -> CacheHint {
-    if p.bytes > t.l2_bytes / 4 && p.bytes <= 4 * t.l2_bytes {
-        CacheHint::EvictFirst
-    } else {
-        CacheHint::Normal
-    }
-}
-
-impl fmt::Display for ReductionConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}{}",
-            self.schedule,
-            match self.loads {
-                CacheHint::Normal => "",
-                CacheHint::EvictFirst => ",evict_first",
-            }
-        )
-    }
-}
-
-impl fmt::Display for ReductionSchedule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReductionSchedule::Row { threads } => write!(f, "row,threads={threads}"),
-            ReductionSchedule::Column { threads } => write!(f, "column,threads={threads}"),
-            ReductionSchedule::Warp { warps } => write!(f, "warp,warps={warps}"),
-            ReductionSchedule::Split { chunk } => write!(f, "split,chunk={chunk}"),
-            ReductionSchedule::ColumnSplit => write!(f, "column_split"),
-        }
     }
 }
 
@@ -782,19 +507,8 @@ impl TemplateSpace for RowSpace {
     fn parse(&self, text: &str) -> Result<Config, String> {
         let c = match fields(text).0 {
             Some("warp") => {
-                let bad = || format!("`{text}` is not `warp,warps=N[,lanes=N]`");
-                let (mut warps, mut lanes) = (None, None);
-                for (k, v) in fields(text).1 {
-                    match k {
-                        "warps" if warps.is_none() => warps = Some(v?),
-                        "lanes" if lanes.is_none() => lanes = Some(v?),
-                        _ => return Err(bad()),
-                    }
-                }
-                RowConfig::Warp {
-                    warps: warps.ok_or_else(bad)?,
-                    lanes,
-                }
+                let (warps, lanes) = warp_fields(text)?;
+                RowConfig::Warp { warps, lanes }
             }
             Some("block") => RowConfig::Block {
                 threads: one_field(text, "block", "threads")?,
@@ -820,11 +534,7 @@ impl fmt::Display for RowConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RowConfig::Warp { warps, lanes } => {
-                write!(f, "warp,warps={warps}")?;
-                match lanes {
-                    Some(l) => write!(f, ",lanes={l}"),
-                    None => Ok(()),
-                }
+                write!(f, "warp,warps={warps}{}", lanes_suffix(*lanes))
             }
             RowConfig::Block { threads } => write!(f, "block,threads={threads}"),
             RowConfig::Split { chunk } => write!(f, "split,chunk={chunk}"),

@@ -15,6 +15,7 @@ pub mod decode_config;
 mod matmul_mma;
 mod matmul_wgmma;
 mod norm_prologue;
+mod reduction_config;
 
 pub(crate) use attention::AttentionOps;
 mod mma_config;
@@ -70,7 +71,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "reduction",
         anchor: Anchor::Reduction,
         applies: "every reduce_* group",
-        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | warp,warps=N (N warps per block, an output row per warp or lane group; default for rows of at most 4096 elements and at least 8 x SMs rows) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs) | column_split (leading axes reduced into fewer outputs: column.rs) | split,chunk=N (fewer than 2*SMs rows of at least 16384: chunks over blocks, partials added in order); each optionally ,evict_first (the input read with ld.global.cs; default where it is more than a quarter of the L2 and at most four times it)",
+        config: "ReductionConfig: row,threads=N (block per output row; default threads from the row length, 32..256) | warp,warps=N[,lanes=L] (N warps per block, an output row per warp or group of L lanes; default for rows of at most 4096 elements and at least 8 x SMs rows, two vectors a lane from rows of 8 vectors) | column,threads=N (leading axes reduced: a thread per output, coalesced; default from 32*SMs outputs) | column_split (leading axes reduced into fewer outputs: column.rs) | split,chunk=N (fewer than 2*SMs rows of at least 16384: chunks over blocks, partials added in order); each optionally ,evict_first (the input read with ld.global.cs; default where it is more than a quarter of the L2 and at most four times it)",
     },
     TemplateInfo {
         name: "row",

@@ -141,7 +141,9 @@ impl Builder<'_, '_> {
             }
             _ if innermost_kept
                 && rows
-                    >= super::config::column_min_outputs(u64::from(self.l.options.target.sms)) =>
+                    >= super::reduction_config::column_min_outputs(u64::from(
+                        self.l.options.target.sms,
+                    )) =>
             {
                 ReductionSchedule::Column {
                     threads: u64::from(THREADS),
@@ -293,11 +295,11 @@ impl Builder<'_, '_> {
             ReductionSchedule::Row { threads } | ReductionSchedule::Column { threads } => threads,
             // Built above.
             ReductionSchedule::Split { .. } | ReductionSchedule::ColumnSplit => u64::from(THREADS),
-            ReductionSchedule::Warp { warps } => {
+            ReductionSchedule::Warp { warps, lanes } => {
                 // A row per lane group: the group's lanes stride its vectors, a group reduction,
                 // the group's first lane stores.
                 let vecs = k.div_ceil(width);
-                let lanes = vecs.next_power_of_two().min(32);
+                let lanes = lanes.unwrap_or(vecs.next_power_of_two().min(32));
                 return self.lane_group_rows(rows, lanes, warps, |b, row, valid, lane| {
                     let acc = b.accumulator(acc_t, init);
                     let (a, r) = (acc.clone(), row.clone());
