@@ -10,7 +10,9 @@ workload (one `examples/NAME.ir` each) it
    (median, L2 flushed before each run);
 3. runs `irc run FILE --device gpu --input ... --save-outputs DIR` and checks the results against
    a float64 PyTorch reference (||out - ref|| / ||ref||, max abs error, NaN/Inf), and times irc
-   with `irc bench FILE --json --input ...` (the same inputs);
+   with `irc bench FILE --json --input ...` (the same inputs), its kernels at their templates'
+   heuristic configurations (no tuning cache read) or, with `--tune K`, at those `irc tune
+   --top-k K` picks for the row first;
 4. prints a markdown table and writes it with a JSON file to
    `$OUT/bench/results/<date>-<name>.{md,json}` (or `bench/results/` of the repository when OUT
    is unset), `<name>` from `--name` (default: the GPU's name), with `-2`, `-3`, ... added
@@ -19,7 +21,7 @@ workload (one `examples/NAME.ir` each) it
 A failing irc step is recorded in its row; the suite goes on.
 
     python3 bench/gpu/suite.py [--suite headline|reductions|gemm|all] [--only NAME]... [--quick]
-                               [--no-compile] [--irc PATH]
+                               [--no-compile] [--irc PATH] [--tune K]
 """
 
 import argparse
@@ -586,6 +588,17 @@ def run_workload(name, args, tmp):
                 row["compile_error"] = str(e).splitlines()[0][:200]
     flags = [a for s in specs for a in ("--input", s)]
     irc = str(args.irc)
+    # The kernels' configurations: each template's heuristic, or with --tune K those `irc tune`
+    # measures best among the heuristic's and the K best estimated (a cache of this run).
+    cache = ["--no-tune-cache"]
+    if args.tune:
+        cache = ["--tune-cache", str(folder / "tune.json")]
+        try:
+            run_cmd([irc, "tune", str(path), "--arch", args.arch, "--top-k", str(args.tune),
+                     *cache], args.timeout)
+        except Exception as e:
+            row["irc_tune_error"] = str(e)[:600]
+    flags += cache
     # The CUDA backend's columns are `irc_*`; with --mlir, the MLIR backend's are `mlir_*`.
     backends = [("irc", "cuda")] + ([("mlir", "mlir")] if args.mlir else [])
     for key, backend in backends:
@@ -637,7 +650,9 @@ def markdown(rows, meta):
         f"torch {meta['torch']}, triton {meta['triton']}, irc `{meta['irc_version']}`, arch {meta['arch']}; "
         f"`triton.testing.do_bench` medians in ms (L2 flushed); floor = max(flops / {meta['peak_tflops']} TFLOP/s, "
         f"bytes / {meta['peak_gbps']} GB/s); error = ||out - ref|| / ||ref|| against float64 PyTorch "
-        "(correct: at most 1e-2 for f16/bf16 results, 1e-4 otherwise, or at most 1.25x eager's error).",
+        "(correct: at most 1e-2 for f16/bf16 results, 1e-4 otherwise, or at most 1.25x eager's error)"
+        + (f"; irc's kernels tuned by `irc tune --top-k {meta['tune']}`." if meta.get("tune")
+           else "; irc's kernels at their templates' heuristic configurations."),
         "",
         "| workload | floor | eager | torch.compile | SDPA | irc | irc / best | % of floor | irc TFLOP/s | irc error | irc max abs | eager error | status |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -708,6 +723,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", help="the results file's name after the date (default: the GPU's)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds for each irc command")
+    ap.add_argument("--tune", type=int, metavar="K",
+                    help="time irc with the configurations `irc tune --top-k K` picks for each "
+                         "row (default: each template's heuristic, no tuning cache read)")
     ap.add_argument("--peak-tflops", type=float, default=737.0)
     ap.add_argument("--peak-gbps", type=float, default=3006.0)
     args = ap.parse_args()
@@ -721,7 +739,7 @@ def main():
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
-        "irc_version": irc_version, "arch": args.arch,
+        "irc_version": irc_version, "arch": args.arch, "tune": args.tune,
         "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps,
     }
     rows = []

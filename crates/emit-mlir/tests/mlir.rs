@@ -231,3 +231,48 @@ fn integer_negation_is_not_neg_in_ptx() {
     assert!(!ptx.contains("neg.s"), "neg in\n{ptx}");
     assert!(ptx.contains("not.b"), "no not in\n{ptx}");
 }
+
+/// Hinted copies (`copy.N.evict_first`) of 8 and 4 bytes are `ld.global.cs` loads of two and
+/// one registers, gathered into the copy's vector, in MLIR and in PTX.
+#[test]
+fn hinted_copies_of_each_width_are_streaming_loads() {
+    let text = "graph @g(%x: tensor<300x100xf16>, %y: tensor<300x66xbf16>) -> (tensor<300xf16>, tensor<300xbf16>) {\n  %a = reduce_sum %x {axes = [1]}\n  %b = reduce_max %y {axes = [1]}\n  return %a, %b\n}\n";
+    let g = irc_frontend::parse_module(text).unwrap().graphs.remove(0);
+    let base = irc_lower::plan_and_lower_with(&g, Default::default(), &Default::default()).unwrap();
+    let point =
+        irc_lower::templates::Config::parse("reduction", "row,threads=128,evict_first").unwrap();
+    let options = irc_lower::LowerOptions {
+        configs: base
+            .choices
+            .iter()
+            .map(|c| (c.problem.key(), point))
+            .collect(),
+        ..Default::default()
+    };
+    let m = irc_lower::plan_and_lower_with(&g, Default::default(), &options)
+        .unwrap()
+        .kernels;
+    let kir = irc_kir::print_module(&m);
+    assert!(
+        kir.contains("copy.4.evict_first") && kir.contains("copy.2.evict_first"),
+        "{kir}"
+    );
+    let mlir = emit_mlir(&m).unwrap();
+    for asm in [
+        "ld.global.cs.v2.u32 {$0, $1}, [$2];",
+        "ld.global.cs.u32 $0, [$1];",
+    ] {
+        assert!(mlir.contains(asm), "{asm} not in\n{mlir}");
+    }
+    assert!(mlir.contains("vector.bitcast"), "{mlir}");
+    if find_cuda_toolkit().is_none() {
+        return skip_or_fail(
+            "libdevice (set IRC_CUDA_TOOLKIT to the nvidia-cuda-nvcc wheel's nvidia/cu13)",
+        );
+    }
+    let ptx = compile_to_ptx(&m, "sm_90a").unwrap();
+    assert!(
+        ptx.contains("ld.global.cs.v2.u32") && ptx.contains("ld.global.cs.u32"),
+        "{ptx}"
+    );
+}
