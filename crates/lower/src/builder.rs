@@ -145,12 +145,18 @@ impl<'l, 'g> Builder<'l, 'g> {
         self.l.g.def_inst(v)
     }
 
-    /// Whether parameter `p` is bound to a temp buffer the template added (scratch its blocks
-    /// write: a split reduction's partials).
-    pub(crate) fn is_temp_param(&self, p: &str) -> bool {
-        self.param_of
-            .iter()
-            .any(|(buffer, q)| q == p && self.temps.iter().any(|t| &t.name == buffer))
+    /// Whether parameter `p` is bound to a buffer the kernel writes: a temp the template added
+    /// (scratch its blocks write and read back: a split reduction's partials) or the buffer of
+    /// a value the group stores.
+    pub(crate) fn writes_param(&self, p: &str) -> bool {
+        self.param_of.iter().any(|(buffer, q)| {
+            q == p
+                && (self.temps.iter().any(|t| &t.name == buffer)
+                    || self
+                        .roots
+                        .iter()
+                        .any(|r| self.l.buffer_of.get(r) == Some(buffer)))
+        })
     }
 
     pub(crate) fn param(&mut self, buffer: &str) -> String {

@@ -362,8 +362,9 @@ impl Builder<'_, '_> {
         };
         let global = self.tensor_at(Space::Global(p.to_string()), dtype, layout, offset);
         // The configuration's cache hint is for the graph's values the kernel streams in, not
-        // the scratch its blocks write and read back (a split reduction's partials).
-        let hint = if self.is_temp_param(p) {
+        // a buffer it writes (the scratch its blocks write and read back: a split reduction's
+        // partials), which a hinted load may not read (the kernel IR's verifier).
+        let hint = if self.writes_param(p) {
             CacheHint::Normal
         } else {
             self.load_hint
