@@ -334,17 +334,36 @@ pub enum CacheHint {
 }
 
 impl CacheHint {
-    /// The suffix after `copy.N` in the text form (`.evict_first`; empty for the default).
-    pub fn suffix(self) -> &'static str {
-        match self {
-            CacheHint::Normal => "",
-            CacheHint::EvictFirst => ".evict_first",
-        }
+    /// The hints that are not the default, by name.
+    pub const HINTS: [(&'static str, CacheHint); 1] = [("evict_first", CacheHint::EvictFirst)];
+
+    /// The hint's name (`evict_first`; `None` for the default), as the kernel IR's
+    /// `copy.N.NAME` and a reduction point's `,NAME` write it.
+    pub fn name(self) -> Option<&'static str> {
+        Self::HINTS
+            .iter()
+            .find(|(_, h)| *h == self)
+            .map(|(n, _)| *n)
+    }
+
+    /// The hint called `name`.
+    pub fn from_name(name: &str) -> Option<CacheHint> {
+        Self::HINTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, h)| *h)
+    }
+
+    /// `sep` and the name, empty for the default: the suffix after `copy.N` (`.evict_first`)
+    /// or after a reduction point's schedule (`,evict_first`).
+    pub fn suffix(self, sep: char) -> String {
+        self.name().map(|n| format!("{sep}{n}")).unwrap_or_default()
     }
 
     /// The PTX load of `regs` 32-bit registers (1, 2 or 4) with this hint, when it is not
     /// the default: operands `%0 .. %{regs-1}` the registers, `%{regs}` the 64-bit address.
-    /// Both emitters write it as inline assembly, so the instruction is written once.
+    /// The MLIR emitter writes it as inline assembly; the CUDA emitter calls CUDA's intrinsic
+    /// for the same instruction (`__ldcs`).
     pub fn ptx_load(self, regs: u32) -> Option<String> {
         let op = match self {
             CacheHint::Normal => return None,

@@ -171,7 +171,7 @@ fn print_stmt(out: &mut String, s: &Stmt, depth: usize) {
             hint,
         } => {
             let f = |x: &Frag| format!("%{}[{}]", x.tensor, exprs(&x.at));
-            let h = hint.suffix();
+            let h = hint.suffix('.');
             let _ = writeln!(out, "{pad}copy.{width}{h} {}, {}", f(dst), f(src));
         }
         Stmt::Sync => {

@@ -669,7 +669,7 @@ impl<'k> Checker<'k> {
         ts: &TensorDecl,
         to_registers: bool,
     ) -> Result<(), String> {
-        let what = format!("copy.{w}{}", hint.suffix());
+        let what = format!("copy.{w}{}", hint.suffix('.'));
         let Space::Global(param) = &ts.space else {
             return Err(format!(
                 "{what} reads global memory; %{} is not global",

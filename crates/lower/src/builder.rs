@@ -55,9 +55,6 @@ pub(crate) struct Builder<'l, 'g> {
     pub(crate) known: HashMap<ValueId, Expr>,
     /// The open vector loop of a row kernel (`templates/vector.rs`).
     pub(crate) vectors: Option<crate::templates::VectorStage>,
-    /// How the vector loop's copies from global memory are cached (a reduction
-    /// configuration's `loads`).
-    pub(crate) load_hint: irc_kir::CacheHint,
     /// The open shared-memory transpose of a pointwise kernel (`templates/transpose.rs`).
     pub(crate) stage: Option<crate::templates::TransposeStage>,
     /// Values this kernel stores that are computed, never read from their buffers, while it
@@ -105,7 +102,6 @@ impl<'l, 'g> Builder<'l, 'g> {
             heuristic: false,
             known: HashMap::new(),
             vectors: None,
-            load_hint: irc_kir::CacheHint::Normal,
             stage: None,
             unstored: Default::default(),
         }

@@ -487,13 +487,17 @@ impl<'a> Parser<'a> {
                 let rest = &w["copy.".len()..];
                 let (width, hint) = match rest.split_once('.') {
                     None => (rest, CacheHint::Normal),
-                    Some((n, "evict_first")) => (n, CacheHint::EvictFirst),
-                    Some((_, h)) => {
-                        return Err(c.err_at(
-                            0,
-                            format!("unknown cache hint `.{h}` in `{w}` (expected `.evict_first`)"),
-                        ));
-                    }
+                    Some((n, h)) => match CacheHint::from_name(h) {
+                        Some(hint) => (n, hint),
+                        None => {
+                            return Err(c.err_at(
+                                0,
+                                format!(
+                                    "unknown cache hint `.{h}` in `{w}` (expected `.evict_first`)"
+                                ),
+                            ));
+                        }
+                    },
                 };
                 let width = width
                     .parse::<u32>()

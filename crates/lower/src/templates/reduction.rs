@@ -135,10 +135,7 @@ impl Builder<'_, '_> {
         // The schedule: the configuration's (whose check allows the column schedule only with
         // the innermost dimension kept), else the heuristic's.
         let schedule = match self.config {
-            Some(Config::Reduction(c)) => {
-                self.load_hint = c.loads;
-                c.schedule
-            }
+            Some(Config::Reduction(c)) => c.schedule,
             _ if innermost_kept
                 && rows
                     >= super::reduction_config::column_min_outputs(u64::from(
@@ -299,7 +296,7 @@ impl Builder<'_, '_> {
                 // A row per lane group: the group's lanes stride its vectors, a group reduction,
                 // the group's first lane stores.
                 let vecs = k.div_ceil(width);
-                let lanes = lanes.unwrap_or(vecs.next_power_of_two().min(32));
+                let lanes = lanes.unwrap_or(super::reduction_config::natural_lanes(vecs));
                 return self.lane_group_rows(rows, lanes, warps, |b, row, valid, lane| {
                     let acc = b.accumulator(acc_t, init);
                     let (a, r) = (acc.clone(), row.clone());

@@ -21,16 +21,6 @@ pub struct ReductionConfig {
     pub loads: CacheHint,
 }
 
-impl ReductionConfig {
-    /// `schedule` with default-cached loads.
-    pub fn new(schedule: ReductionSchedule) -> Self {
-        ReductionConfig {
-            schedule,
-            loads: CacheHint::Normal,
-        }
-    }
-}
-
 /// The reduction template's schedule: a block of `threads` per output row; `warps` warps per
 /// block, each output row on a group of `lanes` lanes (a power of two up to 32; `None`: one
 /// lane a vector of the row, up to 32), the lanes striding its vectors; or (a leading axis
@@ -58,11 +48,14 @@ pub enum ReductionSchedule {
     ColumnSplit,
 }
 
-/// A row's lanes on the warp schedule: one a 16-byte vector of the row, up to 32.
-pub(crate) fn natural_lanes(k: u64, dtype: irc_ir::DType) -> u64 {
+/// A row's lanes on the warp schedule by default: one for each of its `vecs` vectors, up to 32.
+pub(crate) fn natural_lanes(vecs: u64) -> u64 {
+    vecs.next_power_of_two().min(32)
+}
+
+/// The vectors of a row of `k` elements of `dtype` (16 bytes where `k` allows).
+fn row_vectors(k: u64, dtype: irc_ir::DType) -> u64 {
     k.div_ceil(super::vector::vector_width(dtype, k))
-        .next_power_of_two()
-        .min(32)
 }
 
 /// The heuristic's lanes a row on the warp schedule: two of the row's vectors a lane where the
@@ -72,9 +65,9 @@ pub(crate) fn natural_lanes(k: u64, dtype: irc_ir::DType) -> u64 {
 /// 0.0746, 0.0299, 0.0728 and 0.0720 ms against one (0.0750+, –, 0.0779, –) and four (0.0847,
 /// 0.0320, 0.0740, 0.0724).
 pub(crate) fn warp_lanes(k: u64, dtype: irc_ir::DType) -> Option<u64> {
-    let vecs = k.div_ceil(super::vector::vector_width(dtype, k));
-    let lanes = vecs.div_ceil(2).next_power_of_two().min(32);
-    (vecs >= 8 && lanes < natural_lanes(k, dtype)).then_some(lanes)
+    let vecs = row_vectors(k, dtype);
+    let lanes = natural_lanes(vecs.div_ceil(2));
+    (vecs >= 8 && lanes < natural_lanes(vecs)).then_some(lanes)
 }
 
 /// Outputs from which a reduction over leading axes runs a thread per output (the column
@@ -175,7 +168,7 @@ impl TemplateSpace for ReductionSpace {
         // Rows also on a half, a quarter or an eighth of their natural lanes, each lane then
         // loading more vectors.
         let natural = match p.shape {
-            ProblemShape::Reduction { k, .. } => natural_lanes(k, p.dtype),
+            ProblemShape::Reduction { k, .. } => natural_lanes(row_vectors(k, p.dtype)),
             _ => 32,
         };
         for warps in [1, 2, 4, 8, 16] {
@@ -299,10 +292,11 @@ impl TemplateSpace for ReductionSpace {
         }
     }
     fn parse(&self, text: &str) -> Result<Config, String> {
-        let (text, loads) = match text.trim().strip_suffix(",evict_first") {
-            Some(rest) => (rest, CacheHint::EvictFirst),
-            None => (text, CacheHint::Normal),
-        };
+        let hinted = text
+            .trim()
+            .rsplit_once(',')
+            .and_then(|(rest, h)| Some((rest, CacheHint::from_name(h)?)));
+        let (text, loads) = hinted.unwrap_or((text, CacheHint::Normal));
         let schedule = match fields(text).0 {
             Some("row") => ReductionSchedule::Row {
                 threads: one_field(text, "row", "threads")?,
@@ -344,15 +338,7 @@ fn reduction_loads(p: &Problem, t: &Target) -> CacheHint {
 
 impl fmt::Display for ReductionConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}{}",
-            self.schedule,
-            match self.loads {
-                CacheHint::Normal => "",
-                CacheHint::EvictFirst => ",evict_first",
-            }
-        )
+        write!(f, "{}{}", self.schedule, self.loads.suffix(','))
     }
 }
 

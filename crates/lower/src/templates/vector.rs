@@ -364,10 +364,9 @@ impl Builder<'_, '_> {
         // The configuration's cache hint is for the graph's values the kernel streams in, not
         // a buffer it writes (the scratch its blocks write and read back: a split reduction's
         // partials), which a hinted load may not read (the kernel IR's verifier).
-        let hint = if self.writes_param(p) {
-            CacheHint::Normal
-        } else {
-            self.load_hint
+        let hint = match self.config {
+            Some(super::Config::Reduction(c)) if !self.writes_param(p) => c.loads,
+            _ => CacheHint::Normal,
         };
         let reg = self.vector_register(global, dtype, width, Some(hint))?;
         let v = self.vector_lane();
