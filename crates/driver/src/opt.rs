@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct OptArgs {
-    /// The input file, `-` for standard input.
+    /// The input file: graph IR, `-` for standard input, or an ONNX model (`.onnx`, imported
+    /// first as `irc import` does).
     #[arg(default_value = "-")]
     pub input: String,
     /// Write the output here instead of standard output.
@@ -48,6 +49,8 @@ pub struct OptArgs {
     pub cache: crate::tuning::CacheArgs,
     #[command(flatten)]
     pub passes: PassArgs,
+    #[command(flatten)]
+    pub dims: crate::import::DimArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +212,7 @@ pub fn run(args: &OptArgs) -> Result<bool> {
         return Ok(true);
     }
     let pm = args.passes.manager(false)?;
-    let text = read_source(&args.input)?;
+    let text = source_text(args)?;
     let name = if args.input == "-" {
         "<stdin>"
     } else {
@@ -263,6 +266,24 @@ pub fn run(args: &OptArgs) -> Result<bool> {
         None => std::io::stdout().write_all(joined.as_bytes())?,
     }
     Ok(ok)
+}
+
+/// The input's text: the file (or standard input) as written, or an ONNX model imported and
+/// printed as graph IR — its weights stay parameters, which is all a compile needs.
+fn source_text(args: &OptArgs) -> Result<String> {
+    if !crate::import::is_onnx(&args.input) {
+        if !args.dims.dims.is_empty() {
+            anyhow::bail!("--dim sizes the dynamic dims of an ONNX model's inputs; {} is graph IR", args.input);
+        }
+        return read_source(&args.input);
+    }
+    if args.split_input_file || args.verify_diagnostics {
+        anyhow::bail!("--split-input-file and --verify-diagnostics read graph IR text, not an ONNX model");
+    }
+    let imported = crate::import::import_file(std::path::Path::new(&args.input), &args.dims)?;
+    Ok(irc_ir::print_module(&irc_ir::Module {
+        graphs: vec![imported.graph],
+    }))
 }
 
 fn compile(

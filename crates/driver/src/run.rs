@@ -163,20 +163,9 @@ pub fn select_graph<'m>(module: &'m Module, input: &str, graph: Option<&str>) ->
     })
 }
 
-/// The graph's inputs from `--input NAME=PATH.npy` specs, the rest seeded random when `random`.
-/// `limit` bounds the size of a random input (the interpreter's limit on the CPU).
-pub fn load_inputs(
-    graph: &Graph,
-    specs: &[String],
-    random: bool,
-    seed: u64,
-    limit: Option<u64>,
-) -> Result<Vec<Tensor>> {
-    let none = vec![None; graph.params.len()];
-    load_inputs_with(graph, none, specs, random, seed, limit)
-}
-
-/// [`load_inputs`], with some parameters' values already known (weights), one per parameter.
+/// Each parameter's value: known already (a weight; one entry per parameter), read from the
+/// `.npy` file a `NAME=PATH` spec gives, or (with `random`) a seeded standard normal; `limit`
+/// bounds the size of a random input (the interpreter's limit on the CPU).
 pub fn load_inputs_with(
     graph: &Graph,
     mut known: Vec<Option<Tensor>>,

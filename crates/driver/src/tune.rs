@@ -11,7 +11,7 @@
 
 use crate::gpu::{CheckHow, Reference, compile, from_host, to_host};
 use crate::opt::Backend;
-use crate::run::{load_inputs, parse, select_graph};
+use crate::run::{load, load_inputs_with, select_graph};
 use crate::tuning::CacheArgs;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -31,7 +31,7 @@ const MAX_CHECKS: usize = 3;
 
 #[derive(clap::Args, Debug)]
 pub struct TuneArgs {
-    /// The graph IR file (not needed with --show or --clear).
+    /// The graph IR file or ONNX model (`.onnx`); not needed with --show or --clear.
     pub input: Option<String>,
     /// The graph to tune; needed when the file holds several.
     #[arg(long, value_name = "NAME")]
@@ -48,6 +48,13 @@ pub struct TuneArgs {
     /// The GPU architecture to compile for (and to record the results under).
     #[arg(long, default_value = "sm_90a")]
     pub arch: String,
+    /// Parameter values by name from a safetensors file (default: the file an imported graph
+    /// names on its `// irc-weights:` line; an ONNX model carries its own). Parameters with no
+    /// value are seeded standard normals.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub weights: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub dims: crate::import::DimArgs,
     /// The seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -94,7 +101,7 @@ pub fn run(args: &TuneArgs) -> Result<bool> {
     } else {
         args.passes.manager(true)?
     };
-    let Some(written) = parse(input)? else {
+    let Some((written, weights)) = load(input, args.weights.as_deref(), &args.dims)? else {
         return Ok(false);
     };
     let mut module = written.clone();
@@ -126,7 +133,8 @@ pub fn run(args: &TuneArgs) -> Result<bool> {
              (`irc tune --list FILE` ranks the candidates without one)"
         )
     })?;
-    Tuner::new(args, &gpu, graph, reference)?.tune(&problems, &target)
+    let known = crate::import::match_weights(graph, weights)?;
+    Tuner::new(args, &gpu, graph, reference, known)?.tune(&problems, &target)
 }
 
 /// The problems of `choices` that have a space, once each, with the groups built for them.
@@ -258,8 +266,9 @@ impl<'a> Tuner<'a> {
         gpu: &'a Gpu,
         graph: &'a Graph,
         reference_graph: &'a Graph,
+        known: Vec<Option<Tensor>>,
     ) -> Result<Tuner<'a>> {
-        let inputs = load_inputs(graph, &[], true, args.seed, None)?;
+        let inputs = load_inputs_with(graph, known, &[], true, args.seed, None)?;
         let host = inputs.iter().map(to_host).collect();
         Ok(Tuner {
             args,

@@ -238,6 +238,38 @@ fn import_to_stdout() {
     assert!(text.contains("%x: tensor<3x4xf32>"), "{text}");
 }
 
+/// Check that the default command compiles an ONNX model as it compiles the graph IR `irc
+/// import` writes for it (every stage printed the same), that `--dim` sizes its dynamic dims
+/// there too, and that the options that read graph IR text say so.
+#[test]
+fn emit_reads_onnx_models() {
+    let d = scratch("emit-onnx");
+    let ir = d.join("m.ir");
+    let onnx = model("transformer_block.onnx");
+    ok(&irc(&["import", &onnx, "--dim", "batch=1", "-o", ir.to_str().unwrap()]));
+    for stage in ["graph", "fused", "cuda"] {
+        let emit = format!("--emit={stage}");
+        let from_ir = irc(&[&emit, ir.to_str().unwrap()]);
+        let from_onnx = irc(&[&emit, &onnx, "--dim", "batch=1"]);
+        ok(&from_ir);
+        ok(&from_onnx);
+        assert!(!from_onnx.stdout.is_empty());
+        assert_eq!(from_ir.stdout, from_onnx.stdout, "--emit={stage}");
+    }
+    let o = irc(&["--emit=graph", &model("dynamic_dim.onnx"), "--dim", "batch=3"]);
+    ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("%x: tensor<3x4xf32>"));
+    let o = irc(&["--emit=graph", &model("dynamic_dim.onnx")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("give it a size with --dim batch=N"), "{}", stderr(&o));
+    let o = irc(&["--split-input-file", &model("dynamic_dim.onnx"), "--dim", "batch=3"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not an ONNX model"), "{}", stderr(&o));
+    let o = irc(&["--dim", "batch=3", ir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is graph IR"), "{}", stderr(&o));
+}
+
 /// Check that the GPU lowering computes a gather where it is read: the index is loaded,
 /// wrapped, and clamped for the address (an out-of-range index gives NaN, never a read out of
 /// bounds).

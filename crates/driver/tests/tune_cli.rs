@@ -95,6 +95,32 @@ fn list_ranks_candidates_without_a_gpu() {
     assert_eq!(s.matches(" estimate ").count(), 5, "{s}");
 }
 
+/// Check that `irc tune` takes an ONNX model as `irc run` does: each kernel of the imported
+/// graph ranked, a dynamic dim sized by `--dim`.
+#[test]
+fn list_ranks_an_onnx_models_kernels() {
+    let d = scratch("list-onnx");
+    let o = irc_with(
+        &d.join("none.json"),
+        &[
+            "tune",
+            "--list",
+            "tests/onnx_models/dynamic_dim.onnx",
+            "--dim",
+            "batch=4096",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let s = out(&o);
+    assert!(s.contains("kernel 1/") && s.contains("(default)"), "{s}");
+    let o = irc_with(
+        &d.join("none.json"),
+        &["tune", "--list", "tests/onnx_models/dynamic_dim.onnx"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("--dim batch=N"), "{}", err(&o));
+}
+
 #[test]
 fn tune_without_a_gpu_is_a_clear_error() {
     if std::env::var("IRC_GPU_TESTS").is_ok_and(|v| v == "1") {
