@@ -2,7 +2,7 @@
 //! and judges the median against a roofline target.
 
 use crate::gpu::{Compiled, compile, to_host};
-use crate::run::{load, load_inputs_with, select_graph};
+use crate::run::{Loaded, load_inputs_with, load_optimized, select_graph};
 use anyhow::{Result, bail};
 use irc_runtime::{BenchOptions, Gpu, HostTensor, Report, Target};
 
@@ -110,18 +110,17 @@ pub fn run(args: &BenchArgs) -> Result<bool> {
         bail!("--rep must be at least 1");
     }
     // The same pipeline as `irc run`: by default the `-O` pipeline's output is timed.
-    let pm = if args.no_passes {
-        None
-    } else {
-        args.passes.manager(true)?
-    };
-    let Some((mut module, weights)) = load(&args.input, args.weights.as_deref(), &args.dims)?
+    let Some(Loaded {
+        module, weights, ..
+    }) = load_optimized(
+        &args.input,
+        args.weights.as_deref(),
+        &args.dims,
+        (!args.no_passes).then_some(&args.passes),
+    )?
     else {
         return Ok(false);
     };
-    if let Some(pm) = &pm {
-        args.passes.run_on(pm, &mut module)?;
-    }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
     let lookup = args.cache.lookup(&args.input, &args.arch);
     let options = args.cache.options(args.mma_config, &lookup);

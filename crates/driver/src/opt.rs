@@ -273,12 +273,17 @@ pub fn run(args: &OptArgs) -> Result<bool> {
 fn source_text(args: &OptArgs) -> Result<String> {
     if !crate::import::is_onnx(&args.input) {
         if !args.dims.dims.is_empty() {
-            anyhow::bail!("--dim sizes the dynamic dims of an ONNX model's inputs; {} is graph IR", args.input);
+            anyhow::bail!(
+                "--dim sizes the dynamic dims of an ONNX model's inputs; {} is graph IR",
+                args.input
+            );
         }
         return read_source(&args.input);
     }
     if args.split_input_file || args.verify_diagnostics {
-        anyhow::bail!("--split-input-file and --verify-diagnostics read graph IR text, not an ONNX model");
+        anyhow::bail!(
+            "--split-input-file and --verify-diagnostics read graph IR text, not an ONNX model"
+        );
     }
     let imported = crate::import::import_file(std::path::Path::new(&args.input), &args.dims)?;
     Ok(irc_ir::print_module(&irc_ir::Module {

@@ -54,18 +54,19 @@ pub enum Device {
 }
 
 pub fn run(args: &RunArgs) -> Result<bool> {
-    let pm = if args.no_passes {
-        None
-    } else {
-        args.passes.manager(true)?
-    };
-    let Some((written, weights)) = load(&args.input, args.weights.as_deref(), &args.dims)? else {
+    let Some(Loaded {
+        written,
+        module,
+        weights,
+    }) = load_optimized(
+        &args.input,
+        args.weights.as_deref(),
+        &args.dims,
+        (!args.no_passes).then_some(&args.passes),
+    )?
+    else {
         return Ok(false);
     };
-    let mut module = written.clone();
-    if let Some(pm) = &pm {
-        args.passes.run_on(pm, &mut module)?;
-    }
     let graph = select_graph(&module, &args.input, args.graph.as_deref())?;
     let limit = match args.device {
         Device::Cpu => Some(irc_interp::MAX_TENSOR_BYTES),
@@ -87,6 +88,41 @@ pub fn run(args: &RunArgs) -> Result<bool> {
 
 /// Parameter values by parameter name.
 pub type Weights = Vec<(String, Tensor)>;
+
+/// A command's input read and optimized.
+pub struct Loaded {
+    /// The module as written: what `--check`'s reference interpreter runs.
+    pub written: Module,
+    /// The module after the pass pipeline (the same as written without one).
+    pub module: Module,
+    pub weights: Weights,
+}
+
+/// [`load`], then the pass pipeline `passes` (the `-O` pipeline unless they name another;
+/// `None` for `--no-passes`) on a copy; `None` when parse errors were reported.
+pub fn load_optimized(
+    input: &str,
+    weights: Option<&Path>,
+    dims: &crate::import::DimArgs,
+    passes: Option<&crate::opt::PassArgs>,
+) -> Result<Option<Loaded>> {
+    let pm = match passes {
+        Some(p) => p.manager(true)?.map(|pm| (p, pm)),
+        None => None,
+    };
+    let Some((written, weights)) = load(input, weights, dims)? else {
+        return Ok(None);
+    };
+    let mut module = written.clone();
+    if let Some((p, pm)) = &pm {
+        p.run_on(pm, &mut module)?;
+    }
+    Ok(Some(Loaded {
+        written,
+        module,
+        weights,
+    }))
+}
 
 /// The module to run and its weights: an ONNX model imported (with the weights it carries),
 /// or a graph IR file parsed with the weights `weights` or its `// irc-weights:` line names.

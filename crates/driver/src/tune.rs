@@ -11,7 +11,7 @@
 
 use crate::gpu::{CheckHow, Reference, compile, from_host, to_host};
 use crate::opt::Backend;
-use crate::run::{load, load_inputs_with, select_graph};
+use crate::run::{Loaded, load_inputs_with, load_optimized, select_graph};
 use crate::tuning::CacheArgs;
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -96,18 +96,19 @@ pub fn run(args: &TuneArgs) -> Result<bool> {
     if args.rep == 0 {
         bail!("--rep must be at least 1");
     }
-    let pm = if args.no_passes {
-        None
-    } else {
-        args.passes.manager(true)?
-    };
-    let Some((written, weights)) = load(input, args.weights.as_deref(), &args.dims)? else {
+    let Some(Loaded {
+        written,
+        module,
+        weights,
+    }) = load_optimized(
+        input,
+        args.weights.as_deref(),
+        &args.dims,
+        (!args.no_passes).then_some(&args.passes),
+    )?
+    else {
         return Ok(false);
     };
-    let mut module = written.clone();
-    if let Some(pm) = &pm {
-        args.passes.run_on(pm, &mut module)?;
-    }
     let graph = select_graph(&module, input, args.graph.as_deref())?;
     let reference = select_graph(&written, input, args.graph.as_deref())?;
     let target = irc_runtime::Target::h100();

@@ -246,7 +246,14 @@ fn emit_reads_onnx_models() {
     let d = scratch("emit-onnx");
     let ir = d.join("m.ir");
     let onnx = model("transformer_block.onnx");
-    ok(&irc(&["import", &onnx, "--dim", "batch=1", "-o", ir.to_str().unwrap()]));
+    ok(&irc(&[
+        "import",
+        &onnx,
+        "--dim",
+        "batch=1",
+        "-o",
+        ir.to_str().unwrap(),
+    ]));
     for stage in ["graph", "fused", "cuda"] {
         let emit = format!("--emit={stage}");
         let from_ir = irc(&[&emit, ir.to_str().unwrap()]);
@@ -256,13 +263,27 @@ fn emit_reads_onnx_models() {
         assert!(!from_onnx.stdout.is_empty());
         assert_eq!(from_ir.stdout, from_onnx.stdout, "--emit={stage}");
     }
-    let o = irc(&["--emit=graph", &model("dynamic_dim.onnx"), "--dim", "batch=3"]);
+    let o = irc(&[
+        "--emit=graph",
+        &model("dynamic_dim.onnx"),
+        "--dim",
+        "batch=3",
+    ]);
     ok(&o);
     assert!(String::from_utf8_lossy(&o.stdout).contains("%x: tensor<3x4xf32>"));
     let o = irc(&["--emit=graph", &model("dynamic_dim.onnx")]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("give it a size with --dim batch=N"), "{}", stderr(&o));
-    let o = irc(&["--split-input-file", &model("dynamic_dim.onnx"), "--dim", "batch=3"]);
+    assert!(
+        stderr(&o).contains("give it a size with --dim batch=N"),
+        "{}",
+        stderr(&o)
+    );
+    let o = irc(&[
+        "--split-input-file",
+        &model("dynamic_dim.onnx"),
+        "--dim",
+        "batch=3",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("not an ONNX model"), "{}", stderr(&o));
     let o = irc(&["--dim", "batch=3", ir.to_str().unwrap()]);
