@@ -89,7 +89,7 @@ pub const TEMPLATES: &[TemplateInfo] = &[
         name: "matmul_wgmma",
         anchor: Anchor::Matmul,
         applies: "f16/bf16 matmuls on sm_90a (CUDA backend) whose operands TMA can read: each a buffer (or views of one) with a unit-stride K or M/N dimension, 16-byte strides, at most one batch stride; batch <= 65535; an operand whose rows are not 16-byte aligned (an odd K or N) is first copied into a temp with 128-byte rows where the product has at least 2^27 multiply-adds (realign.rs), else the matmul is mma.sync's",
-        config: "WgmmaConfig (wgmma_config.rs): tile 128 x bn x 64, bn 64/128/256, split of K (1 = none; else a partials kernel and a summing epilogue kernel); heuristic: the widest bn whose tiles fill the SMs (256 also where its tiles keep more than half of them busy), split K where tiles leave half the SMs idle and K >= 64 k-tiles; stages = min(6, shared budget / stage); persistent, 3 warpgroups (TMA producer, 2 wgmma consumers, setmaxnreg 40/232)",
+        config: "WgmmaConfig (wgmma_config.rs): tile 128 x bn x 64, bn 64/128/256, split of K (1 = none; else a partials kernel and a summing epilogue kernel), group = the M tiles the persistent blocks walk together, N fastest within a group (a divisor of the M tiles; default the largest divisor up to 8); heuristic: the widest bn whose tiles fill the SMs (256 also where its tiles keep more than half of them busy), split K where tiles leave half the SMs idle and K >= 64 k-tiles; stages = min(6, shared budget / stage); persistent, 3 warpgroups (TMA producer, 2 wgmma consumers, setmaxnreg 40/232)",
     },
     TemplateInfo {
         name: "matmul_mma",

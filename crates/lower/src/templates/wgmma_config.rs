@@ -1,8 +1,10 @@
-//! The Hopper matmul's configuration space: the tile width and the splits of K.
+//! The Hopper matmul's configuration space: the tile width, the splits of K and the tiles' walk.
 //!
 //! The tile is `128 x bn x 64` (two consumer warpgroups of 64 rows); `split > 1` splits K into
-//! a partials kernel and a kernel summing the splits and applying the epilogue. The stages of
-//! the ring follow from the shared-memory budget, not from the point.
+//! a partials kernel and a kernel summing the splits and applying the epilogue; `group` is how
+//! many M tiles the persistent blocks walk together (N fastest within a group), which decides
+//! how many operand panels the tiles in flight share in L2. The stages of the ring follow from
+//! the shared-memory budget, not from the point.
 
 use super::config::{Config, TemplateSpace};
 use super::problem::{Problem, ProblemShape};
@@ -22,29 +24,55 @@ pub struct WgmmaConfig {
     pub bn: u64,
     /// Splits of K (1: none).
     pub split: u64,
+    /// M tiles walked together, a divisor of the M tiles (`None`: [`raster_group`]'s).
+    pub group: Option<u64>,
 }
 
 impl fmt::Display for WgmmaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bn={},split={}", self.bn, self.split)
+        write!(f, "bn={},split={}", self.bn, self.split)?;
+        match self.group {
+            Some(g) => write!(f, ",group={g}"),
+            None => Ok(()),
+        }
     }
 }
 
 impl std::str::FromStr for WgmmaConfig {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not `bn=N,split=S`");
-        let (a, b) = s.split_once(',').ok_or_else(bad)?;
-        let num = |t: &str, key: &str| -> Result<u64, String> {
-            t.strip_prefix(key)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(bad)
+        let bad = || format!("`{s}` is not `bn=N,split=S[,group=G]`");
+        let mut fields = s.split(',');
+        let mut num = |key: &str| -> Result<Option<u64>, String> {
+            fields
+                .next()
+                .map(|t| {
+                    t.strip_prefix(key)
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(bad)
+                })
+                .transpose()
         };
-        Ok(WgmmaConfig {
-            bn: num(a, "bn=")?,
-            split: num(b, "split=")?,
-        })
+        let bn = num("bn=")?.ok_or_else(bad)?;
+        let split = num("split=")?.ok_or_else(bad)?;
+        let group = num("group=")?;
+        if fields.next().is_some() {
+            return Err(bad());
+        }
+        Ok(WgmmaConfig { bn, split, group })
     }
+}
+
+/// The default walk: the largest group of at most 8 M tiles that divides them (65 M tiles:
+/// groups of 5).
+pub fn raster_group(tiles_m: u64) -> u64 {
+    (1..=8u64).rev().find(|g| tiles_m % g == 0).unwrap_or(1)
+}
+
+/// The groups the space offers beside the default: the divisors of the M tiles from 2 to 32
+/// (fewer than all of them).
+fn group_choices(tiles_m: u64) -> impl Iterator<Item = u64> {
+    (2..=32u64).filter(move |&g| g < tiles_m && tiles_m % g == 0 && g != raster_group(tiles_m))
 }
 
 impl WgmmaConfig {
@@ -70,7 +98,13 @@ impl WgmmaConfig {
         WgmmaConfig {
             bn,
             split: split_k(tiles(bn), ktiles, sms).0,
+            group: None,
         }
+    }
+
+    /// The M tiles walked together for `tiles_m` of them.
+    pub fn group(&self, tiles_m: u64) -> u64 {
+        self.group.unwrap_or_else(|| raster_group(tiles_m))
     }
 
     /// Splits and k-tiles per split for `ktiles` k-tiles: `split` splits of equal length, the
@@ -100,17 +134,21 @@ impl TemplateSpace for WgmmaSpace {
         "matmul_wgmma"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn heuristic(&self, p: &Problem, t: &Target) -> Config {
         let ProblemShape::Matmul { batch, m, n, k } = p.shape else {
-            return Config::Wgmma(WgmmaConfig { bn: 128, split: 1 });
+            return Config::Wgmma(WgmmaConfig {
+                bn: 128,
+                split: 1,
+                group: None,
+            });
         };
         let sms = u64::from(t.sms);
         Config::Wgmma(WgmmaConfig::heuristic(batch, m, n, k, sms))
     }
     fn enumerate(&self, p: &Problem, _: &Target) -> Vec<Config> {
-        let ProblemShape::Matmul { k, .. } = p.shape else {
+        let ProblemShape::Matmul { m, k, .. } = p.shape else {
             return vec![];
         };
         let ktiles = k.div_ceil(BK);
@@ -118,18 +156,36 @@ impl TemplateSpace for WgmmaSpace {
         for bn in WIDTHS {
             for split in [1, 2, 4, 8, 16, 32, 64, 128] {
                 if split == 1 || ktiles / split >= 8 {
-                    out.push(Config::Wgmma(WgmmaConfig { bn, split }));
+                    out.push(Config::Wgmma(WgmmaConfig {
+                        bn,
+                        split,
+                        group: None,
+                    }));
                 }
+            }
+            // Other walks of the unsplit tiles.
+            for g in group_choices(m.div_ceil(BM)) {
+                out.push(Config::Wgmma(WgmmaConfig {
+                    bn,
+                    split: 1,
+                    group: Some(g),
+                }));
             }
         }
         out
     }
     fn check(&self, c: &Config, p: &Problem, _: &Target) -> Result<(), String> {
-        let (Config::Wgmma(c), ProblemShape::Matmul { k, .. }) = (c, &p.shape) else {
+        let (Config::Wgmma(c), ProblemShape::Matmul { m, k, .. }) = (c, &p.shape) else {
             return Err("not a point of matmul_wgmma's space".into());
         };
         if !WIDTHS.contains(&c.bn) {
             return Err(format!("tile width {} (64, 128 or 256)", c.bn));
+        }
+        let tiles_m = m.div_ceil(BM);
+        if let Some(g) = c.group
+            && (g == 0 || tiles_m % g != 0)
+        {
+            return Err(format!("a group of {g} M tiles does not divide {tiles_m}"));
         }
         let ktiles = k.div_ceil(BK);
         if c.split == 0 || (c.split > 1 && ktiles / c.split < 8) {
@@ -203,5 +259,75 @@ mod tests {
         assert_eq!(h(1, 16384, 64, 4096).0, 64);
         assert!(h(1, 16384, 128, 4096).0 <= 128);
         assert_eq!(h(1, 32768, 128, 4096).0, 128);
+    }
+
+    /// A point's text reads back as the point, with or without a walk; anything else is an
+    /// error naming the form.
+    #[test]
+    fn points_print_and_parse() {
+        for text in [
+            "bn=256,split=1",
+            "bn=128,split=4",
+            "bn=256,split=1,group=16",
+        ] {
+            let c: WgmmaConfig = text.parse().unwrap();
+            assert_eq!(c.to_string(), text);
+        }
+        for bad in [
+            "bn=256",
+            "bn=256,split=1,group=",
+            "bn=256,split=1,group=4,x=1",
+            "split=1,bn=256",
+        ] {
+            let e = bad.parse::<WgmmaConfig>().unwrap_err();
+            assert!(e.contains("bn=N,split=S[,group=G]"), "{e}");
+        }
+    }
+
+    /// The space offers other walks of the unsplit tiles — divisors of the M tiles other than
+    /// the default — and the check refuses a group that does not divide them.
+    #[test]
+    fn walks_divide_the_m_tiles() {
+        let p = Problem {
+            template: "matmul_wgmma",
+            shape: ProblemShape::Matmul {
+                batch: 1,
+                m: 8192,
+                n: 8192,
+                k: 8192,
+            },
+            dtype: irc_ir::DType::F16,
+            bytes: 0,
+            flops: 0,
+            signature: String::new(),
+        };
+        let t = Target::default();
+        let groups: Vec<(u64, u64)> = WgmmaSpace
+            .enumerate(&p, &t)
+            .into_iter()
+            .filter_map(|c| match c {
+                Config::Wgmma(WgmmaConfig {
+                    bn: 256,
+                    split,
+                    group: Some(g),
+                }) => Some((split, g)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(groups, [(1, 2), (1, 4), (1, 16), (1, 32)]);
+        assert_eq!(raster_group(64), 8);
+        assert_eq!(raster_group(65), 5);
+        assert_eq!(group_choices(65).collect::<Vec<_>>(), [13]);
+        let point = |g| {
+            Config::Wgmma(WgmmaConfig {
+                bn: 256,
+                split: 1,
+                group: Some(g),
+            })
+        };
+        assert!(WgmmaSpace.check(&point(16), &p, &t).is_ok());
+        let e = WgmmaSpace.check(&point(3), &p, &t).unwrap_err();
+        assert_eq!(e, "a group of 3 M tiles does not divide 64");
+        assert!(WgmmaSpace.check(&point(0), &p, &t).is_err());
     }
 }

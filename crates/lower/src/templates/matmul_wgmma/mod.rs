@@ -147,8 +147,7 @@ impl Builder<'_, '_> {
         let total = per_batch * p.batch;
         // Tiles are walked in groups of `group` M tiles, N fastest within a group: blocks
         // running together share A row panels and B column panels in L2.
-        // The largest group of at most 8 that divides the M tiles (65 M tiles: groups of 5).
-        let group = (1..=8u64).rev().find(|g| tiles_m % g == 0).unwrap_or(1);
+        let group = cfg.group(tiles_m);
         // A norm prologue needs each row's whole K in one kernel, and a row reduction each
         // tile's finished values: no split.
         let (split, kps) = if p.prologue.is_some() || !p.reductions.is_empty() {
