@@ -30,7 +30,7 @@ pub struct GpuArgs {
     #[arg(long, value_enum, default_value_t = Backend::Cuda)]
     pub backend: Backend,
     /// The tensor-core matmul's configuration, `BMxBNxBK/WMxWN/STAGES` (default: the
-    /// template's heuristic: 128x128x32/2x2/3 for f16/bf16 (128x128x32/2x4/4 where an operand or the output cannot take 16-byte copies); for f32, 64x64x32/2x2/3 below two 128x128 tiles per SM or for K <= 128, else 128x128x64/2x4/3 or 128x64x32/2x2/3 by wave quantization; without `/STAGES`, 4 stages).
+    /// template's heuristic: 128x128x32/2x2/3 for f16/bf16 (128x128x32/2x4/4 where an operand or the output cannot take 16-byte copies); for f32, 128x64x32/2x2/4 or 64x64x32/2x2/4, whichever tiles finish first by wave quantization; without `/STAGES`, 4 stages).
     #[arg(long, value_name = "CONFIG")]
     pub mma_config: Option<irc_lower::MmaConfig>,
     /// Say (on stderr) which configuration each kernel was built with, and where it came from

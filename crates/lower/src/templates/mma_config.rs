@@ -18,9 +18,11 @@ pub struct MmaConfig {
     pub stages: u64,
 }
 
-/// [`MmaConfig::F32_MID`]'s throughput per SM relative to [`MmaConfig::F32`]'s, measured at
-/// 4096³ on the H100 (2.58 / 2.78 ms).
-const F32_MID_RATE: f64 = 0.927;
+/// The time of a wave of [`MmaConfig::F32_SMALL`]'s 64x64 tiles in waves of
+/// [`MmaConfig::F32_MID`]'s 128x64 ones: 0.53-0.56 in run 264 (H200,
+/// `bench/results/2026-12-01-f32-points-run264.txt`: the batched K = 64 scores, a
+/// 16384x512→256 tall product, GPT-2's fc2 and qkv).
+const F32_SMALL_WAVE: f64 = 0.55;
 
 impl MmaConfig {
     /// The fallback where the heuristic's point does not fit the target or, for f16/bf16, where
@@ -55,59 +57,48 @@ impl MmaConfig {
         stages: 3,
     };
 
-    /// The heuristic's choice for f32 operands (3xTF32) with many output tiles: 64-deep
-    /// k-tiles through 3 stages (192 KiB), half the barriers of 32-deep ones; measured on the
-    /// H100 at 4096³: 2.58 ms (2.70 for [`MmaConfig::DEFAULT`]).
-    pub const F32: MmaConfig = MmaConfig {
-        bm: 128,
-        bn: 128,
-        bk: 64,
-        warps_m: 2,
-        warps_n: 4,
-        stages: 3,
-    };
-
-    /// The heuristic's choice for f32 operands with few output tiles (fewer 128x128 tiles than
-    /// two per SM: the linear layers of a transformer at batch 1): 64x64 tiles of 4 warps, three
-    /// 32-deep stages (48 KiB, several blocks per SM, no spills). Measured on the H100 over
-    /// GPT-2's layers at 1024 tokens: 768→2304 0.097 ms (0.138 with [`MmaConfig::F32`]), 768→768
-    /// 0.041 (0.068), 3072→768 0.145 (0.250); 2048 tokens 768→3072 (384 tiles) stays faster
-    /// with [`MmaConfig::F32`].
+    /// The heuristic's f32 point for the smallest tiles: 64x64 tiles of 4 warps, four 32-deep
+    /// stages (64 KiB, several blocks per SM, no spills), where the 128-row tiles would fill
+    /// the SMs worse: GPT-2's 768→2304 layer over 1024 tokens 0.0895 ms on the H200 (0.0963 in
+    /// 128x64 tiles), 3001x1000→500 0.0757 (0.0869), 512x1024→1024 0.0310 (0.0487).
     pub const F32_SMALL: MmaConfig = MmaConfig {
         bm: 64,
         bn: 64,
         bk: 32,
         warps_m: 2,
         warps_n: 2,
-        stages: 3,
+        stages: 4,
     };
 
-    /// The heuristic's third f32 point: 128x64 tiles of 4 warps, three 32-deep stages (72 KiB:
-    /// three blocks an SM). At 4096³ it runs at 0.93x [`MmaConfig::F32`]'s rate per SM (2.78 ms
-    /// against 2.58), but in half-size tiles, so it wins where the big tiles' last wave would
-    /// leave SMs idle (run 66: 1576 tokens 768→3072, 0.166 ms against 0.204).
+    /// The heuristic's usual f32 point: 128x64 tiles of 4 warps, four 32-deep stages (96 KiB:
+    /// two blocks an SM). A wave of them takes 0.47-0.50 of a wave of 128x128x64/2x4/3's tiles
+    /// (4096³ 2.47 ms against 2.46 on the H200, run 264; 8192x768→3072 0.698 against 0.734), so
+    /// the larger tiles are never the faster by more than 0.7% and not a choice; the best of
+    /// eight points, or within 1%, on 10 of 13 shapes (GPT-2's fc2 0.1322 ms against 0.1436 in
+    /// 64x64 tiles).
     pub const F32_MID: MmaConfig = MmaConfig {
         bm: 128,
         bn: 64,
         bk: 32,
         warps_m: 2,
         warps_n: 2,
-        stages: 3,
+        stages: 4,
     };
 
     /// The heuristic's point for an `m x n x k` problem of `batch` matrices with operands of
-    /// `elem_bytes` bytes on `target`. For f32: [`MmaConfig::F32_SMALL`] below two 128x128
-    /// tiles per SM or for K of at most 128 (one or two 64-deep k-tiles leave the big point's
-    /// ring nothing to overlap); otherwise the faster of [`MmaConfig::F32`] and
-    /// [`MmaConfig::F32_MID`] by wave quantization — the busiest SM's share of tiles, each
-    /// at its point's measured rate (`F32_MID_RATE`): `ceil(t / SMs)` 128x128 tiles against
-    /// `ceil(2t / SMs)` half tiles. The data of every shape measured is in
-    /// `bench/results/2026-11-25-f32-points.md`. Any point that does not fit the target's
-    /// shared memory falls back to [`MmaConfig::DEFAULT`]; f16/bf16 take [`MmaConfig::F16`].
+    /// `elem_bytes` bytes on `target`. For f32: of [`MmaConfig::F32_MID`] (128x64 tiles) and
+    /// [`MmaConfig::F32_SMALL`] (64x64), the one whose busiest SM finishes first —
+    /// `ceil(tiles / SMs)` waves of its tiles, a 64x64 wave [`F32_SMALL_WAVE`] of a 128x64
+    /// one; ties to the larger tile.
+    /// On run 264's 13 shapes this is the best point or within 0.7% on each; the data are in
+    /// `bench/results/2026-12-01-f32-points-run264.txt` (three-stage points on the H100:
+    /// `bench/results/2026-11-25-f32-points.md`). A point that does not fit the target's
+    /// shared memory falls back to its three-stage form, then to [`MmaConfig::DEFAULT`];
+    /// f16/bf16 take [`MmaConfig::F16`].
     pub fn heuristic_for(
         target: &irc_target::Target,
         elem_bytes: u64,
-        (m, n, k, batch): (u64, u64, u64, u64),
+        (m, n, _k, batch): (u64, u64, u64, u64),
     ) -> MmaConfig {
         if elem_bytes != 4 {
             return match MmaConfig::F16.check_for(target, elem_bytes) {
@@ -116,20 +107,19 @@ impl MmaConfig {
             };
         }
         let sms = u64::from(target.sms).max(1);
-        let tiles = m.div_ceil(128) * n.div_ceil(128) * batch.max(1);
-        let halves = m.div_ceil(128) * n.div_ceil(64) * batch.max(1);
-        let pick = if tiles < 2 * sms || k <= 128 {
+        let waves =
+            |c: MmaConfig| (m.div_ceil(c.bm) * n.div_ceil(c.bn) * batch.max(1)).div_ceil(sms);
+        let small = waves(MmaConfig::F32_SMALL) as f64 * F32_SMALL_WAVE;
+        let pick = if small < waves(MmaConfig::F32_MID) as f64 {
             MmaConfig::F32_SMALL
-        } else if halves.div_ceil(sms) as f64 * 0.5 / F32_MID_RATE < tiles.div_ceil(sms) as f64 {
+        } else {
             MmaConfig::F32_MID
-        } else {
-            MmaConfig::F32
         };
-        if pick.check_for(target, 4).is_ok() {
-            pick
-        } else {
-            MmaConfig::DEFAULT
-        }
+        let three = MmaConfig { stages: 3, ..pick };
+        [pick, three]
+            .into_iter()
+            .find(|c| c.check_for(target, 4).is_ok())
+            .unwrap_or(MmaConfig::DEFAULT)
     }
 
     /// Accumulator values a thread may hold with operands of `elem_bytes` bytes.
@@ -304,5 +294,57 @@ impl std::fmt::Display for MmaConfig {
             "{}x{}x{}/{}x{}/{}",
             self.bm, self.bn, self.bk, self.warps_m, self.warps_n, self.stages
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Check the f32 heuristic against run 264 (H200, eight points timed on each of 13 shapes,
+    /// `bench/results/2026-12-01-f32-points-run264.txt`): on each it takes the fastest point or
+    /// one within 0.7% of it (4096³: 128x64 2.4712 ms against 128x128's 2.4552).
+    #[test]
+    fn the_f32_heuristic_takes_the_measured_best() {
+        let t = irc_target::Target::default();
+        assert_eq!(t.sms, 132);
+        let pick = |m, n, k, batch| MmaConfig::heuristic_for(&t, 4, (m, n, k, batch)).to_string();
+        let mid = "128x64x32/2x2/4";
+        let small = "64x64x32/2x2/4";
+        for (name, shape, want) in [
+            ("bmm_scores", (1024, 1024, 64, 48), mid),
+            ("mm_fc2", (1024, 768, 3072, 1), mid),
+            ("mm_linear_bt", (8192, 1024, 1024, 1), mid),
+            ("mm_mlp", (2048, 3072, 768, 1), mid),
+            ("mm_proj", (1024, 768, 768, 1), mid),
+            ("mm_qkv", (1024, 2304, 768, 1), small),
+            ("mm_sq4k", (4096, 4096, 4096, 1), mid),
+            ("mm_vit_fc1", (1576, 3072, 768, 1), mid),
+            ("mm_vit_qkv", (1576, 2304, 768, 1), small),
+            ("mm_b8_fc1", (8192, 3072, 768, 1), mid),
+            ("mm_odd", (3001, 500, 1000, 1), small),
+            ("mm_small", (512, 1024, 1024, 1), small),
+            ("mm_tall", (16384, 256, 512, 1), mid),
+        ] {
+            let (m, n, k, batch) = shape;
+            assert_eq!(pick(m, n, k, batch), want, "{name}");
+        }
+        // Where the 64x64 tiles' waves take as long as the 128x64 ones', the larger tiles:
+        // 132 tiles of 128x64 against 264 of 64x64 (2 × 0.55 waves).
+        assert_eq!(pick(128 * 66, 128, 4096, 1), mid);
+        // The three-stage form where four stages do not fit the target's shared memory.
+        let small_smem = irc_target::Target {
+            max_dynamic_shared_bytes: 80 * 1024,
+            ..irc_target::Target::default()
+        };
+        assert_eq!(
+            MmaConfig::heuristic_for(&small_smem, 4, (1024, 768, 3072, 1)).to_string(),
+            "128x64x32/2x2/3"
+        );
+        // 16-bit operands keep their point.
+        assert_eq!(
+            MmaConfig::heuristic_for(&t, 2, (4096, 4096, 4096, 1)),
+            MmaConfig::F16
+        );
     }
 }
