@@ -41,6 +41,8 @@ pub(super) fn call(f: Func, a: &[f64]) -> f64 {
         Func::Ceil => a[0].ceil(),
         Func::Round => a[0].round_ties_even(),
         Func::Sigmoid => 1.0 / (1.0 + (-a[0]).exp()),
+        // NaN stays NaN (PyTorch's relu; both emitters test for it), where `f64::max` drops it.
+        Func::Relu if a[0].is_nan() => a[0],
         Func::Relu => a[0].max(0.0),
         Func::Silu => a[0] / (1.0 + (-a[0]).exp()),
         Func::Recip | Func::Rcp => 1.0 / a[0],

@@ -72,8 +72,9 @@ impl MmaConfig {
 
     /// The heuristic's usual f32 point: 128x64 tiles of 4 warps, four 32-deep stages (96 KiB:
     /// two blocks an SM). A wave of them takes 0.47-0.50 of a wave of 128x128x64/2x4/3's tiles
-    /// (4096³ 2.47 ms against 2.46 on the H200, run 264; 8192x768→3072 0.698 against 0.734), so
-    /// the larger tiles are never the faster by more than 0.7% and not a choice; the best of
+    /// (4096³ 2.47 ms against 2.46 on the H200, run 264; 8192x768→3072 0.698 against 0.734): on
+    /// that run's shapes the larger tiles were never more than 0.7% faster, so they are left to
+    /// `irc tune`; the best of
     /// eight points, or within 1%, on 10 of 13 shapes (GPT-2's fc2 0.1322 ms against 0.1436 in
     /// 64x64 tiles).
     pub const F32_MID: MmaConfig = MmaConfig {

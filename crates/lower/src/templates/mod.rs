@@ -94,8 +94,8 @@ pub const TEMPLATES: &[TemplateInfo] = &[
     TemplateInfo {
         name: "matmul_mma",
         anchor: Anchor::Matmul,
-        applies: "f16/bf16 matmuls (sm_80+ tensor cores)",
-        config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps, cp.async stages (MmaConfig::space; default 128x128x32/2x2/3 for f16/bf16)",
+        applies: "f16/bf16 matmuls, and f32 ones as 3xTF32 (sm_80+ tensor cores)",
+        config: "MmaConfig: block tile bm x bn x bk, warps_m x warps_n warps, cp.async stages (MmaConfig::space; default 128x128x32/2x2/3 for f16/bf16; for f32 128x64x32/2x2/4 or 64x64x32/2x2/4, whichever tiles finish first by waves)",
     },
     TemplateInfo {
         name: "attention_decode",
