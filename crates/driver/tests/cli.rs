@@ -343,7 +343,8 @@ fn misspelt_subcommand_gets_a_hint() {
 }
 
 /// `--arch sm_80` sizes tiles for the A100 (163 KiB of shared memory a block), not for the
-/// H100 (227 KiB): the f32 matmul's large point (192 KiB) would not launch there.
+/// H100 (227 KiB): the heuristic's f32 point fits it, and the large f32 point (192 KiB) builds
+/// for sm_90a but is refused for sm_80 with the reason.
 #[test]
 fn arch_sm_80_tiles_fit_an_a100() {
     let d = scratch("arch80");
@@ -353,9 +354,15 @@ fn arch_sm_80_tiles_fit_an_a100() {
         "graph @f(%a: tensor<4096x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {\n  %c = matmul %a, %b\n  return %c\n}\n",
     )
     .unwrap();
-    let smem = |arch: &str| -> u64 {
-        let o = irc(&["--emit=cuda", "--arch", arch, f.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", stderr(&o));
+    let emit = |arch: &str, config: Option<&str>| {
+        let mut args = vec!["--emit=cuda", "--arch", arch, f.to_str().unwrap()];
+        if let Some(c) = config {
+            args.extend(["--mma-config", c]);
+        }
+        irc(&args)
+    };
+    let smem = |o: &std::process::Output| -> u64 {
+        assert!(o.status.success(), "{}", stderr(o));
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         text.lines()
             .filter_map(|l| l.split("unsigned char irc_smem[]; // ").nth(1))
@@ -363,13 +370,18 @@ fn arch_sm_80_tiles_fit_an_a100() {
             .max()
             .unwrap_or(0)
     };
-    let (a100, h100) = (smem("sm_80"), smem("sm_90a"));
+    let a100 = smem(&emit("sm_80", None));
     assert!(
         a100 > 0 && a100 <= 163 * 1024,
         "sm_80 kernel takes {a100} bytes"
     );
+    let large = "128x128x64/2x4/3";
+    assert_eq!(smem(&emit("sm_90a", Some(large))), 192 * 1024);
+    let o = emit("sm_80", Some(large));
+    assert_eq!(o.status.code(), Some(1));
     assert!(
-        h100 > 163 * 1024,
-        "sm_90a keeps the large point ({h100} bytes)"
+        stderr(&o).contains("the shared ring exceeds the block's shared memory"),
+        "{}",
+        stderr(&o)
     );
 }
