@@ -12,7 +12,8 @@ workload (one `examples/NAME.ir` each) it
    a float64 PyTorch reference (||out - ref|| / ||ref||, max abs error, NaN/Inf), and times irc
    with `irc bench FILE --json --input ...` (the same inputs), its kernels at their templates'
    heuristic configurations (no tuning cache read) or, with `--tune K`, at those `irc tune
-   --top-k K` picks for the row first;
+   --top-k K` picks for the row first (each kernel's configuration, as `--explain` gives it, is
+   kept in the JSON row: `irc_configs`);
 4. prints a markdown table and writes it with a JSON file to
    `$OUT/bench/results/<date>-<name>.{md,json}` (or `bench/results/` of the repository when OUT
    is unset), `<name>` from `--name` (default: the GPU's name), with `-2`, `-3`, ... added
@@ -543,11 +544,14 @@ def bench_ms(fn, quick):
     return med
 
 
-def run_cmd(cmd, timeout):
+def run_cmd(cmd, timeout, stderr=None):
+    """The command's standard output; its standard error appended to `stderr` when given."""
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).strip().splitlines()[-12:]
         raise RuntimeError(f"irc {cmd[1]} exited {p.returncode}: " + " | ".join(tail))
+    if stderr is not None:
+        stderr.append(p.stderr)
     return p.stdout
 
 
@@ -617,11 +621,15 @@ def run_workload(name, args, tmp):
             row[f"{key}_run_error"] = str(e)[:600]
         try:
             rep = ["--warmup", "5", "--rep", "20"] if args.quick else []
+            err = []
             text = run_cmd([irc, "bench", str(path), "--json", "--arch", args.arch,
-                            "--backend", backend, *flags, *rep,
+                            "--backend", backend, *flags, *rep, "--explain",
                             "--peak-tflops", str(args.peak_tflops),
                             "--peak-gbps", str(args.peak_gbps)],
-                           args.timeout)
+                           args.timeout, err)
+            # Each kernel's configuration and where it came from (`--explain`), in the JSON.
+            row[f"{key}_configs"] = [l[len("irc: config: "):] for l in err[0].splitlines()
+                                     if l.startswith("irc: config: ")]
             b = json.loads(text.strip().splitlines()[-1])
             r = b["report"]
             row.update({f"{key}_ms": r["timing"]["median_ms"], f"{key}_p20_ms": r["timing"]["p20_ms"],
