@@ -2,7 +2,7 @@
 """On the GPU machine: irc's matmul beside cuBLAS (torch.matmul) over square sizes, one run.
 
     python3 bench/gpu/gemm_sizes.py [--irc PATH] [--sizes 4096,6144,8192] [--dtype f16|bf16]
-                                    [--groups 8,16,32] [--check]
+                                    [--groups 4,16,32] [--check]
 
 Each size: a graph `matmul %a, %b` written to a temporary file, timed by `irc bench --json`
 (L2 flushed, CUDA events, median), and `a @ b` timed by `triton.testing.do_bench`; prints one
@@ -28,7 +28,7 @@ ap.add_argument("--sizes", default="2048,4096,6144,8192,12288")
 ap.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
 ap.add_argument("--rep", type=int, default=100)
 ap.add_argument("--extra", default="", help="more arguments for irc bench, space-separated")
-ap.add_argument("--groups", default="", help="walks to time besides the heuristic's, e.g. 8,16,32")
+ap.add_argument("--groups", default="", help="walks to time besides the heuristic's (not the default walk itself), e.g. 4,16,32")
 ap.add_argument("--check", action="store_true", help="check each forced walk with irc run --check")
 args = ap.parse_args()
 dt = {"f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]

@@ -37,6 +37,14 @@ pub struct DimArgs {
 }
 
 impl DimArgs {
+    /// An error where `--dim` was given for `input`, a graph IR file (its shapes are static).
+    pub fn refuse_for_graph_ir(&self, input: &str) -> Result<()> {
+        if !self.dims.is_empty() {
+            bail!("--dim sizes the dynamic dims of an ONNX model's inputs; {input} is graph IR");
+        }
+        Ok(())
+    }
+
     pub fn options(&self) -> Result<irc_onnx::Options> {
         let mut dims = BTreeMap::new();
         for spec in &self.dims {

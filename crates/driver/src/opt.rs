@@ -272,12 +272,7 @@ pub fn run(args: &OptArgs) -> Result<bool> {
 /// printed as graph IR — its weights stay parameters, which is all a compile needs.
 fn source_text(args: &OptArgs) -> Result<String> {
     if !crate::import::is_onnx(&args.input) {
-        if !args.dims.dims.is_empty() {
-            anyhow::bail!(
-                "--dim sizes the dynamic dims of an ONNX model's inputs; {} is graph IR",
-                args.input
-            );
-        }
+        args.dims.refuse_for_graph_ir(&args.input)?;
         return read_source(&args.input);
     }
     if args.split_input_file || args.verify_diagnostics {

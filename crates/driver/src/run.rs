@@ -133,12 +133,18 @@ pub fn load(
     dims: &crate::import::DimArgs,
 ) -> Result<Option<(Module, Weights)>> {
     if crate::import::is_onnx(input) {
+        if weights.is_some() {
+            bail!(
+                "--weights gives a graph IR file's parameters; the ONNX model {input} carries its own"
+            );
+        }
         let imported = crate::import::import_file(Path::new(input), dims)?;
         let module = Module {
             graphs: vec![imported.graph],
         };
         return Ok(Some((module, imported.weights)));
     }
+    dims.refuse_for_graph_ir(input)?;
     let Some(m) = parse(input)? else {
         return Ok(None);
     };

@@ -291,6 +291,48 @@ fn emit_reads_onnx_models() {
     assert!(stderr(&o).contains("is graph IR"), "{}", stderr(&o));
 }
 
+/// Check that a flag for the other kind of input is refused, not ignored: `--dim` on graph IR
+/// (static shapes), `--weights` on an ONNX model (it carries its own), in each command.
+#[test]
+fn flags_for_the_other_input_kind_are_refused() {
+    let d = scratch("flags");
+    let ir = d.join("m.ir");
+    let onnx = model("dynamic_dim.onnx");
+    ok(&irc(&[
+        "import",
+        &onnx,
+        "--dim",
+        "batch=2",
+        "-o",
+        ir.to_str().unwrap(),
+    ]));
+    let ir = ir.to_str().unwrap();
+    for args in [
+        vec!["run", ir, "--random", "--dim", "batch=2"],
+        vec!["tune", "--list", ir, "--dim", "batch=2"],
+        vec!["--emit=fused", ir, "--dim", "batch=2"],
+    ] {
+        let o = irc(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&o).contains("is graph IR"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = irc(&[
+        "run",
+        &onnx,
+        "--dim",
+        "batch=2",
+        "--random",
+        "--weights",
+        "w.safetensors",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("carries its own"), "{}", stderr(&o));
+}
+
 /// Check that the GPU lowering computes a gather where it is read: the index is loaded,
 /// wrapped, and clamped for the address (an out-of-range index gives NaN, never a read out of
 /// bounds).

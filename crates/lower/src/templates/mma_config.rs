@@ -94,8 +94,8 @@ impl MmaConfig {
     /// On run 264's 13 shapes this is the best point or within 0.7% on each; the data are in
     /// `bench/results/2026-12-01-f32-points-run264.txt` (three-stage points on the H100:
     /// `bench/results/2026-11-25-f32-points.md`). A point that does not fit the target's
-    /// shared memory falls back to its three-stage form, then to [`MmaConfig::DEFAULT`];
-    /// f16/bf16 take [`MmaConfig::F16`].
+    /// shared memory falls back to its three-stage form, then to 64x64 tiles through two
+    /// stages; f16/bf16 take [`MmaConfig::F16`].
     pub fn heuristic_for(
         target: &irc_target::Target,
         elem_bytes: u64,
@@ -116,8 +116,14 @@ impl MmaConfig {
         } else {
             MmaConfig::F32_MID
         };
+        // Smaller rings where the shared memory is smaller: three stages, then 64x64 tiles
+        // through two (32 KiB).
         let three = MmaConfig { stages: 3, ..pick };
-        [pick, three]
+        let least = MmaConfig {
+            stages: 2,
+            ..MmaConfig::F32_SMALL
+        };
+        [pick, three, least]
             .into_iter()
             .find(|c| c.check_for(target, 4).is_ok())
             .unwrap_or(MmaConfig::DEFAULT)
@@ -330,8 +336,7 @@ mod tests {
             let (m, n, k, batch) = shape;
             assert_eq!(pick(m, n, k, batch), want, "{name}");
         }
-        // Where the 64x64 tiles' waves take as long as the 128x64 ones', the larger tiles:
-        // 132 tiles of 128x64 against 264 of 64x64 (2 × 0.55 waves).
+        // One wave of 132 128x64 tiles against two of 264 64x64 ones (1.1 of a 128x64 wave).
         assert_eq!(pick(128 * 66, 128, 4096, 1), mid);
         // The three-stage form where four stages do not fit the target's shared memory.
         let small_smem = irc_target::Target {
@@ -341,6 +346,15 @@ mod tests {
         assert_eq!(
             MmaConfig::heuristic_for(&small_smem, 4, (1024, 768, 3072, 1)).to_string(),
             "128x64x32/2x2/3"
+        );
+        // Then 64x64 tiles through two stages, where even three do not fit.
+        let tiny_smem = irc_target::Target {
+            max_dynamic_shared_bytes: 40 * 1024,
+            ..irc_target::Target::default()
+        };
+        assert_eq!(
+            MmaConfig::heuristic_for(&tiny_smem, 4, (1024, 768, 3072, 1)).to_string(),
+            "64x64x32/2x2/2"
         );
         // 16-bit operands keep their point.
         assert_eq!(

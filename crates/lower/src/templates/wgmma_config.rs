@@ -2,7 +2,7 @@
 //!
 //! The tile is `128 x bn x 64` (two consumer warpgroups of 64 rows); `split > 1` splits K into
 //! a partials kernel and a kernel summing the splits and applying the epilogue; `group` is how
-//! many M tiles the persistent blocks walk together (N fastest within a group), which decides
+//! many M tiles the persistent blocks walk together (M fastest within a group, then N), which decides
 //! how many operand panels the tiles in flight share in L2. The stages of the ring follow from
 //! the shared-memory budget, not from the point.
 
@@ -182,10 +182,12 @@ impl TemplateSpace for WgmmaSpace {
             return Err(format!("tile width {} (64, 128 or 256)", c.bn));
         }
         let tiles_m = m.div_ceil(BM);
-        if let Some(g) = c.group
-            && (g == 0 || tiles_m % g != 0)
-        {
-            return Err(format!("a group of {g} M tiles does not divide {tiles_m}"));
+        match c.group {
+            Some(0) => return Err("a group of no M tiles".into()),
+            Some(g) if tiles_m % g != 0 => {
+                return Err(format!("a group of {g} M tiles does not divide {tiles_m}"));
+            }
+            _ => {}
         }
         let ktiles = k.div_ceil(BK);
         if c.split == 0 || (c.split > 1 && ktiles / c.split < 8) {
@@ -328,6 +330,9 @@ mod tests {
         assert!(WgmmaSpace.check(&point(16), &p, &t).is_ok());
         let e = WgmmaSpace.check(&point(3), &p, &t).unwrap_err();
         assert_eq!(e, "a group of 3 M tiles does not divide 64");
-        assert!(WgmmaSpace.check(&point(0), &p, &t).is_err());
+        assert_eq!(
+            WgmmaSpace.check(&point(0), &p, &t).unwrap_err(),
+            "a group of no M tiles"
+        );
     }
 }

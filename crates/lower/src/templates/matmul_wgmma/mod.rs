@@ -145,7 +145,7 @@ impl Builder<'_, '_> {
         let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(bn));
         let per_batch = tiles_m * tiles_n;
         let total = per_batch * p.batch;
-        // Tiles are walked in groups of `group` M tiles, N fastest within a group: blocks
+        // Tiles are walked in groups of `group` M tiles, M fastest within a group, then N: blocks
         // running together share A row panels and B column panels in L2.
         let group = cfg.group(tiles_m);
         // A norm prologue needs each row's whole K in one kernel, and a row reduction each
