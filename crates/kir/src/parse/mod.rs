@@ -490,10 +490,15 @@ impl<'a> Parser<'a> {
                     Some((n, h)) => match CacheHint::from_name(h) {
                         Some(hint) => (n, hint),
                         None => {
+                            let names: Vec<String> = CacheHint::HINTS
+                                .iter()
+                                .map(|(n, _)| format!("`.{n}`"))
+                                .collect();
                             return Err(c.err_at(
                                 0,
                                 format!(
-                                    "unknown cache hint `.{h}` in `{w}` (expected `.evict_first`)"
+                                    "unknown cache hint `.{h}` in `{w}` (expected {})",
+                                    names.join(" or ")
                                 ),
                             ));
                         }

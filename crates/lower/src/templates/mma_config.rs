@@ -338,28 +338,15 @@ mod tests {
         }
         // One wave of 132 128x64 tiles against two of 264 64x64 ones (1.1 of a 128x64 wave).
         assert_eq!(pick(128 * 66, 128, 4096, 1), mid);
-        // The three-stage form where four stages do not fit the target's shared memory.
-        let small_smem = irc_target::Target {
-            max_dynamic_shared_bytes: 80 * 1024,
-            ..irc_target::Target::default()
-        };
-        assert_eq!(
-            MmaConfig::heuristic_for(&small_smem, 4, (1024, 768, 3072, 1)).to_string(),
-            "128x64x32/2x2/3"
-        );
-        // Then 64x64 tiles through two stages, where even three do not fit.
-        let tiny_smem = irc_target::Target {
-            max_dynamic_shared_bytes: 40 * 1024,
-            ..irc_target::Target::default()
-        };
-        assert_eq!(
-            MmaConfig::heuristic_for(&tiny_smem, 4, (1024, 768, 3072, 1)).to_string(),
-            "64x64x32/2x2/2"
-        );
-        // 16-bit operands keep their point.
-        assert_eq!(
-            MmaConfig::heuristic_for(&t, 2, (4096, 4096, 4096, 1)),
-            MmaConfig::F16
-        );
+        // Smaller rings where the shared memory is smaller: the three-stage form where four
+        // stages do not fit, then 64x64 tiles through two where even three do not.
+        for (kib, want) in [(80, "128x64x32/2x2/3"), (40, "64x64x32/2x2/2")] {
+            let target = irc_target::Target {
+                max_dynamic_shared_bytes: kib * 1024,
+                ..irc_target::Target::default()
+            };
+            let got = MmaConfig::heuristic_for(&target, 4, (1024, 768, 3072, 1));
+            assert_eq!(got.to_string(), want, "{kib} KiB");
+        }
     }
 }

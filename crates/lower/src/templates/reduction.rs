@@ -127,29 +127,15 @@ impl Builder<'_, '_> {
             _ => (ReduceOp::Sum, 0.0),
         };
         let out = self.output(inst.result, &linear(rows).map_err(internal)?)?;
-        // Column schedule: the innermost dimension is kept (a leading axis is reduced) and
-        // there are outputs enough to fill the GPU: a thread per output, adjacent threads on
-        // adjacent addresses (coalesced), each summing its column serially.
-        let innermost_kept = !axes.contains(&(xshape.len().saturating_sub(1)))
-            && xshape.last().is_some_and(|&d| d > 1);
-        // The schedule: the configuration's (whose check allows the column schedule only with
-        // the innermost dimension kept), else the heuristic's.
-        let schedule = match self.config {
-            Some(Config::Reduction(c)) => c.schedule,
-            _ if innermost_kept
-                && rows
-                    >= super::reduction_config::column_min_outputs(u64::from(
-                        self.l.options.target.sms,
-                    )) =>
-            {
-                ReductionSchedule::Column {
-                    threads: u64::from(THREADS),
-                }
-            }
-            _ => ReductionSchedule::Row {
-                threads: u64::from(row_threads(k)),
-            },
+        // The schedule: the configuration's — the reduction space's heuristic
+        // (`reduction_config.rs`) unless a tuning cache or the tuner gives another point, whose
+        // check allows the column schedules only with the innermost dimension kept.
+        let Some(Config::Reduction(c)) = self.config else {
+            return Err(Retry::Fail(LowerError::Internal(
+                "a reduction kernel is built from a reduction configuration".into(),
+            )));
         };
+        let schedule = c.schedule;
         let width = super::row_cached::row_width(self.ty(x).dtype, k, &access);
         let mean = inst.op == OpKind::ReduceMean;
         let finish = move |red: Expr| -> Expr {
