@@ -6,7 +6,7 @@
 //! how many operand panels the tiles in flight share in L2. The stages of the ring follow from
 //! the shared-memory budget, not from the point.
 
-use super::config::{Config, TemplateSpace};
+use super::config::{Config, TemplateSpace, fields};
 use super::problem::{Problem, ProblemShape};
 use irc_target::Target;
 use std::fmt;
@@ -42,24 +42,27 @@ impl std::str::FromStr for WgmmaConfig {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = || format!("`{s}` is not `bn=N,split=S[,group=G]`");
-        let mut fields = s.split(',');
-        let mut num = |key: &str| -> Result<Option<u64>, String> {
-            fields
-                .next()
-                .map(|t| {
-                    t.strip_prefix(key)
-                        .and_then(|v| v.parse().ok())
-                        .ok_or_else(bad)
-                })
-                .transpose()
-        };
-        let bn = num("bn=")?.ok_or_else(bad)?;
-        let split = num("split=")?.ok_or_else(bad)?;
-        let group = num("group=")?;
-        if fields.next().is_some() {
+        let (word, values) = fields(s);
+        if word.is_some() {
             return Err(bad());
         }
-        Ok(WgmmaConfig { bn, split, group })
+        let (mut bn, mut split, mut group) = (None, None, None);
+        for (key, value) in values {
+            let slot = match key {
+                "bn" => &mut bn,
+                "split" => &mut split,
+                "group" => &mut group,
+                _ => return Err(bad()),
+            };
+            if slot.replace(value.map_err(|_| bad())?).is_some() {
+                return Err(bad());
+            }
+        }
+        Ok(WgmmaConfig {
+            bn: bn.ok_or_else(bad)?,
+            split: split.ok_or_else(bad)?,
+            group,
+        })
     }
 }
 
@@ -279,11 +282,14 @@ mod tests {
             "bn=256",
             "bn=256,split=1,group=",
             "bn=256,split=1,group=4,x=1",
-            "split=1,bn=256",
+            "bn=256,bn=128,split=1",
         ] {
             let e = bad.parse::<WgmmaConfig>().unwrap_err();
             assert!(e.contains("bn=N,split=S[,group=G]"), "{e}");
         }
+        // Fields in any order, printed in the canonical one.
+        let c: WgmmaConfig = "split=2,bn=128".parse().unwrap();
+        assert_eq!(c.to_string(), "bn=128,split=2");
     }
 
     /// The space offers other walks of the unsplit tiles — divisors of the M tiles other than
